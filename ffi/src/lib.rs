@@ -1,0 +1,1 @@
+//! The C ABI of lagless (see include/lagless.h).
