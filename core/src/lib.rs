@@ -6,3 +6,8 @@
 
 pub mod error;
 pub use error::{Error, Result};
+pub mod backoff;
+pub mod cluster;
+pub mod config;
+pub mod net;
+pub mod protocol;

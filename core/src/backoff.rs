@@ -1,0 +1,189 @@
+//! Time, not retry counts (KIP-572, KIP-580): the one backoff of lagless, and deadlines.
+//!
+//! `backoff(n) = min(max, initial * 2^n) * U(0.8, 1.2)`; when `max <= initial` the backoff is a
+//! constant `max` (with jitter), as in the Java client's `ExponentialBackoff`.
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use crate::error::{Error, Result};
+
+/// Exponential backoff with jitter. Cheap to copy; the attempt counter lives in [`Retry`].
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    initial: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    pub fn new(initial: Duration, max: Duration) -> Backoff {
+        Backoff { initial, max }
+    }
+
+    /// The wait before attempt `failures + 1`, after `failures` failures in a row (0-based).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let base = if self.max <= self.initial {
+            self.max
+        } else {
+            // 2^n saturates long before u32 overflow matters: cap the exponent.
+            let factor = 1u32 << failures.min(20);
+            self.initial.saturating_mul(factor).min(self.max)
+        };
+        base.mul_f64(rand::thread_rng().gen_range(0.8..=1.2))
+    }
+}
+
+/// Counts consecutive failures of one operation; reset on success.
+#[derive(Debug, Clone)]
+pub struct Retry {
+    backoff: Backoff,
+    failures: u32,
+}
+
+impl Retry {
+    pub fn new(backoff: Backoff) -> Retry {
+        Retry {
+            backoff,
+            failures: 0,
+        }
+    }
+
+    /// Records a failure and returns how long to wait before the next try.
+    pub fn failed(&mut self) -> Duration {
+        let d = self.backoff.delay(self.failures);
+        self.failures = self.failures.saturating_add(1);
+        d
+    }
+
+    pub fn succeeded(&mut self) {
+        self.failures = 0;
+    }
+
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+}
+
+/// A point in time by which a blocking call must return.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    at: Instant,
+    timeout: Duration,
+}
+
+impl Deadline {
+    pub fn after(timeout: Duration) -> Deadline {
+        let now = Instant::now();
+        Deadline {
+            // A "forever" timeout (Duration::MAX) must not overflow Instant.
+            at: now
+                .checked_add(timeout)
+                .unwrap_or(now + Duration::from_secs(100 * 365 * 86400)),
+            timeout,
+        }
+    }
+
+    pub fn instant(&self) -> Instant {
+        self.at
+    }
+
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    pub fn expired(&self) -> bool {
+        Instant::now() >= self.at
+    }
+
+    /// The timeout the deadline was made from, for error messages.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `Error::Timeout` for `what`, saying how long was allowed.
+    pub fn error(&self, what: &str) -> Error {
+        Error::Timeout(format!(
+            "{what} did not complete within {} ms",
+            self.timeout.as_millis()
+        ))
+    }
+
+    /// Ok while time remains, else the timeout error for `what`.
+    pub fn check(&self, what: &str) -> Result<()> {
+        if self.expired() {
+            Err(self.error(what))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn grows_exponentially_within_jitter_and_caps_at_max() {
+        let b = Backoff::new(ms(100), ms(1000));
+        for _ in 0..200 {
+            for (n, base) in [
+                (0, 100.0),
+                (1, 200.0),
+                (2, 400.0),
+                (3, 800.0),
+                (4, 1000.0),
+                (30, 1000.0),
+            ] {
+                let d = b.delay(n).as_secs_f64() * 1000.0;
+                assert!(
+                    d >= base * 0.8 - 1e-6 && d <= base * 1.2 + 1e-6,
+                    "n={n}: {d}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn max_not_above_initial_is_constant_max() {
+        let b = Backoff::new(ms(500), ms(200));
+        for n in 0..10 {
+            let d = b.delay(n).as_secs_f64() * 1000.0;
+            assert!((160.0..=240.0).contains(&d), "{d}");
+        }
+    }
+
+    #[test]
+    fn jitter_actually_varies() {
+        let b = Backoff::new(ms(100), ms(1000));
+        let samples: std::collections::BTreeSet<u128> =
+            (0..50).map(|_| b.delay(2).as_micros()).collect();
+        assert!(samples.len() > 10);
+    }
+
+    #[test]
+    fn retry_resets_on_success() {
+        let mut r = Retry::new(Backoff::new(ms(100), ms(1000)));
+        r.failed();
+        r.failed();
+        assert_eq!(r.failures(), 2);
+        r.succeeded();
+        assert_eq!(r.failures(), 0);
+        assert!(r.failed() <= ms(120));
+    }
+
+    #[test]
+    fn deadline_never_overflows_and_reports_its_timeout() {
+        let d = Deadline::after(Duration::MAX);
+        assert!(!d.expired());
+        let d = Deadline::after(ms(0));
+        assert!(d.expired());
+        assert_eq!(
+            d.error("commit").to_string(),
+            "timed out: commit did not complete within 0 ms"
+        );
+    }
+}

@@ -1,0 +1,436 @@
+//! The client's view of the cluster: bootstrap, brokers, topic metadata with leaders and leader
+//! epochs, connections per broker (reconnected with backoff), and coordinator lookup.
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex as StdMutex, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Mutex;
+
+use crate::backoff::{Backoff, Deadline, Retry};
+use crate::config::CommonConfig;
+use crate::error::{codes, kafka_error_action, Action, Error, Result};
+use crate::net::Connection;
+use crate::protocol::msg::{
+    metadata_request::MetadataRequestTopic, FindCoordinatorRequest, MetadataRequest, StrBytes,
+    TopicName,
+};
+
+/// A partition's place in the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    pub partition: i32,
+    /// -1 while the partition has no leader.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub error_code: i16,
+}
+
+#[derive(Debug, Clone)]
+pub struct TopicInfo {
+    pub name: String,
+    pub error_code: i16,
+    pub is_internal: bool,
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// One metadata snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct Metadata {
+    pub brokers: BTreeMap<i32, String>,
+    pub topics: BTreeMap<String, TopicInfo>,
+    pub fetched_at: Option<Instant>,
+}
+
+impl Metadata {
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionInfo> {
+        self.topics
+            .get(topic)?
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition)
+    }
+}
+
+struct Slot {
+    addr: String,
+    conn: Option<Arc<Connection>>,
+    retry: Retry,
+    next_attempt: Instant,
+}
+
+/// Shared by the consumer's and producer's tasks; cheap to clone behind an `Arc`.
+pub struct Cluster {
+    pub config: CommonConfig,
+    metadata: RwLock<Arc<Metadata>>,
+    /// broker id -> connection slot. Bootstrap servers use ids -1, -2, ...
+    slots: StdMutex<HashMap<i32, Arc<Mutex<Slot>>>>,
+    /// Topics whose metadata the client keeps; `None` in the set means "all topics" (a pattern
+    /// subscription).
+    interest: StdMutex<(BTreeSet<String>, bool)>,
+    refresh_lock: Mutex<()>,
+}
+
+impl Cluster {
+    pub fn new(config: CommonConfig) -> Arc<Cluster> {
+        Arc::new(Cluster {
+            config,
+            metadata: RwLock::new(Arc::new(Metadata::default())),
+            slots: StdMutex::new(HashMap::new()),
+            interest: StdMutex::new((BTreeSet::new(), false)),
+            refresh_lock: Mutex::new(()),
+        })
+    }
+
+    pub fn backoff(&self) -> Backoff {
+        Backoff::new(self.config.retry_backoff, self.config.retry_backoff_max)
+    }
+
+    /// The latest metadata snapshot.
+    pub fn metadata(&self) -> Arc<Metadata> {
+        self.metadata
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Adds topics whose metadata the client must keep.
+    pub fn add_interest<'a>(&self, topics: impl IntoIterator<Item = &'a String>) {
+        let mut i = self.interest.lock().unwrap_or_else(|p| p.into_inner());
+        i.0.extend(topics.into_iter().cloned());
+    }
+
+    /// Replaces the topics of interest (a new subscription), or asks for all topics.
+    pub fn set_interest(&self, topics: BTreeSet<String>, all: bool) {
+        *self.interest.lock().unwrap_or_else(|p| p.into_inner()) = (topics, all);
+    }
+
+    fn slot(&self, id: i32, addr: &str) -> Arc<Mutex<Slot>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = slots.entry(id).or_insert_with(|| {
+            Arc::new(Mutex::new(Slot {
+                addr: addr.to_string(),
+                conn: None,
+                retry: Retry::new(Backoff::new(
+                    self.config.reconnect_backoff,
+                    self.config.reconnect_backoff_max,
+                )),
+                next_attempt: Instant::now(),
+            }))
+        });
+        slot.clone()
+    }
+
+    async fn connect_slot(
+        &self,
+        slot: &Arc<Mutex<Slot>>,
+        deadline: Deadline,
+    ) -> Result<Arc<Connection>> {
+        let mut s = slot.lock().await;
+        if let Some(c) = &s.conn {
+            if c.is_alive() {
+                return Ok(c.clone());
+            }
+        }
+        s.conn = None;
+        // Reconnect backoff: wait out the rest of it, but never past the caller's deadline.
+        let now = Instant::now();
+        if s.next_attempt > now {
+            if s.next_attempt >= deadline.instant() {
+                return Err(Error::Transport(format!(
+                    "broker {} is unreachable (waiting reconnect.backoff before the next attempt)",
+                    s.addr
+                )));
+            }
+            tokio::time::sleep_until(s.next_attempt.into()).await;
+        }
+        let setup = self
+            .config
+            .socket_connection_setup_timeout
+            .min(deadline.remaining());
+        match Connection::connect(
+            &s.addr,
+            &self.config.client_id,
+            setup,
+            self.config.request_timeout,
+        )
+        .await
+        {
+            Ok(c) => {
+                s.retry.succeeded();
+                let c = Arc::new(c);
+                s.conn = Some(c.clone());
+                Ok(c)
+            }
+            Err(e) => {
+                s.next_attempt = Instant::now() + s.retry.failed();
+                Err(e)
+            }
+        }
+    }
+
+    /// A connection to broker `id`, known from metadata.
+    pub async fn broker(&self, id: i32, deadline: Deadline) -> Result<Arc<Connection>> {
+        let addr = self.metadata().brokers.get(&id).cloned().ok_or_else(|| {
+            Error::Transport(format!("broker {id} is not in the cluster metadata"))
+        })?;
+        let slot = self.slot(id, &addr);
+        {
+            // A broker that moved (restart on another address) gets a fresh slot.
+            let mut s = slot.lock().await;
+            if s.addr != addr {
+                s.addr = addr;
+                s.conn = None;
+            }
+        }
+        self.connect_slot(&slot, deadline).await
+    }
+
+    /// A connection to any broker: known brokers first, then the bootstrap list. Any reachable
+    /// bootstrap entry will do.
+    pub async fn any_broker(&self, deadline: Deadline) -> Result<Arc<Connection>> {
+        let mut candidates: Vec<(i32, String)> = self
+            .metadata()
+            .brokers
+            .iter()
+            .map(|(i, a)| (*i, a.clone()))
+            .collect();
+        for (i, b) in self.config.bootstrap_servers.iter().enumerate() {
+            candidates.push((-1 - i as i32, b.clone()));
+        }
+        // Prefer a connection that is already open.
+        for (id, addr) in &candidates {
+            let slot = self.slot(*id, addr);
+            let s = slot.lock().await;
+            if let Some(c) = &s.conn {
+                if c.is_alive() {
+                    return Ok(c.clone());
+                }
+            }
+        }
+        let mut errors = Vec::new();
+        for (id, addr) in &candidates {
+            if deadline.expired() {
+                break;
+            }
+            match self.connect_slot(&self.slot(*id, addr), deadline).await {
+                Ok(c) => return Ok(c),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        Err(Error::Transport(format!(
+            "no broker reachable (bootstrap.servers={}): {}",
+            self.config.bootstrap_servers.join(","),
+            if errors.is_empty() {
+                "deadline passed".to_string()
+            } else {
+                errors.join("; ")
+            }
+        )))
+    }
+
+    /// Fetches metadata for the topics of interest (and `extra`), retrying with backoff until the
+    /// deadline. Concurrent callers share one request.
+    pub async fn refresh(&self, extra: &[String], deadline: Deadline) -> Result<Arc<Metadata>> {
+        let started = Instant::now();
+        let _guard = self.refresh_lock.lock().await;
+        // Someone else refreshed while we waited for the lock: that answer is fresh enough.
+        if let Some(t) = self.metadata().fetched_at {
+            if t >= started && extra.iter().all(|x| self.metadata().topics.contains_key(x)) {
+                return Ok(self.metadata());
+            }
+        }
+        let (mut topics, all) = self
+            .interest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        topics.extend(extra.iter().cloned());
+        let mut retry = Retry::new(self.backoff());
+        loop {
+            match self.fetch_metadata(&topics, all, deadline).await {
+                Ok(m) => {
+                    let m = Arc::new(m);
+                    *self.metadata.write().unwrap_or_else(|p| p.into_inner()) = m.clone();
+                    return Ok(m);
+                }
+                Err(e) => {
+                    let wait = retry.failed();
+                    if !e.is_retriable() || deadline.remaining() <= wait {
+                        return Err(match e {
+                            Error::Transport(_) | Error::Timeout(_) => e,
+                            other => other,
+                        });
+                    }
+                    tracing::debug!(error = %e, "metadata request failed; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    async fn fetch_metadata(
+        &self,
+        topics: &BTreeSet<String>,
+        all: bool,
+        deadline: Deadline,
+    ) -> Result<Metadata> {
+        let conn = self.any_broker(deadline).await?;
+        let req_topics = if all {
+            None
+        } else {
+            Some(
+                topics
+                    .iter()
+                    .map(|t| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
+                    })
+                    .collect(),
+            )
+        };
+        let req = MetadataRequest::default()
+            .with_topics(req_topics)
+            .with_allow_auto_topic_creation(false);
+        let timeout = self
+            .config
+            .request_timeout
+            .min(deadline.remaining().max(Duration::from_millis(1)));
+        let resp = conn.call_with_timeout(&req, timeout).await?;
+        let mut m = Metadata {
+            fetched_at: Some(Instant::now()),
+            ..Default::default()
+        };
+        for b in &resp.brokers {
+            m.brokers
+                .insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
+        }
+        for t in resp.topics {
+            let Some(name) = t.name else { continue };
+            let mut partitions: Vec<PartitionInfo> = t
+                .partitions
+                .iter()
+                .map(|p| PartitionInfo {
+                    partition: p.partition_index,
+                    leader: p.leader_id.0,
+                    leader_epoch: p.leader_epoch,
+                    error_code: p.error_code,
+                })
+                .collect();
+            partitions.sort_by_key(|p| p.partition);
+            m.topics.insert(
+                name.0.to_string(),
+                TopicInfo {
+                    name: name.0.to_string(),
+                    error_code: t.error_code,
+                    is_internal: t.is_internal,
+                    partitions,
+                },
+            );
+        }
+        Ok(m)
+    }
+
+    /// The partitions of `topic`, refreshing metadata when the topic is not known yet. A topic
+    /// the cluster does not have is `Error::UnknownTopic`.
+    pub async fn partitions(&self, topic: &str, deadline: Deadline) -> Result<Vec<PartitionInfo>> {
+        let mut m = self.metadata();
+        if !m.topics.contains_key(topic) {
+            self.add_interest([&topic.to_string()]);
+            m = self.refresh(&[topic.to_string()], deadline).await?;
+        }
+        match m.topics.get(topic) {
+            Some(t) if t.error_code == codes::NONE => Ok(t.partitions.clone()),
+            Some(t) if t.error_code == codes::UNKNOWN_TOPIC_OR_PARTITION => {
+                Err(Error::UnknownTopic(topic.to_string()))
+            }
+            Some(t) => Err(Error::kafka(
+                t.error_code,
+                format!("metadata for topic `{topic}`"),
+            )),
+            None => Err(Error::UnknownTopic(topic.to_string())),
+        }
+    }
+
+    /// Finds the group coordinator of `group_id` and connects to it.
+    pub async fn find_coordinator(
+        &self,
+        group_id: &str,
+        deadline: Deadline,
+    ) -> Result<(i32, Arc<Connection>)> {
+        let mut retry = Retry::new(self.backoff());
+        loop {
+            let attempt = async {
+                let conn = self.any_broker(deadline).await?;
+                let v = conn.version::<FindCoordinatorRequest>()?;
+                let key = StrBytes::from_string(group_id.to_string());
+                let req = if v >= 4 {
+                    FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
+                } else {
+                    FindCoordinatorRequest::default().with_key(key)
+                };
+                let resp = conn.call(&req).await?;
+                let (code, id, host, port) = if v >= 4 {
+                    let c = resp.coordinators.first().ok_or_else(|| {
+                        Error::Corrupt("FindCoordinator response has no coordinator".into())
+                    })?;
+                    (c.error_code, c.node_id.0, c.host.to_string(), c.port)
+                } else {
+                    (
+                        resp.error_code,
+                        resp.node_id.0,
+                        resp.host.to_string(),
+                        resp.port,
+                    )
+                };
+                if code != codes::NONE {
+                    return Err(Error::kafka(
+                        code,
+                        format!("finding the coordinator of group `{group_id}`"),
+                    ));
+                }
+                let addr = format!("{host}:{port}");
+                let slot = self.slot(id, &addr);
+                {
+                    let mut s = slot.lock().await;
+                    if s.addr != addr {
+                        s.addr = addr;
+                        s.conn = None;
+                    }
+                }
+                let c = self.connect_slot(&slot, deadline).await?;
+                Ok((id, c))
+            };
+            match attempt.await {
+                Ok(r) => return Ok(r),
+                Err(e) => {
+                    let wait = retry.failed();
+                    let retriable = e.is_retriable()
+                        || e.kafka_code().map(kafka_error_action)
+                            == Some(Action::RediscoverCoordinator);
+                    if !retriable || deadline.remaining() <= wait {
+                        return Err(e);
+                    }
+                    tracing::debug!(group = group_id, error = %e, "coordinator lookup failed; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    /// Drops the connection to broker `id` (after an error that says it is not what we think).
+    pub fn disconnect(&self, id: i32) {
+        let slot = self
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned();
+        if let Some(slot) = slot {
+            if let Ok(mut s) = slot.try_lock() {
+                if let Some(c) = s.conn.take() {
+                    c.shutdown();
+                }
+            }
+        }
+    }
+}

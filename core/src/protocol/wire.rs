@@ -1,0 +1,109 @@
+//! Framing and version negotiation: how a request becomes bytes on a socket and bytes become a
+//! response. Every other module reaches the `kafka-protocol` message types through
+//! [`crate::protocol::msg`], so an upgrade of that crate (it breaks every few months) is confined
+//! to the `protocol` module's imports and the request builders.
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{
+    encode_request_header_into_buffer, Decodable, HeaderVersion, Request, StrBytes,
+};
+
+use crate::error::{Error, Result};
+
+/// The largest response frame lagless accepts. A frame length above it means a corrupt stream
+/// (or a TLS/HTTP peer on a PLAINTEXT port), not a real response: refuse before allocating.
+pub const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
+
+/// The highest version lagless fills requests for, per API. The crate may encode newer versions,
+/// but their shape differs (topic ids instead of names from Fetch v13, OffsetCommit/Fetch v10), and
+/// a version is only offered once the request builders handle its fields.
+pub fn lagless_max_version(key: ApiKey) -> i16 {
+    match key {
+        ApiKey::Fetch => 12,
+        ApiKey::Produce => 11,
+        ApiKey::ListOffsets => 9,
+        ApiKey::Metadata => 12,
+        ApiKey::OffsetCommit => 9,
+        ApiKey::OffsetFetch => 7,
+        ApiKey::FindCoordinator => 4,
+        ApiKey::JoinGroup => 9,
+        ApiKey::SyncGroup => 5,
+        ApiKey::Heartbeat => 4,
+        ApiKey::LeaveGroup => 5,
+        ApiKey::ApiVersions => 3,
+        ApiKey::CreateTopics => 7,
+        ApiKey::DeleteTopics => 6,
+        ApiKey::CreatePartitions => 3,
+        _ => -1,
+    }
+}
+
+/// The versions lagless itself can use for request `R`: the crate's encodable range, capped by
+/// [`lagless_max_version`].
+pub fn client_versions<R: Request>() -> (i16, i16) {
+    let key = ApiKey::try_from(R::KEY).expect("request types carry a known api key");
+    let v = <R as kafka_protocol::protocol::Message>::VERSIONS;
+    (v.min, v.max.min(lagless_max_version(key)))
+}
+
+/// Frames `req` with its request header. The frame includes the 4-byte size prefix.
+pub fn encode_request<R: Request>(
+    req: &R,
+    version: i16,
+    correlation_id: i32,
+    client_id: &str,
+) -> Result<Bytes> {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
+    let mut buf = BytesMut::with_capacity(64);
+    buf.put_i32(0);
+    encode_request_header_into_buffer(&mut buf, &header).map_err(|e| {
+        Error::InvalidArgument(format!("encoding request header of api {}: {e}", R::KEY))
+    })?;
+    req.encode(&mut buf, version).map_err(|e| {
+        Error::InvalidArgument(format!(
+            "encoding request of api {} v{version}: {e}",
+            R::KEY
+        ))
+    })?;
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+/// Reads the correlation id of a response frame (without the size prefix). It is the first four
+/// bytes of every response header version.
+pub fn response_correlation_id(frame: &[u8]) -> Result<i32> {
+    if frame.len() < 4 {
+        return Err(Error::Corrupt(format!(
+            "response frame of {} bytes has no correlation id",
+            frame.len()
+        )));
+    }
+    Ok(i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]))
+}
+
+/// Decodes a response frame (without the size prefix) for request type `R` at `version`.
+/// Malformed bytes are an error, never a panic: the decoder runs behind `catch_unwind` because
+/// the crate's decoders are not all hardened against hostile input.
+pub fn decode_response<R: Request>(mut frame: Bytes, version: i16) -> Result<R::Response> {
+    let hv = <R::Response as HeaderVersion>::header_version(version);
+    let decoded = std::panic::catch_unwind(move || -> anyhow::Result<R::Response> {
+        ResponseHeader::decode(&mut frame, hv)?;
+        <R::Response as Decodable>::decode(&mut frame, version)
+    });
+    match decoded {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(Error::Corrupt(format!(
+            "response of api {} v{version}: {e}",
+            R::KEY
+        ))),
+        Err(_) => Err(Error::Corrupt(format!(
+            "response of api {} v{version} could not be decoded",
+            R::KEY
+        ))),
+    }
+}
