@@ -1,0 +1,439 @@
+//! The consumer's public, blocking API over the library's I/O runtime.
+//!
+//! I/O runs on a tokio runtime in library-owned threads; the caller's thread only waits in
+//! `poll()` for records the fetch task has buffered.
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::backoff::Deadline;
+use crate::cluster::Cluster;
+use crate::config::{Config, ConsumerConfig};
+use crate::error::{Error, Result};
+use crate::fetch::{self, PartitionState, PositionLookup, Shared};
+use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
+use crate::protocol::records::Header;
+use crate::TopicPartition;
+
+/// A record as `poll()` returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerRecord {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub offset: i64,
+    /// Milliseconds since the epoch (create time or log-append time, as the topic says).
+    pub timestamp: i64,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<Header>,
+    /// Whether the record came from a recovery stream (`enable.parallel.rebalance`).
+    pub from_recovery: bool,
+}
+
+/// The low and high watermarks of a partition: the log start offset and the offset after the
+/// last committed record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watermarks {
+    pub low: i64,
+    pub high: i64,
+}
+
+/// A Kafka consumer.
+pub struct Consumer {
+    shared: Arc<Shared>,
+    runtime: Option<tokio::runtime::Runtime>,
+    closed: AtomicBool,
+}
+
+impl Consumer {
+    /// A consumer from string settings (Java key names).
+    pub fn from_config(config: &Config) -> Result<Consumer> {
+        Consumer::new(ConsumerConfig::from_config(config)?)
+    }
+
+    pub fn new(config: ConsumerConfig) -> Result<Consumer> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("lagless-io")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Transport(format!("cannot start the I/O runtime: {e}")))?;
+        let cluster = Cluster::new(config.common.clone());
+        let shared = Shared::new(cluster, config);
+        runtime.spawn(fetch::run(shared.clone()));
+        Ok(Consumer {
+            shared,
+            runtime: Some(runtime),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.shared.config
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> Result<F::Output> {
+        match &self.runtime {
+            Some(rt) => Ok(rt.block_on(f)),
+            None => Err(Error::Closed),
+        }
+    }
+
+    fn api_deadline(&self, timeout: Option<Duration>) -> Deadline {
+        Deadline::after(timeout.unwrap_or(self.shared.config.common.default_api_timeout))
+    }
+
+    /// Replaces the set of partitions this consumer reads (manual assignment, no group
+    /// rebalancing). Partitions kept from the previous assignment keep their positions.
+    pub fn assign(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.check_open()?;
+        for tp in partitions {
+            validate_tp(tp)?;
+        }
+        let lookup = if self.shared.config.group_id.is_some() {
+            PositionLookup::Committed
+        } else {
+            PositionLookup::ResetPolicy
+        };
+        let backoff = self.shared.backoff();
+        {
+            let mut st = self.shared.lock();
+            let mut kept = BTreeMap::new();
+            let mut old = std::mem::take(&mut st.partitions);
+            for tp in partitions {
+                let p = old
+                    .remove(tp)
+                    .unwrap_or_else(|| PartitionState::new(&tp.topic, lookup, backoff));
+                kept.insert(tp.clone(), p);
+            }
+            let freed: usize = old.values().map(|p| p.buffered_bytes).sum();
+            st.buffered_bytes -= freed;
+            st.partitions = kept;
+            st.reported_unknown.clear();
+        }
+        self.shared.cluster.add_interest(partitions.iter().map(|tp| &tp.topic));
+        self.shared.changed.notify_one();
+        Ok(())
+    }
+
+    /// The partitions currently assigned.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.shared.lock().partitions.keys().cloned().collect()
+    }
+
+    /// Returns up to `max.poll.records` records, waiting up to `timeout` for the first. Errors of
+    /// single partitions (a stuck partition, no offset under `auto.offset.reset=none`, an unknown
+    /// topic) come out here, one per call; the consumer keeps serving the other partitions.
+    pub fn poll(&self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
+        self.check_open()?;
+        let deadline = Deadline::after(timeout);
+        let max = self.shared.config.max_poll_records;
+        let mut st = self.shared.lock();
+        loop {
+            if st.wakeup {
+                st.wakeup = false;
+                return Err(Error::Wakeup);
+            }
+            if let Some(e) = st.errors.pop_front() {
+                return Err(e);
+            }
+            let records = drain_records(&mut st, max);
+            if !records.is_empty() {
+                drop(st);
+                // The buffer has room again: let the fetch task top it up.
+                self.shared.changed.notify_one();
+                return Ok(records);
+            }
+            let remaining = deadline.remaining();
+            if remaining.is_zero() {
+                return Ok(Vec::new());
+            }
+            st = self
+                .shared
+                .data_ready
+                .wait_timeout(st, remaining)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Makes a blocked (or the next) `poll()` return `Error::Wakeup`. Safe from any thread.
+    pub fn wakeup(&self) {
+        self.shared.lock().wakeup = true;
+        self.shared.data_ready.notify_all();
+    }
+
+    /// Sets the next offset `poll()` returns for `tp`.
+    pub fn seek(&self, tp: &TopicPartition, offset: i64) -> Result<()> {
+        self.check_open()?;
+        if offset < 0 {
+            return Err(Error::InvalidArgument(format!("seek offset must be >= 0, got {offset}")));
+        }
+        self.with_partition(tp, |p| p.seek(offset))
+    }
+
+    pub fn seek_to_beginning(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.reset_to(partitions, PositionLookup::Earliest)
+    }
+
+    pub fn seek_to_end(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.reset_to(partitions, PositionLookup::Latest)
+    }
+
+    fn reset_to(&self, partitions: &[TopicPartition], lookup: PositionLookup) -> Result<()> {
+        self.check_open()?;
+        for tp in partitions {
+            self.with_partition(tp, |p| p.reset(lookup))?;
+        }
+        Ok(())
+    }
+
+    fn with_partition(&self, tp: &TopicPartition, f: impl FnOnce(&mut PartitionState) -> usize) -> Result<()> {
+        {
+            let mut st = self.shared.lock();
+            let p = st
+                .partitions
+                .get_mut(tp)
+                .ok_or_else(|| Error::IllegalState(format!("{tp} is not assigned to this consumer")))?;
+            let freed = f(p);
+            st.buffered_bytes -= freed;
+        }
+        self.shared.changed.notify_one();
+        Ok(())
+    }
+
+    /// The offset of the next record `poll()` returns for `tp`, looking it up (committed offset
+    /// or reset policy) if the partition has none yet.
+    pub fn position(&self, tp: &TopicPartition, timeout: Option<Duration>) -> Result<i64> {
+        self.check_open()?;
+        let deadline = self.api_deadline(timeout);
+        loop {
+            {
+                let mut st = self.shared.lock();
+                let p = st
+                    .partitions
+                    .get(tp)
+                    .ok_or_else(|| Error::IllegalState(format!("{tp} is not assigned to this consumer")))?;
+                if let Some(pos) = p.position {
+                    return Ok(pos);
+                }
+                if p.lookup.is_none() {
+                    // auto.offset.reset=none found nothing: the error waits in the queue.
+                    if let Some(i) = st.errors.iter().position(|e| matches!(e, Error::NoOffset(x) if x.topic == tp.topic && x.partition == tp.partition)) {
+                        return Err(st.errors.remove(i).expect("index from position()"));
+                    }
+                    return Err(Error::NoOffset(crate::error::ErrorPartition {
+                        topic: tp.topic.clone(),
+                        partition: tp.partition,
+                    }));
+                }
+            }
+            deadline.check(&format!("position of {tp}"))?;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn pause(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.set_paused(partitions, true)
+    }
+
+    pub fn resume(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.set_paused(partitions, false)
+    }
+
+    fn set_paused(&self, partitions: &[TopicPartition], paused: bool) -> Result<()> {
+        self.check_open()?;
+        let mut st = self.shared.lock();
+        for tp in partitions {
+            st.partitions
+                .get_mut(tp)
+                .ok_or_else(|| Error::IllegalState(format!("{tp} is not assigned to this consumer")))?
+                .paused = paused;
+        }
+        drop(st);
+        self.shared.changed.notify_one();
+        Ok(())
+    }
+
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        self.shared
+            .lock()
+            .partitions
+            .iter()
+            .filter(|(_, p)| p.paused)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// For each partition, the earliest offset whose timestamp is at or after the given one, with
+    /// that record's timestamp; `None` when no such record exists.
+    pub fn offsets_for_times(
+        &self,
+        query: &[(TopicPartition, i64)],
+        timeout: Option<Duration>,
+    ) -> Result<Vec<(TopicPartition, Option<(i64, i64)>)>> {
+        self.check_open()?;
+        for (tp, ts) in query {
+            validate_tp(tp)?;
+            if *ts < 0 {
+                return Err(Error::InvalidArgument(format!("timestamp for {tp} must be >= 0, got {ts}")));
+            }
+        }
+        let deadline = self.api_deadline(timeout);
+        let cluster = self.shared.cluster.clone();
+        let res = self.block_on(async move { offsets::list_offsets(&cluster, query, deadline).await })??;
+        res.into_iter()
+            .map(|(tp, r)| r.map(|(o, t)| (tp, (o >= 0).then_some((o, t)))))
+            .collect()
+    }
+
+    pub fn beginning_offsets(&self, partitions: &[TopicPartition], timeout: Option<Duration>) -> Result<Vec<(TopicPartition, i64)>> {
+        self.list_at(partitions, EARLIEST_TIMESTAMP, timeout)
+    }
+
+    pub fn end_offsets(&self, partitions: &[TopicPartition], timeout: Option<Duration>) -> Result<Vec<(TopicPartition, i64)>> {
+        self.list_at(partitions, LATEST_TIMESTAMP, timeout)
+    }
+
+    fn list_at(&self, partitions: &[TopicPartition], ts: i64, timeout: Option<Duration>) -> Result<Vec<(TopicPartition, i64)>> {
+        self.check_open()?;
+        let q: Vec<(TopicPartition, i64)> = partitions.iter().map(|tp| (tp.clone(), ts)).collect();
+        let deadline = self.api_deadline(timeout);
+        let cluster = self.shared.cluster.clone();
+        let res = self.block_on(async move { offsets::list_offsets(&cluster, &q, deadline).await })??;
+        res.into_iter().map(|(tp, r)| r.map(|(o, _)| (tp, o))).collect()
+    }
+
+    /// The partition's log start offset and high watermark, asked of its leader.
+    pub fn watermarks(&self, tp: &TopicPartition, timeout: Option<Duration>) -> Result<Watermarks> {
+        let deadline = self.api_deadline(timeout);
+        let low = self.list_at(std::slice::from_ref(tp), EARLIEST_TIMESTAMP, Some(deadline.remaining()))?;
+        let high = self.list_at(std::slice::from_ref(tp), LATEST_TIMESTAMP, Some(deadline.remaining()))?;
+        Ok(Watermarks {
+            low: low[0].1,
+            high: high[0].1,
+        })
+    }
+
+    /// The group's committed offsets for `partitions`.
+    pub fn committed(
+        &self,
+        partitions: &[TopicPartition],
+        timeout: Option<Duration>,
+    ) -> Result<Vec<(TopicPartition, Option<OffsetAndMetadata>)>> {
+        self.check_open()?;
+        let group = self
+            .shared
+            .config
+            .group_id
+            .clone()
+            .ok_or_else(|| Error::IllegalState("committed() needs group.id".into()))?;
+        let deadline = self.api_deadline(timeout);
+        let cluster = self.shared.cluster.clone();
+        let parts = partitions.to_vec();
+        let mut map = self.block_on(async move { offsets::fetch_committed(&cluster, &group, &parts, deadline).await })??;
+        Ok(partitions
+            .iter()
+            .map(|tp| (tp.clone(), map.remove(tp).flatten()))
+            .collect())
+    }
+
+    /// The partitions of `topic` (an unknown topic is `Error::UnknownTopic`).
+    pub fn partitions_for(&self, topic: &str, timeout: Option<Duration>) -> Result<Vec<i32>> {
+        self.check_open()?;
+        let deadline = self.api_deadline(timeout);
+        let cluster = self.shared.cluster.clone();
+        let topic = topic.to_string();
+        let parts = self.block_on(async move { cluster.partitions(&topic, deadline).await })??;
+        Ok(parts.iter().map(|p| p.partition).collect())
+    }
+
+    /// Stops fetching and releases the runtime. Later calls give `Error::Closed`.
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.shared.lock().closed = true;
+        self.shared.changed.notify_one();
+        self.shared.data_ready.notify_all();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+fn validate_tp(tp: &TopicPartition) -> Result<()> {
+    if tp.topic.is_empty() {
+        return Err(Error::InvalidArgument("topic name is empty".into()));
+    }
+    if tp.partition < 0 {
+        return Err(Error::InvalidArgument(format!("partition of `{}` must be >= 0, got {}", tp.topic, tp.partition)));
+    }
+    Ok(())
+}
+
+/// Takes up to `max` buffered records, round-robin over partitions (one partition's backlog does
+/// not starve the others), and advances each partition's position past what it returns.
+fn drain_records(st: &mut fetch::FetchState, max: usize) -> Vec<ConsumerRecord> {
+    let mut out = Vec::new();
+    let n = st.partitions.len();
+    if n == 0 || st.buffered_bytes == 0 {
+        return out;
+    }
+    let start = st.rotation % n;
+    st.rotation = st.rotation.wrapping_add(1);
+    let mut freed = 0usize;
+    let keys: Vec<TopicPartition> = st
+        .partitions
+        .iter()
+        .filter(|(_, p)| !p.paused && !p.buffer.is_empty())
+        .map(|(tp, _)| tp.clone())
+        .collect();
+    let k = keys.len();
+    for i in 0..k {
+        if out.len() >= max {
+            break;
+        }
+        let tp = &keys[(start + i) % k];
+        let p = st.partitions.get_mut(tp).expect("key taken from the map");
+        // A fair share per partition, rounded up, so a single partition can fill the poll.
+        let share = max - out.len();
+        for _ in 0..share {
+            let Some(r) = p.buffer.pop_front() else { break };
+            let size = fetch::record_size(&r);
+            p.buffered_bytes -= size;
+            freed += size;
+            p.position = Some(r.offset + 1);
+            out.push(ConsumerRecord {
+                topic: p.topic.clone(),
+                partition: tp.partition,
+                offset: r.offset,
+                timestamp: r.timestamp,
+                key: r.key,
+                value: r.value,
+                headers: r.headers,
+                from_recovery: false,
+            });
+        }
+    }
+    st.buffered_bytes -= freed;
+    out
+}

@@ -1,0 +1,684 @@
+//! The group driver: the I/O around [`Membership`]. It finds the coordinator, runs the join
+//! protocol (JoinGroup, the leader's assignment, SyncGroup) as a task that `poll()` starts, owns
+//! the background heartbeat (KIP-62), enforces `max.poll.interval.ms`, commits offsets and
+//! leaves the group.
+//!
+//! The driver never starts a rejoin on its own: it only records that one is needed; `poll()`
+//! on the caller's thread starts it.
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+
+use crate::backoff::{Deadline, Retry};
+use crate::cluster::Cluster;
+use crate::config::ConsumerConfig;
+use crate::error::{codes, Error, Result};
+use crate::group::assignor::{assignor_by_name, Assignor, MemberSubscription, RebalanceProtocol};
+use crate::group::member::{Generation, MemberState, Membership, Next};
+use crate::net::Connection;
+use crate::offsets::OffsetAndMetadata;
+use crate::protocol::consumer_protocol::{
+    decode_assignment, decode_subscription, encode_assignment, encode_subscription, Assignment, Subscription,
+    TopicPartitions, HIGHEST_VERSION,
+};
+use crate::protocol::msg::join_group_request::JoinGroupRequestProtocol;
+use crate::protocol::msg::leave_group_request::MemberIdentity;
+use crate::protocol::msg::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use crate::protocol::msg::sync_group_request::SyncGroupRequestAssignment;
+use crate::protocol::msg::{
+    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, StrBytes, SyncGroupRequest,
+    TopicName,
+};
+use crate::TopicPartition;
+
+/// JoinGroup may wait for the whole rebalance: Java allows the rebalance timeout plus this.
+const JOIN_GROUP_TIMEOUT_LAPSE: Duration = Duration::from_secs(5);
+
+/// What a member sends when it joins.
+#[derive(Debug, Clone)]
+pub(crate) struct JoinInput {
+    pub topics: Vec<String>,
+    pub owned: BTreeSet<TopicPartition>,
+    pub reason: String,
+}
+
+/// What a completed join gives the caller's thread.
+#[derive(Debug, Clone)]
+pub(crate) struct JoinOutcome {
+    pub generation: Generation,
+    pub assigned: BTreeSet<TopicPartition>,
+    pub protocol: RebalanceProtocol,
+}
+
+pub(crate) struct GroupDriver {
+    pub group_id: String,
+    pub cluster: Arc<Cluster>,
+    pub config: ConsumerConfig,
+    membership: Mutex<Membership>,
+    coordinator: Mutex<Option<(i32, Arc<Connection>)>>,
+    last_poll: Mutex<Instant>,
+    pub assignors: Vec<Box<dyn Assignor>>,
+    closed: AtomicBool,
+    /// Woken when the membership changes in a way `poll()` must see.
+    pub on_change: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl GroupDriver {
+    pub fn new(
+        cluster: Arc<Cluster>,
+        config: ConsumerConfig,
+        on_change: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<Arc<GroupDriver>> {
+        let group_id = config
+            .group_id
+            .clone()
+            .ok_or_else(|| Error::IllegalState("subscribing needs group.id".into()))?;
+        let assignors = config
+            .partition_assignment_strategy
+            .iter()
+            .map(|n| {
+                assignor_by_name(n)
+                    .ok_or_else(|| Error::config("partition.assignment.strategy", format!("unknown assignor `{n}`")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(GroupDriver {
+            group_id,
+            membership: Mutex::new(Membership::new(config.group_instance_id.clone())),
+            cluster,
+            config,
+            coordinator: Mutex::new(None),
+            last_poll: Mutex::new(Instant::now()),
+            assignors,
+            closed: AtomicBool::new(false),
+            on_change,
+        }))
+    }
+
+    pub fn membership(&self) -> MutexGuard<'_, Membership> {
+        self.membership.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Called by every `poll()`: restarts the max.poll.interval.ms timer.
+    pub fn touch_poll(&self) {
+        *self.last_poll.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    fn group_id_bytes(&self) -> GroupId {
+        GroupId(StrBytes::from_string(self.group_id.clone()))
+    }
+
+    fn instance_id(&self) -> Option<StrBytes> {
+        self.config.group_instance_id.clone().map(StrBytes::from_string)
+    }
+
+    async fn coordinator(&self, deadline: Deadline) -> Result<Arc<Connection>> {
+        {
+            let c = self.coordinator.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, conn)) = c.as_ref() {
+                if conn.is_alive() {
+                    return Ok(conn.clone());
+                }
+            }
+        }
+        let (id, conn) = self.cluster.find_coordinator(&self.group_id, deadline).await?;
+        tracing::debug!(group = %self.group_id, coordinator = id, "found the group coordinator");
+        *self.coordinator.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, conn.clone()));
+        Ok(conn)
+    }
+
+    fn coordinator_unknown(&self, why: &str) {
+        if let Some((id, _)) = self.coordinator.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            tracing::info!(group = %self.group_id, coordinator = id, reason = why, "marking the coordinator unknown");
+            self.cluster.disconnect(id);
+        }
+    }
+
+    fn assignor(&self, name: &str) -> Option<&dyn Assignor> {
+        self.assignors.iter().find(|a| a.name() == name).map(|a| a.as_ref())
+    }
+
+    /// The protocol of the assignor the group chose, or of our first preference before the
+    /// first join.
+    pub fn rebalance_protocol(&self) -> RebalanceProtocol {
+        let chosen = self.membership().generation.protocol.clone();
+        chosen
+            .as_deref()
+            .and_then(|n| self.assignor(n))
+            .or(self.assignors.first().map(|a| a.as_ref()))
+            .map_or(RebalanceProtocol::Eager, |a| a.protocol())
+    }
+
+    // ---- the background heartbeat (KIP-62) ----
+
+    /// Runs until the consumer closes: heartbeats while the member is in a generation, and
+    /// leaves the group when `poll()` has not been called for `max.poll.interval.ms`.
+    pub async fn heartbeat_loop(self: Arc<Self>) {
+        let mut retry = Retry::new(self.cluster.backoff());
+        let mut next_heartbeat = Instant::now();
+        let mut last_ok = Instant::now();
+        let tick = Duration::from_millis(50).min(self.config.heartbeat_interval);
+        while !self.closed.load(Ordering::Acquire) {
+            tokio::time::sleep(tick).await;
+            let (enabled, generation) = {
+                let m = self.membership();
+                (m.heartbeats_enabled(), m.generation.clone())
+            };
+            if !enabled {
+                last_ok = Instant::now();
+                next_heartbeat = Instant::now();
+                continue;
+            }
+            let since_poll = self.last_poll.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
+            if since_poll > self.config.max_poll_interval {
+                tracing::warn!(
+                    group = %self.group_id,
+                    member = %generation.member_id,
+                    "consumer poll timeout has expired: poll() was not called for {} ms (max.poll.interval.ms); \
+                     leaving the group so its partitions can move. The next poll() rejoins",
+                    since_poll.as_millis()
+                );
+                let send_leave = self.membership().poll_timeout_expired();
+                if send_leave {
+                    self.leave(&generation.member_id, "consumer poll timeout has expired", Deadline::after(self.config.common.request_timeout))
+                        .await;
+                }
+                (self.on_change)();
+                continue;
+            }
+            if last_ok.elapsed() > self.config.session_timeout {
+                // As the Java client: the session may be gone on the broker; find the
+                // coordinator again rather than leaving.
+                self.coordinator_unknown("session timed out without a successful heartbeat");
+                last_ok = Instant::now();
+            }
+            if Instant::now() < next_heartbeat {
+                continue;
+            }
+            let deadline = Deadline::after(self.config.common.request_timeout.min(self.config.session_timeout));
+            let answer = async {
+                let conn = self.coordinator(deadline).await?;
+                let v = conn.version::<HeartbeatRequest>()?;
+                let mut req = HeartbeatRequest::default()
+                    .with_group_id(self.group_id_bytes())
+                    .with_generation_id(generation.generation_id)
+                    .with_member_id(StrBytes::from_string(generation.member_id.clone()));
+                if v >= 3 {
+                    req = req.with_group_instance_id(self.instance_id());
+                }
+                conn.call_with_timeout(&req, deadline.remaining()).await
+            }
+            .await;
+            match answer {
+                Ok(resp) => {
+                    let next = self.membership().on_heartbeat(&generation, resp.error_code);
+                    match next {
+                        Next::Continue | Next::JoinAgain => {
+                            retry.succeeded();
+                            last_ok = Instant::now();
+                            next_heartbeat = Instant::now() + self.config.heartbeat_interval;
+                        }
+                        Next::RetryAfterBackoff => next_heartbeat = Instant::now() + retry.failed(),
+                        Next::RediscoverCoordinator => {
+                            self.coordinator_unknown("Heartbeat answered NOT_COORDINATOR");
+                            next_heartbeat = Instant::now() + retry.failed();
+                        }
+                        Next::Fatal(_) => {}
+                    }
+                    if resp.error_code != codes::NONE {
+                        (self.on_change)();
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(group = %self.group_id, error = %e, "heartbeat failed");
+                    self.coordinator_unknown("heartbeat failed");
+                    next_heartbeat = Instant::now() + retry.failed();
+                }
+            }
+        }
+    }
+
+    // ---- joining ----
+
+    /// JoinGroup until it succeeds, the leader's assignment, SyncGroup. Runs as a task; `poll()`
+    /// collects the outcome. Retriable failures retry with backoff here; a fatal one ends it.
+    pub async fn join(self: Arc<Self>, input: JoinInput) -> Result<JoinOutcome> {
+        let mut retry = Retry::new(self.cluster.backoff());
+        let rebalance_timeout = self.config.max_poll_interval;
+        loop {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            let step = self.join_once(&input, rebalance_timeout).await;
+            match step {
+                Ok(Some(outcome)) => return Ok(outcome),
+                Ok(None) => continue, // JoinAgain at once
+                Err(JoinErr::Backoff(e)) => {
+                    let wait = retry.failed();
+                    tracing::debug!(group = %self.group_id, error = %e, "join failed; retrying in {:?}", wait);
+                    tokio::time::sleep(wait).await;
+                }
+                Err(JoinErr::Fatal(e)) => return Err(e),
+            }
+        }
+    }
+
+    async fn join_once(&self, input: &JoinInput, rebalance_timeout: Duration) -> std::result::Result<Option<JoinOutcome>, JoinErr> {
+        let deadline = Deadline::after(self.config.common.default_api_timeout);
+        let conn = self.coordinator(deadline).await.map_err(JoinErr::classify)?;
+        let (member_id, generation_id) = {
+            let mut m = self.membership();
+            m.state = MemberState::PreparingRebalance;
+            (m.generation.member_id.clone(), m.generation.generation_id)
+        };
+        let v = conn.version::<JoinGroupRequest>().map_err(JoinErr::Fatal)?;
+        if self.config.group_instance_id.is_some() && v < 5 {
+            return Err(JoinErr::Fatal(Error::kafka(
+                codes::UNSUPPORTED_VERSION,
+                "the broker does not support static membership (group.instance.id needs JoinGroup v5)",
+            )));
+        }
+        let protocols = self
+            .assignors
+            .iter()
+            .map(|a| {
+                let sub = Subscription {
+                    topics: input.topics.clone(),
+                    user_data: a.subscription_user_data(generation_id),
+                    owned_partitions: to_topic_partitions(&input.owned),
+                    generation_id,
+                    rack_id: self.config.common.client_rack.clone(),
+                };
+                Ok(JoinGroupRequestProtocol::default()
+                    .with_name(StrBytes::from_static_str(a.name()))
+                    .with_metadata(encode_subscription(&sub, HIGHEST_VERSION)?))
+            })
+            .collect::<Result<Vec<_>>>()
+            .map_err(JoinErr::Fatal)?;
+        let mut req = JoinGroupRequest::default()
+            .with_group_id(self.group_id_bytes())
+            .with_session_timeout_ms(self.config.session_timeout.as_millis() as i32)
+            .with_rebalance_timeout_ms(rebalance_timeout.as_millis() as i32)
+            .with_member_id(StrBytes::from_string(member_id.clone()))
+            .with_protocol_type(StrBytes::from_static_str("consumer"))
+            .with_protocols(protocols);
+        if v >= 5 {
+            req = req.with_group_instance_id(self.instance_id());
+        }
+        if v >= 8 {
+            req = req.with_reason(Some(StrBytes::from_string(truncate(&input.reason, 255))));
+        }
+        tracing::info!(group = %self.group_id, member = %member_id, reason = %input.reason, "joining the group");
+        let timeout = self.config.common.request_timeout.max(rebalance_timeout + JOIN_GROUP_TIMEOUT_LAPSE);
+        let resp = conn.call_with_timeout(&req, timeout).await.map_err(|e| {
+            self.coordinator_unknown("JoinGroup failed");
+            JoinErr::classify(e)
+        })?;
+        if resp.error_code != codes::NONE {
+            let next = self.membership().on_join_error(resp.error_code, resp.member_id.as_str());
+            if resp.error_code == codes::INVALID_SESSION_TIMEOUT {
+                return Err(JoinErr::Fatal(Error::kafka(
+                    resp.error_code,
+                    format!(
+                        "session.timeout.ms={} is outside the range the broker allows \
+                         (group.min.session.timeout.ms..group.max.session.timeout.ms, by default 6000..1800000)",
+                        self.config.session_timeout.as_millis()
+                    ),
+                )));
+            }
+            return self.follow(next, resp.error_code, "JoinGroup");
+        }
+        let protocol = resp.protocol_name.as_ref().map(|p| p.to_string());
+        let my_id = resp.member_id.to_string();
+        self.membership().on_join_success(resp.generation_id, &my_id, protocol.clone());
+        (self.on_change)();
+        let protocol_name = protocol.clone().unwrap_or_default();
+        let assignor = self.assignor(&protocol_name).ok_or_else(|| {
+            JoinErr::Fatal(Error::Corrupt(format!(
+                "the coordinator chose assignor `{protocol_name}`, which this member did not offer"
+            )))
+        })?;
+        let assignments = if resp.leader == resp.member_id && !resp.skip_assignment {
+            let members: Vec<MemberSubscription> = resp
+                .members
+                .iter()
+                .map(|m| {
+                    let subscription = decode_subscription(m.metadata.clone()).unwrap_or_else(|e| {
+                        // A member whose metadata we cannot read gets nothing; the others go on.
+                        tracing::error!(
+                            group = %self.group_id,
+                            member = %m.member_id.as_str(),
+                            error = %e,
+                            "malformed subscription from a group member; assigning it no partitions"
+                        );
+                        Subscription {
+                            generation_id: -1,
+                            ..Default::default()
+                        }
+                    });
+                    MemberSubscription {
+                        member_id: m.member_id.to_string(),
+                        group_instance_id: m.group_instance_id.as_ref().map(|s| s.to_string()),
+                        subscription,
+                    }
+                })
+                .collect();
+            let plan = self.leader_assign(assignor, &members, deadline).await.map_err(JoinErr::classify)?;
+            plan.into_iter()
+                .map(|(member, a)| {
+                    Ok(SyncGroupRequestAssignment::default()
+                        .with_member_id(StrBytes::from_string(member))
+                        .with_assignment(encode_assignment(&a, HIGHEST_VERSION)?))
+                })
+                .collect::<Result<Vec<_>>>()
+                .map_err(JoinErr::Fatal)?
+        } else {
+            Vec::new()
+        };
+        let sv = conn.version::<SyncGroupRequest>().map_err(JoinErr::Fatal)?;
+        let mut sync = SyncGroupRequest::default()
+            .with_group_id(self.group_id_bytes())
+            .with_generation_id(resp.generation_id)
+            .with_member_id(StrBytes::from_string(my_id.clone()))
+            .with_assignments(assignments);
+        if sv >= 3 {
+            sync = sync.with_group_instance_id(self.instance_id());
+        }
+        if sv >= 5 {
+            sync = sync
+                .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+                .with_protocol_name(protocol.clone().map(StrBytes::from_string));
+        }
+        let sresp = conn.call(&sync).await.map_err(|e| {
+            self.coordinator_unknown("SyncGroup failed");
+            JoinErr::classify(e)
+        })?;
+        if sresp.error_code != codes::NONE {
+            let next = self.membership().on_sync_error(sresp.error_code);
+            return self.follow(next, sresp.error_code, "SyncGroup");
+        }
+        let assignment = decode_assignment(sresp.assignment.clone()).map_err(|e| {
+            JoinErr::Fatal(Error::Corrupt(format!("the assignment from the group leader: {e}")))
+        })?;
+        let generation = {
+            let mut m = self.membership();
+            if m.generation.generation_id != resp.generation_id {
+                // The heartbeat reset the generation while SyncGroup was in flight.
+                drop(m);
+                return Ok(None);
+            }
+            m.on_sync_success();
+            m.generation.clone()
+        };
+        let assigned: BTreeSet<TopicPartition> = assignment
+            .partitions
+            .iter()
+            .flat_map(|tp| tp.partitions.iter().map(move |p| TopicPartition::new(tp.topic.clone(), *p)))
+            .collect();
+        tracing::info!(
+            group = %self.group_id,
+            generation = generation.generation_id,
+            member = %generation.member_id,
+            protocol = %protocol_name,
+            partitions = assigned.len(),
+            "joined the group"
+        );
+        Ok(Some(JoinOutcome {
+            generation,
+            assigned,
+            protocol: assignor.protocol(),
+        }))
+    }
+
+    fn follow(&self, next: Next, code: i16, what: &str) -> std::result::Result<Option<JoinOutcome>, JoinErr> {
+        match next {
+            Next::JoinAgain | Next::Continue => Ok(None),
+            Next::RetryAfterBackoff => Err(JoinErr::Backoff(Error::kafka(code, what))),
+            Next::RediscoverCoordinator => {
+                self.coordinator_unknown(&format!("{what} answered {}", crate::error::kafka_error_name(code)));
+                Err(JoinErr::Backoff(Error::kafka(code, what)))
+            }
+            Next::Fatal(e) => Err(JoinErr::Fatal(e)),
+        }
+    }
+
+    async fn leader_assign(
+        &self,
+        assignor: &dyn Assignor,
+        members: &[MemberSubscription],
+        deadline: Deadline,
+    ) -> Result<BTreeMap<String, Assignment>> {
+        let topics: BTreeSet<String> = members.iter().flat_map(|m| m.subscription.topics.iter().cloned()).collect();
+        self.cluster.add_interest(topics.iter());
+        let meta = self.cluster.refresh(&topics.iter().cloned().collect::<Vec<_>>(), deadline).await?;
+        let mut counts = BTreeMap::new();
+        for t in &topics {
+            match meta.topics.get(t) {
+                Some(info) if info.error_code == codes::NONE => {
+                    counts.insert(t.clone(), info.partitions.len() as i32);
+                }
+                _ => tracing::warn!(group = %self.group_id, topic = %t, "a subscribed topic does not exist; not assigning it"),
+            }
+        }
+        assignor.assign(&counts, members)
+    }
+
+    // ---- leaving and committing ----
+
+    /// LeaveGroup, sent once, without retry (as the Java client).
+    pub async fn leave(&self, member_id: &str, reason: &str, deadline: Deadline) {
+        if member_id.is_empty() {
+            return;
+        }
+        let result = async {
+            let conn = self.coordinator(deadline).await?;
+            let v = conn.version::<LeaveGroupRequest>()?;
+            let req = if v >= 3 {
+                let mut who = MemberIdentity::default()
+                    .with_member_id(StrBytes::from_string(member_id.to_string()))
+                    .with_group_instance_id(self.instance_id());
+                if v >= 5 {
+                    who = who.with_reason(Some(StrBytes::from_string(truncate(reason, 255))));
+                }
+                LeaveGroupRequest::default().with_group_id(self.group_id_bytes()).with_members(vec![who])
+            } else {
+                LeaveGroupRequest::default()
+                    .with_group_id(self.group_id_bytes())
+                    .with_member_id(StrBytes::from_string(member_id.to_string()))
+            };
+            conn.call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1))).await
+        }
+        .await;
+        match result {
+            Ok(r) if r.error_code == codes::NONE => {
+                tracing::info!(group = %self.group_id, member = member_id, reason, "left the group")
+            }
+            Ok(r) => tracing::warn!(group = %self.group_id, error = crate::error::kafka_error_name(r.error_code), "LeaveGroup failed"),
+            Err(e) => tracing::warn!(group = %self.group_id, error = %e, "LeaveGroup failed"),
+        }
+    }
+
+    /// Leaves the group now (close, unsubscribe): dynamic members send LeaveGroup; static ones
+    /// stay until the session expires, so a restart causes no rebalance.
+    pub async fn leave_group(&self, reason: &str, deadline: Deadline) {
+        let member_id = {
+            let mut m = self.membership();
+            let id = m.generation.member_id.clone();
+            let is_static = m.is_static();
+            m.generation = Generation::none();
+            m.state = MemberState::Unjoined;
+            m.partitions_lost = false;
+            if is_static {
+                return;
+            }
+            id
+        };
+        self.leave(&member_id, reason, deadline).await;
+    }
+
+    /// OffsetCommit through the member's generation (or as a simple consumer when it has none).
+    /// Returns the result per partition; the whole call fails only when nothing was committed.
+    pub async fn commit(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        deadline: Deadline,
+    ) -> Result<Vec<(TopicPartition, Result<()>)>> {
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let generation = {
+            let m = self.membership();
+            match (m.state, m.stable_generation()) {
+                (_, Some(g)) => g.clone(),
+                (MemberState::Unjoined, None) if m.generation.generation_id < 0 && !m.partitions_lost => {
+                    Generation::none()
+                }
+                _ => {
+                    return Err(Error::CommitFailed(
+                        "the group is rebalancing; the offsets can be committed again after the rebalance, \
+                         or in on_partitions_revoked"
+                            .into(),
+                    ))
+                }
+            }
+        };
+        let mut pending: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.to_vec();
+        let mut results: Vec<(TopicPartition, Result<()>)> = Vec::new();
+        let mut retry = Retry::new(self.cluster.backoff());
+        loop {
+            let attempt = async {
+                let conn = self.coordinator(deadline).await?;
+                let v = conn.version::<OffsetCommitRequest>()?;
+                let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+                for (tp, om) in &pending {
+                    by_topic.entry(tp.topic.as_str()).or_default().push(
+                        OffsetCommitRequestPartition::default()
+                            .with_partition_index(tp.partition)
+                            .with_committed_offset(om.offset)
+                            .with_committed_leader_epoch(-1)
+                            .with_committed_metadata(Some(StrBytes::from_string(om.metadata.clone()))),
+                    );
+                }
+                let topics = by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetCommitRequestTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partitions(ps)
+                    })
+                    .collect();
+                let mut req = OffsetCommitRequest::default()
+                    .with_group_id(self.group_id_bytes())
+                    .with_generation_id_or_member_epoch(generation.generation_id)
+                    .with_member_id(StrBytes::from_string(generation.member_id.clone()))
+                    .with_topics(topics);
+                if v >= 7 {
+                    req = req.with_group_instance_id(self.instance_id());
+                }
+                if v <= 4 {
+                    req = req.with_retention_time_ms(-1);
+                }
+                conn.call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1))).await
+            }
+            .await;
+            let resp = match attempt {
+                Ok(r) => r,
+                Err(e) => {
+                    self.coordinator_unknown("OffsetCommit failed");
+                    let wait = retry.failed();
+                    if !e.is_retriable() || deadline.remaining() <= wait {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+            };
+            let mut again = Vec::new();
+            let mut rediscover = false;
+            for t in resp.topics {
+                for p in t.partitions {
+                    let tp = TopicPartition::new(t.name.0.to_string(), p.partition_index);
+                    let Some(pos) = pending.iter().position(|(x, _)| *x == tp) else { continue };
+                    let entry = pending[pos].clone();
+                    if p.error_code == codes::NONE {
+                        results.push((tp, Ok(())));
+                        continue;
+                    }
+                    let (next, err) = self.membership().on_commit_error(&generation, p.error_code);
+                    match next {
+                        Next::RetryAfterBackoff => again.push(entry),
+                        Next::RediscoverCoordinator => {
+                            rediscover = true;
+                            again.push(entry)
+                        }
+                        _ => results.push((tp, Err(with_partition(err, &entry.0)))),
+                    }
+                }
+            }
+            if again.is_empty() {
+                (self.on_change)();
+                return Ok(results);
+            }
+            if rediscover {
+                self.coordinator_unknown("OffsetCommit answered NOT_COORDINATOR");
+            }
+            let wait = retry.failed();
+            if deadline.remaining() <= wait {
+                for (tp, _) in again {
+                    results.push((tp, Err(deadline.error("OffsetCommit"))));
+                }
+                return Ok(results);
+            }
+            tokio::time::sleep(wait).await;
+            pending = again;
+        }
+    }
+}
+
+fn with_partition(e: Error, tp: &TopicPartition) -> Error {
+    match e {
+        Error::Kafka { code, context, .. } => Error::kafka_partition(code, context, &tp.topic, tp.partition),
+        Error::CommitFailed(m) => Error::CommitFailed(format!("{tp}: {m}")),
+        other => other,
+    }
+}
+
+enum JoinErr {
+    Backoff(Error),
+    Fatal(Error),
+}
+
+impl JoinErr {
+    fn classify(e: Error) -> JoinErr {
+        if e.is_retriable() {
+            JoinErr::Backoff(e)
+        } else {
+            JoinErr::Fatal(e)
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+fn to_topic_partitions(set: &BTreeSet<TopicPartition>) -> Vec<TopicPartitions> {
+    let mut out: Vec<TopicPartitions> = Vec::new();
+    for tp in set {
+        match out.last_mut() {
+            Some(t) if t.topic == tp.topic => t.partitions.push(tp.partition),
+            _ => out.push(TopicPartitions::new(tp.topic.clone(), vec![tp.partition])),
+        }
+    }
+    out
+}
+

@@ -1,0 +1,476 @@
+//! The classic group membership as a sans-IO state machine: what a member does with each answer
+//! of the coordinator (JoinGroup, SyncGroup, Heartbeat, OffsetCommit) and with the poll timer
+//! (KIP-62). It sends nothing itself; the driver in `group::coordinator` does the I/O and asks
+//! this module what follows.
+//!
+//! The decisions follow the Java client's AbstractCoordinator/ConsumerCoordinator, error code by
+//! error code.
+use crate::error::{codes, kafka_error_action, Action, Error};
+
+/// Where the member is in the join protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// Not in the group (never joined, left, or its generation was reset).
+    Unjoined,
+    /// JoinGroup sent, no answer yet. No heartbeats: the pending join keeps the member alive.
+    PreparingRebalance,
+    /// JoinGroup answered, SyncGroup pending. Heartbeats run.
+    CompletingRebalance,
+    /// Member of the current generation with an assignment. Heartbeats run.
+    Stable,
+}
+
+/// A generation of the group, as this member knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generation {
+    pub generation_id: i32,
+    pub member_id: String,
+    /// The assignor the group chose (JoinGroup's protocol name).
+    pub protocol: Option<String>,
+}
+
+impl Generation {
+    pub fn none() -> Generation {
+        Generation {
+            generation_id: -1,
+            member_id: String::new(),
+            protocol: None,
+        }
+    }
+}
+
+/// What the driver does next after an answer from the coordinator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Carry on as before.
+    Continue,
+    /// Send JoinGroup again at once (new member id, rebalance in progress, stale generation).
+    JoinAgain,
+    /// Back off (`retry.backoff.ms`), then send the same request again.
+    RetryAfterBackoff,
+    /// Forget the coordinator, find it again, then retry.
+    RediscoverCoordinator,
+    /// The member cannot go on: report this from `poll()`.
+    Fatal(Error),
+}
+
+/// The member's protocol state. Owned by the driver behind a lock; the caller's thread reads it
+/// in `poll()`.
+#[derive(Debug, Clone)]
+pub struct Membership {
+    pub state: MemberState,
+    pub generation: Generation,
+    pub group_instance_id: Option<String>,
+    /// A rebalance is needed; the next `poll()` starts it (never the driver on its own).
+    pub rejoin_needed: bool,
+    pub rejoin_reason: String,
+    /// The generation was reset while the member owned partitions: the next `poll()` reports
+    /// them lost before it rejoins.
+    pub partitions_lost: bool,
+    /// A fatal error waiting to come out of `poll()`.
+    pub fatal: Option<Error>,
+}
+
+impl Membership {
+    pub fn new(group_instance_id: Option<String>) -> Membership {
+        Membership {
+            state: MemberState::Unjoined,
+            generation: Generation::none(),
+            group_instance_id,
+            rejoin_needed: true,
+            rejoin_reason: "the consumer subscribed".into(),
+            partitions_lost: false,
+            fatal: None,
+        }
+    }
+
+    pub fn is_static(&self) -> bool {
+        self.group_instance_id.is_some()
+    }
+
+    /// Asks for a rebalance; `poll()` will start it.
+    pub fn request_rejoin(&mut self, reason: impl Into<String>) {
+        let reason = reason.into();
+        if !self.rejoin_needed {
+            tracing::info!(reason = %reason, "requesting a rebalance");
+        }
+        self.rejoin_needed = true;
+        self.rejoin_reason = reason;
+    }
+
+    /// Drops the generation (and, unless `keep_member_id`, the member id). Owned partitions are
+    /// then lost: another member may already own them.
+    pub fn reset_generation(&mut self, keep_member_id: bool, reason: &str) {
+        let member_id = if keep_member_id {
+            std::mem::take(&mut self.generation.member_id)
+        } else {
+            String::new()
+        };
+        if self.generation.generation_id >= 0 {
+            self.partitions_lost = true;
+        }
+        self.generation = Generation {
+            member_id,
+            ..Generation::none()
+        };
+        self.state = MemberState::Unjoined;
+        self.request_rejoin(reason.to_string());
+    }
+
+    /// Whether heartbeats are due in this state.
+    pub fn heartbeats_enabled(&self) -> bool {
+        matches!(self.state, MemberState::CompletingRebalance | MemberState::Stable) && !self.generation.member_id.is_empty()
+    }
+
+    /// The generation to commit with, only while stable (Java's `generationIfStable`).
+    pub fn stable_generation(&self) -> Option<&Generation> {
+        (self.state == MemberState::Stable).then_some(&self.generation)
+    }
+
+    /// KIP-62: `max.poll.interval.ms` passed without a `poll()`. Returns whether to send
+    /// LeaveGroup: dynamic members leave at once so their partitions move without waiting out
+    /// the session; static members just stop heartbeating and the broker expires them.
+    pub fn poll_timeout_expired(&mut self) -> bool {
+        let send_leave = !self.is_static() && self.state != MemberState::Unjoined && !self.generation.member_id.is_empty();
+        self.reset_generation(false, "consumer poll timeout has expired");
+        send_leave
+    }
+
+    /// A JoinGroup answer with an error. `response_member_id` is the id the broker assigned
+    /// (MEMBER_ID_REQUIRED carries it).
+    pub fn on_join_error(&mut self, code: i16, response_member_id: &str) -> Next {
+        match code {
+            codes::MEMBER_ID_REQUIRED => {
+                // KIP-394: adopt the id and join again at once.
+                self.generation.member_id = response_member_id.to_string();
+                self.state = MemberState::Unjoined;
+                Next::JoinAgain
+            }
+            codes::UNKNOWN_MEMBER_ID => {
+                self.reset_generation(false, "the member id was unknown to the coordinator");
+                Next::JoinAgain
+            }
+            codes::ILLEGAL_GENERATION => {
+                self.reset_generation(true, "the generation was stale");
+                Next::JoinAgain
+            }
+            codes::REBALANCE_IN_PROGRESS => {
+                self.state = MemberState::Unjoined;
+                Next::JoinAgain
+            }
+            codes::COORDINATOR_LOAD_IN_PROGRESS => {
+                self.state = MemberState::Unjoined;
+                Next::RetryAfterBackoff
+            }
+            codes::COORDINATOR_NOT_AVAILABLE | codes::NOT_COORDINATOR => {
+                self.state = MemberState::Unjoined;
+                Next::RediscoverCoordinator
+            }
+            _ => self.fail(code, "JoinGroup"),
+        }
+    }
+
+    /// JoinGroup succeeded: the member is in generation `generation_id` and waits for its
+    /// assignment. Heartbeats start now.
+    pub fn on_join_success(&mut self, generation_id: i32, member_id: &str, protocol: Option<String>) {
+        self.generation = Generation {
+            generation_id,
+            member_id: member_id.to_string(),
+            protocol,
+        };
+        self.state = MemberState::CompletingRebalance;
+    }
+
+    pub fn on_sync_error(&mut self, code: i16) -> Next {
+        match code {
+            codes::REBALANCE_IN_PROGRESS => {
+                self.state = MemberState::Unjoined;
+                self.request_rejoin("the group rebalanced during SyncGroup");
+                Next::JoinAgain
+            }
+            codes::UNKNOWN_MEMBER_ID => {
+                self.reset_generation(false, "the member id was unknown at SyncGroup");
+                Next::JoinAgain
+            }
+            codes::ILLEGAL_GENERATION => {
+                self.reset_generation(true, "the generation was stale at SyncGroup");
+                Next::JoinAgain
+            }
+            codes::COORDINATOR_NOT_AVAILABLE | codes::NOT_COORDINATOR => {
+                self.state = MemberState::Unjoined;
+                Next::RediscoverCoordinator
+            }
+            _ => self.fail(code, "SyncGroup"),
+        }
+    }
+
+    /// SyncGroup succeeded: the member is stable with its new assignment.
+    pub fn on_sync_success(&mut self) {
+        self.state = MemberState::Stable;
+        self.rejoin_needed = false;
+        self.rejoin_reason.clear();
+    }
+
+    /// A Heartbeat answer for the generation `sent` (the member's generation when it was sent).
+    pub fn on_heartbeat(&mut self, sent: &Generation, code: i16) -> Next {
+        let same_generation = *sent == self.generation;
+        match code {
+            codes::NONE => Next::Continue,
+            codes::REBALANCE_IN_PROGRESS => {
+                // Keep heartbeating through the rebalance; the next poll() joins.
+                if self.state == MemberState::Stable {
+                    self.request_rejoin("the group is rebalancing");
+                }
+                Next::Continue
+            }
+            codes::ILLEGAL_GENERATION | codes::UNKNOWN_MEMBER_ID | codes::FENCED_INSTANCE_ID if !same_generation => {
+                // An answer about a generation we already left behind.
+                Next::Continue
+            }
+            codes::ILLEGAL_GENERATION => {
+                self.reset_generation(true, "the heartbeat's generation was stale");
+                Next::Continue
+            }
+            codes::UNKNOWN_MEMBER_ID => {
+                self.reset_generation(false, "the coordinator no longer knows the member");
+                Next::Continue
+            }
+            codes::COORDINATOR_NOT_AVAILABLE | codes::NOT_COORDINATOR => Next::RediscoverCoordinator,
+            _ => match kafka_error_action(code) {
+                Action::Retry | Action::RefreshMetadata => Next::RetryAfterBackoff,
+                _ => self.fail(code, "Heartbeat"),
+            },
+        }
+    }
+
+    /// An OffsetCommit error for one partition, turned into what the committer reports.
+    pub fn on_commit_error(&mut self, sent: &Generation, code: i16) -> (Next, Error) {
+        let e = Error::kafka(code, "OffsetCommit");
+        match code {
+            codes::COORDINATOR_LOAD_IN_PROGRESS | codes::UNKNOWN_TOPIC_OR_PARTITION => (Next::RetryAfterBackoff, e),
+            codes::COORDINATOR_NOT_AVAILABLE | codes::NOT_COORDINATOR | codes::REQUEST_TIMED_OUT => {
+                (Next::RediscoverCoordinator, e)
+            }
+            codes::REBALANCE_IN_PROGRESS => {
+                self.request_rejoin("the group is rebalancing (OffsetCommit)");
+                (
+                    Next::Continue,
+                    Error::CommitFailed(
+                        "the group is rebalancing; the offsets can be committed again after the rebalance, \
+                         or in on_partitions_revoked"
+                            .into(),
+                    ),
+                )
+            }
+            codes::UNKNOWN_MEMBER_ID | codes::ILLEGAL_GENERATION => {
+                if *sent == self.generation {
+                    self.reset_generation(code == codes::ILLEGAL_GENERATION, "the commit's generation was stale");
+                }
+                (
+                    Next::Continue,
+                    Error::CommitFailed(format!(
+                        "the member is no longer part of generation {} (the group rebalanced and its partitions \
+                         may have moved): {}",
+                        sent.generation_id,
+                        crate::error::kafka_error_name(code)
+                    )),
+                )
+            }
+            codes::FENCED_INSTANCE_ID if *sent == self.generation => {
+                let n = self.fail(code, "OffsetCommit");
+                (n, e)
+            }
+            _ => (Next::Continue, e),
+        }
+    }
+
+    fn fail(&mut self, code: i16, what: &str) -> Next {
+        let e = match code {
+            codes::FENCED_INSTANCE_ID => Error::kafka(
+                code,
+                format!(
+                    "{what}: another consumer with group.instance.id `{}` joined the group; this one is fenced",
+                    self.group_instance_id.as_deref().unwrap_or("")
+                ),
+            ),
+            codes::INCONSISTENT_GROUP_PROTOCOL => Error::kafka(
+                code,
+                format!("{what}: the group's members share no assignor (partition.assignment.strategy) or protocol type"),
+            ),
+            _ => Error::kafka(code, what),
+        };
+        if e.is_fatal() {
+            self.fatal = Some(e.clone());
+        }
+        Next::Fatal(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stable() -> Membership {
+        let mut m = Membership::new(None);
+        m.on_join_error(codes::MEMBER_ID_REQUIRED, "m-1");
+        m.on_join_success(5, "m-1", Some("range".into()));
+        m.on_sync_success();
+        m
+    }
+
+    #[test]
+    fn member_id_required_adopts_the_id_and_joins_again() {
+        let mut m = Membership::new(None);
+        assert_eq!(m.on_join_error(codes::MEMBER_ID_REQUIRED, "m-7"), Next::JoinAgain);
+        assert_eq!(m.generation.member_id, "m-7");
+        assert_eq!(m.generation.generation_id, -1);
+    }
+
+    #[test]
+    fn join_errors_follow_the_java_table() {
+        let cases: &[(i16, Next, bool)] = &[
+            (codes::UNKNOWN_MEMBER_ID, Next::JoinAgain, false),
+            (codes::ILLEGAL_GENERATION, Next::JoinAgain, true),
+            (codes::REBALANCE_IN_PROGRESS, Next::JoinAgain, true),
+            (codes::COORDINATOR_LOAD_IN_PROGRESS, Next::RetryAfterBackoff, true),
+            (codes::COORDINATOR_NOT_AVAILABLE, Next::RediscoverCoordinator, true),
+            (codes::NOT_COORDINATOR, Next::RediscoverCoordinator, true),
+        ];
+        for (code, next, keeps_id) in cases {
+            let mut m = stable();
+            assert_eq!(&m.on_join_error(*code, ""), next, "{code}");
+            assert_eq!(m.generation.member_id == "m-1", *keeps_id, "{code}");
+            assert!(m.fatal.is_none());
+        }
+        for code in [
+            codes::FENCED_INSTANCE_ID,
+            codes::INVALID_SESSION_TIMEOUT,
+            codes::GROUP_AUTHORIZATION_FAILED,
+            codes::INCONSISTENT_GROUP_PROTOCOL,
+            24, // INVALID_GROUP_ID
+            81, // GROUP_MAX_SIZE_REACHED
+        ] {
+            let mut m = stable();
+            assert!(matches!(m.on_join_error(code, ""), Next::Fatal(_)), "{code}");
+            assert!(m.fatal.as_ref().is_some_and(|e| e.is_fatal()), "{code}");
+        }
+    }
+
+    #[test]
+    fn unknown_member_resets_generation_and_reports_partitions_lost() {
+        let mut m = stable();
+        assert_eq!(m.on_join_error(codes::UNKNOWN_MEMBER_ID, ""), Next::JoinAgain);
+        assert_eq!(m.generation, Generation::none());
+        assert!(m.partitions_lost);
+        assert!(m.rejoin_needed);
+    }
+
+    #[test]
+    fn sync_errors_follow_the_java_table() {
+        let mut m = stable();
+        assert_eq!(m.on_sync_error(codes::REBALANCE_IN_PROGRESS), Next::JoinAgain);
+        assert!(!m.partitions_lost, "a rebalance alone does not lose partitions");
+        let mut m = stable();
+        assert_eq!(m.on_sync_error(codes::ILLEGAL_GENERATION), Next::JoinAgain);
+        assert_eq!(m.generation.member_id, "m-1");
+        assert!(m.partitions_lost);
+        let mut m = stable();
+        assert_eq!(m.on_sync_error(codes::UNKNOWN_MEMBER_ID), Next::JoinAgain);
+        assert_eq!(m.generation.member_id, "");
+        let mut m = stable();
+        assert_eq!(m.on_sync_error(codes::NOT_COORDINATOR), Next::RediscoverCoordinator);
+        let mut m = stable();
+        assert!(matches!(m.on_sync_error(codes::GROUP_AUTHORIZATION_FAILED), Next::Fatal(_)));
+        let mut m = stable();
+        assert!(matches!(m.on_sync_error(codes::FENCED_INSTANCE_ID), Next::Fatal(_)));
+    }
+
+    #[test]
+    fn heartbeat_rebalance_in_progress_asks_for_a_rejoin_but_keeps_the_generation() {
+        let mut m = stable();
+        let g = m.generation.clone();
+        assert_eq!(m.on_heartbeat(&g, codes::REBALANCE_IN_PROGRESS), Next::Continue);
+        assert!(m.rejoin_needed);
+        assert_eq!(m.generation, g);
+        assert!(m.heartbeats_enabled());
+    }
+
+    #[test]
+    fn heartbeat_errors_for_an_old_generation_are_ignored() {
+        let mut m = stable();
+        let old = Generation {
+            generation_id: 4,
+            ..m.generation.clone()
+        };
+        for code in [codes::ILLEGAL_GENERATION, codes::UNKNOWN_MEMBER_ID, codes::FENCED_INSTANCE_ID] {
+            assert_eq!(m.on_heartbeat(&old, code), Next::Continue);
+            assert_eq!(m.state, MemberState::Stable);
+        }
+    }
+
+    #[test]
+    fn heartbeat_errors_for_the_current_generation() {
+        let mut m = stable();
+        let g = m.generation.clone();
+        m.on_heartbeat(&g, codes::ILLEGAL_GENERATION);
+        assert_eq!((m.state, m.generation.member_id.as_str()), (MemberState::Unjoined, "m-1"));
+        assert!(!m.heartbeats_enabled());
+        let mut m = stable();
+        m.on_heartbeat(&g, codes::UNKNOWN_MEMBER_ID);
+        assert_eq!(m.generation.member_id, "");
+        let mut m = stable();
+        assert!(matches!(m.on_heartbeat(&g, codes::FENCED_INSTANCE_ID), Next::Fatal(_)));
+        let mut m = stable();
+        assert_eq!(m.on_heartbeat(&g, codes::NOT_COORDINATOR), Next::RediscoverCoordinator);
+        assert_eq!(m.on_heartbeat(&g, codes::COORDINATOR_NOT_AVAILABLE), Next::RediscoverCoordinator);
+        assert_eq!(m.on_heartbeat(&g, codes::COORDINATOR_LOAD_IN_PROGRESS), Next::RetryAfterBackoff);
+        assert!(matches!(m.on_heartbeat(&g, codes::GROUP_AUTHORIZATION_FAILED), Next::Fatal(_)));
+    }
+
+    #[test]
+    fn poll_timeout_leaves_dynamic_members_and_drops_the_member_id() {
+        let mut m = stable();
+        assert!(m.poll_timeout_expired());
+        assert_eq!(m.generation, Generation::none());
+        assert!(m.partitions_lost && m.rejoin_needed);
+        assert_eq!(m.rejoin_reason, "consumer poll timeout has expired");
+        assert!(!m.heartbeats_enabled());
+    }
+
+    #[test]
+    fn poll_timeout_sends_no_leave_for_static_members() {
+        let mut m = Membership::new(Some("instance-1".into()));
+        m.on_join_success(3, "m-1", None);
+        m.on_sync_success();
+        assert!(!m.poll_timeout_expired());
+        assert!(m.partitions_lost);
+    }
+
+    #[test]
+    fn commit_errors() {
+        let mut m = stable();
+        let g = m.generation.clone();
+        let (n, e) = m.on_commit_error(&g, codes::REBALANCE_IN_PROGRESS);
+        assert_eq!(n, Next::Continue);
+        assert!(matches!(e, Error::CommitFailed(_)));
+        assert!(m.rejoin_needed);
+        assert_eq!(m.generation, g, "REBALANCE_IN_PROGRESS keeps the generation");
+        let (_, e) = m.on_commit_error(&g, codes::ILLEGAL_GENERATION);
+        assert!(matches!(e, Error::CommitFailed(_)));
+        assert!(m.partitions_lost);
+        let mut m = stable();
+        assert_eq!(m.on_commit_error(&g, codes::NOT_COORDINATOR).0, Next::RediscoverCoordinator);
+        assert_eq!(m.on_commit_error(&g, codes::COORDINATOR_LOAD_IN_PROGRESS).0, Next::RetryAfterBackoff);
+        assert_eq!(m.on_commit_error(&g, codes::OFFSET_METADATA_TOO_LARGE).0, Next::Continue);
+    }
+
+    #[test]
+    fn only_a_stable_member_commits_with_its_generation() {
+        let mut m = stable();
+        assert!(m.stable_generation().is_some());
+        m.request_rejoin("test");
+        assert!(m.stable_generation().is_some(), "a requested rebalance has not started yet");
+        m.state = MemberState::PreparingRebalance;
+        assert!(m.stable_generation().is_none());
+    }
+}

@@ -1,0 +1,654 @@
+//! The consumer's group side: subscribe, the rebalance listener, commits, and the steps `poll()`
+//! runs on the caller's thread (rejoin, callbacks, auto-commit).
+//!
+//! Listener callbacks run only here, on the thread that called `poll()`, `close()` or
+//! `unsubscribe()`, never on a library thread; no lock is held while they run, so a callback
+//! may call back into the consumer (commit inside `on_partitions_revoked`).
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+
+use crate::backoff::Deadline;
+use crate::consumer::Consumer;
+use crate::error::{Error, Result};
+use crate::fetch::PositionLookup;
+use crate::group::assignor::RebalanceProtocol;
+use crate::group::coordinator::{GroupDriver, JoinInput, JoinOutcome};
+use crate::group::member::MemberState;
+use crate::offsets::OffsetAndMetadata;
+use crate::TopicPartition;
+
+/// Called when the consumer's assignment changes. Every method runs on the thread that called
+/// `poll()`, `close()` or `unsubscribe()`. An error returned by a callback does not stop the
+/// assignment change; it comes out of that `poll()` afterwards as [`Error::Callback`].
+pub trait RebalanceListener: Send {
+    /// Partitions this member gives up. Commit their offsets here if you commit by hand.
+    fn on_partitions_revoked(&mut self, _consumer: &Consumer, _partitions: &[TopicPartition]) -> Result<()> {
+        Ok(())
+    }
+    /// Partitions newly given to this member (called once per rebalance, possibly empty).
+    fn on_partitions_assigned(&mut self, _consumer: &Consumer, _partitions: &[TopicPartition]) -> Result<()> {
+        Ok(())
+    }
+    /// Partitions that may already belong to another member (the generation was lost, e.g.
+    /// after `max.poll.interval.ms`): committing them is no longer possible.
+    fn on_partitions_lost(&mut self, consumer: &Consumer, partitions: &[TopicPartition]) -> Result<()> {
+        self.on_partitions_revoked(consumer, partitions)
+    }
+}
+
+/// The result of a commit, per partition.
+pub type CommitResults = Vec<(TopicPartition, Result<()>)>;
+/// Called on the polling thread when an asynchronous commit completes.
+pub type CommitCallback = Box<dyn FnOnce(Result<CommitResults>) + Send>;
+
+pub(crate) enum Topics {
+    Names(BTreeSet<String>),
+    Pattern(Regex),
+}
+
+/// The group member's state on the caller's side.
+pub(crate) struct GroupLocal {
+    pub driver: Arc<GroupDriver>,
+    pub topics: Topics,
+    /// The topics of the current subscription (for a pattern, those that matched).
+    pub subscribed: BTreeSet<String>,
+    pub listener: Option<Box<dyn RebalanceListener>>,
+    pub join: Option<tokio::task::JoinHandle<Result<JoinOutcome>>>,
+    pub join_retry_at: Instant,
+    pub owned: BTreeSet<TopicPartition>,
+    pub next_auto_commit: Instant,
+    pub last_committed: HashMap<TopicPartition, i64>,
+    pub commits_done: mpsc::Receiver<(CommitCallback, Result<CommitResults>)>,
+    pub commits_tx: mpsc::Sender<(CommitCallback, Result<CommitResults>)>,
+}
+
+/// What the caller's thread must do after looking at the group (outside the lock).
+enum Step {
+    Lost(BTreeSet<TopicPartition>),
+    Revoke(BTreeSet<TopicPartition>),
+    Join(Box<JoinOutcome>),
+    None,
+}
+
+impl Consumer {
+    /// Joins the consumer group `group.id` and reads the partitions the group assigns, of
+    /// `topics`. Replaces any earlier subscription.
+    pub fn subscribe(&self, topics: &[&str], listener: Option<Box<dyn RebalanceListener>>) -> Result<()> {
+        let mut names = BTreeSet::new();
+        for t in topics {
+            if t.is_empty() {
+                return Err(Error::InvalidArgument("topic name is empty".into()));
+            }
+            names.insert(t.to_string());
+        }
+        if names.is_empty() {
+            return Err(Error::InvalidArgument("subscribe needs at least one topic; use unsubscribe() to stop".into()));
+        }
+        self.set_subscription(Topics::Names(names), listener)
+    }
+
+    /// Subscribes to every topic whose whole name matches `pattern` (a regular expression);
+    /// topics created later that match are picked up when metadata is refreshed.
+    pub fn subscribe_pattern(&self, pattern: &str, listener: Option<Box<dyn RebalanceListener>>) -> Result<()> {
+        let re = Regex::new(&format!("^(?:{pattern})$"))
+            .map_err(|e| Error::InvalidArgument(format!("bad topic pattern `{pattern}`: {e}")))?;
+        self.set_subscription(Topics::Pattern(re), listener)
+    }
+
+    fn set_subscription(&self, topics: Topics, listener: Option<Box<dyn RebalanceListener>>) -> Result<()> {
+        self.check_open()?;
+        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            if !self.shared.lock().partitions.is_empty() {
+                return Err(Error::IllegalState(
+                    "the consumer has a manual assignment; call assign(&[]) before subscribe()".into(),
+                ));
+            }
+            let shared = self.shared.clone();
+            let driver = GroupDriver::new(
+                self.shared.cluster.clone(),
+                self.shared.config.clone(),
+                Arc::new(move || shared.data_ready.notify_all()),
+            )?;
+            self.runtime()?.spawn(driver.clone().heartbeat_loop());
+            let (tx, rx) = mpsc::channel();
+            *g = Some(GroupLocal {
+                driver,
+                topics: Topics::Names(BTreeSet::new()),
+                subscribed: BTreeSet::new(),
+                listener: None,
+                join: None,
+                join_retry_at: Instant::now(),
+                owned: BTreeSet::new(),
+                next_auto_commit: Instant::now() + self.shared.config.auto_commit_interval,
+                last_committed: HashMap::new(),
+                commits_done: rx,
+                commits_tx: tx,
+            });
+        }
+        let local = g.as_mut().expect("created above");
+        match &topics {
+            Topics::Names(n) => {
+                self.shared.cluster.set_interest(n.clone(), false);
+                local.subscribed = n.clone();
+            }
+            Topics::Pattern(_) => {
+                self.shared.cluster.set_interest(BTreeSet::new(), true);
+                local.subscribed = BTreeSet::new();
+            }
+        }
+        local.topics = topics;
+        if listener.is_some() {
+            local.listener = listener;
+        }
+        local.driver.membership().request_rejoin("the subscription changed");
+        self.shared.changed.notify_one();
+        Ok(())
+    }
+
+    /// The topics the consumer is subscribed to (for a pattern, those that matched so far).
+    pub fn subscription(&self) -> Vec<String> {
+        let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        g.as_ref().map(|l| l.subscribed.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Leaves the group: commits (with auto-commit), revokes everything through the listener,
+    /// sends LeaveGroup.
+    pub fn unsubscribe(&self) -> Result<()> {
+        self.check_open()?;
+        let callback_error = self.leave_group_now("the consumer unsubscribed from all topics", self.api_deadline(None), true);
+        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(local) = g.take() {
+            local.driver.close();
+            if let Some(j) = local.join {
+                j.abort();
+            }
+        }
+        self.shared.cluster.set_interest(BTreeSet::new(), false);
+        callback_error.map_or(Ok(()), Err)
+    }
+
+    /// The member's group metadata: (group id, generation id, member id, group instance id).
+    pub fn group_metadata(&self) -> Option<GroupMetadata> {
+        let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let local = g.as_ref()?;
+        let m = local.driver.membership();
+        Some(GroupMetadata {
+            group_id: local.driver.group_id.clone(),
+            generation_id: m.generation.generation_id,
+            member_id: m.generation.member_id.clone(),
+            group_instance_id: m.group_instance_id.clone(),
+            protocol: m.generation.protocol.clone(),
+        })
+    }
+
+    /// Asks for a rebalance; the next `poll()` starts it.
+    pub fn enforce_rebalance(&self, reason: &str) -> Result<()> {
+        self.check_open()?;
+        let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let local = g
+            .as_ref()
+            .ok_or_else(|| Error::IllegalState("enforce_rebalance() needs a subscription".into()))?;
+        local.driver.membership().request_rejoin(format!("enforced: {reason}"));
+        Ok(())
+    }
+
+    fn driver(&self) -> Option<Arc<GroupDriver>> {
+        self.group
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|l| l.driver.clone())
+    }
+
+    /// A driver for commits: the group's, or a standalone one for a manually assigned consumer
+    /// with a `group.id` (it commits as a simple consumer, outside any generation).
+    fn commit_driver(&self) -> Result<Arc<GroupDriver>> {
+        if let Some(d) = self.driver() {
+            return Ok(d);
+        }
+        let mut s = self.simple_committer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = s.as_ref() {
+            return Ok(d.clone());
+        }
+        if self.shared.config.group_id.is_none() {
+            return Err(Error::IllegalState("committing offsets needs group.id".into()));
+        }
+        let d = GroupDriver::new(self.shared.cluster.clone(), self.shared.config.clone(), Arc::new(|| {}))?;
+        *s = Some(d.clone());
+        Ok(d)
+    }
+
+    /// The offsets `commit` uses when none are given: the consumed position of every assigned
+    /// partition, i.e. the offset after the last record `poll()` returned.
+    pub fn consumed_offsets(&self) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        let assigned: Vec<TopicPartition> = self.assignment();
+        self.shared
+            .positions(assigned.iter())
+            .into_iter()
+            .map(|(tp, offset)| {
+                (
+                    tp,
+                    OffsetAndMetadata {
+                        offset,
+                        metadata: String::new(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Commits `offsets` (or the consumed positions) and waits for the answer. A failed
+    /// partition makes the whole call fail with that partition's error; see
+    /// [`Consumer::commit_sync_detailed`] for per-partition results.
+    pub fn commit_sync(&self, offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>, timeout: Option<Duration>) -> Result<()> {
+        for (_, r) in self.commit_sync_detailed(offsets, timeout)? {
+            r?;
+        }
+        Ok(())
+    }
+
+    pub fn commit_sync_detailed(
+        &self,
+        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
+        timeout: Option<Duration>,
+    ) -> Result<CommitResults> {
+        self.check_open()?;
+        let offsets = offsets.map(|o| o.to_vec()).unwrap_or_else(|| self.consumed_offsets());
+        validate_offsets(&offsets)?;
+        let driver = self.commit_driver()?;
+        let deadline = self.api_deadline(timeout);
+        self.run_commit_callbacks();
+        let res = self.block_on(async move { driver.commit(&offsets, deadline).await })??;
+        self.note_committed(&res);
+        Ok(res)
+    }
+
+    /// Sends a commit and returns at once; `callback` runs on the polling thread (inside a
+    /// later `poll()`, `commit_sync()` or `close()`) with the result.
+    pub fn commit_async(&self, offsets: Option<Vec<(TopicPartition, OffsetAndMetadata)>>, callback: Option<CommitCallback>) -> Result<()> {
+        self.check_open()?;
+        let offsets = offsets.unwrap_or_else(|| self.consumed_offsets());
+        validate_offsets(&offsets)?;
+        let driver = self.commit_driver()?;
+        let deadline = self.api_deadline(None);
+        let tx = {
+            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            g.as_ref().map(|l| l.commits_tx.clone())
+        };
+        let shared = self.shared.clone();
+        self.runtime()?.spawn(async move {
+            let res = driver.commit(&offsets, deadline).await;
+            if let Err(e) = &res {
+                tracing::warn!(error = %e, "asynchronous commit failed");
+            }
+            if let Some(cb) = callback {
+                match tx {
+                    Some(tx) => {
+                        let _ = tx.send((cb, res));
+                        shared.data_ready.notify_all();
+                    }
+                    // No group: no poll loop to run it in a group sense; run it here.
+                    None => cb(res),
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn run_commit_callbacks(&self) {
+        let done: Vec<_> = {
+            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            match g.as_ref() {
+                Some(l) => l.commits_done.try_iter().collect(),
+                None => Vec::new(),
+            }
+        };
+        for (cb, res) in done {
+            cb(res);
+        }
+    }
+
+    fn note_committed(&self, res: &CommitResults) {
+        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = g.as_mut() {
+            for (tp, r) in res {
+                if r.is_ok() {
+                    if let Some(pos) = self.shared.positions([tp]).first() {
+                        l.last_committed.insert(tp.clone(), pos.1);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `f` with the listener taken out of the lock, so the callback may call back into the
+    /// consumer. Returns the callback's error, if any.
+    fn with_listener(&self, f: impl FnOnce(&mut dyn RebalanceListener, &Consumer) -> Result<()>) -> Option<Error> {
+        let listener = {
+            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            g.as_mut().and_then(|l| l.listener.take())
+        };
+        let mut listener = listener?;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(listener.as_mut(), self)));
+        {
+            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(l) = g.as_mut() {
+                if l.listener.is_none() {
+                    l.listener = Some(listener);
+                }
+            }
+        }
+        match r {
+            Ok(Ok(())) => None,
+            Ok(Err(Error::Callback(m))) => Some(Error::Callback(m)),
+            Ok(Err(e)) => Some(Error::Callback(e.to_string())),
+            Err(_) => Some(Error::Callback("the rebalance listener panicked".into())),
+        }
+    }
+
+    /// Auto-commit of the consumed positions of `partitions` before they are revoked.
+    fn commit_before_revoke(&self, partitions: &BTreeSet<TopicPartition>, deadline: Deadline) {
+        if !self.shared.config.enable_auto_commit || partitions.is_empty() {
+            return;
+        }
+        let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = self
+            .shared
+            .positions(partitions.iter())
+            .into_iter()
+            .map(|(tp, offset)| {
+                (
+                    tp,
+                    OffsetAndMetadata {
+                        offset,
+                        metadata: String::new(),
+                    },
+                )
+            })
+            .collect();
+        if let Ok(d) = self.commit_driver() {
+            match self.block_on(async move { d.commit(&offsets, deadline).await }) {
+                Ok(Ok(res)) => {
+                    for (tp, r) in &res {
+                        if let Err(e) = r {
+                            tracing::warn!(partition = %tp, error = %e, "auto-commit before revocation failed");
+                        }
+                    }
+                    self.note_committed(&res);
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "auto-commit before revocation failed"),
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Revokes `partitions`: auto-commit, the listener, then stop fetching them.
+    fn revoke(&self, partitions: BTreeSet<TopicPartition>, deadline: Deadline, errors: &mut Option<Error>) {
+        self.commit_before_revoke(&partitions, deadline);
+        let list: Vec<TopicPartition> = partitions.iter().cloned().collect();
+        if let Some(e) = self.with_listener(|l, c| l.on_partitions_revoked(c, &list)) {
+            errors.get_or_insert(e);
+        }
+        self.shared.remove_partitions(partitions.iter());
+        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = g.as_mut() {
+            for tp in &partitions {
+                l.owned.remove(tp);
+                l.last_committed.remove(tp);
+            }
+        }
+    }
+
+    fn lose(&self, partitions: BTreeSet<TopicPartition>, errors: &mut Option<Error>) {
+        let list: Vec<TopicPartition> = partitions.iter().cloned().collect();
+        if !list.is_empty() {
+            if let Some(e) = self.with_listener(|l, c| l.on_partitions_lost(c, &list)) {
+                errors.get_or_insert(e);
+            }
+        }
+        self.shared.remove_partitions(partitions.iter());
+        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = g.as_mut() {
+            for tp in &partitions {
+                l.owned.remove(tp);
+                l.last_committed.remove(tp);
+            }
+        }
+    }
+
+    /// The group steps of `poll()`, on the caller's thread. Returns an error that `poll()`
+    /// reports (a callback's error after the assignment change completed, or a fatal one).
+    pub(crate) fn group_poll(&self) -> Result<()> {
+        let Some(driver) = self.driver() else { return Ok(()) };
+        driver.touch_poll();
+        self.run_commit_callbacks();
+        if let Some(e) = driver.membership().fatal.clone() {
+            return Err(e);
+        }
+        let mut errors: Option<Error> = None;
+        let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
+        // Up to a few steps per poll: lost partitions, then a finished join, then a new join.
+        for _ in 0..4 {
+            let step = self.next_group_step(&driver)?;
+            match step {
+                Step::None => break,
+                Step::Lost(parts) => self.lose(parts, &mut errors),
+                Step::Revoke(parts) => self.revoke(parts, deadline, &mut errors),
+                Step::Join(outcome) => self.apply_join(*outcome, deadline, &mut errors),
+            }
+        }
+        self.maybe_auto_commit(&driver);
+        errors.map_or(Ok(()), Err)
+    }
+
+    fn next_group_step(&self, driver: &Arc<GroupDriver>) -> Result<Step> {
+        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(local) = g.as_mut() else { return Ok(Step::None) };
+        {
+            let mut m = driver.membership();
+            if m.partitions_lost {
+                m.partitions_lost = false;
+                let lost = std::mem::take(&mut local.owned);
+                drop(m);
+                if !lost.is_empty() {
+                    return Ok(Step::Lost(lost));
+                }
+            }
+        }
+        // A pattern subscription follows the cluster's topics.
+        if let Topics::Pattern(re) = &local.topics {
+            let meta = self.shared.cluster.metadata();
+            if meta.fetched_at.is_some() {
+                let matched: BTreeSet<String> = meta
+                    .topics
+                    .values()
+                    .filter(|t| !(t.is_internal && self.shared.config.exclude_internal_topics))
+                    .filter(|t| re.is_match(&t.name))
+                    .map(|t| t.name.clone())
+                    .collect();
+                if matched != local.subscribed {
+                    local.subscribed = matched;
+                    driver.membership().request_rejoin("the topics matching the subscribed pattern changed");
+                }
+            }
+        }
+        if let Some(join) = &local.join {
+            if !join.is_finished() {
+                return Ok(Step::None);
+            }
+            let join = local.join.take().expect("checked above");
+            let rt = self.runtime()?;
+            return match rt.block_on(join) {
+                Ok(Ok(outcome)) => Ok(Step::Join(Box::new(outcome))),
+                Ok(Err(e)) if e.is_fatal() || matches!(e, Error::Corrupt(_) | Error::Config { .. }) => {
+                    driver.membership().fatal = Some(e.clone());
+                    Err(e)
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "joining the group failed; retrying");
+                    local.join_retry_at = Instant::now() + self.shared.config.common.retry_backoff;
+                    Ok(Step::None)
+                }
+                Err(_) => Ok(Step::None),
+            };
+        }
+        let (needed, state, reason) = {
+            let m = driver.membership();
+            (m.rejoin_needed, m.state, m.rejoin_reason.clone())
+        };
+        if !(needed || state == MemberState::Unjoined) || Instant::now() < local.join_retry_at {
+            return Ok(Step::None);
+        }
+        if local.subscribed.is_empty() && matches!(local.topics, Topics::Pattern(_)) {
+            // Nothing matches yet: wait for metadata rather than join with no topics.
+            return Ok(Step::None);
+        }
+        // Before joining (Java's onJoinPrepare): eager revokes everything; cooperative only
+        // the partitions of topics no longer subscribed.
+        let to_revoke: BTreeSet<TopicPartition> = match driver.rebalance_protocol() {
+            RebalanceProtocol::Eager => local.owned.clone(),
+            RebalanceProtocol::Cooperative => local
+                .owned
+                .iter()
+                .filter(|tp| !local.subscribed.contains(&tp.topic))
+                .cloned()
+                .collect(),
+        };
+        if !to_revoke.is_empty() {
+            return Ok(Step::Revoke(to_revoke));
+        }
+        let input = JoinInput {
+            topics: local.subscribed.iter().cloned().collect(),
+            owned: local.owned.clone(),
+            reason,
+        };
+        {
+            let mut m = driver.membership();
+            m.state = MemberState::PreparingRebalance;
+            m.rejoin_needed = false;
+        }
+        let shared = self.shared.clone();
+        let d = driver.clone();
+        local.join = Some(self.runtime()?.spawn(async move {
+            let r = d.join(input).await;
+            shared.data_ready.notify_all();
+            r
+        }));
+        Ok(Step::None)
+    }
+
+    fn apply_join(&self, outcome: JoinOutcome, deadline: Deadline, errors: &mut Option<Error>) {
+        let owned = {
+            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            g.as_ref().map(|l| l.owned.clone()).unwrap_or_default()
+        };
+        let revoked: BTreeSet<TopicPartition> = owned.difference(&outcome.assigned).cloned().collect();
+        let added: BTreeSet<TopicPartition> = outcome.assigned.difference(&owned).cloned().collect();
+        if !revoked.is_empty() {
+            // KIP-429: give these up now, then rejoin so the group can hand them on.
+            self.revoke(revoked, deadline, errors);
+            if outcome.protocol == RebalanceProtocol::Cooperative {
+                if let Some(d) = self.driver() {
+                    d.membership().request_rejoin("need to revoke partitions and re-join");
+                }
+            }
+        }
+        self.shared.add_partitions(added.iter(), PositionLookup::Committed);
+        {
+            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(l) = g.as_mut() {
+                l.owned.extend(added.iter().cloned());
+            }
+        }
+        let list: Vec<TopicPartition> = added.into_iter().collect();
+        if let Some(e) = self.with_listener(|l, c| l.on_partitions_assigned(c, &list)) {
+            errors.get_or_insert(e);
+        }
+    }
+
+    /// Auto-commit of what the previous `poll()` returned (nothing unprocessed is committed).
+    fn maybe_auto_commit(&self, driver: &Arc<GroupDriver>) {
+        if !self.shared.config.enable_auto_commit {
+            return;
+        }
+        let offsets = {
+            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(local) = g.as_mut() else { return };
+            if Instant::now() < local.next_auto_commit || driver.membership().stable_generation().is_none() {
+                return;
+            }
+            local.next_auto_commit = Instant::now() + self.shared.config.auto_commit_interval;
+            let positions = self.shared.positions(local.owned.iter());
+            let changed: Vec<(TopicPartition, OffsetAndMetadata)> = positions
+                .into_iter()
+                .filter(|(tp, pos)| local.last_committed.get(tp) != Some(pos))
+                .map(|(tp, offset)| {
+                    local.last_committed.insert(tp.clone(), offset);
+                    (
+                        tp,
+                        OffsetAndMetadata {
+                            offset,
+                            metadata: String::new(),
+                        },
+                    )
+                })
+                .collect();
+            changed
+        };
+        if !offsets.is_empty() {
+            let _ = self.commit_async(Some(offsets), None);
+        }
+    }
+
+    /// Close/unsubscribe: commit, revoke through the listener (if `callbacks`), leave.
+    pub(crate) fn leave_group_now(&self, reason: &str, deadline: Deadline, callbacks: bool) -> Option<Error> {
+        let driver = self.driver()?;
+        let mut errors = None;
+        let (owned, lost) = {
+            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let owned = g.as_ref().map(|l| l.owned.clone()).unwrap_or_default();
+            let m = driver.membership();
+            (owned, m.partitions_lost || m.generation.generation_id < 0)
+        };
+        if callbacks {
+            if lost {
+                self.lose(owned, &mut errors);
+            } else {
+                self.revoke(owned, deadline, &mut errors);
+            }
+        } else if !lost {
+            self.commit_before_revoke(&owned, deadline);
+            self.shared.remove_partitions(owned.iter());
+        }
+        self.run_commit_callbacks();
+        if self.shared.config.leave_group_on_close || reason.contains("unsubscribed") {
+            let d = driver.clone();
+            let reason = reason.to_string();
+            let _ = self.block_on(async move { d.leave_group(&reason, deadline).await });
+        }
+        driver.close();
+        errors
+    }
+}
+
+/// The member's place in its group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetadata {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub protocol: Option<String>,
+}
+
+fn validate_offsets(offsets: &[(TopicPartition, OffsetAndMetadata)]) -> Result<()> {
+    for (tp, om) in offsets {
+        if om.offset < 0 {
+            return Err(Error::InvalidArgument(format!("commit offset for {tp} must be >= 0, got {}", om.offset)));
+        }
+    }
+    Ok(())
+}
