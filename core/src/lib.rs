@@ -4,5 +4,6 @@
 //! is touched only by [`protocol`]; everything a user sees is lagless' own types.
 #![deny(unsafe_code)]
 
+pub mod config;
 pub mod error;
 pub use error::{Error, Result};
