@@ -31,6 +31,8 @@ pub enum Scope {
 enum Kind {
     /// Any string.
     Str,
+    /// Any string but the empty one.
+    NonEmpty,
     /// An integer in `min..=max`.
     Int { min: i64, max: i64 },
     /// An integer number of milliseconds in `min..=max`.
@@ -243,7 +245,7 @@ static KEYS: &[KeyInfo] = &[
         "group.id",
         None,
         Consumer,
-        Str,
+        NonEmpty,
         "Consumer group to join; without it the consumer can only assign partitions itself and cannot commit.",
     ),
     key(
@@ -499,6 +501,7 @@ impl Kind {
     fn describe(&self) -> String {
         match self {
             Str => "a string".to_string(),
+            NonEmpty => "a non-empty string".to_string(),
             Int { min, max } => format!("an integer from {min} to {max}"),
             Ms { min, max } => format!("an integer number of milliseconds from {min} to {max}"),
             Bool => "`true` or `false`".to_string(),
@@ -518,6 +521,10 @@ impl Kind {
         let bad = || format!("`{name}` must be {}, got `{value}`", self.describe());
         match self {
             Str => Ok(()),
+            // An empty group.id is not "no group": the broker refuses it as INVALID_GROUP_ID,
+            // a fatal error far from the line that caused it.
+            NonEmpty if value.is_empty() => Err(bad()),
+            NonEmpty => Ok(()),
             Int { min, max } | Ms { min, max } => match value.parse::<i64>() {
                 Ok(n) if (*min..=*max).contains(&n) => Ok(()),
                 _ => Err(bad()),
@@ -1386,6 +1393,9 @@ mod tests {
         let (key, _) = config_err(ConsumerConfig::from_config(&c).unwrap_err());
         assert_eq!(key, "group.instance.id");
         set_err("group.instance.id", "has space");
+        let (key, m) = set_err("group.id", " ");
+        assert_eq!(key, "group.id");
+        assert_eq!(m, "`group.id` must be a non-empty string, got ``");
 
         let c = config(&[("bootstrap.servers", "b:1"), ("enable.auto.commit", "true")]);
         let (key, _) = config_err(ConsumerConfig::from_config(&c).unwrap_err());
