@@ -4,7 +4,7 @@
 //! `poll()` for records the fetch task has buffered.
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,6 +14,8 @@ use crate::cluster::Cluster;
 use crate::config::{Config, ConsumerConfig};
 use crate::error::{Error, Result};
 use crate::fetch::{self, PartitionState, PositionLookup, Shared};
+use crate::group::coordinator::GroupDriver;
+use crate::subscription::GroupLocal;
 use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
 use crate::TopicPartition;
@@ -43,9 +45,13 @@ pub struct Watermarks {
 
 /// A Kafka consumer.
 pub struct Consumer {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
     closed: AtomicBool,
+    /// The group member's state, once `subscribe()` was called.
+    pub(crate) group: Mutex<Option<GroupLocal>>,
+    /// Commits of a manually assigned consumer with a `group.id`.
+    pub(crate) simple_committer: Mutex<Option<Arc<GroupDriver>>>,
 }
 
 impl Consumer {
@@ -68,6 +74,8 @@ impl Consumer {
             shared,
             runtime: Some(runtime),
             closed: AtomicBool::new(false),
+            group: Mutex::new(None),
+            simple_committer: Mutex::new(None),
         })
     }
 
@@ -75,7 +83,11 @@ impl Consumer {
         &self.shared.config
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn runtime(&self) -> Result<&tokio::runtime::Runtime> {
+        self.runtime.as_ref().ok_or(Error::Closed)
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
         } else {
@@ -83,14 +95,14 @@ impl Consumer {
         }
     }
 
-    fn block_on<F: std::future::Future>(&self, f: F) -> Result<F::Output> {
+    pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> Result<F::Output> {
         match &self.runtime {
             Some(rt) => Ok(rt.block_on(f)),
             None => Err(Error::Closed),
         }
     }
 
-    fn api_deadline(&self, timeout: Option<Duration>) -> Deadline {
+    pub(crate) fn api_deadline(&self, timeout: Option<Duration>) -> Deadline {
         Deadline::after(timeout.unwrap_or(self.shared.config.common.default_api_timeout))
     }
 
@@ -98,6 +110,11 @@ impl Consumer {
     /// rebalancing). Partitions kept from the previous assignment keep their positions.
     pub fn assign(&self, partitions: &[TopicPartition]) -> Result<()> {
         self.check_open()?;
+        if self.group.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            return Err(Error::IllegalState(
+                "the consumer is subscribed to a group; call unsubscribe() before assign()".into(),
+            ));
+        }
         for tp in partitions {
             validate_tp(tp)?;
         }
@@ -139,8 +156,11 @@ impl Consumer {
         self.check_open()?;
         let deadline = Deadline::after(timeout);
         let max = self.shared.config.max_poll_records;
-        let mut st = self.shared.lock();
         loop {
+            // Group steps first (rejoin, listener callbacks, auto-commit of the previous poll's
+            // records), on this thread and outside the fetch lock.
+            self.group_poll()?;
+            let mut st = self.shared.lock();
             if st.wakeup {
                 st.wakeup = false;
                 return Err(Error::Wakeup);
@@ -159,12 +179,12 @@ impl Consumer {
             if remaining.is_zero() {
                 return Ok(Vec::new());
             }
-            st = self
+            // Wake at least every 100 ms to run the group steps again (a join may have finished).
+            let _unused = self
                 .shared
                 .data_ready
-                .wait_timeout(st, remaining)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+                .wait_timeout(st, remaining.min(Duration::from_millis(100)))
+                .unwrap_or_else(|p| p.into_inner());
         }
     }
 
@@ -359,24 +379,37 @@ impl Consumer {
         Ok(parts.iter().map(|p| p.partition).collect())
     }
 
-    /// Stops fetching and releases the runtime. Later calls give `Error::Closed`.
-    pub fn close(&mut self) -> Result<()> {
-        if self.closed.swap(true, Ordering::AcqRel) {
+    /// Leaves the group (committing first with auto-commit, revoking through the listener on
+    /// this thread), stops fetching and releases the runtime, within `timeout` (default
+    /// `default.api.timeout.ms`). Later calls give `Error::Closed`.
+    pub fn close(&self, timeout: Option<Duration>) -> Result<()> {
+        self.close_with(self.api_deadline(timeout), true)
+    }
+
+    fn close_with(&self, deadline: Deadline, callbacks: bool) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
             return Ok(());
         }
+        let callback_error = self.leave_group_now("the consumer is being closed", deadline, callbacks);
+        if let Some(d) = self.simple_committer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            d.close();
+        }
+        self.closed.store(true, Ordering::Release);
         self.shared.lock().closed = true;
         self.shared.changed.notify_one();
         self.shared.data_ready.notify_all();
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(1));
-        }
-        Ok(())
+        callback_error.map_or(Ok(()), Err)
     }
 }
 
 impl Drop for Consumer {
+    /// A consumer dropped without `close()` still commits (with auto-commit) and leaves its
+    /// group, bounded in time; listener callbacks do not run from a destructor.
     fn drop(&mut self) {
-        let _ = self.close();
+        let _ = self.close_with(Deadline::after(Duration::from_secs(5)), false);
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
     }
 }
 

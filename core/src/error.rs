@@ -14,7 +14,7 @@ pub struct ErrorPartition {
 }
 
 /// Everything that can go wrong in lagless.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
     /// A configuration key is unknown or its value is bad. `key` names it.

@@ -10,14 +10,17 @@ pub mod config;
 pub mod consumer;
 pub mod error;
 pub(crate) mod fetch;
+pub mod group;
 pub mod net;
 pub mod offsets;
 pub mod protocol;
+pub mod subscription;
 
 pub use config::Config;
 pub use consumer::{Consumer, ConsumerRecord, Watermarks};
 pub use error::{Error, Result};
 pub use offsets::OffsetAndMetadata;
+pub use subscription::{CommitCallback, CommitResults, GroupMetadata, RebalanceListener};
 pub use protocol::records::{Compression, Header};
 
 /// A topic and one of its partitions.

@@ -582,9 +582,12 @@ impl Consumer {
             }
             local.next_auto_commit = Instant::now() + self.shared.config.auto_commit_interval;
             let positions = self.shared.positions(local.owned.iter());
-            let changed: Vec<(TopicPartition, OffsetAndMetadata)> = positions
+            let changed: Vec<(TopicPartition, i64)> = positions
                 .into_iter()
                 .filter(|(tp, pos)| local.last_committed.get(tp) != Some(pos))
+                .collect();
+            changed
+                .into_iter()
                 .map(|(tp, offset)| {
                     local.last_committed.insert(tp.clone(), offset);
                     (
@@ -595,8 +598,7 @@ impl Consumer {
                         },
                     )
                 })
-                .collect();
-            changed
+                .collect::<Vec<_>>()
         };
         if !offsets.is_empty() {
             let _ = self.commit_async(Some(offsets), None);
