@@ -5,5 +5,6 @@
 #![deny(unsafe_code)]
 
 pub mod error;
+pub mod group;
 pub mod protocol;
 pub use error::{Error, Result};
