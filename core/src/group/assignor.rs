@@ -1052,6 +1052,29 @@ mod tests {
     }
 
     #[test]
+    fn sticky_large_group_scale_up() {
+        // 10 topics x 300 partitions over 60 members, then 20 more join: guards against the
+        // balancing loop going quadratic in a way that matters.
+        let p: BTreeMap<String, i32> = (0..10).map(|i| (format!("t{i}"), 300)).collect();
+        let topics: Vec<&str> = p.keys().map(String::as_str).collect();
+        let mut members: Vec<_> = (0..60)
+            .map(|i| member(&format!("m{i:03}"), &topics))
+            .collect();
+        let r = sticky(&p, &members);
+        assert!(spread(&r) <= 1);
+        members = next_round(&members, &r, 1);
+        members.extend((60..80).map(|i| member(&format!("m{i:03}"), &topics)));
+        let r1 = sticky(&p, &members);
+        // 3000 partitions, 37.5 each: only the 20 x 37 the newcomers need at least move.
+        let kept: usize = (0..60).map(|i| flat(&r1[&format!("m{i:03}")]).len()).sum();
+        assert_eq!(kept, 3000 - 20 * 37);
+        let members = next_round(&members, &r1, 2);
+        let r2 = sticky(&p, &members);
+        assert_eq!(assigned_set(&r2).len(), 3000);
+        assert!(spread(&r2) <= 1);
+    }
+
+    #[test]
     fn eager_assignors_hand_out_everything_to_subscribers() {
         let mut rng = StdRng::seed_from_u64(7);
         for _ in 0..200 {
