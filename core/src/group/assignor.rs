@@ -1,0 +1,1102 @@
+//! Partition assignors: what the group leader runs to split partitions among members.
+//!
+//! Each assignor is a pure function of the topics' partition counts and the members'
+//! subscriptions (no I/O, no clock, no randomness), so the leader's result depends only on what
+//! the coordinator handed it, and tests can drive them from literal member lists.
+//!
+//! Every assignor returns an entry for every member (possibly empty), gives a partition only to a
+//! member subscribed to its topic, never gives a partition twice, and ignores topics missing from
+//! `partitions_per_topic` (the leader has no metadata for them yet).
+//!
+//! Member order, as in Java's `MemberInfo.compareTo`: static members (with a
+//! `group.instance.id`) first, ordered by instance id, then dynamic members by member id. Ordering
+//! static members by instance id keeps their range/round-robin layout when they restart, since a
+//! restart gives them a new member id but not a new instance id; and matching Java keeps a mixed
+//! group's assignment the same whichever client is the leader.
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::protocol::consumer_protocol::{
+    encode_cooperative_user_data, subscription_generation, Assignment, Subscription,
+    TopicPartitions, UNKNOWN_GENERATION,
+};
+
+/// How a group moves partitions in a rebalance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RebalanceProtocol {
+    /// Every member gives up everything before the rebalance, then gets its new assignment.
+    Eager,
+    /// KIP-429: members keep what they own; a partition that changes owner is first revoked (in
+    /// one rebalance) and then assigned (in the next).
+    Cooperative,
+}
+
+/// One member as the leader sees it in the JoinGroup response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSubscription {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub subscription: Subscription,
+}
+
+/// A partition assignment strategy.
+pub trait Assignor: Send + Sync {
+    /// The protocol name sent in JoinGroup ("range", "roundrobin", "cooperative-sticky").
+    fn name(&self) -> &'static str;
+    fn protocol(&self) -> RebalanceProtocol;
+    /// The `user_data` this member puts in its subscription, given the generation it is in
+    /// ([`UNKNOWN_GENERATION`] if none).
+    fn subscription_user_data(&self, generation: i32) -> Option<Bytes>;
+    /// Assigns the partitions of `partitions_per_topic` (topic → partition count) to `members`.
+    /// Fails with [`Error::Corrupt`] if two members share a member id.
+    fn assign(
+        &self,
+        partitions_per_topic: &BTreeMap<String, i32>,
+        members: &[MemberSubscription],
+    ) -> Result<BTreeMap<String, Assignment>>;
+}
+
+/// The assignor for a configured name: "range", "roundrobin", "cooperative-sticky", or the Java
+/// class name of one of them (so Java configurations can be reused as they are).
+pub fn assignor_by_name(name: &str) -> Option<Box<dyn Assignor>> {
+    match name.trim() {
+        "range" | "org.apache.kafka.clients.consumer.RangeAssignor" => {
+            Some(Box::new(RangeAssignor))
+        }
+        "roundrobin" | "org.apache.kafka.clients.consumer.RoundRobinAssignor" => {
+            Some(Box::new(RoundRobinAssignor))
+        }
+        "cooperative-sticky" | "org.apache.kafka.clients.consumer.CooperativeStickyAssignor" => {
+            Some(Box::new(CooperativeStickyAssignor))
+        }
+        _ => None,
+    }
+}
+
+/// Java's `MemberInfo` order: static members by instance id first, then dynamic ones by member
+/// id. The member id breaks ties so the order is total even with a duplicated instance id.
+fn member_order(a: &MemberSubscription, b: &MemberSubscription) -> Ordering {
+    match (&a.group_instance_id, &b.group_instance_id) {
+        (Some(x), Some(y)) => x.cmp(y).then_with(|| a.member_id.cmp(&b.member_id)),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.member_id.cmp(&b.member_id),
+    }
+}
+
+/// The members in [`member_order`], after checking member ids are unique.
+fn sorted_members(members: &[MemberSubscription]) -> Result<Vec<&MemberSubscription>> {
+    let mut seen = BTreeSet::new();
+    for m in members {
+        if !seen.insert(m.member_id.as_str()) {
+            return Err(Error::Corrupt(format!(
+                "member id `{}` appears twice in the group",
+                m.member_id
+            )));
+        }
+    }
+    let mut sorted: Vec<&MemberSubscription> = members.iter().collect();
+    sorted.sort_by(|a, b| member_order(a, b));
+    Ok(sorted)
+}
+
+/// A member's topics as a set (a subscription may list a topic twice).
+fn topic_set(m: &MemberSubscription) -> BTreeSet<&str> {
+    m.subscription.topics.iter().map(String::as_str).collect()
+}
+
+/// Partition count of a topic, or `None` if the topic is unknown or has no partitions.
+fn partition_count(partitions_per_topic: &BTreeMap<String, i32>, topic: &str) -> Option<i32> {
+    partitions_per_topic.get(topic).copied().filter(|n| *n > 0)
+}
+
+/// Builds the result: every member present, partitions grouped by topic, both sorted.
+fn build_result<'a>(
+    members: &[MemberSubscription],
+    assigned: impl IntoIterator<Item = (&'a str, &'a str, i32)>,
+) -> BTreeMap<String, Assignment> {
+    let mut per_member: BTreeMap<&str, BTreeMap<&str, BTreeSet<i32>>> = members
+        .iter()
+        .map(|m| (m.member_id.as_str(), BTreeMap::new()))
+        .collect();
+    for (member, topic, partition) in assigned {
+        per_member
+            .entry(member)
+            .or_default()
+            .entry(topic)
+            .or_default()
+            .insert(partition);
+    }
+    per_member
+        .into_iter()
+        .map(|(member, topics)| {
+            let partitions = topics
+                .into_iter()
+                .map(|(t, ps)| TopicPartitions::new(t, ps.into_iter().collect()))
+                .collect();
+            (
+                member.to_string(),
+                Assignment {
+                    partitions,
+                    user_data: None,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Java's `RangeAssignor`: for each topic, its subscribers in member order each get a contiguous
+/// range of partitions; the first `count % subscribers` of them get one extra. Eager.
+///
+/// Not done: the rack-aware variant (KIP-881), which Java only uses when racks are configured on
+/// both clients and brokers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RangeAssignor;
+
+impl Assignor for RangeAssignor {
+    fn name(&self) -> &'static str {
+        "range"
+    }
+
+    fn protocol(&self) -> RebalanceProtocol {
+        RebalanceProtocol::Eager
+    }
+
+    fn subscription_user_data(&self, _generation: i32) -> Option<Bytes> {
+        None
+    }
+
+    fn assign(
+        &self,
+        partitions_per_topic: &BTreeMap<String, i32>,
+        members: &[MemberSubscription],
+    ) -> Result<BTreeMap<String, Assignment>> {
+        let sorted = sorted_members(members)?;
+        let mut subscribers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for m in &sorted {
+            for t in topic_set(m) {
+                subscribers.entry(t).or_default().push(m.member_id.as_str());
+            }
+        }
+        let mut assigned = Vec::new();
+        for (topic, subs) in &subscribers {
+            let Some(count) = partition_count(partitions_per_topic, topic) else {
+                continue;
+            };
+            let n = subs.len() as i32;
+            let per_member = count / n;
+            let with_extra = count % n;
+            for (i, member) in subs.iter().enumerate() {
+                let i = i as i32;
+                let start = per_member * i + i.min(with_extra);
+                let len = per_member + i32::from(i < with_extra);
+                for p in start..start + len {
+                    assigned.push((*member, *topic, p));
+                }
+            }
+        }
+        Ok(build_result(members, assigned))
+    }
+}
+
+/// Java's `RoundRobinAssignor`: all partitions of all subscribed topics, sorted by topic then
+/// partition, dealt in turn to the members in member order; a member not subscribed to a
+/// partition's topic is skipped (the turn passes to the next member). Eager.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RoundRobinAssignor;
+
+impl Assignor for RoundRobinAssignor {
+    fn name(&self) -> &'static str {
+        "roundrobin"
+    }
+
+    fn protocol(&self) -> RebalanceProtocol {
+        RebalanceProtocol::Eager
+    }
+
+    fn subscription_user_data(&self, _generation: i32) -> Option<Bytes> {
+        None
+    }
+
+    fn assign(
+        &self,
+        partitions_per_topic: &BTreeMap<String, i32>,
+        members: &[MemberSubscription],
+    ) -> Result<BTreeMap<String, Assignment>> {
+        let sorted = sorted_members(members)?;
+        let topics_of: Vec<BTreeSet<&str>> = sorted.iter().map(|m| topic_set(m)).collect();
+        let all_topics: BTreeSet<&str> = topics_of.iter().flatten().copied().collect();
+        let mut assigned = Vec::new();
+        // Java's CircularIterator: the cursor stays where the last partition went.
+        let mut cursor = 0usize;
+        for topic in all_topics {
+            let Some(count) = partition_count(partitions_per_topic, topic) else {
+                continue;
+            };
+            for p in 0..count {
+                // Someone subscribes to `topic` (it came from a subscription), so this ends.
+                while !topics_of[cursor].contains(topic) {
+                    cursor = (cursor + 1) % sorted.len();
+                }
+                assigned.push((sorted[cursor].member_id.as_str(), topic, p));
+                cursor = (cursor + 1) % sorted.len();
+            }
+        }
+        Ok(build_result(members, assigned))
+    }
+}
+
+/// Java's `CooperativeStickyAssignor` (KIP-429): balanced, sticky, and cooperative.
+///
+/// 1. **Ownership.** Each member's `owned_partitions` are claims, tagged with its generation
+///    (`generation_id`, or the generation in its user data for older subscription versions, or
+///    [`UNKNOWN_GENERATION`]). Per partition the claim of the highest generation wins; if two
+///    members claim it in that same generation, neither owns it (the note's "stale ownership"
+///    rules). Java's equal-subscription path goes further and ignores *every* claim of a member
+///    whose generation is below the group's highest; we keep a stale member's claims that nobody
+///    newer contradicts, which is stickier and never less safe (the partition is withheld below
+///    if it moves).
+/// 2. **Sticky.** An owner keeps its partitions if it still subscribes to the topic.
+/// 3. **Fill.** Unowned partitions go, one by one, to the least-loaded subscriber (partitions
+///    with the fewest possible members first, so the constrained ones are placed while there is
+///    room).
+/// 4. **Balance.** While some topic has a subscriber with at least two partitions fewer than a
+///    member holding a partition of that topic, one such partition moves (from the most loaded
+///    holder to the least loaded subscriber, preferring partitions the holder did not own before).
+///    With equal subscriptions this ends with max − min ≤ 1 and moves only as many owned
+///    partitions as balance needs. With differing subscriptions it is a local optimum: Java's
+///    general path also searches for multi-hop exchanges, which this does not (a simplification:
+///    the result is valid and usually, not always, as even as Java's).
+/// 5. **KIP-429 adjustment.** A partition whose owner changes, or that two members claimed in the
+///    same generation, is left out of everyone's assignment in this generation. Its old owner sees
+///    it missing, revokes it and rejoins; the next rebalance hands it to its new owner.
+///
+/// Not done: rack awareness (KIP-881).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CooperativeStickyAssignor;
+
+impl Assignor for CooperativeStickyAssignor {
+    fn name(&self) -> &'static str {
+        "cooperative-sticky"
+    }
+
+    fn protocol(&self) -> RebalanceProtocol {
+        RebalanceProtocol::Cooperative
+    }
+
+    /// Java still sends the generation in user data so that leaders reading subscription v0/v1
+    /// (without `generation_id`) can apply the stale-ownership rules.
+    fn subscription_user_data(&self, generation: i32) -> Option<Bytes> {
+        Some(encode_cooperative_user_data(generation))
+    }
+
+    fn assign(
+        &self,
+        partitions_per_topic: &BTreeMap<String, i32>,
+        members: &[MemberSubscription],
+    ) -> Result<BTreeMap<String, Assignment>> {
+        let plan = StickyPlan::compute(partitions_per_topic, members)?;
+        let assigned = plan
+            .target
+            .iter()
+            .enumerate()
+            .filter(|(g, _)| !plan.withheld(*g))
+            .filter_map(|(g, owner)| {
+                let (t, p) = plan.partition(g);
+                owner.map(|m| (plan.members[m].member_id.as_str(), plan.topics[t], p))
+            });
+        Ok(build_result(members, assigned))
+    }
+}
+
+/// The cooperative-sticky computation, on dense indices: members by index in `members` (sorted by
+/// [`member_order`]), topics by index in `topics`, partitions by a global index `g`.
+struct StickyPlan<'a> {
+    members: Vec<&'a MemberSubscription>,
+    /// Topics someone subscribes to that have partitions, sorted.
+    topics: Vec<&'a str>,
+    /// Global index of each topic's partition 0; one extra entry holds the total.
+    topic_start: Vec<usize>,
+    /// The owner after resolving claims (step 1).
+    prev_owner: Vec<Option<usize>>,
+    /// Claimed by two members in the same (highest) generation.
+    conflicted: Vec<bool>,
+    /// The balanced, sticky assignment before the KIP-429 adjustment.
+    target: Vec<Option<usize>>,
+}
+
+impl<'a> StickyPlan<'a> {
+    fn partition(&self, g: usize) -> (usize, i32) {
+        // topic_start is sorted; the topic is the last start at or before g.
+        let t = self.topic_start.partition_point(|s| *s <= g) - 1;
+        (t, (g - self.topic_start[t]) as i32)
+    }
+
+    fn withheld(&self, g: usize) -> bool {
+        self.conflicted[g]
+            || matches!((self.prev_owner[g], self.target[g]), (Some(a), Some(b)) if a != b)
+    }
+
+    fn compute(
+        partitions_per_topic: &'a BTreeMap<String, i32>,
+        members: &'a [MemberSubscription],
+    ) -> Result<StickyPlan<'a>> {
+        let members = sorted_members(members)?;
+        let subscribed: Vec<BTreeSet<&str>> = members.iter().map(|m| topic_set(m)).collect();
+        let all: BTreeSet<&str> = subscribed.iter().flatten().copied().collect();
+        let mut topics = Vec::new();
+        let mut topic_start = vec![0usize];
+        let mut topic_index: BTreeMap<&str, usize> = BTreeMap::new();
+        for name in partitions_per_topic.keys() {
+            if let Some(count) = partition_count(partitions_per_topic, name) {
+                if all.contains(name.as_str()) {
+                    topic_index.insert(name.as_str(), topics.len());
+                    topics.push(name.as_str());
+                    let end = topic_start[topic_start.len() - 1] + count as usize;
+                    topic_start.push(end);
+                }
+            }
+        }
+        let total = topic_start[topics.len()];
+        // subscribers[t]: member indices, ascending; member_topics[m][t]: subscribed?
+        let mut subscribers: Vec<Vec<usize>> = vec![Vec::new(); topics.len()];
+        let mut member_topics = vec![vec![false; topics.len()]; members.len()];
+        for (m, subs) in subscribed.iter().enumerate() {
+            for t in subs.iter().filter_map(|name| topic_index.get(name)) {
+                subscribers[*t].push(m);
+                member_topics[m][*t] = true;
+            }
+        }
+        let topic_of = |g: usize| topic_start.partition_point(|s| *s <= g) - 1;
+
+        // Step 1: resolve claims. best[g] = (generation, owner); owner None = same-generation tie.
+        let mut best: Vec<Option<(i32, Option<usize>)>> = vec![None; total];
+        for (m, member) in members.iter().enumerate() {
+            let generation =
+                subscription_generation(&member.subscription).unwrap_or(UNKNOWN_GENERATION);
+            for tp in &member.subscription.owned_partitions {
+                let Some(&t) = topic_index.get(tp.topic.as_str()) else {
+                    continue;
+                };
+                let count = topic_start[t + 1] - topic_start[t];
+                for &p in &tp.partitions {
+                    if p < 0 || p as usize >= count {
+                        continue;
+                    }
+                    let g = topic_start[t] + p as usize;
+                    best[g] = match best[g] {
+                        None => Some((generation, Some(m))),
+                        Some((gen, owner)) => match generation.cmp(&gen) {
+                            Ordering::Greater => Some((generation, Some(m))),
+                            Ordering::Less => Some((gen, owner)),
+                            // The same member listing a partition twice is not a conflict.
+                            Ordering::Equal if owner == Some(m) => Some((gen, owner)),
+                            Ordering::Equal => Some((gen, None)),
+                        },
+                    };
+                }
+            }
+        }
+        let prev_owner: Vec<Option<usize>> = best
+            .iter()
+            .map(|b| b.and_then(|(_, owner)| owner))
+            .collect();
+        let conflicted: Vec<bool> = best.iter().map(|b| matches!(b, Some((_, None)))).collect();
+
+        // Step 2: owners keep what they still subscribe to.
+        let mut target: Vec<Option<usize>> = vec![None; total];
+        let mut load = vec![0usize; members.len()];
+        // held[m][t]: partitions of topic t member m holds, to pick what to move in step 4.
+        let mut held: Vec<Vec<BTreeSet<usize>>> =
+            vec![vec![BTreeSet::new(); topics.len()]; members.len()];
+        for g in 0..total {
+            if let Some(m) = prev_owner[g] {
+                let t = topic_of(g);
+                if member_topics[m][t] {
+                    target[g] = Some(m);
+                    load[m] += 1;
+                    held[m][t].insert(g);
+                }
+            }
+        }
+
+        // Step 3: unowned partitions to the least-loaded subscriber, most constrained first.
+        let mut free: Vec<usize> = (0..total).filter(|g| target[*g].is_none()).collect();
+        free.sort_by_key(|g| (subscribers[topic_of(*g)].len(), *g));
+        for g in free {
+            let t = topic_of(g);
+            let Some(&m) = subscribers[t].iter().min_by_key(|m| (load[**m], **m)) else {
+                continue;
+            };
+            target[g] = Some(m);
+            load[m] += 1;
+            held[m][t].insert(g);
+        }
+
+        // Step 4: move partitions from overloaded holders to subscribers two or more below.
+        // Each move lowers the sum of squared loads, so this ends.
+        loop {
+            let mut moved = false;
+            for t in 0..topics.len() {
+                while let Some(&to) = subscribers[t].iter().min_by_key(|m| (load[**m], **m)) {
+                    let Some(&from) = subscribers[t]
+                        .iter()
+                        .filter(|m| !held[**m][t].is_empty())
+                        .max_by_key(|m| (load[**m], std::cmp::Reverse(**m)))
+                    else {
+                        break;
+                    };
+                    if load[from] < load[to] + 2 {
+                        break;
+                    }
+                    // Prefer a partition returning to its previous owner, then one `from` did
+                    // not own before (moving it revokes nothing extra), then the highest.
+                    let set = &held[from][t];
+                    let g = set
+                        .iter()
+                        .find(|g| prev_owner[**g] == Some(to))
+                        .or_else(|| set.iter().find(|g| prev_owner[**g] != Some(from)))
+                        .or_else(|| set.iter().next_back())
+                        .copied()
+                        .expect("holder has a partition of the topic");
+                    held[from][t].remove(&g);
+                    held[to][t].insert(g);
+                    load[from] -= 1;
+                    load[to] += 1;
+                    target[g] = Some(to);
+                    moved = true;
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+
+        Ok(StickyPlan {
+            members,
+            topics,
+            topic_start,
+            prev_owner,
+            conflicted,
+            target,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn ppt(topics: &[(&str, i32)]) -> BTreeMap<String, i32> {
+        topics.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+    }
+
+    fn member(id: &str, topics: &[&str]) -> MemberSubscription {
+        MemberSubscription {
+            member_id: id.to_string(),
+            group_instance_id: None,
+            subscription: Subscription {
+                topics: topics.iter().map(|t| t.to_string()).collect(),
+                generation_id: UNKNOWN_GENERATION,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn owning(
+        id: &str,
+        topics: &[&str],
+        owned: &[(&str, i32)],
+        generation: i32,
+    ) -> MemberSubscription {
+        let mut m = member(id, topics);
+        m.subscription.owned_partitions =
+            to_topic_partitions(owned.iter().map(|(t, p)| (t.to_string(), *p)));
+        m.subscription.generation_id = generation;
+        m
+    }
+
+    fn to_topic_partitions(parts: impl IntoIterator<Item = (String, i32)>) -> Vec<TopicPartitions> {
+        let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for (t, p) in parts {
+            by_topic.entry(t).or_default().push(p);
+        }
+        by_topic
+            .into_iter()
+            .map(|(t, ps)| TopicPartitions::new(t, ps))
+            .collect()
+    }
+
+    fn flat(a: &Assignment) -> Vec<(String, i32)> {
+        a.partitions
+            .iter()
+            .flat_map(|tp| tp.partitions.iter().map(move |p| (tp.topic.clone(), *p)))
+            .collect()
+    }
+
+    /// "t0-1"-style layout per member, for exact-layout assertions.
+    fn layout(r: &BTreeMap<String, Assignment>) -> BTreeMap<String, Vec<String>> {
+        r.iter()
+            .map(|(m, a)| {
+                (
+                    m.clone(),
+                    flat(a).iter().map(|(t, p)| format!("{t}-{p}")).collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn expect(pairs: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
+        pairs
+            .iter()
+            .map(|(m, ps)| (m.to_string(), ps.iter().map(|p| p.to_string()).collect()))
+            .collect()
+    }
+
+    /// The contract every assignor keeps.
+    fn check_valid(
+        partitions_per_topic: &BTreeMap<String, i32>,
+        members: &[MemberSubscription],
+        r: &BTreeMap<String, Assignment>,
+    ) {
+        let ids: BTreeSet<&str> = members.iter().map(|m| m.member_id.as_str()).collect();
+        let keys: BTreeSet<&str> = r.keys().map(String::as_str).collect();
+        assert_eq!(ids, keys, "one entry per member");
+        let mut seen = BTreeSet::new();
+        for m in members {
+            for (t, p) in flat(&r[&m.member_id]) {
+                let count = partitions_per_topic.get(&t).copied().unwrap_or(0);
+                assert!(p >= 0 && p < count, "{t}-{p} does not exist");
+                assert!(
+                    m.subscription.topics.contains(&t),
+                    "{t}-{p} to non-subscriber {}",
+                    m.member_id
+                );
+                assert!(seen.insert((t.clone(), p)), "{t}-{p} assigned twice");
+            }
+        }
+    }
+
+    /// Every partition of a subscribed, known topic.
+    fn all_subscribed(
+        partitions_per_topic: &BTreeMap<String, i32>,
+        members: &[MemberSubscription],
+    ) -> BTreeSet<(String, i32)> {
+        let topics: BTreeSet<&String> = members
+            .iter()
+            .flat_map(|m| &m.subscription.topics)
+            .collect();
+        topics
+            .into_iter()
+            .filter_map(|t| partitions_per_topic.get(t).map(|n| (t, *n)))
+            .flat_map(|(t, n)| (0..n).map(move |p| (t.clone(), p)))
+            .collect()
+    }
+
+    fn assigned_set(r: &BTreeMap<String, Assignment>) -> BTreeSet<(String, i32)> {
+        r.values().flat_map(flat).collect()
+    }
+
+    #[test]
+    fn names_protocols_and_lookup() {
+        for (name, java, protocol) in [
+            (
+                "range",
+                "org.apache.kafka.clients.consumer.RangeAssignor",
+                RebalanceProtocol::Eager,
+            ),
+            (
+                "roundrobin",
+                "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+                RebalanceProtocol::Eager,
+            ),
+            (
+                "cooperative-sticky",
+                "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+                RebalanceProtocol::Cooperative,
+            ),
+        ] {
+            for n in [name, java] {
+                let a = assignor_by_name(n).unwrap();
+                assert_eq!(a.name(), name);
+                assert_eq!(a.protocol(), protocol);
+            }
+        }
+        assert!(assignor_by_name("sticky").is_none());
+        assert!(assignor_by_name("nope").is_none());
+        assert_eq!(RangeAssignor.subscription_user_data(3), None);
+        assert_eq!(
+            CooperativeStickyAssignor.subscription_user_data(3),
+            Some(encode_cooperative_user_data(3))
+        );
+    }
+
+    #[test]
+    fn duplicate_member_ids_are_corrupt() {
+        let members = [member("a", &["t0"]), member("a", &["t0"])];
+        for a in [
+            assignor_by_name("range").unwrap(),
+            assignor_by_name("roundrobin").unwrap(),
+            assignor_by_name("cooperative-sticky").unwrap(),
+        ] {
+            assert!(matches!(
+                a.assign(&ppt(&[("t0", 2)]), &members),
+                Err(Error::Corrupt(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn range_two_members_two_topics() {
+        let p = ppt(&[("t0", 3), ("t1", 3)]);
+        let members = [member("B", &["t0", "t1"]), member("A", &["t1", "t0"])];
+        let r = RangeAssignor.assign(&p, &members).unwrap();
+        check_valid(&p, &members, &r);
+        assert_eq!(
+            layout(&r),
+            expect(&[
+                ("A", &["t0-0", "t0-1", "t1-0", "t1-1"]),
+                ("B", &["t0-2", "t1-2"])
+            ])
+        );
+    }
+
+    #[test]
+    fn range_uneven_split_mixed_subscriptions_and_unknown_topics() {
+        let p = ppt(&[("t0", 7), ("t1", 2)]);
+        let members = [
+            member("c", &["t0"]),
+            member("a", &["t0", "t1", "missing"]),
+            member("b", &["t0", "t1"]),
+            member("d", &[]),
+        ];
+        let r = RangeAssignor.assign(&p, &members).unwrap();
+        check_valid(&p, &members, &r);
+        assert_eq!(
+            layout(&r),
+            expect(&[
+                ("a", &["t0-0", "t0-1", "t0-2", "t1-0"]),
+                ("b", &["t0-3", "t0-4", "t1-1"]),
+                ("c", &["t0-5", "t0-6"]),
+                ("d", &[]),
+            ])
+        );
+        // More members than partitions: the last ones get nothing.
+        let p = ppt(&[("t0", 1)]);
+        let members = [member("a", &["t0"]), member("b", &["t0"])];
+        let r = RangeAssignor.assign(&p, &members).unwrap();
+        assert_eq!(layout(&r), expect(&[("a", &["t0-0"]), ("b", &[])]));
+    }
+
+    #[test]
+    fn static_members_sort_by_instance_id_first() {
+        let p = ppt(&[("t0", 3)]);
+        let mut z = member("z-member", &["t0"]);
+        z.group_instance_id = Some("instance-1".into());
+        let mut y = member("y-member", &["t0"]);
+        y.group_instance_id = Some("instance-2".into());
+        let a = member("a-dynamic", &["t0"]);
+        let members = [a, y, z];
+        let r = RangeAssignor.assign(&p, &members).unwrap();
+        assert_eq!(
+            layout(&r),
+            expect(&[
+                ("z-member", &["t0-0"]),
+                ("y-member", &["t0-1"]),
+                ("a-dynamic", &["t0-2"])
+            ])
+        );
+        let r = RoundRobinAssignor.assign(&p, &members).unwrap();
+        assert_eq!(
+            layout(&r),
+            expect(&[
+                ("z-member", &["t0-0"]),
+                ("y-member", &["t0-1"]),
+                ("a-dynamic", &["t0-2"])
+            ])
+        );
+    }
+
+    #[test]
+    fn roundrobin_two_members_two_topics() {
+        let p = ppt(&[("t0", 3), ("t1", 3)]);
+        let members = [member("A", &["t0", "t1"]), member("B", &["t0", "t1"])];
+        let r = RoundRobinAssignor.assign(&p, &members).unwrap();
+        check_valid(&p, &members, &r);
+        assert_eq!(
+            layout(&r),
+            expect(&[
+                ("A", &["t0-0", "t0-2", "t1-1"]),
+                ("B", &["t0-1", "t1-0", "t1-2"])
+            ])
+        );
+    }
+
+    #[test]
+    fn roundrobin_skips_unsubscribed_members_like_the_java_javadoc() {
+        // The example in RoundRobinAssignor's javadoc.
+        let p = ppt(&[("t0", 1), ("t1", 2), ("t2", 3), ("t3", 5)]);
+        let members = [
+            member("C0", &["t0"]),
+            member("C1", &["t0", "t1"]),
+            member("C2", &["t0", "t1", "t2"]),
+        ];
+        let r = RoundRobinAssignor.assign(&p, &members).unwrap();
+        check_valid(&p, &members, &r);
+        assert_eq!(
+            layout(&r),
+            expect(&[
+                ("C0", &["t0-0"]),
+                ("C1", &["t1-0"]),
+                ("C2", &["t1-1", "t2-0", "t2-1", "t2-2"])
+            ])
+        );
+    }
+
+    /// Runs cooperative-sticky and checks the contract every assignor keeps.
+    fn sticky(
+        p: &BTreeMap<String, i32>,
+        members: &[MemberSubscription],
+    ) -> BTreeMap<String, Assignment> {
+        let r = CooperativeStickyAssignor.assign(p, members).unwrap();
+        check_valid(p, members, &r);
+        r
+    }
+
+    fn loads(r: &BTreeMap<String, Assignment>) -> Vec<usize> {
+        r.values().map(|a| flat(a).len()).collect()
+    }
+
+    fn spread(r: &BTreeMap<String, Assignment>) -> usize {
+        let l = loads(r);
+        l.iter().max().unwrap() - l.iter().min().unwrap()
+    }
+
+    /// The members as they join the next generation: each owns what it was assigned.
+    fn next_round(
+        members: &[MemberSubscription],
+        r: &BTreeMap<String, Assignment>,
+        generation: i32,
+    ) -> Vec<MemberSubscription> {
+        members
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                m.subscription.owned_partitions = r[&m.member_id].partitions.clone();
+                m.subscription.generation_id = generation;
+                m
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sticky_balances_from_scratch() {
+        for n_members in 1..=6 {
+            for n_partitions in 1..=20 {
+                // One topic, and the same partitions split over two topics.
+                let splits = [
+                    ppt(&[("t0", n_partitions)]),
+                    ppt(&[
+                        ("t0", n_partitions / 2 + 1),
+                        ("t1", n_partitions - n_partitions / 2 - 1),
+                    ]),
+                ];
+                for p in splits {
+                    let members: Vec<_> = (0..n_members)
+                        .map(|i| member(&format!("m{i}"), &["t0", "t1"]))
+                        .collect();
+                    let r = sticky(&p, &members);
+                    assert_eq!(assigned_set(&r), all_subscribed(&p, &members));
+                    assert!(
+                        spread(&r) <= 1,
+                        "{n_members} members, {p:?}: {:?}",
+                        loads(&r)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sticky_scale_up_moves_only_what_balance_needs() {
+        let p = ppt(&[("t0", 6)]);
+        let r0 = sticky(&p, &[member("A", &["t0"]), member("B", &["t0"])]);
+        assert_eq!(loads(&r0), vec![3, 3]);
+        let mut members = next_round(&[member("A", &["t0"]), member("B", &["t0"])], &r0, 1);
+        members.push(member("C", &["t0"]));
+
+        // Round 1: A and B each give up one partition; C gets nothing yet (KIP-429).
+        let r1 = sticky(&p, &members);
+        for m in ["A", "B"] {
+            let before: BTreeSet<_> = flat(&r0[m]).into_iter().collect();
+            let after: BTreeSet<_> = flat(&r1[m]).into_iter().collect();
+            assert!(after.is_subset(&before), "{m} only loses");
+            assert_eq!(after.len(), 2, "{m} keeps all but one");
+        }
+        assert!(flat(&r1["C"]).is_empty());
+
+        // Round 2: the two revoked partitions go to C; nobody else changes.
+        let members = next_round(&members, &r1, 2);
+        let r2 = sticky(&p, &members);
+        assert_eq!(flat(&r2["A"]), flat(&r1["A"]));
+        assert_eq!(flat(&r2["B"]), flat(&r1["B"]));
+        assert_eq!(flat(&r2["C"]).len(), 2);
+        assert_eq!(assigned_set(&r2), all_subscribed(&p, &members));
+    }
+
+    #[test]
+    fn sticky_scale_down_keeps_survivors_and_hands_out_the_leavers_partitions() {
+        let p = ppt(&[("t0", 4), ("t1", 5)]);
+        let three = [
+            member("A", &["t0", "t1"]),
+            member("B", &["t0", "t1"]),
+            member("C", &["t0", "t1"]),
+        ];
+        let r0 = sticky(&p, &three);
+        let members = next_round(&three[..2], &r0, 1);
+        // The leaver owned nothing anyone still claims, so its partitions move in one round.
+        let r1 = sticky(&p, &members);
+        for m in ["A", "B"] {
+            let before: BTreeSet<_> = flat(&r0[m]).into_iter().collect();
+            let after: BTreeSet<_> = flat(&r1[m]).into_iter().collect();
+            assert!(before.is_subset(&after), "{m} keeps what it had");
+        }
+        assert_eq!(assigned_set(&r1), all_subscribed(&p, &members));
+        assert!(spread(&r1) <= 1);
+    }
+
+    #[test]
+    fn same_generation_double_claims_are_dropped_from_both() {
+        let p = ppt(&[("t0", 4)]);
+        let members = [
+            owning("A", &["t0"], &[("t0", 0), ("t0", 1)], 5),
+            owning("B", &["t0"], &[("t0", 1), ("t0", 2)], 5),
+        ];
+        let r = sticky(&p, &members);
+        let everything = assigned_set(&r);
+        assert!(
+            !everything.contains(&("t0".to_string(), 1)),
+            "t0-1 is withheld"
+        );
+        assert!(flat(&r["A"]).contains(&("t0".to_string(), 0)));
+        assert!(flat(&r["B"]).contains(&("t0".to_string(), 2)));
+        // Both revoke t0-1; the next round assigns it.
+        let members = next_round(&members, &r, 6);
+        let r = sticky(&p, &members);
+        assert_eq!(assigned_set(&r), all_subscribed(&p, &members));
+    }
+
+    #[test]
+    fn higher_generation_claim_wins() {
+        let p = ppt(&[("t0", 2)]);
+        let members = [
+            owning("A", &["t0"], &[("t0", 0)], 5),
+            owning("B", &["t0"], &[("t0", 0), ("t0", 1)], 4),
+        ];
+        let r = sticky(&p, &members);
+        assert_eq!(layout(&r), expect(&[("A", &["t0-0"]), ("B", &["t0-1"])]));
+
+        // Older subscription versions carry the generation in the cooperative user data.
+        let mut members = members.clone();
+        for (m, generation) in members.iter_mut().zip([4, 5]) {
+            m.subscription.generation_id = UNKNOWN_GENERATION;
+            m.subscription.user_data = Some(encode_cooperative_user_data(generation));
+        }
+        // B now wins both; balance moves one to A, which waits a round (KIP-429).
+        let r = sticky(&p, &members);
+        assert_eq!(layout(&r), expect(&[("A", &[]), ("B", &["t0-0"])]));
+    }
+
+    #[test]
+    fn owned_partitions_of_gone_topics_or_partitions_are_ignored() {
+        let p = ppt(&[("t0", 2)]);
+        let members = [
+            owning("A", &["t0"], &[("t0", 0), ("t0", 7), ("gone", 0)], 1),
+            member("B", &["t0"]),
+        ];
+        let r = sticky(&p, &members);
+        assert_eq!(layout(&r), expect(&[("A", &["t0-0"]), ("B", &["t0-1"])]));
+    }
+
+    #[test]
+    fn unsubscribed_owned_partitions_move_after_revocation() {
+        let p = ppt(&[("t0", 2), ("t1", 2)]);
+        // A dropped t1 but still lists it; B takes t1 only after A revokes it.
+        let members = [
+            owning(
+                "A",
+                &["t0"],
+                &[("t0", 0), ("t0", 1), ("t1", 0), ("t1", 1)],
+                3,
+            ),
+            owning("B", &["t0", "t1"], &[], 3),
+        ];
+        let r = sticky(&p, &members);
+        assert_eq!(layout(&r), expect(&[("A", &["t0-0", "t0-1"]), ("B", &[])]));
+        let members = next_round(&members, &r, 4);
+        let r = sticky(&p, &members);
+        assert_eq!(
+            layout(&r),
+            expect(&[("A", &["t0-0", "t0-1"]), ("B", &["t1-0", "t1-1"])])
+        );
+    }
+
+    #[test]
+    fn differing_subscriptions() {
+        let p = ppt(&[("t0", 4), ("t1", 4)]);
+        let members = [
+            member("A", &["t0"]),
+            member("B", &["t0", "t1"]),
+            member("C", &["t1"]),
+        ];
+        let r = sticky(&p, &members);
+        assert_eq!(assigned_set(&r), all_subscribed(&p, &members));
+        assert!(spread(&r) <= 1, "{:?}", loads(&r));
+
+        // B can only take t1, so A keeps all of t0.
+        let p = ppt(&[("t0", 4), ("t1", 2)]);
+        let members = [member("A", &["t0", "t1"]), member("B", &["t1"])];
+        let r = sticky(&p, &members);
+        assert_eq!(
+            layout(&r),
+            expect(&[
+                ("A", &["t0-0", "t0-1", "t0-2", "t0-3"]),
+                ("B", &["t1-0", "t1-1"])
+            ])
+        );
+    }
+
+    /// Random groups that change over many generations: members join, leave and change
+    /// subscriptions, and each round every member owns what it was last assigned.
+    #[test]
+    fn kip429_no_partition_goes_to_a_new_owner_while_revoked_from_the_old() {
+        let topic_names = ["a", "b", "c", "d"];
+        for seed in 0..300u64 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let p: BTreeMap<String, i32> = topic_names
+                .iter()
+                .take(rng.gen_range(1..=4))
+                .map(|t| (t.to_string(), rng.gen_range(1..=12)))
+                .collect();
+            let topics: Vec<&str> = p.keys().map(String::as_str).collect();
+            let equal = rng.gen_bool(0.5);
+            let random_topics = |rng: &mut StdRng| -> Vec<&str> {
+                if equal {
+                    return topics.clone();
+                }
+                let mut ts: Vec<&str> = topics
+                    .iter()
+                    .copied()
+                    .filter(|_| rng.gen_bool(0.6))
+                    .collect();
+                if ts.is_empty() {
+                    ts.push(topics[rng.gen_range(0..topics.len())]);
+                }
+                ts
+            };
+            let mut next_id = 0;
+            let mut members: Vec<MemberSubscription> = Vec::new();
+            for generation in 1..=12 {
+                // Change the membership in the first rounds, then let it settle.
+                if generation <= 6 {
+                    if members.is_empty() || rng.gen_bool(0.5) {
+                        for _ in 0..rng.gen_range(1..=3) {
+                            let ts = random_topics(&mut rng);
+                            members.push(member(&format!("m{next_id:02}"), &ts));
+                            next_id += 1;
+                        }
+                    }
+                    if members.len() > 1 && rng.gen_bool(0.4) {
+                        members.remove(rng.gen_range(0..members.len()));
+                    }
+                }
+                let r = sticky(&p, &members);
+                // The rule: a partition some member owns goes to nobody else this generation.
+                for m in &members {
+                    for (t, part) in flat(&r[&m.member_id]) {
+                        for other in members.iter().filter(|o| o.member_id != m.member_id) {
+                            let claims = other
+                                .subscription
+                                .owned_partitions
+                                .iter()
+                                .any(|tp| tp.topic == t && tp.partitions.contains(&part));
+                            assert!(
+                                !claims,
+                                "seed {seed} gen {generation}: {t}-{part} to {} while {} owns it",
+                                m.member_id, other.member_id
+                            );
+                        }
+                    }
+                }
+                members = next_round(&members, &r, generation);
+            }
+            // Settled: everything is assigned, and with equal subscriptions, balanced.
+            let r = sticky(&p, &members);
+            assert_eq!(
+                assigned_set(&r),
+                all_subscribed(&p, &members),
+                "seed {seed}"
+            );
+            if equal {
+                assert!(spread(&r) <= 1, "seed {seed}: {:?}", loads(&r));
+            }
+            // And a further round changes nothing.
+            let again = sticky(&p, &next_round(&members, &r, 100));
+            assert_eq!(again, r, "seed {seed}: stable once settled");
+        }
+    }
+
+    #[test]
+    fn sticky_large_group_scale_up() {
+        // 10 topics x 300 partitions over 60 members, then 20 more join: guards against the
+        // balancing loop going quadratic in a way that matters.
+        let p: BTreeMap<String, i32> = (0..10).map(|i| (format!("t{i}"), 300)).collect();
+        let topics: Vec<&str> = p.keys().map(String::as_str).collect();
+        let mut members: Vec<_> = (0..60)
+            .map(|i| member(&format!("m{i:03}"), &topics))
+            .collect();
+        let r = sticky(&p, &members);
+        assert!(spread(&r) <= 1);
+        members = next_round(&members, &r, 1);
+        members.extend((60..80).map(|i| member(&format!("m{i:03}"), &topics)));
+        let r1 = sticky(&p, &members);
+        // 3000 partitions, 37.5 each: only the 20 x 37 the newcomers need at least move.
+        let kept: usize = (0..60).map(|i| flat(&r1[&format!("m{i:03}")]).len()).sum();
+        assert_eq!(kept, 3000 - 20 * 37);
+        let members = next_round(&members, &r1, 2);
+        let r2 = sticky(&p, &members);
+        assert_eq!(assigned_set(&r2).len(), 3000);
+        assert!(spread(&r2) <= 1);
+    }
+
+    #[test]
+    fn eager_assignors_hand_out_everything_to_subscribers() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for _ in 0..200 {
+            let p: BTreeMap<String, i32> = ["a", "b", "c"]
+                .iter()
+                .map(|t| (t.to_string(), rng.gen_range(0..9)))
+                .collect();
+            let members: Vec<_> = (0..rng.gen_range(1..6))
+                .map(|i| {
+                    let ts: Vec<&str> = ["a", "b", "c", "x"]
+                        .iter()
+                        .copied()
+                        .filter(|_| rng.gen_bool(0.5))
+                        .collect();
+                    member(&format!("m{i}"), &ts)
+                })
+                .collect();
+            for a in [&RangeAssignor as &dyn Assignor, &RoundRobinAssignor] {
+                let r = a.assign(&p, &members).unwrap();
+                check_valid(&p, &members, &r);
+                assert_eq!(assigned_set(&r), all_subscribed(&p, &members));
+            }
+        }
+    }
+}
