@@ -72,7 +72,10 @@ class BrokerError(RuntimeError):
 
     def __init__(self, message: str, details: str = ""):
         super().__init__(message)
-        self.details = details
+        self.message, self.details = message, details
+
+    def __str__(self) -> str:
+        return self.message + ("\n" + self.details if self.details else "")
 
 
 def _say(msg: str) -> None:
@@ -361,19 +364,32 @@ def port_in_use(port: int, host: str = HOST) -> bool:
         s.close()
 
 
-def free_ports(n: int, exclude: set[int] = frozenset()) -> list[int]:
-    socks, ports = [], []
+def _ephemeral_range() -> tuple[int, int]:
     try:
-        while len(ports) < n:
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-            p = s.getsockname()[1]
-            if p not in exclude and p not in ports:
-                ports.append(p)
-    finally:
-        for s in socks:
-            s.close()
+        lo, hi = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(n: int, exclude: set[int] = frozenset()) -> list[int]:
+    """n distinct free ports, below the kernel's ephemeral range when there is room: ports that
+    bind(0) would hand out are also what outgoing connections (the brokers' own, among them) pick,
+    and one of those could take a chosen port before the broker binds it."""
+    lo, hi = _ephemeral_range()
+    span = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535) if hi < 63000 else None
+    ports: list[int] = []
+    tries = 0
+    while len(ports) < n:
+        tries += 1
+        if span and tries < 1000:
+            p = random.randint(*span)
+        else:
+            with socket.socket() as s:
+                s.bind((HOST, 0))
+                p = s.getsockname()[1]
+        if p not in exclude and p not in ports and not port_in_use(p):
+            ports.append(p)
     return ports
 
 
@@ -1013,7 +1029,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return a.fn(a)
     except BrokerError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e.message}", file=sys.stderr)
         if e.details:
             print(e.details, file=sys.stderr)
         return 1
