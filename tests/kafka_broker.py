@@ -70,9 +70,9 @@ class BrokerError(RuntimeError):
     """A broker could not be fetched, started, stopped or talked to.  str() is the one-line reason;
     .details holds log tails when there are any."""
 
-    def __init__(self, message: str, details: str = ""):
+    def __init__(self, message: str, details: str = "", early_exit: bool = False):
         super().__init__(message)
-        self.message, self.details = message, details
+        self.message, self.details, self.early_exit = message, details, early_exit
 
     def __str__(self) -> str:
         return self.message + ("\n" + self.details if self.details else "")
@@ -547,8 +547,28 @@ class KafkaCluster:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self) -> "KafkaCluster":
+    def start(self, attempts: int = 3) -> "KafkaCluster":
+        """Start every node and wait until the cluster is usable.  A node that dies during the
+        first start (e.g. a KRaft election race seen with 3 nodes on a loaded machine, or a picked
+        port taken meanwhile) makes the whole cluster start again from fresh storage."""
         t0 = time.monotonic()
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start_once()
+                break
+            except BrokerError as e:
+                if not e.early_exit or attempt == attempts:
+                    raise
+                fatal = [l for l in e.details.splitlines() if " ERROR " in l or "Exception" in l]
+                _say(f"kafka_broker: {e.message} ({fatal[0].strip() if fatal else 'see logs'}); "
+                     f"starting the cluster afresh (attempt {attempt + 1}/{attempts})")
+        self.start_seconds = time.monotonic() - t0
+        if not self.quiet:
+            _say(f"Kafka {self.version} up: {self.n} node(s) at {self.bootstrap} "
+                 f"in {self.start_seconds:.1f} s (dir {self.dir})")
+        return self
+
+    def _start_once(self) -> None:
         java = require_java()
         # Ports first: a taken port must fail at once, before any JVM is started.
         if self.port is not None:
@@ -570,6 +590,7 @@ class KafkaCluster:
         else:
             self.dir = Path(tempfile.mkdtemp(prefix="lagless-kafka-"))
             self._created_dir = True
+        self.nodes = {}
         with _LIVE_LOCK:
             _LIVE.add(self)
         try:
@@ -587,11 +608,6 @@ class KafkaCluster:
         except BaseException:
             self.stop()
             raise
-        self.start_seconds = time.monotonic() - t0
-        if not self.quiet:
-            _say(f"Kafka {self.version} up: {self.n} node(s) at {self.bootstrap} "
-                 f"in {self.start_seconds:.1f} s (dir {self.dir})")
-        return self
 
     def stop_node(self, node_id: int, grace: float = STOP_GRACE) -> None:
         """SIGTERM one node (SIGKILL after `grace` seconds); its data is kept for start_node."""
@@ -769,7 +785,7 @@ logger.clients.level = WARN
                 if not node.alive():
                     code = node.proc.returncode if node.proc else "?"
                     raise BrokerError(f"Kafka node {node.node_id} exited early (exit code {code})",
-                                      node.tails())
+                                      node.tails(), early_exit=True)
             try:
                 running = [n for n in self.nodes.values() if n.alive()]
                 want = {n.node_id for n in running}

@@ -140,20 +140,23 @@ def test_run_propagates_failure_and_cleans_up(tmp_path):
 
 
 @pytest.mark.slow
-def test_run_stops_broker_on_sigterm(tmp_path):
+@pytest.mark.parametrize("when", ["while-starting", "while-running"])
+def test_run_stops_broker_on_sigterm(tmp_path, when):
     d = tmp_path / "term"
-    p = subprocess.Popen([sys.executable, str(SCRIPT), "run", "--dir", str(d), "--", "sleep", "600"],
+    ready = tmp_path / "cmd-started"
+    p = subprocess.Popen([sys.executable, str(SCRIPT), "run", "--dir", str(d), "--",
+                          "sh", "-c", f"touch {ready}; exec sleep 600"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
-    while not (d / "cluster.json").exists() or not java_pids_mentioning(str(d)):
+    while not (ready.exists() if when == "while-running" else java_pids_mentioning(str(d))):
         assert p.poll() is None, p.communicate()[1]
         assert time.monotonic() < deadline
-        time.sleep(0.2)
-    time.sleep(1)  # let `run` reach the child
+        time.sleep(0.1)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 128 + signal.SIGTERM, err
     assert java_pids_mentioning(str(d)) == [] and not d.exists()
+    assert ready.exists() == (when == "while-running")
 
 
 def test_kafka_fixture_and_unique_topics(kafka, make_topic):
