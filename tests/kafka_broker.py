@@ -743,19 +743,26 @@ logger.clients.level = WARN
 
     def _format(self, java: str) -> None:
         procs = []
-        for node in self.nodes.values():
-            args = ["format", "-t", self.cluster_id, "-c", str(node.props)]
-            if self.n == 1:
-                args.insert(1, "--standalone")
-            cmd = [java, *TOOL_JVM, f"-Dlog4j2.configurationFile={_tools_log4j(self.lib)}",
-                   "-cp", f"{self.lib}/*", STORAGE_TOOL, *args]
-            procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                                 stderr=subprocess.STDOUT, text=True)))
-        for node, p in procs:  # the nodes format in parallel
-            out, _ = p.communicate()
-            if p.returncode != 0:
-                raise BrokerError(f"formatting the storage of node {node.node_id} failed "
-                                  f"(exit {p.returncode})", _tail_text(out, "StorageTool output"))
+        try:
+            for node in self.nodes.values():  # the nodes format in parallel
+                args = ["format", "-t", self.cluster_id, "-c", str(node.props)]
+                if self.n == 1:
+                    args.insert(1, "--standalone")
+                cmd = [java, *TOOL_JVM, f"-Dlog4j2.configurationFile={_tools_log4j(self.lib)}",
+                       "-cp", f"{self.lib}/*", STORAGE_TOOL, *args]
+                procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                                     stdout=subprocess.PIPE,
+                                                     stderr=subprocess.STDOUT, text=True)))
+            for node, p in procs:
+                out, _ = p.communicate()
+                if p.returncode != 0:
+                    raise BrokerError(f"formatting the storage of node {node.node_id} failed "
+                                      f"(exit {p.returncode})", _tail_text(out, "StorageTool output"))
+        finally:  # interrupted (Ctrl-C, SIGTERM in `run`) or failed: leave no StorageTool behind
+            for _, p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
 
     def _spawn(self, java: str, node: Node) -> None:
         cmd = [java, *BROKER_HEAP, *BROKER_JVM, *self.jvm_opts,
