@@ -549,15 +549,17 @@ class KafkaCluster:
 
     def start(self, attempts: int = 3) -> "KafkaCluster":
         """Start every node and wait until the cluster is usable.  A node that dies during the
-        first start (e.g. a KRaft election race seen with 3 nodes on a loaded machine, or a picked
-        port taken meanwhile) makes the whole cluster start again from fresh storage."""
+        first start of a cause that can pass (a KRaft election race seen with 3 nodes on a loaded
+        machine, a picked port taken meanwhile) makes the cluster start again from fresh storage."""
         t0 = time.monotonic()
         for attempt in range(1, attempts + 1):
             try:
                 self._start_once()
                 break
             except BrokerError as e:
-                if not e.early_exit or attempt == attempts:
+                transient = any(m in e.details for m in
+                                ("Address already in use", "BindException", "org.apache.kafka.raft"))
+                if not (e.early_exit and transient) or attempt == attempts:
                     raise
                 fatal = [l for l in e.details.splitlines() if " ERROR " in l or "Exception" in l]
                 _say(f"kafka_broker: {e.message} ({fatal[0].strip() if fatal else 'see logs'}); "
