@@ -549,8 +549,8 @@ class KafkaCluster:
 
     def start(self, attempts: int = 3) -> "KafkaCluster":
         """Start every node and wait until the cluster is usable.  A node that dies during the
-        first start of a cause that can pass (a KRaft election race seen with 3 nodes on a loaded
-        machine, a picked port taken meanwhile) makes the cluster start again from fresh storage."""
+        first start of a cause that can pass (a picked port taken meanwhile) makes the cluster
+        start again from fresh storage."""
         t0 = time.monotonic()
         for attempt in range(1, attempts + 1):
             try:
@@ -558,7 +558,7 @@ class KafkaCluster:
                 break
             except BrokerError as e:
                 transient = any(m in e.details for m in
-                                ("Address already in use", "BindException", "org.apache.kafka.raft"))
+                                ("Address already in use", "BindException"))
                 if not (e.early_exit and transient) or attempt == attempts:
                     raise
                 fatal = [l for l in e.details.splitlines() if " ERROR " in l or "Exception" in l]
@@ -599,8 +599,8 @@ class KafkaCluster:
             self.cluster_id = _random_cluster_id()
             for i in range(self.n):
                 nid = i + 1
-                node = Node(nid, broker_ports[i], controller_ports[i], self.dir / f"node-{nid}")
-                self.nodes[nid] = node
+                self.nodes[nid] = Node(nid, broker_ports[i], controller_ports[i], self.dir / f"node-{nid}")
+            for node in self.nodes.values():  # every node's config lists every voter
                 self._write_config(node)
             self._format(java)
             for node in self.nodes.values():

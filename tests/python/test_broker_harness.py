@@ -89,6 +89,9 @@ def test_three_node_cluster():
     with cluster:
         state_dir, pids = cluster.dir, cluster.pids
         assert len(pids) == 3 and len(set(cluster.bootstrap.split(","))) == 3
+        for node in cluster.nodes.values():  # a static quorum: every node names all three voters
+            voters = [l for l in node.props.read_text().splitlines() if l.startswith("controller.quorum.voters=")]
+            assert len(voters) == 1 and voters[0].count("@127.0.0.1:") == 3
         for address in cluster.bootstrap.split(","):
             assert sorted(kafka_broker.metadata(address, [])["brokers"]) == [1, 2, 3]
         cluster.create_topic("three", partitions=3)
