@@ -1001,7 +1001,8 @@ def cmd_describe_cluster(a) -> int:
     for nid, (host, port) in sorted(md["brokers"].items()):
         print(f"broker {nid} {host}:{port}")
     sys.stdout.flush()
-    run_tool(CLUSTER_TOOL, ["describe", "--bootstrap-server", b], capture=False)
+    run_tool(CLUSTER_TOOL, ["cluster-id", "--bootstrap-server", b], capture=False)
+    run_tool(CLUSTER_TOOL, ["list-endpoints", "--bootstrap-server", b], capture=False)
     return 0
 
 
