@@ -1,0 +1,1068 @@
+#!/usr/bin/env python3
+"""Real Apache Kafka brokers (KRaft, combined broker+controller) for lagless tests.
+
+Kafka is fetched once with Maven (the version and the jars come from
+tests/broker/pom.xml) into $LAGLESS_CACHE/kafka-<version>/lib, by default
+~/.cache/lagless/kafka-<version>/lib, and reused afterwards.  Standard library only.
+
+CLI::
+
+    python3 tests/kafka_broker.py fetch
+    python3 tests/kafka_broker.py start [--nodes 1|3] [--port P] [--dir D] [--timeout S]
+    python3 tests/kafka_broker.py stop [--dir D] [--keep-data]
+    python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] -- CMD ARGS...
+    python3 tests/kafka_broker.py create-topic NAME --partitions N [--replication-factor R] [--bootstrap B]
+    python3 tests/kafka_broker.py list-topics [--bootstrap B]
+    python3 tests/kafka_broker.py describe-cluster [--bootstrap B]
+
+Python::
+
+    from kafka_broker import KafkaCluster
+    with KafkaCluster(nodes=1) as cluster:
+        cluster.bootstrap                  # "127.0.0.1:P" ("h:p1,h:p2,h:p3" for 3 nodes)
+        cluster.create_topic("t", partitions=3)
+        cluster.stop_node(2); cluster.start_node(2); cluster.kill_node(3)
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HOST = "127.0.0.1"
+POM = Path(__file__).resolve().parent / "broker" / "pom.xml"
+STATE_FILE = "cluster.json"
+DEFAULT_TIMEOUT = 90.0
+STOP_GRACE = 15.0
+BROKER_HEAP = ["-Xms256m", "-Xmx512m"]
+BROKER_JVM = [
+    "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+]
+# The command-line tools are short-lived: a small heap and the C1 compiler start fastest.
+TOOL_JVM = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true"]
+TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
+CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+TAIL_LINES = 40
+
+
+class BrokerError(RuntimeError):
+    """A broker could not be fetched, started, stopped or talked to.  str() is the one-line reason;
+    .details holds log tails when there are any."""
+
+    def __init__(self, message: str, details: str = "", early_exit: bool = False):
+        super().__init__(message)
+        self.message, self.details, self.early_exit = message, details, early_exit
+
+    def __str__(self) -> str:
+        return self.message + ("\n" + self.details if self.details else "")
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Fetching Kafka
+# --------------------------------------------------------------------------------------------
+
+def kafka_version() -> str:
+    m = re.search(r"<kafka\.version>\s*([^<\s]+)\s*</kafka\.version>", POM.read_text())
+    if not m:
+        raise BrokerError(f"no <kafka.version> in {POM}")
+    return m.group(1)
+
+
+def cache_root() -> Path:
+    env = os.environ.get("LAGLESS_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "lagless"
+
+
+def require_java() -> str:
+    java = shutil.which("java")
+    if not java:
+        raise BrokerError("java not found on PATH: install a JDK 17+")
+    return java
+
+
+def fetch_kafka(quiet: bool = False) -> Path:
+    """Return the directory of Kafka's jars, fetching them with Maven on first use."""
+    version = kafka_version()
+    home = cache_root() / f"kafka-{version}"
+    lib = home / "lib"
+    marker = home / "COMPLETE"
+    stamp = f"kafka {version}\npom sha256 {hashlib.sha256(POM.read_bytes()).hexdigest()}\n"
+
+    def complete() -> bool:  # written after a full copy, for this very pom
+        try:
+            return lib.is_dir() and marker.read_text().startswith(stamp)
+        except OSError:
+            return False
+
+    if complete():
+        return lib
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two harnesses starting at once fetch only once
+        if complete():
+            return lib
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise BrokerError("mvn not found on PATH: install Maven 3.6+ "
+                              f"(needed once to fetch Kafka {version} into {home})")
+        if not quiet:
+            _say(f"fetching Kafka {version} from Maven Central into {lib} …")
+        partial = home / f"lib.partial-{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+             f"-DoutputDirectory={partial}", "-DincludeScope=runtime"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0 or not any(partial.glob("kafka_2.13-*.jar")):
+            shutil.rmtree(partial, ignore_errors=True)
+            raise BrokerError(f"fetching Kafka {version} with Maven failed (exit {proc.returncode})",
+                              _tail_text(proc.stdout, "mvn output"))
+        try:
+            marker.unlink()
+        except FileNotFoundError:
+            pass
+        shutil.rmtree(lib, ignore_errors=True)  # a copy without marker is an interrupted one
+        partial.rename(lib)
+        marker.write_text(stamp + f"{len(list(lib.glob('*.jar')))} jars\n")
+        if not quiet:
+            _say(f"fetched Kafka {version} ({len(list(lib.glob('*.jar')))} jars) "
+                 f"in {time.monotonic() - t0:.1f} s")
+        return lib
+
+
+def _tools_log4j(lib: Path) -> Path:
+    path = lib.parent / "tools-log4j2.properties"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}")
+        tmp.write_text(
+            "status = error\n"
+            "appender.err.type = Console\nappender.err.name = STDERR\nappender.err.target = SYSTEM_ERR\n"
+            "appender.err.layout.type = PatternLayout\nappender.err.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = WARN\nrootLogger.appenderRef.err.ref = STDERR\n")
+        tmp.replace(path)
+    return path
+
+
+def run_tool(main_class: str, args: list[str], check: bool = True, capture: bool = True,
+             timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """Run one of Kafka's command-line tools from the fetched jars (`java -cp 'lib/*' CLASS ARGS`)."""
+    java = require_java()
+    lib = fetch_kafka()
+    cmd = [java, *TOOL_JVM, f"-Dlog4j2.configurationFile={_tools_log4j(lib)}",
+           "-cp", f"{lib}/*", main_class, *args]
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, text=True, timeout=timeout,
+                          stdout=subprocess.PIPE if capture else None,
+                          stderr=subprocess.PIPE if capture else None)
+    if check and proc.returncode != 0:
+        out = ((proc.stdout or "") + (proc.stderr or "")).strip()
+        last = out.splitlines()[-1] if out else ""
+        raise BrokerError(f"{main_class.rsplit('.', 1)[-1]} {' '.join(args[:3])} … failed "
+                          f"(exit {proc.returncode}): {last}", out)
+    return proc
+
+
+# --------------------------------------------------------------------------------------------
+# Raw Kafka protocol: just enough for readiness checks and topic creation without a JVM
+# --------------------------------------------------------------------------------------------
+
+class _Reader:
+    def __init__(self, data: bytes):
+        self.data, self.pos = data, 0
+
+    def _take(self, fmt: str):
+        v = struct.unpack_from(fmt, self.data, self.pos)[0]
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def i8(self): return self._take(">b")
+    def i16(self): return self._take(">h")
+    def i32(self): return self._take(">i")
+
+    def string(self):
+        n = self.i16()
+        if n < 0:
+            return None
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def array(self, item):
+        n = self.i32()
+        return [] if n < 0 else [item() for _ in range(n)]
+
+
+def _str(s: str | None) -> bytes:
+    if s is None:
+        return struct.pack(">h", -1)
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed by broker")
+        buf += chunk
+    return bytes(buf)
+
+
+def kafka_request(address: str | tuple, api_key: int, api_version: int, body: bytes,
+                  timeout: float = 5.0) -> bytes:
+    """Send one request with a v1 header; return the response body after a checked correlation id."""
+    host, port = _split_address(address)
+    corr = random.randrange(1, 2**31)
+    msg = struct.pack(">hhi", api_key, api_version, corr) + _str("lagless-harness") + body
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(struct.pack(">i", len(msg)) + msg)
+        size = struct.unpack(">i", _recv_exact(s, 4))[0]
+        data = _recv_exact(s, size)
+    got = struct.unpack_from(">i", data)[0]
+    if got != corr:
+        raise ConnectionError(f"correlation id mismatch: sent {corr}, got {got}")
+    return data[4:]
+
+
+def _split_address(address) -> tuple[str, int]:
+    if isinstance(address, tuple):
+        return address
+    host, _, port = address.split(",")[0].strip().rpartition(":")
+    return host or HOST, int(port)
+
+
+def api_versions(address, timeout: float = 5.0) -> dict[int, tuple[int, int]]:
+    """ApiVersions v0; returns {api_key: (min, max)}.  Raises unless the broker answers error 0."""
+    r = _Reader(kafka_request(address, 18, 0, b"", timeout))
+    err = r.i16()
+    keys = r.array(lambda: (r.i16(), r.i16(), r.i16()))
+    if err != 0:
+        raise ConnectionError(f"ApiVersions error code {err}")
+    return {k: (lo, hi) for k, lo, hi in keys}
+
+
+def metadata(address, topics: list[str] | None = None, timeout: float = 5.0) -> dict:
+    """Metadata v4 (v0-v3 are gone in Kafka 4).  topics=None asks for all topics.
+    Returns {"brokers": {id: (host, port)}, "cluster_id", "controller_id",
+             "topics": {name: {"error": code, "internal": bool, "partitions": {i: leader}}}}."""
+    if topics is None:
+        body = struct.pack(">i", -1)
+    else:
+        body = struct.pack(">i", len(topics)) + b"".join(_str(t) for t in topics)
+    body += b"\x00"  # allow_auto_topic_creation = false
+    r = _Reader(kafka_request(address, 3, 4, body, timeout))
+    r.i32()  # throttle
+    brokers = {}
+    for node_id, host, port, _rack in r.array(lambda: (r.i32(), r.string(), r.i32(), r.string())):
+        brokers[node_id] = (host, port)
+    cluster_id, controller_id = r.string(), r.i32()
+    out_topics = {}
+
+    def partition():
+        err, idx, leader = r.i16(), r.i32(), r.i32()
+        r.array(r.i32)
+        r.array(r.i32)
+        return idx, leader, err
+
+    for _ in range(r.i32()):
+        err, name, internal = r.i16(), r.string(), bool(r.i8())
+        parts = r.array(partition)
+        out_topics[name] = {"error": err, "internal": internal,
+                            "partitions": {i: leader for i, leader, _ in parts}}
+    return {"brokers": brokers, "cluster_id": cluster_id, "controller_id": controller_id,
+            "topics": out_topics}
+
+
+def list_topics(bootstrap: str) -> list[str]:
+    return sorted(n for n, t in metadata(bootstrap)["topics"].items() if not t["internal"])
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, rf: int | None = None,
+                 configs: dict[str, str] | None = None, exist_ok: bool = False,
+                 wait: float = 30.0) -> str:
+    """CreateTopics v4 over a raw socket (no JVM), then wait until every partition has a leader.
+    rf=None uses the broker's default.replication.factor."""
+    configs = configs or {}
+    body = (struct.pack(">i", 1) + _str(name) + struct.pack(">ih", partitions, -1 if rf is None else rf)
+            + struct.pack(">i", 0)
+            + struct.pack(">i", len(configs)) + b"".join(_str(k) + _str(v) for k, v in configs.items())
+            + struct.pack(">ib", int(wait * 1000), 0))
+    r = _Reader(kafka_request(bootstrap, 19, 4, body, timeout=wait + 5))
+    r.i32()
+    for tname, err, msg in r.array(lambda: (r.string(), r.i16(), r.string())):
+        if err == 36 and exist_ok:  # TOPIC_ALREADY_EXISTS
+            continue
+        if err != 0:
+            raise BrokerError(f"creating topic {tname!r} failed: error {err}: {msg}")
+    wait_for_topic(bootstrap, name, partitions, timeout=wait)
+    return name
+
+
+def wait_for_topic(bootstrap: str, name: str, partitions: int | None = None,
+                   timeout: float = 30.0) -> None:
+    """Wait until every address in `bootstrap` reports the topic with a leader for each partition."""
+    deadline = time.monotonic() + timeout
+    last = None
+    for address in bootstrap.split(","):
+        while True:
+            try:
+                t = metadata(address, [name])["topics"].get(name)
+                if t and t["error"] == 0 and t["partitions"] and \
+                        all(leader >= 0 for leader in t["partitions"].values()) and \
+                        (partitions is None or len(t["partitions"]) >= partitions):
+                    break
+                last = t
+            except OSError as e:
+                last = e
+            if time.monotonic() > deadline:
+                raise BrokerError(f"topic {name!r} not ready on {address} after {timeout:.0f} s: {last}")
+            time.sleep(0.1)
+
+
+# --------------------------------------------------------------------------------------------
+# Ports and processes
+# --------------------------------------------------------------------------------------------
+
+def port_in_use(port: int, host: str = HOST) -> bool:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the JVM does: TIME_WAIT is fine
+        s.bind((host, port))
+        return False
+    except OSError as e:
+        if e.errno in (errno.EADDRINUSE, errno.EACCES):
+            return True
+        raise
+    finally:
+        s.close()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(n: int, exclude: set[int] = frozenset()) -> list[int]:
+    """n distinct free ports, below the kernel's ephemeral range when there is room: ports that
+    bind(0) would hand out are also what outgoing connections (the brokers' own, among them) pick,
+    and one of those could take a chosen port before the broker binds it."""
+    lo, hi = _ephemeral_range()
+    span = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535) if hi < 63000 else None
+    ports: list[int] = []
+    tries = 0
+    while len(ports) < n:
+        tries += 1
+        if span and tries < 1000:
+            p = random.randint(*span)
+        else:
+            with socket.socket() as s:
+                s.bind((HOST, 0))
+                p = s.getsockname()[1]
+        if p not in exclude and p not in ports and not port_in_use(p):
+            ports.append(p)
+    return ports
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def _pid_is_broker(pid: int, props: Path) -> bool:
+    """Guard against PID reuse: only signal a java process running kafka.Kafka with this config."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"kafka.Kafka" in cmdline and str(props).encode() in cmdline
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)  # each broker leads its own process group
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+_LIBC = None
+
+
+def _die_with_parent() -> None:  # runs in the forked child, before exec
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the broker dies if the harness dies
+
+
+def _tail(path: Path, n: int = TAIL_LINES) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"--- {path}: (missing)"
+    return _tail_text("\n".join(lines), str(path), n)
+
+
+def _tail_text(text: str, title: str, n: int = TAIL_LINES) -> str:
+    lines = (text or "").splitlines()[-n:]
+    return f"--- last {len(lines)} lines of {title}:\n" + "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# The cluster
+# --------------------------------------------------------------------------------------------
+
+_LIVE: set = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _cleanup_at_exit() -> None:
+    with _LIVE_LOCK:
+        clusters = list(_LIVE)
+    for c in clusters:
+        try:
+            c.stop()
+        except Exception as e:  # noqa: BLE001 - best effort at exit
+            _say(f"kafka_broker: cleanup failed: {e}")
+
+
+def _random_cluster_id() -> str:
+    """What `StorageTool random-uuid` prints (Uuid.randomUuid): 16 random bytes, URL-safe base64
+    without padding, never the zero or metadata-topic id, never starting with '-'."""
+    while True:
+        raw = os.urandom(16)
+        s = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if raw not in (bytes(16), bytes(15) + b"\x01") and not s.startswith("-"):
+            return s
+
+
+class Node:
+    def __init__(self, node_id: int, broker_port: int, controller_port: int, dir: Path):
+        self.node_id, self.broker_port, self.controller_port, self.dir = \
+            node_id, broker_port, controller_port, Path(dir)
+        self.proc: subprocess.Popen | None = None
+        self.pid: int | None = None
+
+    @property
+    def props(self) -> Path: return self.dir / "server.properties"
+    @property
+    def log_file(self) -> Path: return self.dir / "server.log"
+    @property
+    def console_file(self) -> Path: return self.dir / "console.log"
+    @property
+    def address(self) -> str: return f"{HOST}:{self.broker_port}"
+
+    def alive(self) -> bool:
+        if self.pid is None:
+            return False
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return pid_alive(self.pid) and _pid_is_broker(self.pid, self.props)
+
+    def tails(self) -> str:
+        return _tail(self.log_file) + "\n" + _tail(self.console_file)
+
+    def to_json(self) -> dict:
+        return {"node_id": self.node_id, "pid": self.pid, "broker_port": self.broker_port,
+                "controller_port": self.controller_port, "dir": str(self.dir)}
+
+
+class KafkaCluster:
+    """A throw-away KRaft cluster of `nodes` combined broker+controller processes on 127.0.0.1.
+
+    Node ids are 1..nodes; stop_node/start_node/kill_node take a node id.  `port` fixes the
+    PLAINTEXT port of node 1 (node i gets port+i-1); otherwise free ports are picked.  `dir` is the
+    state directory (a new temporary one by default); stop() removes the data unless keep_data.
+    die_with_parent=True makes the JVMs die with this process even on SIGKILL (Linux)."""
+
+    def __init__(self, nodes: int = 1, port: int | None = None, dir: str | os.PathLike | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, keep_data: bool = False,
+                 die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None):
+        if nodes < 1:
+            raise ValueError("nodes must be >= 1")
+        self.n, self.port, self.timeout, self.keep_data, self.quiet = nodes, port, timeout, keep_data, quiet
+        self.die_with_parent = die_with_parent
+        self.jvm_opts = list(jvm_opts or []) + os.environ.get("LAGLESS_KAFKA_JVM_OPTS", "").split()
+        self._dir_arg = Path(dir) if dir else None
+        self.dir: Path | None = None
+        self._created_dir = False
+        self.nodes: dict[int, Node] = {}
+        self.cluster_id: str | None = None
+        self.version = kafka_version()
+        self.lib: Path | None = None
+        self.start_seconds: float | None = None
+
+    # -- public API -----------------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.address for n in self.nodes.values())
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(self.nodes)
+
+    @property
+    def pids(self) -> list[int]:
+        return [n.pid for n in self.nodes.values() if n.pid is not None]
+
+    def __enter__(self) -> "KafkaCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self, attempts: int = 3) -> "KafkaCluster":
+        """Start every node and wait until the cluster is usable.  A node that dies during the
+        first start of a cause that can pass (a picked port taken meanwhile) makes the cluster
+        start again from fresh storage."""
+        t0 = time.monotonic()
+        for attempt in range(1, attempts + 1):
+            try:
+                self._start_once()
+                break
+            except BrokerError as e:
+                transient = any(m in e.details for m in
+                                ("Address already in use", "BindException"))
+                if not (e.early_exit and transient) or attempt == attempts:
+                    raise
+                fatal = [l for l in e.details.splitlines() if " ERROR " in l or "Exception" in l]
+                _say(f"kafka_broker: {e.message} ({fatal[0].strip() if fatal else 'see logs'}); "
+                     f"starting the cluster afresh (attempt {attempt + 1}/{attempts})")
+        self.start_seconds = time.monotonic() - t0
+        if not self.quiet:
+            _say(f"Kafka {self.version} up: {self.n} node(s) at {self.bootstrap} "
+                 f"in {self.start_seconds:.1f} s (dir {self.dir})")
+        return self
+
+    def _start_once(self) -> None:
+        java = require_java()
+        # Ports first: a taken port must fail at once, before any JVM is started.
+        if self.port is not None:
+            broker_ports = [self.port + i for i in range(self.n)]
+            for p in broker_ports:
+                if port_in_use(p):
+                    raise BrokerError(f"port {HOST}:{p} is already in use")
+            controller_ports = free_ports(self.n, exclude=set(broker_ports))
+        else:
+            ports = free_ports(2 * self.n)
+            broker_ports, controller_ports = ports[:self.n], ports[self.n:]
+        self.lib = fetch_kafka(self.quiet)
+        if self._dir_arg:
+            self.dir = self._dir_arg.resolve()
+            if (self.dir / STATE_FILE).exists():
+                raise BrokerError(f"{self.dir} already holds a cluster ({STATE_FILE}); stop it first")
+            self._created_dir = not self.dir.exists()
+            self.dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self.dir = Path(tempfile.mkdtemp(prefix="lagless-kafka-"))
+            self._created_dir = True
+        self.nodes = {}
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        try:
+            self.cluster_id = _random_cluster_id()
+            for i in range(self.n):
+                nid = i + 1
+                self.nodes[nid] = Node(nid, broker_ports[i], controller_ports[i], self.dir / f"node-{nid}")
+            for node in self.nodes.values():  # every node's config lists every voter
+                self._write_config(node)
+            self._format(java)
+            for node in self.nodes.values():
+                self._spawn(java, node)
+            self._write_state()
+            self._wait_ready(list(self.nodes.values()))
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop_node(self, node_id: int, grace: float = STOP_GRACE) -> None:
+        """SIGTERM one node (SIGKILL after `grace` seconds); its data is kept for start_node."""
+        self._terminate([self.nodes[node_id]], grace)
+        self._write_state()
+
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL one node; its data is kept for start_node."""
+        self._terminate([self.nodes[node_id]], 0)
+        self._write_state()
+
+    def start_node(self, node_id: int) -> None:
+        """Restart a stopped or killed node with its data; wait until it is back in the metadata."""
+        node = self.nodes[node_id]
+        if node.alive():
+            return
+        self._spawn(require_java(), node)
+        self._write_state()
+        self._wait_ready([node])
+
+    def create_topic(self, name: str, partitions: int = 1, rf: int | None = None,
+                     configs: dict[str, str] | None = None, exist_ok: bool = False) -> str:
+        """Create a topic (raw CreateTopics request) and wait until all running nodes see it led."""
+        create_topic(self._running_bootstrap(), name, partitions, rf, configs, exist_ok)
+        return name
+
+    def create_topic_with_tools(self, name: str, partitions: int = 1, rf: int | None = None) -> str:
+        """The same through Kafka's own TopicCommand (a JVM start, slower)."""
+        topic_command_create(self._running_bootstrap(), name, partitions, rf)
+        return name
+
+    def metadata(self, topics: list[str] | None = None) -> dict:
+        return metadata(self._running_bootstrap(), topics)
+
+    def list_topics(self) -> list[str]:
+        return list_topics(self._running_bootstrap())
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """Stop every node (SIGTERM, SIGKILL after `grace`) and remove the data unless keep_data."""
+        try:
+            self._terminate([n for n in self.nodes.values() if n.pid is not None], grace)
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(self)
+            if self.dir is not None and not self.keep_data:
+                self._remove_data()
+            elif self.dir is not None:
+                self._write_state()
+
+    def detach(self) -> None:
+        """Leave the brokers running after this process exits (used by the `start` command)."""
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+
+    @classmethod
+    def from_state(cls, dir: str | os.PathLike) -> "KafkaCluster":
+        """Re-attach to a cluster started by another process (the CLI's `start`)."""
+        d = Path(dir).resolve()
+        try:
+            state = json.loads((d / STATE_FILE).read_text())
+        except FileNotFoundError:
+            raise BrokerError(f"no cluster state in {d} ({STATE_FILE} missing)") from None
+        c = cls(nodes=len(state["nodes"]), dir=d, die_with_parent=False, quiet=True)
+        c.dir, c._created_dir, c.cluster_id = d, state.get("created_dir", False), state["cluster_id"]
+        for nj in state["nodes"]:
+            node = Node(nj["node_id"], nj["broker_port"], nj["controller_port"], Path(nj["dir"]))
+            node.pid = nj["pid"]
+            c.nodes[node.node_id] = node
+        return c
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _running_bootstrap(self) -> str:
+        return ",".join(n.address for n in self.nodes.values() if n.alive()) or self.bootstrap
+
+    def _write_config(self, node: Node) -> None:
+        n = self.n
+        node.dir.mkdir(parents=True, exist_ok=True)
+        if n == 1:
+            quorum = f"controller.quorum.bootstrap.servers={HOST}:{node.controller_port}"
+        else:
+            quorum = "controller.quorum.voters=" + ",".join(
+                f"{x.node_id}@{HOST}:{x.controller_port}" for x in self.nodes.values())
+        min_isr = 1 if n == 1 else 2
+        node.props.write_text(f"""\
+# written by tests/kafka_broker.py
+process.roles=broker,controller
+node.id={node.node_id}
+{quorum}
+listeners=PLAINTEXT://{HOST}:{node.broker_port},CONTROLLER://{HOST}:{node.controller_port}
+advertised.listeners=PLAINTEXT://{HOST}:{node.broker_port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs={node.dir / "data"}
+num.partitions=1
+default.replication.factor={n}
+min.insync.replicas=1
+auto.create.topics.enable=false
+offsets.topic.num.partitions=3
+offsets.topic.replication.factor={n}
+transaction.state.log.num.partitions=3
+transaction.state.log.replication.factor={n}
+transaction.state.log.min.isr={min_isr}
+share.coordinator.state.topic.num.partitions=3
+share.coordinator.state.topic.replication.factor={n}
+share.coordinator.state.topic.min.isr={min_isr}
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=1
+log.segment.bytes=67108864
+""")
+        (node.dir / "log4j2.properties").write_text(f"""\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {node.log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.requestlog.name = kafka.request.logger
+logger.requestlog.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+""")
+
+    def _format(self, java: str) -> None:
+        procs = []
+        try:
+            for node in self.nodes.values():  # the nodes format in parallel
+                args = ["format", "-t", self.cluster_id, "-c", str(node.props)]
+                if self.n == 1:
+                    args.insert(1, "--standalone")
+                cmd = [java, *TOOL_JVM, f"-Dlog4j2.configurationFile={_tools_log4j(self.lib)}",
+                       "-cp", f"{self.lib}/*", STORAGE_TOOL, *args]
+                procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                                     stdout=subprocess.PIPE,
+                                                     stderr=subprocess.STDOUT, text=True)))
+            for node, p in procs:
+                out, _ = p.communicate()
+                if p.returncode != 0:
+                    raise BrokerError(f"formatting the storage of node {node.node_id} failed "
+                                      f"(exit {p.returncode})", _tail_text(out, "StorageTool output"))
+        finally:  # interrupted (Ctrl-C, SIGTERM in `run`) or failed: leave no StorageTool behind
+            for _, p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+
+    def _spawn(self, java: str, node: Node) -> None:
+        cmd = [java, *BROKER_HEAP, *BROKER_JVM, *self.jvm_opts,
+               f"-Dlog4j2.configurationFile={node.dir / 'log4j2.properties'}",
+               f"-Dkafka.logs.dir={node.dir}",
+               "-cp", f"{self.lib or fetch_kafka(True)}/*", "kafka.Kafka", str(node.props)]
+        global _LIBC
+        preexec = None
+        if self.die_with_parent and sys.platform.startswith("linux"):
+            if _LIBC is None:
+                import ctypes
+                _LIBC = ctypes.CDLL(None, use_errno=True)
+            preexec = _die_with_parent
+        with open(node.console_file, "ab") as console:
+            node.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=console,
+                                         stderr=subprocess.STDOUT, cwd=node.dir,
+                                         start_new_session=True, preexec_fn=preexec)
+        node.pid = node.proc.pid
+
+    def _wait_ready(self, starting: list[Node]) -> None:
+        """Until each starting node answers ApiVersions and every running node's metadata lists
+        every running node."""
+        deadline = time.monotonic() + self.timeout
+        last = "no answer yet"
+        while True:
+            for node in starting:
+                if not node.alive():
+                    code = node.proc.returncode if node.proc else "?"
+                    raise BrokerError(f"Kafka node {node.node_id} exited early (exit code {code})",
+                                      node.tails(), early_exit=True)
+            try:
+                running = [n for n in self.nodes.values() if n.alive()]
+                want = {n.node_id for n in running}
+                ok = True
+                for node in running:
+                    api_versions(node.address, timeout=2)
+                    got = set(metadata(node.address, [], timeout=2)["brokers"])
+                    if got != want:
+                        last = f"node {node.node_id} lists brokers {sorted(got)}, want {sorted(want)}"
+                        ok = False
+                        break
+                if ok:
+                    return
+            except (OSError, struct.error) as e:
+                last = f"{type(e).__name__}: {e}"
+            if time.monotonic() > deadline:
+                raise BrokerError(
+                    f"Kafka did not come up within {self.timeout:.0f} s ({last})",
+                    "\n".join(n.tails() for n in starting))
+            time.sleep(0.2)
+
+    def _terminate(self, nodes: list[Node], grace: float) -> None:
+        live = [n for n in nodes if n.pid is not None and n.alive()]
+        for n in live:
+            _signal_group(n.pid, signal.SIGTERM if grace > 0 else signal.SIGKILL)
+        deadline = time.monotonic() + grace
+        while any(n.alive() for n in live) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for n in live:
+            if n.alive():
+                _signal_group(n.pid, signal.SIGKILL)
+        for n in live:
+            if n.proc is not None:
+                n.proc.wait()
+            else:
+                end = time.monotonic() + 10
+                while pid_alive(n.pid) and time.monotonic() < end:
+                    time.sleep(0.05)
+        for n in nodes:
+            n.proc, n.pid = None, None
+
+    def _write_state(self) -> None:
+        if self.dir is None or not self.dir.exists():
+            return
+        state = {"version": self.version, "cluster_id": self.cluster_id, "bootstrap": self.bootstrap,
+                 "dir": str(self.dir), "created_dir": self._created_dir,
+                 "nodes": [n.to_json() for n in self.nodes.values()]}
+        tmp = self.dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.replace(self.dir / STATE_FILE)
+
+    def _remove_data(self) -> None:
+        if self._created_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return
+        for node in self.nodes.values():
+            shutil.rmtree(node.dir, ignore_errors=True)
+        for name in (STATE_FILE, STATE_FILE + ".tmp"):
+            try:
+                (self.dir / name).unlink()
+            except FileNotFoundError:
+                pass
+
+
+# --------------------------------------------------------------------------------------------
+# Kafka tools helpers
+# --------------------------------------------------------------------------------------------
+
+def topic_command_create(bootstrap: str, name: str, partitions: int, rf: int | None = None) -> None:
+    args = ["--bootstrap-server", bootstrap, "--create", "--topic", name, "--partitions", str(partitions)]
+    if rf is not None:
+        args += ["--replication-factor", str(rf)]
+    run_tool(TOPIC_COMMAND, args)
+    wait_for_topic(bootstrap, name, partitions)
+
+
+def topic_command_list(bootstrap: str) -> list[str]:
+    out = run_tool(TOPIC_COMMAND, ["--bootstrap-server", bootstrap, "--list"]).stdout
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------
+
+def _last_dir_file() -> Path:
+    return cache_root() / "last-broker-dir"
+
+
+def _resolve_dir(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    if os.environ.get("LAGLESS_BROKER_DIR"):
+        return Path(os.environ["LAGLESS_BROKER_DIR"])
+    try:
+        return Path(_last_dir_file().read_text().strip())
+    except FileNotFoundError:
+        raise BrokerError("no --dir given and no broker started by `start` is known") from None
+
+
+def _bootstrap_arg(arg: str | None) -> str:
+    b = arg or os.environ.get("LAGLESS_BOOTSTRAP")
+    if not b:
+        raise BrokerError("no --bootstrap given and LAGLESS_BOOTSTRAP is not set")
+    return b
+
+
+class _Terminated(BaseException):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def cmd_start(a) -> int:
+    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, die_with_parent=False)
+    c.start()
+    c.detach()
+    try:
+        _last_dir_file().write_text(str(c.dir) + "\n")
+    except OSError:
+        pass
+    print(f"bootstrap={c.bootstrap}")
+    print(f"dir={c.dir}")
+    print(f"pids={','.join(map(str, c.pids))}")
+    return 0
+
+
+def cmd_stop(a) -> int:
+    d = _resolve_dir(a.dir)
+    c = KafkaCluster.from_state(d)
+    c.keep_data = a.keep_data
+    c.stop(grace=a.grace)
+    _say(f"stopped Kafka in {d}" + (" (data kept)" if a.keep_data else " and removed its data"))
+    try:
+        if _last_dir_file().read_text().strip() == str(d.resolve()):
+            _last_dir_file().unlink()
+    except OSError:
+        pass
+    return 0
+
+
+def cmd_run(a) -> int:
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        raise BrokerError("run needs a command: run [--nodes N] -- CMD ARGS...")
+    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout)
+
+    def on_signal(signum, _frame):
+        raise _Terminated(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    child = None
+    try:
+        c.start()
+        env = dict(os.environ, LAGLESS_BOOTSTRAP=c.bootstrap, LAGLESS_BROKER_DIR=str(c.dir))
+        try:
+            child = subprocess.Popen(cmd, env=env)
+        except OSError as e:
+            raise BrokerError(f"cannot run {cmd[0]!r}: {e.strerror}") from None
+        rc = child.wait()
+        return rc if rc >= 0 else 128 - rc
+    except KeyboardInterrupt:  # the child, in our process group, got the SIGINT too
+        _wait_child(child, None)
+        return 130
+    except _Terminated as t:
+        _wait_child(child, t.signum)
+        return 128 + t.signum
+    finally:
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)  # let the clean-up finish
+        c.stop()
+
+
+def _wait_child(child, signum) -> None:
+    if child is None or child.poll() is not None:
+        return
+    if signum is not None:
+        child.send_signal(signum)
+    try:
+        child.wait(10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def cmd_create_topic(a) -> int:
+    b = _bootstrap_arg(a.bootstrap)
+    topic_command_create(b, a.name, a.partitions, a.replication_factor)
+    print(a.name)
+    return 0
+
+
+def cmd_list_topics(a) -> int:
+    for t in topic_command_list(_bootstrap_arg(a.bootstrap)):
+        print(t)
+    return 0
+
+
+def cmd_describe_cluster(a) -> int:
+    b = _bootstrap_arg(a.bootstrap)
+    md = metadata(b, [])
+    print(f"cluster_id={md['cluster_id']} controller={md['controller_id']}")
+    for nid, (host, port) in sorted(md["brokers"].items()):
+        print(f"broker {nid} {host}:{port}")
+    sys.stdout.flush()
+    run_tool(CLUSTER_TOOL, ["cluster-id", "--bootstrap-server", b], capture=False)
+    run_tool(CLUSTER_TOOL, ["list-endpoints", "--bootstrap-server", b], capture=False)
+    return 0
+
+
+def cmd_fetch(_a) -> int:
+    print(fetch_kafka())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="kafka_broker.py",
+                                description="Real Kafka (KRaft) brokers for lagless tests.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def cluster_args(sp):
+        sp.add_argument("--nodes", type=int, default=1, help="1 or 3 (any n >= 1 works)")
+        sp.add_argument("--port", type=int, help="PLAINTEXT port of node 1 (node i: port+i-1); "
+                                                 "default: free ports")
+        sp.add_argument("--dir", help="state directory (default: a new temporary one)")
+        sp.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                        help="seconds to wait for the cluster (default %(default)s)")
+
+    sp = sub.add_parser("start", help="start a cluster in the background")
+    cluster_args(sp)
+    sp.set_defaults(fn=cmd_start)
+    sp = sub.add_parser("stop", help="stop a cluster started with `start` and remove its data")
+    sp.add_argument("--dir", help="state directory (default: $LAGLESS_BROKER_DIR, else the last started)")
+    sp.add_argument("--keep-data", action="store_true")
+    sp.add_argument("--grace", type=float, default=STOP_GRACE, help="seconds between SIGTERM and SIGKILL")
+    sp.set_defaults(fn=cmd_stop)
+    sp = sub.add_parser("run", help="start a cluster, run CMD with LAGLESS_BOOTSTRAP set, stop it")
+    cluster_args(sp)
+    sp.add_argument("cmd", nargs=argparse.REMAINDER)
+    sp.set_defaults(fn=cmd_run)
+    sp = sub.add_parser("create-topic", help="create a topic with Kafka's TopicCommand")
+    sp.add_argument("name")
+    sp.add_argument("--partitions", type=int, default=1)
+    sp.add_argument("--replication-factor", type=int)
+    sp.add_argument("--bootstrap", help="default: $LAGLESS_BOOTSTRAP")
+    sp.set_defaults(fn=cmd_create_topic)
+    sp = sub.add_parser("list-topics", help="list topics with Kafka's TopicCommand")
+    sp.add_argument("--bootstrap", help="default: $LAGLESS_BOOTSTRAP")
+    sp.set_defaults(fn=cmd_list_topics)
+    sp = sub.add_parser("describe-cluster", help="brokers and cluster id (metadata + ClusterTool)")
+    sp.add_argument("--bootstrap", help="default: $LAGLESS_BOOTSTRAP")
+    sp.set_defaults(fn=cmd_describe_cluster)
+    sp = sub.add_parser("fetch", help="fetch Kafka's jars into the cache and print their directory")
+    sp.set_defaults(fn=cmd_fetch)
+
+    a = p.parse_args(argv)
+    try:
+        return a.fn(a)
+    except BrokerError as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        if e.details:
+            print(e.details, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

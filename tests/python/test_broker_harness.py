@@ -1,0 +1,169 @@
+"""Tests of tests/kafka_broker.py against real Kafka processes (each starts its own brokers)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kafka_broker
+from kafka_broker import KafkaCluster
+
+SCRIPT = Path(kafka_broker.__file__).resolve()
+
+
+def cli(*args, timeout=180, env=None):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def java_pids_mentioning(text: str) -> list[int]:
+    """PIDs of live processes whose command line mentions `text` (e.g. a state dir)."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == os.getpid():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "java" in cmd and text in cmd and kafka_broker.pid_alive(int(p.name)):
+            found.append(int(p.name))
+    return found
+
+
+def assert_gone(pids, state_dir):
+    for pid in pids:
+        assert not kafka_broker.pid_alive(pid), f"broker pid {pid} still alive"
+    assert java_pids_mentioning(str(state_dir)) == []
+
+
+def parse_kv(out: str) -> dict:
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+@pytest.mark.slow
+def test_single_node_topic_and_clean_stop():
+    cluster = KafkaCluster(nodes=1)
+    with cluster:
+        state_dir, pids = cluster.dir, cluster.pids
+        assert len(pids) == 1 and (state_dir / "cluster.json").exists()
+        assert kafka_broker.api_versions(cluster.bootstrap)  # ApiVersions v0 answers error 0
+        out = cli("create-topic", "harness-t", "--partitions", "3", "--bootstrap", cluster.bootstrap)
+        assert out.returncode == 0, out.stderr
+        md = kafka_broker.metadata(cluster.bootstrap, ["harness-t"])
+        assert md["topics"]["harness-t"]["error"] == 0
+        assert sorted(md["topics"]["harness-t"]["partitions"]) == [0, 1, 2]
+        assert "harness-t" in cluster.list_topics()
+        listed = cli("list-topics", "--bootstrap", cluster.bootstrap)
+        assert listed.returncode == 0 and "harness-t" in listed.stdout.split()
+        cluster.create_topic("harness-raw", partitions=2)
+        assert "harness-raw" in cluster.list_topics()
+    assert_gone(pids, state_dir)
+    assert not state_dir.exists()
+
+
+def test_taken_port_fails_fast():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        t0 = time.monotonic()
+        out = cli("start", "--port", str(port), timeout=30)
+        elapsed = time.monotonic() - t0
+    assert out.returncode != 0
+    assert f"127.0.0.1:{port}" in out.stderr and "already in use" in out.stderr
+    assert elapsed < 10, f"took {elapsed:.1f} s"
+    assert java_pids_mentioning(f"127.0.0.1:{port}") == []
+
+
+@pytest.mark.slow
+def test_three_node_cluster():
+    cluster = KafkaCluster(nodes=3)
+    with cluster:
+        state_dir, pids = cluster.dir, cluster.pids
+        assert len(pids) == 3 and len(set(cluster.bootstrap.split(","))) == 3
+        for node in cluster.nodes.values():  # a static quorum: every node names all three voters
+            voters = [l for l in node.props.read_text().splitlines() if l.startswith("controller.quorum.voters=")]
+            assert len(voters) == 1 and voters[0].count("@127.0.0.1:") == 3
+        for address in cluster.bootstrap.split(","):
+            assert sorted(kafka_broker.metadata(address, [])["brokers"]) == [1, 2, 3]
+        cluster.create_topic("three", partitions=3)
+        parts = cluster.metadata(["three"])["topics"]["three"]["partitions"]
+        assert sorted(parts) == [0, 1, 2] and all(leader in (1, 2, 3) for leader in parts.values())
+    assert_gone(pids, state_dir)
+    assert not state_dir.exists()
+
+
+@pytest.mark.slow
+def test_two_brokers_side_by_side(tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    procs = [subprocess.Popen([sys.executable, str(SCRIPT), "start", "--dir", str(d)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for d in dirs]
+    outs = [p.communicate(timeout=240) for p in procs]
+    try:
+        for p, (out, err) in zip(procs, outs):
+            assert p.returncode == 0, err
+        infos = [parse_kv(out) for out, _ in outs]
+        assert infos[0]["bootstrap"] != infos[1]["bootstrap"]
+        for info in infos:
+            assert kafka_broker.metadata(info["bootstrap"], [])["brokers"].keys() == {1}
+            assert Path(info["dir"]).resolve() in [d.resolve() for d in dirs]
+        pids = [int(i["pids"]) for i in infos]
+        assert all(kafka_broker.pid_alive(p) for p in pids)
+    finally:
+        for d in dirs:
+            if (d / "cluster.json").exists():
+                stop = cli("stop", "--dir", str(d))
+                assert stop.returncode == 0, stop.stderr
+    for pid, d in zip(pids, dirs):
+        assert_gone([pid], d)
+        assert not d.exists()
+
+
+@pytest.mark.slow
+def test_run_propagates_failure_and_cleans_up(tmp_path):
+    d = tmp_path / "run"
+    probe = tmp_path / "env.txt"
+    out = cli("run", "--dir", str(d), "--", "sh", "-c",
+              f'echo "$LAGLESS_BOOTSTRAP $LAGLESS_BROKER_DIR" > {probe}; false')
+    assert out.returncode == 1, out.stderr
+    bootstrap, broker_dir = probe.read_text().split()
+    assert bootstrap.startswith("127.0.0.1:") and Path(broker_dir) == d.resolve()
+    assert not d.exists()
+    assert java_pids_mentioning(str(d)) == []
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", int(bootstrap.rsplit(":", 1)[1])), timeout=1).close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["while-starting", "while-running"])
+def test_run_stops_broker_on_sigterm(tmp_path, when):
+    d = tmp_path / "term"
+    ready = tmp_path / "cmd-started"
+    p = subprocess.Popen([sys.executable, str(SCRIPT), "run", "--dir", str(d), "--",
+                          "sh", "-c", f"touch {ready}; exec sleep 600"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not (ready.exists() if when == "while-running" else java_pids_mentioning(str(d))):
+        assert p.poll() is None, p.communicate()[1]
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert java_pids_mentioning(str(d)) == [] and not d.exists()
+    assert ready.exists() == (when == "while-running")
+
+
+def test_kafka_fixture_and_unique_topics(kafka, make_topic):
+    a, b = make_topic(), make_topic(partitions=2)
+    assert a != b
+    md = kafka_broker.metadata(kafka.bootstrap, [a, b])
+    assert len(md["topics"][a]["partitions"]) == 1 and len(md["topics"][b]["partitions"]) == 2
