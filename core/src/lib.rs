@@ -5,4 +5,5 @@
 #![deny(unsafe_code)]
 
 pub mod error;
+pub mod protocol;
 pub use error::{Error, Result};
