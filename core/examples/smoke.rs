@@ -1,8 +1,11 @@
-use std::time::{Duration, Instant};
 use lagless::{Config, Consumer, TopicPartition};
+use std::time::{Duration, Instant};
 fn main() -> lagless::Result<()> {
     let bootstrap = std::env::var("LAGLESS_BOOTSTRAP").unwrap();
-    let cfg = Config::from_pairs([("bootstrap.servers", bootstrap.as_str()), ("auto.offset.reset", "earliest")])?;
+    let cfg = Config::from_pairs([
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("auto.offset.reset", "earliest"),
+    ])?;
     let c = Consumer::from_config(&cfg)?;
     let parts: Vec<_> = (0..3).map(|p| TopicPartition::new("smoke", p)).collect();
     c.assign(&parts)?;
@@ -15,6 +18,12 @@ fn main() -> lagless::Result<()> {
         }
     }
     println!("{n} records in {:?}", t.elapsed());
-    for p in &parts { println!("{p}: position {:?} watermarks {:?}", c.position(p, None), c.watermarks(p, None)); }
+    for p in &parts {
+        println!(
+            "{p}: position {:?} watermarks {:?}",
+            c.position(p, None),
+            c.watermarks(p, None)
+        );
+    }
     Ok(())
 }

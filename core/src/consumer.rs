@@ -15,9 +15,9 @@ use crate::config::{Config, ConsumerConfig};
 use crate::error::{Error, Result};
 use crate::fetch::{self, PartitionState, PositionLookup, Shared};
 use crate::group::coordinator::GroupDriver;
-use crate::subscription::GroupLocal;
 use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
+use crate::subscription::GroupLocal;
 use crate::TopicPartition;
 
 /// A record as `poll()` returns it.
@@ -110,7 +110,12 @@ impl Consumer {
     /// rebalancing). Partitions kept from the previous assignment keep their positions.
     pub fn assign(&self, partitions: &[TopicPartition]) -> Result<()> {
         self.check_open()?;
-        if self.group.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+        if self
+            .group
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
             return Err(Error::IllegalState(
                 "the consumer is subscribed to a group; call unsubscribe() before assign()".into(),
             ));
@@ -139,7 +144,9 @@ impl Consumer {
             st.partitions = kept;
             st.reported_unknown.clear();
         }
-        self.shared.cluster.add_interest(partitions.iter().map(|tp| &tp.topic));
+        self.shared
+            .cluster
+            .add_interest(partitions.iter().map(|tp| &tp.topic));
         self.shared.changed.notify_one();
         Ok(())
     }
@@ -198,7 +205,9 @@ impl Consumer {
     pub fn seek(&self, tp: &TopicPartition, offset: i64) -> Result<()> {
         self.check_open()?;
         if offset < 0 {
-            return Err(Error::InvalidArgument(format!("seek offset must be >= 0, got {offset}")));
+            return Err(Error::InvalidArgument(format!(
+                "seek offset must be >= 0, got {offset}"
+            )));
         }
         self.with_partition(tp, |p| p.seek(offset))
     }
@@ -219,13 +228,16 @@ impl Consumer {
         Ok(())
     }
 
-    fn with_partition(&self, tp: &TopicPartition, f: impl FnOnce(&mut PartitionState) -> usize) -> Result<()> {
+    fn with_partition(
+        &self,
+        tp: &TopicPartition,
+        f: impl FnOnce(&mut PartitionState) -> usize,
+    ) -> Result<()> {
         {
             let mut st = self.shared.lock();
-            let p = st
-                .partitions
-                .get_mut(tp)
-                .ok_or_else(|| Error::IllegalState(format!("{tp} is not assigned to this consumer")))?;
+            let p = st.partitions.get_mut(tp).ok_or_else(|| {
+                Error::IllegalState(format!("{tp} is not assigned to this consumer"))
+            })?;
             let freed = f(p);
             st.buffered_bytes -= freed;
         }
@@ -241,10 +253,9 @@ impl Consumer {
         loop {
             {
                 let mut st = self.shared.lock();
-                let p = st
-                    .partitions
-                    .get(tp)
-                    .ok_or_else(|| Error::IllegalState(format!("{tp} is not assigned to this consumer")))?;
+                let p = st.partitions.get(tp).ok_or_else(|| {
+                    Error::IllegalState(format!("{tp} is not assigned to this consumer"))
+                })?;
                 if let Some(pos) = p.position {
                     return Ok(pos);
                 }
@@ -278,7 +289,9 @@ impl Consumer {
         for tp in partitions {
             st.partitions
                 .get_mut(tp)
-                .ok_or_else(|| Error::IllegalState(format!("{tp} is not assigned to this consumer")))?
+                .ok_or_else(|| {
+                    Error::IllegalState(format!("{tp} is not assigned to this consumer"))
+                })?
                 .paused = paused;
         }
         drop(st);
@@ -307,39 +320,66 @@ impl Consumer {
         for (tp, ts) in query {
             validate_tp(tp)?;
             if *ts < 0 {
-                return Err(Error::InvalidArgument(format!("timestamp for {tp} must be >= 0, got {ts}")));
+                return Err(Error::InvalidArgument(format!(
+                    "timestamp for {tp} must be >= 0, got {ts}"
+                )));
             }
         }
         let deadline = self.api_deadline(timeout);
         let cluster = self.shared.cluster.clone();
-        let res = self.block_on(async move { offsets::list_offsets(&cluster, query, deadline).await })??;
+        let res =
+            self.block_on(async move { offsets::list_offsets(&cluster, query, deadline).await })??;
         res.into_iter()
             .map(|(tp, r)| r.map(|(o, t)| (tp, (o >= 0).then_some((o, t)))))
             .collect()
     }
 
-    pub fn beginning_offsets(&self, partitions: &[TopicPartition], timeout: Option<Duration>) -> Result<Vec<(TopicPartition, i64)>> {
+    pub fn beginning_offsets(
+        &self,
+        partitions: &[TopicPartition],
+        timeout: Option<Duration>,
+    ) -> Result<Vec<(TopicPartition, i64)>> {
         self.list_at(partitions, EARLIEST_TIMESTAMP, timeout)
     }
 
-    pub fn end_offsets(&self, partitions: &[TopicPartition], timeout: Option<Duration>) -> Result<Vec<(TopicPartition, i64)>> {
+    pub fn end_offsets(
+        &self,
+        partitions: &[TopicPartition],
+        timeout: Option<Duration>,
+    ) -> Result<Vec<(TopicPartition, i64)>> {
         self.list_at(partitions, LATEST_TIMESTAMP, timeout)
     }
 
-    fn list_at(&self, partitions: &[TopicPartition], ts: i64, timeout: Option<Duration>) -> Result<Vec<(TopicPartition, i64)>> {
+    fn list_at(
+        &self,
+        partitions: &[TopicPartition],
+        ts: i64,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<(TopicPartition, i64)>> {
         self.check_open()?;
         let q: Vec<(TopicPartition, i64)> = partitions.iter().map(|tp| (tp.clone(), ts)).collect();
         let deadline = self.api_deadline(timeout);
         let cluster = self.shared.cluster.clone();
-        let res = self.block_on(async move { offsets::list_offsets(&cluster, &q, deadline).await })??;
-        res.into_iter().map(|(tp, r)| r.map(|(o, _)| (tp, o))).collect()
+        let res =
+            self.block_on(async move { offsets::list_offsets(&cluster, &q, deadline).await })??;
+        res.into_iter()
+            .map(|(tp, r)| r.map(|(o, _)| (tp, o)))
+            .collect()
     }
 
     /// The partition's log start offset and high watermark, asked of its leader.
     pub fn watermarks(&self, tp: &TopicPartition, timeout: Option<Duration>) -> Result<Watermarks> {
         let deadline = self.api_deadline(timeout);
-        let low = self.list_at(std::slice::from_ref(tp), EARLIEST_TIMESTAMP, Some(deadline.remaining()))?;
-        let high = self.list_at(std::slice::from_ref(tp), LATEST_TIMESTAMP, Some(deadline.remaining()))?;
+        let low = self.list_at(
+            std::slice::from_ref(tp),
+            EARLIEST_TIMESTAMP,
+            Some(deadline.remaining()),
+        )?;
+        let high = self.list_at(
+            std::slice::from_ref(tp),
+            LATEST_TIMESTAMP,
+            Some(deadline.remaining()),
+        )?;
         Ok(Watermarks {
             low: low[0].1,
             high: high[0].1,
@@ -362,7 +402,9 @@ impl Consumer {
         let deadline = self.api_deadline(timeout);
         let cluster = self.shared.cluster.clone();
         let parts = partitions.to_vec();
-        let mut map = self.block_on(async move { offsets::fetch_committed(&cluster, &group, &parts, deadline).await })??;
+        let mut map = self.block_on(async move {
+            offsets::fetch_committed(&cluster, &group, &parts, deadline).await
+        })??;
         Ok(partitions
             .iter()
             .map(|tp| (tp.clone(), map.remove(tp).flatten()))
@@ -390,8 +432,14 @@ impl Consumer {
         if self.closed.load(Ordering::Acquire) {
             return Ok(());
         }
-        let callback_error = self.leave_group_now("the consumer is being closed", deadline, callbacks);
-        if let Some(d) = self.simple_committer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        let callback_error =
+            self.leave_group_now("the consumer is being closed", deadline, callbacks);
+        if let Some(d) = self
+            .simple_committer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             d.close();
         }
         self.closed.store(true, Ordering::Release);
@@ -418,7 +466,10 @@ fn validate_tp(tp: &TopicPartition) -> Result<()> {
         return Err(Error::InvalidArgument("topic name is empty".into()));
     }
     if tp.partition < 0 {
-        return Err(Error::InvalidArgument(format!("partition of `{}` must be >= 0, got {}", tp.topic, tp.partition)));
+        return Err(Error::InvalidArgument(format!(
+            "partition of `{}` must be >= 0, got {}",
+            tp.topic, tp.partition
+        )));
     }
     Ok(())
 }

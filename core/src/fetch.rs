@@ -130,7 +130,10 @@ impl PartitionState {
 pub(crate) fn record_size(r: &Record) -> usize {
     64 + r.key.as_ref().map_or(0, |k| k.len())
         + r.value.as_ref().map_or(0, |v| v.len())
-        + r.headers.iter().map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len())).sum::<usize>()
+        + r.headers
+            .iter()
+            .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
+            .sum::<usize>()
 }
 
 /// What the user's thread and the fetch task share.
@@ -178,12 +181,17 @@ impl Shared {
 
     /// Starts fetching `partitions` (kept ones keep their positions); new ones find their
     /// position with `lookup`.
-    pub fn add_partitions<'a>(&self, partitions: impl IntoIterator<Item = &'a TopicPartition>, lookup: PositionLookup) {
+    pub fn add_partitions<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+        lookup: PositionLookup,
+    ) {
         let backoff = self.backoff();
         let mut st = self.lock();
         for tp in partitions {
             if !st.partitions.contains_key(tp) {
-                st.partitions.insert(tp.clone(), PartitionState::new(&tp.topic, lookup, backoff));
+                st.partitions
+                    .insert(tp.clone(), PartitionState::new(&tp.topic, lookup, backoff));
             }
         }
         drop(st);
@@ -201,11 +209,19 @@ impl Shared {
     }
 
     /// The consumed positions of `partitions` (those that have one).
-    pub fn positions<'a>(&self, partitions: impl IntoIterator<Item = &'a TopicPartition>) -> Vec<(TopicPartition, i64)> {
+    pub fn positions<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Vec<(TopicPartition, i64)> {
         let st = self.lock();
         partitions
             .into_iter()
-            .filter_map(|tp| st.partitions.get(tp).and_then(|p| p.position).map(|pos| (tp.clone(), pos)))
+            .filter_map(|tp| {
+                st.partitions
+                    .get(tp)
+                    .and_then(|p| p.position)
+                    .map(|pos| (tp.clone(), pos))
+            })
             .collect()
     }
 
@@ -237,7 +253,10 @@ enum TaskDone {
         partitions: Vec<(TopicPartition, i64, u64)>,
         result: Result<crate::protocol::msg::FetchResponse>,
     },
-    Lookup(Vec<(TopicPartition, u64)>, Result<Vec<(TopicPartition, LookupOutcome)>>),
+    Lookup(
+        Vec<(TopicPartition, u64)>,
+        Result<Vec<(TopicPartition, LookupOutcome)>>,
+    ),
     Metadata(Result<()>),
 }
 
@@ -267,13 +286,15 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
             let now = Instant::now();
             let buffer_full = st.buffered_bytes >= shared.config.fetch_buffer_max_bytes;
-            let mut per_broker: BTreeMap<i32, Vec<(TopicPartition, i64, u64, i32, bool)>> = BTreeMap::new();
+            let mut per_broker: BTreeMap<i32, Vec<(TopicPartition, i64, u64, i32, bool)>> =
+                BTreeMap::new();
             let mut unknown_topics: Vec<String> = Vec::new();
             let mut stuck: Vec<Error> = Vec::new();
             for (tp, p) in st.partitions.iter_mut() {
                 // KIP-572: report a partition that made no progress for task.timeout.ms.
                 if let Some(since) = p.failing_since {
-                    let due = p.stuck_reported_at.map_or(since, |t| t) + shared.config.common.task_timeout;
+                    let due = p.stuck_reported_at.map_or(since, |t| t)
+                        + shared.config.common.task_timeout;
                     if now >= due {
                         p.stuck_reported_at = Some(now);
                         stuck.push(Error::PartitionStuck {
@@ -291,11 +312,15 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     }
                     continue;
                 }
-                let Some(offset) = p.fetch_offset else { continue };
+                let Some(offset) = p.fetch_offset else {
+                    continue;
+                };
                 if p.paused || p.in_flight || now < p.next_attempt {
                     continue;
                 }
-                if buffer_full || p.buffered_bytes >= 2 * shared.config.max_partition_fetch_bytes as usize {
+                if buffer_full
+                    || p.buffered_bytes >= 2 * shared.config.max_partition_fetch_bytes as usize
+                {
                     continue;
                 }
                 match meta.topics.get(&tp.topic) {
@@ -326,7 +351,13 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         metadata_wanted = true;
                     }
                     None => {
-                        p.failed(format!("{}-{} is not in the cluster metadata", tp.topic, tp.partition), true);
+                        p.failed(
+                            format!(
+                                "{}-{} is not in the cluster metadata",
+                                tp.topic, tp.partition
+                            ),
+                            true,
+                        );
                         metadata_wanted = true;
                     }
                 }
@@ -383,7 +414,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             lookup_in_flight = true;
             let shared2 = shared.clone();
             tasks.spawn(async move {
-                let keys: Vec<(TopicPartition, u64)> = lookups.iter().map(|(tp, _, c)| (tp.clone(), *c)).collect();
+                let keys: Vec<(TopicPartition, u64)> =
+                    lookups.iter().map(|(tp, _, c)| (tp.clone(), *c)).collect();
                 let result = offsets::lookup_positions(&shared2, &lookups).await;
                 TaskDone::Lookup(keys, result)
             });
@@ -441,7 +473,11 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     tasks.abort_all();
 }
 
-fn build_fetch(config: &ConsumerConfig, broker: i32, parts: Vec<(TopicPartition, i64, u64, i32, bool)>) -> FetchPlan {
+fn build_fetch(
+    config: &ConsumerConfig,
+    broker: i32,
+    parts: Vec<(TopicPartition, i64, u64, i32, bool)>,
+) -> FetchPlan {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (tp, offset, _, epoch, _) in &parts {
         let fp = FetchPartition::default()
@@ -468,10 +504,15 @@ fn build_fetch(config: &ConsumerConfig, broker: i32, parts: Vec<(TopicPartition,
         .with_session_id(0)
         .with_session_epoch(-1)
         .with_topics(topics)
-        .with_rack_id(StrBytes::from_string(config.common.client_rack.clone().unwrap_or_default()));
+        .with_rack_id(StrBytes::from_string(
+            config.common.client_rack.clone().unwrap_or_default(),
+        ));
     FetchPlan {
         broker,
-        partitions: parts.into_iter().map(|(tp, o, c, _, _)| (tp, o, c)).collect(),
+        partitions: parts
+            .into_iter()
+            .map(|(tp, o, c, _, _)| (tp, o, c))
+            .collect(),
         request,
     }
 }
@@ -509,8 +550,10 @@ fn handle_fetch(
             return true;
         }
     };
-    let sent_map: HashMap<(&str, i32), (i64, u64)> =
-        sent.iter().map(|(tp, o, c)| ((tp.topic.as_str(), tp.partition), (*o, *c))).collect();
+    let sent_map: HashMap<(&str, i32), (i64, u64)> = sent
+        .iter()
+        .map(|(tp, o, c)| ((tp.topic.as_str(), tp.partition), (*o, *c)))
+        .collect();
     let mut answered: HashSet<(String, i32)> = HashSet::new();
     let mut new_data = false;
     let mut errors = Vec::new();
@@ -522,8 +565,12 @@ fn handle_fetch(
                 partition: pd.partition_index,
             };
             answered.insert((name.clone(), pd.partition_index));
-            let Some(&(offset, cursor)) = sent_map.get(&(name.as_str(), pd.partition_index)) else { continue };
-            let Some(p) = st.partitions.get_mut(&key) else { continue };
+            let Some(&(offset, cursor)) = sent_map.get(&(name.as_str(), pd.partition_index)) else {
+                continue;
+            };
+            let Some(p) = st.partitions.get_mut(&key) else {
+                continue;
+            };
             p.in_flight = false;
             if p.cursor != cursor || p.fetch_offset != Some(offset) {
                 continue; // seeked, reset or reassigned meanwhile
@@ -571,7 +618,10 @@ fn handle_fetch(
                     }
                     Err(e) => {
                         p.failed(e.to_string(), true);
-                        errors.push(Error::Corrupt(format!("{}-{} at offset {offset}: {e}", key.topic, key.partition)));
+                        errors.push(Error::Corrupt(format!(
+                            "{}-{} at offset {offset}: {e}",
+                            key.topic, key.partition
+                        )));
                     }
                 }
                 continue;
@@ -639,7 +689,9 @@ fn handle_lookup(
     };
     let mut errors = Vec::new();
     for (tp, outcome) in outcomes {
-        let Some(p) = st.partitions.get_mut(&tp) else { continue };
+        let Some(p) = st.partitions.get_mut(&tp) else {
+            continue;
+        };
         if cursors.get(&tp) != Some(&p.cursor) || p.lookup.is_none() {
             continue;
         }

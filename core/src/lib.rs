@@ -20,8 +20,8 @@ pub use config::Config;
 pub use consumer::{Consumer, ConsumerRecord, Watermarks};
 pub use error::{Error, Result};
 pub use offsets::OffsetAndMetadata;
-pub use subscription::{CommitCallback, CommitResults, GroupMetadata, RebalanceListener};
 pub use protocol::records::{Compression, Header};
+pub use subscription::{CommitCallback, CommitResults, GroupMetadata, RebalanceListener};
 
 /// A topic and one of its partitions.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -9,7 +9,9 @@ use crate::error::{codes, kafka_error_action, Action, Error, Result};
 use crate::fetch::{reset_policy, LookupOutcome, PositionLookup, Shared};
 use crate::protocol::msg::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use crate::protocol::msg::offset_fetch_request::OffsetFetchRequestTopic;
-use crate::protocol::msg::{BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes, TopicName};
+use crate::protocol::msg::{
+    BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes, TopicName,
+};
 use crate::TopicPartition;
 
 /// ListOffsets' special timestamps.
@@ -39,13 +41,17 @@ pub(crate) async fn lookup_positions(
         .map(|(tp, _, _)| tp.clone())
         .collect();
     let committed = match (&config.group_id, committed_wanted.is_empty()) {
-        (Some(group), false) => fetch_committed(&shared.cluster, group, &committed_wanted, deadline).await?,
+        (Some(group), false) => {
+            fetch_committed(&shared.cluster, group, &committed_wanted, deadline).await?
+        }
         _ => HashMap::new(),
     };
     for (tp, lookup, _) in wanted {
         match lookup {
             PositionLookup::Committed => match committed.get(tp) {
-                Some(Some(c)) if c.offset >= 0 => out.push((tp.clone(), LookupOutcome::Position(c.offset))),
+                Some(Some(c)) if c.offset >= 0 => {
+                    out.push((tp.clone(), LookupOutcome::Position(c.offset)))
+                }
                 _ => by_policy.push((tp.clone(), PositionLookup::ResetPolicy)),
             },
             other => by_policy.push((tp.clone(), *other)),
@@ -98,7 +104,11 @@ pub async fn list_offsets(
     let mut refreshed = false;
     while !todo.is_empty() {
         let mut meta = cluster.metadata();
-        if todo.iter().any(|(tp, _)| meta.partition(&tp.topic, tp.partition).is_none()) && !refreshed {
+        if todo
+            .iter()
+            .any(|(tp, _)| meta.partition(&tp.topic, tp.partition).is_none())
+            && !refreshed
+        {
             let topics: Vec<String> = todo.iter().map(|(tp, _)| tp.topic.clone()).collect();
             cluster.add_interest(topics.iter());
             meta = cluster.refresh(&topics, deadline).await?;
@@ -125,7 +135,12 @@ pub async fn list_offsets(
                         );
                     }
                     Some(p) if p.leader < 0 => retry_later.push((tp, ts)),
-                    Some(p) => by_leader.entry(p.leader).or_default().push((tp, ts, p.leader_epoch)),
+                    Some(p) => {
+                        by_leader
+                            .entry(p.leader)
+                            .or_default()
+                            .push((tp, ts, p.leader_epoch))
+                    }
                 },
             }
         }
@@ -157,15 +172,19 @@ pub async fn list_offsets(
             .await;
             match resp {
                 Ok(resp) => {
-                    let asked: HashMap<(String, i32), i64> =
-                        parts.iter().map(|(tp, ts, _)| ((tp.topic.clone(), tp.partition), *ts)).collect();
+                    let asked: HashMap<(String, i32), i64> = parts
+                        .iter()
+                        .map(|(tp, ts, _)| ((tp.topic.clone(), tp.partition), *ts))
+                        .collect();
                     for t in resp.topics {
                         for p in t.partitions {
                             let tp = TopicPartition {
                                 topic: t.name.0.to_string(),
                                 partition: p.partition_index,
                             };
-                            let Some(&ts) = asked.get(&(tp.topic.clone(), tp.partition)) else { continue };
+                            let Some(&ts) = asked.get(&(tp.topic.clone(), tp.partition)) else {
+                                continue;
+                            };
                             if p.error_code == codes::NONE {
                                 results.insert(tp, Ok((p.offset, p.timestamp)));
                             } else if matches!(
@@ -174,7 +193,12 @@ pub async fn list_offsets(
                             ) {
                                 retry_later.push((tp, ts));
                             } else {
-                                let e = Error::kafka_partition(p.error_code, "list offsets", &tp.topic, tp.partition);
+                                let e = Error::kafka_partition(
+                                    p.error_code,
+                                    "list offsets",
+                                    &tp.topic,
+                                    tp.partition,
+                                );
                                 results.insert(tp, Err(e));
                             }
                         }
@@ -211,7 +235,10 @@ pub async fn fetch_committed(
 ) -> Result<HashMap<TopicPartition, Option<OffsetAndMetadata>>> {
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in partitions {
-        by_topic.entry(tp.topic.as_str()).or_default().push(tp.partition);
+        by_topic
+            .entry(tp.topic.as_str())
+            .or_default()
+            .push(tp.partition);
     }
     let topics: Vec<OffsetFetchRequestTopic> = by_topic
         .into_iter()
@@ -229,9 +256,15 @@ pub async fn fetch_committed(
     loop {
         let attempt = async {
             let (coordinator, conn) = cluster.find_coordinator(group_id, deadline).await?;
-            let resp = conn.call(&req).await.inspect_err(|_| cluster.disconnect(coordinator))?;
+            let resp = conn
+                .call(&req)
+                .await
+                .inspect_err(|_| cluster.disconnect(coordinator))?;
             if resp.error_code != codes::NONE {
-                return Err(Error::kafka(resp.error_code, format!("fetching committed offsets of group `{group_id}`")));
+                return Err(Error::kafka(
+                    resp.error_code,
+                    format!("fetching committed offsets of group `{group_id}`"),
+                ));
             }
             let mut out = HashMap::new();
             for t in resp.topics {

@@ -25,16 +25,28 @@ use crate::TopicPartition;
 /// assignment change; it comes out of that `poll()` afterwards as [`Error::Callback`].
 pub trait RebalanceListener: Send {
     /// Partitions this member gives up. Commit their offsets here if you commit by hand.
-    fn on_partitions_revoked(&mut self, _consumer: &Consumer, _partitions: &[TopicPartition]) -> Result<()> {
+    fn on_partitions_revoked(
+        &mut self,
+        _consumer: &Consumer,
+        _partitions: &[TopicPartition],
+    ) -> Result<()> {
         Ok(())
     }
     /// Partitions newly given to this member (called once per rebalance, possibly empty).
-    fn on_partitions_assigned(&mut self, _consumer: &Consumer, _partitions: &[TopicPartition]) -> Result<()> {
+    fn on_partitions_assigned(
+        &mut self,
+        _consumer: &Consumer,
+        _partitions: &[TopicPartition],
+    ) -> Result<()> {
         Ok(())
     }
     /// Partitions that may already belong to another member (the generation was lost, e.g.
     /// after `max.poll.interval.ms`): committing them is no longer possible.
-    fn on_partitions_lost(&mut self, consumer: &Consumer, partitions: &[TopicPartition]) -> Result<()> {
+    fn on_partitions_lost(
+        &mut self,
+        consumer: &Consumer,
+        partitions: &[TopicPartition],
+    ) -> Result<()> {
         self.on_partitions_revoked(consumer, partitions)
     }
 }
@@ -76,7 +88,11 @@ enum Step {
 impl Consumer {
     /// Joins the consumer group `group.id` and reads the partitions the group assigns, of
     /// `topics`. Replaces any earlier subscription.
-    pub fn subscribe(&self, topics: &[&str], listener: Option<Box<dyn RebalanceListener>>) -> Result<()> {
+    pub fn subscribe(
+        &self,
+        topics: &[&str],
+        listener: Option<Box<dyn RebalanceListener>>,
+    ) -> Result<()> {
         let mut names = BTreeSet::new();
         for t in topics {
             if t.is_empty() {
@@ -85,26 +101,37 @@ impl Consumer {
             names.insert(t.to_string());
         }
         if names.is_empty() {
-            return Err(Error::InvalidArgument("subscribe needs at least one topic; use unsubscribe() to stop".into()));
+            return Err(Error::InvalidArgument(
+                "subscribe needs at least one topic; use unsubscribe() to stop".into(),
+            ));
         }
         self.set_subscription(Topics::Names(names), listener)
     }
 
     /// Subscribes to every topic whose whole name matches `pattern` (a regular expression);
     /// topics created later that match are picked up when metadata is refreshed.
-    pub fn subscribe_pattern(&self, pattern: &str, listener: Option<Box<dyn RebalanceListener>>) -> Result<()> {
+    pub fn subscribe_pattern(
+        &self,
+        pattern: &str,
+        listener: Option<Box<dyn RebalanceListener>>,
+    ) -> Result<()> {
         let re = Regex::new(&format!("^(?:{pattern})$"))
             .map_err(|e| Error::InvalidArgument(format!("bad topic pattern `{pattern}`: {e}")))?;
         self.set_subscription(Topics::Pattern(re), listener)
     }
 
-    fn set_subscription(&self, topics: Topics, listener: Option<Box<dyn RebalanceListener>>) -> Result<()> {
+    fn set_subscription(
+        &self,
+        topics: Topics,
+        listener: Option<Box<dyn RebalanceListener>>,
+    ) -> Result<()> {
         self.check_open()?;
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
             if !self.shared.lock().partitions.is_empty() {
                 return Err(Error::IllegalState(
-                    "the consumer has a manual assignment; call assign(&[]) before subscribe()".into(),
+                    "the consumer has a manual assignment; call assign(&[]) before subscribe()"
+                        .into(),
                 ));
             }
             let shared = self.shared.clone();
@@ -144,7 +171,10 @@ impl Consumer {
         if listener.is_some() {
             local.listener = listener;
         }
-        local.driver.membership().request_rejoin("the subscription changed");
+        local
+            .driver
+            .membership()
+            .request_rejoin("the subscription changed");
         self.shared.changed.notify_one();
         Ok(())
     }
@@ -152,14 +182,20 @@ impl Consumer {
     /// The topics the consumer is subscribed to (for a pattern, those that matched so far).
     pub fn subscription(&self) -> Vec<String> {
         let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-        g.as_ref().map(|l| l.subscribed.iter().cloned().collect()).unwrap_or_default()
+        g.as_ref()
+            .map(|l| l.subscribed.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Leaves the group: commits (with auto-commit), revokes everything through the listener,
     /// sends LeaveGroup.
     pub fn unsubscribe(&self) -> Result<()> {
         self.check_open()?;
-        let callback_error = self.leave_group_now("the consumer unsubscribed from all topics", self.api_deadline(None), true);
+        let callback_error = self.leave_group_now(
+            "the consumer unsubscribed from all topics",
+            self.api_deadline(None),
+            true,
+        );
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(local) = g.take() {
             local.driver.close();
@@ -189,10 +225,13 @@ impl Consumer {
     pub fn enforce_rebalance(&self, reason: &str) -> Result<()> {
         self.check_open()?;
         let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-        let local = g
-            .as_ref()
-            .ok_or_else(|| Error::IllegalState("enforce_rebalance() needs a subscription".into()))?;
-        local.driver.membership().request_rejoin(format!("enforced: {reason}"));
+        let local = g.as_ref().ok_or_else(|| {
+            Error::IllegalState("enforce_rebalance() needs a subscription".into())
+        })?;
+        local
+            .driver
+            .membership()
+            .request_rejoin(format!("enforced: {reason}"));
         Ok(())
     }
 
@@ -210,14 +249,23 @@ impl Consumer {
         if let Some(d) = self.driver() {
             return Ok(d);
         }
-        let mut s = self.simple_committer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self
+            .simple_committer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(d) = s.as_ref() {
             return Ok(d.clone());
         }
         if self.shared.config.group_id.is_none() {
-            return Err(Error::IllegalState("committing offsets needs group.id".into()));
+            return Err(Error::IllegalState(
+                "committing offsets needs group.id".into(),
+            ));
         }
-        let d = GroupDriver::new(self.shared.cluster.clone(), self.shared.config.clone(), Arc::new(|| {}))?;
+        let d = GroupDriver::new(
+            self.shared.cluster.clone(),
+            self.shared.config.clone(),
+            Arc::new(|| {}),
+        )?;
         *s = Some(d.clone());
         Ok(d)
     }
@@ -244,7 +292,11 @@ impl Consumer {
     /// Commits `offsets` (or the consumed positions) and waits for the answer. A failed
     /// partition makes the whole call fail with that partition's error; see
     /// [`Consumer::commit_sync_detailed`] for per-partition results.
-    pub fn commit_sync(&self, offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>, timeout: Option<Duration>) -> Result<()> {
+    pub fn commit_sync(
+        &self,
+        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
         for (_, r) in self.commit_sync_detailed(offsets, timeout)? {
             r?;
         }
@@ -257,7 +309,9 @@ impl Consumer {
         timeout: Option<Duration>,
     ) -> Result<CommitResults> {
         self.check_open()?;
-        let offsets = offsets.map(|o| o.to_vec()).unwrap_or_else(|| self.consumed_offsets());
+        let offsets = offsets
+            .map(|o| o.to_vec())
+            .unwrap_or_else(|| self.consumed_offsets());
         validate_offsets(&offsets)?;
         let driver = self.commit_driver()?;
         let deadline = self.api_deadline(timeout);
@@ -269,7 +323,11 @@ impl Consumer {
 
     /// Sends a commit and returns at once; `callback` runs on the polling thread (inside a
     /// later `poll()`, `commit_sync()` or `close()`) with the result.
-    pub fn commit_async(&self, offsets: Option<Vec<(TopicPartition, OffsetAndMetadata)>>, callback: Option<CommitCallback>) -> Result<()> {
+    pub fn commit_async(
+        &self,
+        offsets: Option<Vec<(TopicPartition, OffsetAndMetadata)>>,
+        callback: Option<CommitCallback>,
+    ) -> Result<()> {
         self.check_open()?;
         let offsets = offsets.unwrap_or_else(|| self.consumed_offsets());
         validate_offsets(&offsets)?;
@@ -327,13 +385,17 @@ impl Consumer {
 
     /// Runs `f` with the listener taken out of the lock, so the callback may call back into the
     /// consumer. Returns the callback's error, if any.
-    fn with_listener(&self, f: impl FnOnce(&mut dyn RebalanceListener, &Consumer) -> Result<()>) -> Option<Error> {
+    fn with_listener(
+        &self,
+        f: impl FnOnce(&mut dyn RebalanceListener, &Consumer) -> Result<()>,
+    ) -> Option<Error> {
         let listener = {
             let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             g.as_mut().and_then(|l| l.listener.take())
         };
         let mut listener = listener?;
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(listener.as_mut(), self)));
+        let r =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(listener.as_mut(), self)));
         {
             let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(l) = g.as_mut() {
@@ -386,7 +448,12 @@ impl Consumer {
     }
 
     /// Revokes `partitions`: auto-commit, the listener, then stop fetching them.
-    fn revoke(&self, partitions: BTreeSet<TopicPartition>, deadline: Deadline, errors: &mut Option<Error>) {
+    fn revoke(
+        &self,
+        partitions: BTreeSet<TopicPartition>,
+        deadline: Deadline,
+        errors: &mut Option<Error>,
+    ) {
         self.commit_before_revoke(&partitions, deadline);
         let list: Vec<TopicPartition> = partitions.iter().cloned().collect();
         if let Some(e) = self.with_listener(|l, c| l.on_partitions_revoked(c, &list)) {
@@ -422,7 +489,9 @@ impl Consumer {
     /// The group steps of `poll()`, on the caller's thread. Returns an error that `poll()`
     /// reports (a callback's error after the assignment change completed, or a fatal one).
     pub(crate) fn group_poll(&self) -> Result<()> {
-        let Some(driver) = self.driver() else { return Ok(()) };
+        let Some(driver) = self.driver() else {
+            return Ok(());
+        };
         driver.touch_poll();
         self.run_commit_callbacks();
         if let Some(e) = driver.membership().fatal.clone() {
@@ -446,7 +515,9 @@ impl Consumer {
 
     fn next_group_step(&self, driver: &Arc<GroupDriver>) -> Result<Step> {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(local) = g.as_mut() else { return Ok(Step::None) };
+        let Some(local) = g.as_mut() else {
+            return Ok(Step::None);
+        };
         {
             let mut m = driver.membership();
             if m.partitions_lost {
@@ -471,7 +542,9 @@ impl Consumer {
                     .collect();
                 if matched != local.subscribed {
                     local.subscribed = matched;
-                    driver.membership().request_rejoin("the topics matching the subscribed pattern changed");
+                    driver
+                        .membership()
+                        .request_rejoin("the topics matching the subscribed pattern changed");
                 }
             }
         }
@@ -483,7 +556,9 @@ impl Consumer {
             let rt = self.runtime()?;
             return match rt.block_on(join) {
                 Ok(Ok(outcome)) => Ok(Step::Join(Box::new(outcome))),
-                Ok(Err(e)) if e.is_fatal() || matches!(e, Error::Corrupt(_) | Error::Config { .. }) => {
+                Ok(Err(e))
+                    if e.is_fatal() || matches!(e, Error::Corrupt(_) | Error::Config { .. }) =>
+                {
                     driver.membership().fatal = Some(e.clone());
                     Err(e)
                 }
@@ -545,18 +620,22 @@ impl Consumer {
             let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             g.as_ref().map(|l| l.owned.clone()).unwrap_or_default()
         };
-        let revoked: BTreeSet<TopicPartition> = owned.difference(&outcome.assigned).cloned().collect();
-        let added: BTreeSet<TopicPartition> = outcome.assigned.difference(&owned).cloned().collect();
+        let revoked: BTreeSet<TopicPartition> =
+            owned.difference(&outcome.assigned).cloned().collect();
+        let added: BTreeSet<TopicPartition> =
+            outcome.assigned.difference(&owned).cloned().collect();
         if !revoked.is_empty() {
             // KIP-429: give these up now, then rejoin so the group can hand them on.
             self.revoke(revoked, deadline, errors);
             if outcome.protocol == RebalanceProtocol::Cooperative {
                 if let Some(d) = self.driver() {
-                    d.membership().request_rejoin("need to revoke partitions and re-join");
+                    d.membership()
+                        .request_rejoin("need to revoke partitions and re-join");
                 }
             }
         }
-        self.shared.add_partitions(added.iter(), PositionLookup::Committed);
+        self.shared
+            .add_partitions(added.iter(), PositionLookup::Committed);
         {
             let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(l) = g.as_mut() {
@@ -577,7 +656,9 @@ impl Consumer {
         let offsets = {
             let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             let Some(local) = g.as_mut() else { return };
-            if Instant::now() < local.next_auto_commit || driver.membership().stable_generation().is_none() {
+            if Instant::now() < local.next_auto_commit
+                || driver.membership().stable_generation().is_none()
+            {
                 return;
             }
             local.next_auto_commit = Instant::now() + self.shared.config.auto_commit_interval;
@@ -606,7 +687,12 @@ impl Consumer {
     }
 
     /// Close/unsubscribe: commit, revoke through the listener (if `callbacks`), leave.
-    pub(crate) fn leave_group_now(&self, reason: &str, deadline: Deadline, callbacks: bool) -> Option<Error> {
+    pub(crate) fn leave_group_now(
+        &self,
+        reason: &str,
+        deadline: Deadline,
+        callbacks: bool,
+    ) -> Option<Error> {
         let driver = self.driver()?;
         let mut errors = None;
         let (owned, lost) = {
@@ -649,7 +735,10 @@ pub struct GroupMetadata {
 fn validate_offsets(offsets: &[(TopicPartition, OffsetAndMetadata)]) -> Result<()> {
     for (tp, om) in offsets {
         if om.offset < 0 {
-            return Err(Error::InvalidArgument(format!("commit offset for {tp} must be >= 0, got {}", om.offset)));
+            return Err(Error::InvalidArgument(format!(
+                "commit offset for {tp} must be >= 0, got {}",
+                om.offset
+            )));
         }
     }
     Ok(())

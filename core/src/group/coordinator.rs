@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-
 use crate::backoff::{Deadline, Retry};
 use crate::cluster::Cluster;
 use crate::config::ConsumerConfig;
@@ -20,16 +19,18 @@ use crate::group::member::{Generation, MemberState, Membership, Next};
 use crate::net::Connection;
 use crate::offsets::OffsetAndMetadata;
 use crate::protocol::consumer_protocol::{
-    decode_assignment, decode_subscription, encode_assignment, encode_subscription, Assignment, Subscription,
-    TopicPartitions, HIGHEST_VERSION,
+    decode_assignment, decode_subscription, encode_assignment, encode_subscription, Assignment,
+    Subscription, TopicPartitions, HIGHEST_VERSION,
 };
 use crate::protocol::msg::join_group_request::JoinGroupRequestProtocol;
 use crate::protocol::msg::leave_group_request::MemberIdentity;
-use crate::protocol::msg::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use crate::protocol::msg::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use crate::protocol::msg::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::msg::{
-    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, StrBytes, SyncGroupRequest,
-    TopicName,
+    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, StrBytes,
+    SyncGroupRequest, TopicName,
 };
 use crate::TopicPartition;
 
@@ -47,6 +48,7 @@ pub(crate) struct JoinInput {
 /// What a completed join gives the caller's thread.
 #[derive(Debug, Clone)]
 pub(crate) struct JoinOutcome {
+    #[allow(dead_code)] // kept for logs and the learner assignments to come
     pub generation: Generation,
     pub assigned: BTreeSet<TopicPartition>,
     pub protocol: RebalanceProtocol,
@@ -79,8 +81,12 @@ impl GroupDriver {
             .partition_assignment_strategy
             .iter()
             .map(|n| {
-                assignor_by_name(n)
-                    .ok_or_else(|| Error::config("partition.assignment.strategy", format!("unknown assignor `{n}`")))
+                assignor_by_name(n).ok_or_else(|| {
+                    Error::config(
+                        "partition.assignment.strategy",
+                        format!("unknown assignor `{n}`"),
+                    )
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Arc::new(GroupDriver {
@@ -114,7 +120,10 @@ impl GroupDriver {
     }
 
     fn instance_id(&self) -> Option<StrBytes> {
-        self.config.group_instance_id.clone().map(StrBytes::from_string)
+        self.config
+            .group_instance_id
+            .clone()
+            .map(StrBytes::from_string)
     }
 
     async fn coordinator(&self, deadline: Deadline) -> Result<Arc<Connection>> {
@@ -126,21 +135,32 @@ impl GroupDriver {
                 }
             }
         }
-        let (id, conn) = self.cluster.find_coordinator(&self.group_id, deadline).await?;
+        let (id, conn) = self
+            .cluster
+            .find_coordinator(&self.group_id, deadline)
+            .await?;
         tracing::debug!(group = %self.group_id, coordinator = id, "found the group coordinator");
         *self.coordinator.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, conn.clone()));
         Ok(conn)
     }
 
     fn coordinator_unknown(&self, why: &str) {
-        if let Some((id, _)) = self.coordinator.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some((id, _)) = self
+            .coordinator
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             tracing::info!(group = %self.group_id, coordinator = id, reason = why, "marking the coordinator unknown");
             self.cluster.disconnect(id);
         }
     }
 
     fn assignor(&self, name: &str) -> Option<&dyn Assignor> {
-        self.assignors.iter().find(|a| a.name() == name).map(|a| a.as_ref())
+        self.assignors
+            .iter()
+            .find(|a| a.name() == name)
+            .map(|a| a.as_ref())
     }
 
     /// The protocol of the assignor the group chose, or of our first preference before the
@@ -174,7 +194,11 @@ impl GroupDriver {
                 next_heartbeat = Instant::now();
                 continue;
             }
-            let since_poll = self.last_poll.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
+            let since_poll = self
+                .last_poll
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .elapsed();
             if since_poll > self.config.max_poll_interval {
                 tracing::warn!(
                     group = %self.group_id,
@@ -185,8 +209,12 @@ impl GroupDriver {
                 );
                 let send_leave = self.membership().poll_timeout_expired();
                 if send_leave {
-                    self.leave(&generation.member_id, "consumer poll timeout has expired", Deadline::after(self.config.common.request_timeout))
-                        .await;
+                    self.leave(
+                        &generation.member_id,
+                        "consumer poll timeout has expired",
+                        Deadline::after(self.config.common.request_timeout),
+                    )
+                    .await;
                 }
                 (self.on_change)();
                 continue;
@@ -200,7 +228,12 @@ impl GroupDriver {
             if Instant::now() < next_heartbeat {
                 continue;
             }
-            let deadline = Deadline::after(self.config.common.request_timeout.min(self.config.session_timeout));
+            let deadline = Deadline::after(
+                self.config
+                    .common
+                    .request_timeout
+                    .min(self.config.session_timeout),
+            );
             let answer = async {
                 let conn = self.coordinator(deadline).await?;
                 let v = conn.version::<HeartbeatRequest>()?;
@@ -268,9 +301,16 @@ impl GroupDriver {
         }
     }
 
-    async fn join_once(&self, input: &JoinInput, rebalance_timeout: Duration) -> std::result::Result<Option<JoinOutcome>, JoinErr> {
+    async fn join_once(
+        &self,
+        input: &JoinInput,
+        rebalance_timeout: Duration,
+    ) -> std::result::Result<Option<JoinOutcome>, JoinErr> {
         let deadline = Deadline::after(self.config.common.default_api_timeout);
-        let conn = self.coordinator(deadline).await.map_err(JoinErr::classify)?;
+        let conn = self
+            .coordinator(deadline)
+            .await
+            .map_err(JoinErr::classify)?;
         let (member_id, generation_id) = {
             let mut m = self.membership();
             m.state = MemberState::PreparingRebalance;
@@ -314,13 +354,19 @@ impl GroupDriver {
             req = req.with_reason(Some(StrBytes::from_string(truncate(&input.reason, 255))));
         }
         tracing::info!(group = %self.group_id, member = %member_id, reason = %input.reason, "joining the group");
-        let timeout = self.config.common.request_timeout.max(rebalance_timeout + JOIN_GROUP_TIMEOUT_LAPSE);
+        let timeout = self
+            .config
+            .common
+            .request_timeout
+            .max(rebalance_timeout + JOIN_GROUP_TIMEOUT_LAPSE);
         let resp = conn.call_with_timeout(&req, timeout).await.map_err(|e| {
             self.coordinator_unknown("JoinGroup failed");
             JoinErr::classify(e)
         })?;
         if resp.error_code != codes::NONE {
-            let next = self.membership().on_join_error(resp.error_code, resp.member_id.as_str());
+            let next = self
+                .membership()
+                .on_join_error(resp.error_code, resp.member_id.as_str());
             if resp.error_code == codes::INVALID_SESSION_TIMEOUT {
                 return Err(JoinErr::Fatal(Error::kafka(
                     resp.error_code,
@@ -335,7 +381,8 @@ impl GroupDriver {
         }
         let protocol = resp.protocol_name.as_ref().map(|p| p.to_string());
         let my_id = resp.member_id.to_string();
-        self.membership().on_join_success(resp.generation_id, &my_id, protocol.clone());
+        self.membership()
+            .on_join_success(resp.generation_id, &my_id, protocol.clone());
         (self.on_change)();
         let protocol_name = protocol.clone().unwrap_or_default();
         let assignor = self.assignor(&protocol_name).ok_or_else(|| {
@@ -368,7 +415,10 @@ impl GroupDriver {
                     }
                 })
                 .collect();
-            let plan = self.leader_assign(assignor, &members, deadline).await.map_err(JoinErr::classify)?;
+            let plan = self
+                .leader_assign(assignor, &members, deadline)
+                .await
+                .map_err(JoinErr::classify)?;
             plan.into_iter()
                 .map(|(member, a)| {
                     Ok(SyncGroupRequestAssignment::default()
@@ -403,7 +453,9 @@ impl GroupDriver {
             return self.follow(next, sresp.error_code, "SyncGroup");
         }
         let assignment = decode_assignment(sresp.assignment.clone()).map_err(|e| {
-            JoinErr::Fatal(Error::Corrupt(format!("the assignment from the group leader: {e}")))
+            JoinErr::Fatal(Error::Corrupt(format!(
+                "the assignment from the group leader: {e}"
+            )))
         })?;
         let generation = {
             let mut m = self.membership();
@@ -418,7 +470,11 @@ impl GroupDriver {
         let assigned: BTreeSet<TopicPartition> = assignment
             .partitions
             .iter()
-            .flat_map(|tp| tp.partitions.iter().map(move |p| TopicPartition::new(tp.topic.clone(), *p)))
+            .flat_map(|tp| {
+                tp.partitions
+                    .iter()
+                    .map(move |p| TopicPartition::new(tp.topic.clone(), *p))
+            })
             .collect();
         tracing::info!(
             group = %self.group_id,
@@ -435,12 +491,20 @@ impl GroupDriver {
         }))
     }
 
-    fn follow(&self, next: Next, code: i16, what: &str) -> std::result::Result<Option<JoinOutcome>, JoinErr> {
+    fn follow(
+        &self,
+        next: Next,
+        code: i16,
+        what: &str,
+    ) -> std::result::Result<Option<JoinOutcome>, JoinErr> {
         match next {
             Next::JoinAgain | Next::Continue => Ok(None),
             Next::RetryAfterBackoff => Err(JoinErr::Backoff(Error::kafka(code, what))),
             Next::RediscoverCoordinator => {
-                self.coordinator_unknown(&format!("{what} answered {}", crate::error::kafka_error_name(code)));
+                self.coordinator_unknown(&format!(
+                    "{what} answered {}",
+                    crate::error::kafka_error_name(code)
+                ));
                 Err(JoinErr::Backoff(Error::kafka(code, what)))
             }
             Next::Fatal(e) => Err(JoinErr::Fatal(e)),
@@ -453,16 +517,24 @@ impl GroupDriver {
         members: &[MemberSubscription],
         deadline: Deadline,
     ) -> Result<BTreeMap<String, Assignment>> {
-        let topics: BTreeSet<String> = members.iter().flat_map(|m| m.subscription.topics.iter().cloned()).collect();
+        let topics: BTreeSet<String> = members
+            .iter()
+            .flat_map(|m| m.subscription.topics.iter().cloned())
+            .collect();
         self.cluster.add_interest(topics.iter());
-        let meta = self.cluster.refresh(&topics.iter().cloned().collect::<Vec<_>>(), deadline).await?;
+        let meta = self
+            .cluster
+            .refresh(&topics.iter().cloned().collect::<Vec<_>>(), deadline)
+            .await?;
         let mut counts = BTreeMap::new();
         for t in &topics {
             match meta.topics.get(t) {
                 Some(info) if info.error_code == codes::NONE => {
                     counts.insert(t.clone(), info.partitions.len() as i32);
                 }
-                _ => tracing::warn!(group = %self.group_id, topic = %t, "a subscribed topic does not exist; not assigning it"),
+                _ => {
+                    tracing::warn!(group = %self.group_id, topic = %t, "a subscribed topic does not exist; not assigning it")
+                }
             }
         }
         assignor.assign(&counts, members)
@@ -485,20 +557,25 @@ impl GroupDriver {
                 if v >= 5 {
                     who = who.with_reason(Some(StrBytes::from_string(truncate(reason, 255))));
                 }
-                LeaveGroupRequest::default().with_group_id(self.group_id_bytes()).with_members(vec![who])
+                LeaveGroupRequest::default()
+                    .with_group_id(self.group_id_bytes())
+                    .with_members(vec![who])
             } else {
                 LeaveGroupRequest::default()
                     .with_group_id(self.group_id_bytes())
                     .with_member_id(StrBytes::from_string(member_id.to_string()))
             };
-            conn.call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1))).await
+            conn.call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1)))
+                .await
         }
         .await;
         match result {
             Ok(r) if r.error_code == codes::NONE => {
                 tracing::info!(group = %self.group_id, member = member_id, reason, "left the group")
             }
-            Ok(r) => tracing::warn!(group = %self.group_id, error = crate::error::kafka_error_name(r.error_code), "LeaveGroup failed"),
+            Ok(r) => {
+                tracing::warn!(group = %self.group_id, error = crate::error::kafka_error_name(r.error_code), "LeaveGroup failed")
+            }
             Err(e) => tracing::warn!(group = %self.group_id, error = %e, "LeaveGroup failed"),
         }
     }
@@ -554,14 +631,17 @@ impl GroupDriver {
             let attempt = async {
                 let conn = self.coordinator(deadline).await?;
                 let v = conn.version::<OffsetCommitRequest>()?;
-                let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+                let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> =
+                    BTreeMap::new();
                 for (tp, om) in &pending {
                     by_topic.entry(tp.topic.as_str()).or_default().push(
                         OffsetCommitRequestPartition::default()
                             .with_partition_index(tp.partition)
                             .with_committed_offset(om.offset)
                             .with_committed_leader_epoch(-1)
-                            .with_committed_metadata(Some(StrBytes::from_string(om.metadata.clone()))),
+                            .with_committed_metadata(Some(StrBytes::from_string(
+                                om.metadata.clone(),
+                            ))),
                     );
                 }
                 let topics = by_topic
@@ -583,7 +663,8 @@ impl GroupDriver {
                 if v <= 4 {
                     req = req.with_retention_time_ms(-1);
                 }
-                conn.call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1))).await
+                conn.call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1)))
+                    .await
             }
             .await;
             let resp = match attempt {
@@ -603,7 +684,9 @@ impl GroupDriver {
             for t in resp.topics {
                 for p in t.partitions {
                     let tp = TopicPartition::new(t.name.0.to_string(), p.partition_index);
-                    let Some(pos) = pending.iter().position(|(x, _)| *x == tp) else { continue };
+                    let Some(pos) = pending.iter().position(|(x, _)| *x == tp) else {
+                        continue;
+                    };
                     let entry = pending[pos].clone();
                     if p.error_code == codes::NONE {
                         results.push((tp, Ok(())));
@@ -642,7 +725,9 @@ impl GroupDriver {
 
 fn with_partition(e: Error, tp: &TopicPartition) -> Error {
     match e {
-        Error::Kafka { code, context, .. } => Error::kafka_partition(code, context, &tp.topic, tp.partition),
+        Error::Kafka { code, context, .. } => {
+            Error::kafka_partition(code, context, &tp.topic, tp.partition)
+        }
         Error::CommitFailed(m) => Error::CommitFailed(format!("{tp}: {m}")),
         other => other,
     }
@@ -681,4 +766,3 @@ fn to_topic_partitions(set: &BTreeSet<TopicPartition>) -> Vec<TopicPartitions> {
     }
     out
 }
-

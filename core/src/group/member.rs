@@ -119,7 +119,10 @@ impl Membership {
 
     /// Whether heartbeats are due in this state.
     pub fn heartbeats_enabled(&self) -> bool {
-        matches!(self.state, MemberState::CompletingRebalance | MemberState::Stable) && !self.generation.member_id.is_empty()
+        matches!(
+            self.state,
+            MemberState::CompletingRebalance | MemberState::Stable
+        ) && !self.generation.member_id.is_empty()
     }
 
     /// The generation to commit with, only while stable (Java's `generationIfStable`).
@@ -131,7 +134,9 @@ impl Membership {
     /// LeaveGroup: dynamic members leave at once so their partitions move without waiting out
     /// the session; static members just stop heartbeating and the broker expires them.
     pub fn poll_timeout_expired(&mut self) -> bool {
-        let send_leave = !self.is_static() && self.state != MemberState::Unjoined && !self.generation.member_id.is_empty();
+        let send_leave = !self.is_static()
+            && self.state != MemberState::Unjoined
+            && !self.generation.member_id.is_empty();
         self.reset_generation(false, "consumer poll timeout has expired");
         send_leave
     }
@@ -172,7 +177,12 @@ impl Membership {
 
     /// JoinGroup succeeded: the member is in generation `generation_id` and waits for its
     /// assignment. Heartbeats start now.
-    pub fn on_join_success(&mut self, generation_id: i32, member_id: &str, protocol: Option<String>) {
+    pub fn on_join_success(
+        &mut self,
+        generation_id: i32,
+        member_id: &str,
+        protocol: Option<String>,
+    ) {
         self.generation = Generation {
             generation_id,
             member_id: member_id.to_string(),
@@ -223,7 +233,9 @@ impl Membership {
                 }
                 Next::Continue
             }
-            codes::ILLEGAL_GENERATION | codes::UNKNOWN_MEMBER_ID | codes::FENCED_INSTANCE_ID if !same_generation => {
+            codes::ILLEGAL_GENERATION | codes::UNKNOWN_MEMBER_ID | codes::FENCED_INSTANCE_ID
+                if !same_generation =>
+            {
                 // An answer about a generation we already left behind.
                 Next::Continue
             }
@@ -235,7 +247,9 @@ impl Membership {
                 self.reset_generation(false, "the coordinator no longer knows the member");
                 Next::Continue
             }
-            codes::COORDINATOR_NOT_AVAILABLE | codes::NOT_COORDINATOR => Next::RediscoverCoordinator,
+            codes::COORDINATOR_NOT_AVAILABLE | codes::NOT_COORDINATOR => {
+                Next::RediscoverCoordinator
+            }
             _ => match kafka_error_action(code) {
                 Action::Retry | Action::RefreshMetadata => Next::RetryAfterBackoff,
                 _ => self.fail(code, "Heartbeat"),
@@ -247,10 +261,12 @@ impl Membership {
     pub fn on_commit_error(&mut self, sent: &Generation, code: i16) -> (Next, Error) {
         let e = Error::kafka(code, "OffsetCommit");
         match code {
-            codes::COORDINATOR_LOAD_IN_PROGRESS | codes::UNKNOWN_TOPIC_OR_PARTITION => (Next::RetryAfterBackoff, e),
-            codes::COORDINATOR_NOT_AVAILABLE | codes::NOT_COORDINATOR | codes::REQUEST_TIMED_OUT => {
-                (Next::RediscoverCoordinator, e)
+            codes::COORDINATOR_LOAD_IN_PROGRESS | codes::UNKNOWN_TOPIC_OR_PARTITION => {
+                (Next::RetryAfterBackoff, e)
             }
+            codes::COORDINATOR_NOT_AVAILABLE
+            | codes::NOT_COORDINATOR
+            | codes::REQUEST_TIMED_OUT => (Next::RediscoverCoordinator, e),
             codes::REBALANCE_IN_PROGRESS => {
                 self.request_rejoin("the group is rebalancing (OffsetCommit)");
                 (
@@ -264,7 +280,10 @@ impl Membership {
             }
             codes::UNKNOWN_MEMBER_ID | codes::ILLEGAL_GENERATION => {
                 if *sent == self.generation {
-                    self.reset_generation(code == codes::ILLEGAL_GENERATION, "the commit's generation was stale");
+                    self.reset_generation(
+                        code == codes::ILLEGAL_GENERATION,
+                        "the commit's generation was stale",
+                    );
                 }
                 (
                     Next::Continue,
@@ -321,7 +340,10 @@ mod tests {
     #[test]
     fn member_id_required_adopts_the_id_and_joins_again() {
         let mut m = Membership::new(None);
-        assert_eq!(m.on_join_error(codes::MEMBER_ID_REQUIRED, "m-7"), Next::JoinAgain);
+        assert_eq!(
+            m.on_join_error(codes::MEMBER_ID_REQUIRED, "m-7"),
+            Next::JoinAgain
+        );
         assert_eq!(m.generation.member_id, "m-7");
         assert_eq!(m.generation.generation_id, -1);
     }
@@ -332,8 +354,16 @@ mod tests {
             (codes::UNKNOWN_MEMBER_ID, Next::JoinAgain, false),
             (codes::ILLEGAL_GENERATION, Next::JoinAgain, true),
             (codes::REBALANCE_IN_PROGRESS, Next::JoinAgain, true),
-            (codes::COORDINATOR_LOAD_IN_PROGRESS, Next::RetryAfterBackoff, true),
-            (codes::COORDINATOR_NOT_AVAILABLE, Next::RediscoverCoordinator, true),
+            (
+                codes::COORDINATOR_LOAD_IN_PROGRESS,
+                Next::RetryAfterBackoff,
+                true,
+            ),
+            (
+                codes::COORDINATOR_NOT_AVAILABLE,
+                Next::RediscoverCoordinator,
+                true,
+            ),
             (codes::NOT_COORDINATOR, Next::RediscoverCoordinator, true),
         ];
         for (code, next, keeps_id) in cases {
@@ -351,7 +381,10 @@ mod tests {
             81, // GROUP_MAX_SIZE_REACHED
         ] {
             let mut m = stable();
-            assert!(matches!(m.on_join_error(code, ""), Next::Fatal(_)), "{code}");
+            assert!(
+                matches!(m.on_join_error(code, ""), Next::Fatal(_)),
+                "{code}"
+            );
             assert!(m.fatal.as_ref().is_some_and(|e| e.is_fatal()), "{code}");
         }
     }
@@ -359,7 +392,10 @@ mod tests {
     #[test]
     fn unknown_member_resets_generation_and_reports_partitions_lost() {
         let mut m = stable();
-        assert_eq!(m.on_join_error(codes::UNKNOWN_MEMBER_ID, ""), Next::JoinAgain);
+        assert_eq!(
+            m.on_join_error(codes::UNKNOWN_MEMBER_ID, ""),
+            Next::JoinAgain
+        );
         assert_eq!(m.generation, Generation::none());
         assert!(m.partitions_lost);
         assert!(m.rejoin_needed);
@@ -368,8 +404,14 @@ mod tests {
     #[test]
     fn sync_errors_follow_the_java_table() {
         let mut m = stable();
-        assert_eq!(m.on_sync_error(codes::REBALANCE_IN_PROGRESS), Next::JoinAgain);
-        assert!(!m.partitions_lost, "a rebalance alone does not lose partitions");
+        assert_eq!(
+            m.on_sync_error(codes::REBALANCE_IN_PROGRESS),
+            Next::JoinAgain
+        );
+        assert!(
+            !m.partitions_lost,
+            "a rebalance alone does not lose partitions"
+        );
         let mut m = stable();
         assert_eq!(m.on_sync_error(codes::ILLEGAL_GENERATION), Next::JoinAgain);
         assert_eq!(m.generation.member_id, "m-1");
@@ -378,18 +420,30 @@ mod tests {
         assert_eq!(m.on_sync_error(codes::UNKNOWN_MEMBER_ID), Next::JoinAgain);
         assert_eq!(m.generation.member_id, "");
         let mut m = stable();
-        assert_eq!(m.on_sync_error(codes::NOT_COORDINATOR), Next::RediscoverCoordinator);
+        assert_eq!(
+            m.on_sync_error(codes::NOT_COORDINATOR),
+            Next::RediscoverCoordinator
+        );
         let mut m = stable();
-        assert!(matches!(m.on_sync_error(codes::GROUP_AUTHORIZATION_FAILED), Next::Fatal(_)));
+        assert!(matches!(
+            m.on_sync_error(codes::GROUP_AUTHORIZATION_FAILED),
+            Next::Fatal(_)
+        ));
         let mut m = stable();
-        assert!(matches!(m.on_sync_error(codes::FENCED_INSTANCE_ID), Next::Fatal(_)));
+        assert!(matches!(
+            m.on_sync_error(codes::FENCED_INSTANCE_ID),
+            Next::Fatal(_)
+        ));
     }
 
     #[test]
     fn heartbeat_rebalance_in_progress_asks_for_a_rejoin_but_keeps_the_generation() {
         let mut m = stable();
         let g = m.generation.clone();
-        assert_eq!(m.on_heartbeat(&g, codes::REBALANCE_IN_PROGRESS), Next::Continue);
+        assert_eq!(
+            m.on_heartbeat(&g, codes::REBALANCE_IN_PROGRESS),
+            Next::Continue
+        );
         assert!(m.rejoin_needed);
         assert_eq!(m.generation, g);
         assert!(m.heartbeats_enabled());
@@ -402,7 +456,11 @@ mod tests {
             generation_id: 4,
             ..m.generation.clone()
         };
-        for code in [codes::ILLEGAL_GENERATION, codes::UNKNOWN_MEMBER_ID, codes::FENCED_INSTANCE_ID] {
+        for code in [
+            codes::ILLEGAL_GENERATION,
+            codes::UNKNOWN_MEMBER_ID,
+            codes::FENCED_INSTANCE_ID,
+        ] {
             assert_eq!(m.on_heartbeat(&old, code), Next::Continue);
             assert_eq!(m.state, MemberState::Stable);
         }
@@ -413,18 +471,36 @@ mod tests {
         let mut m = stable();
         let g = m.generation.clone();
         m.on_heartbeat(&g, codes::ILLEGAL_GENERATION);
-        assert_eq!((m.state, m.generation.member_id.as_str()), (MemberState::Unjoined, "m-1"));
+        assert_eq!(
+            (m.state, m.generation.member_id.as_str()),
+            (MemberState::Unjoined, "m-1")
+        );
         assert!(!m.heartbeats_enabled());
         let mut m = stable();
         m.on_heartbeat(&g, codes::UNKNOWN_MEMBER_ID);
         assert_eq!(m.generation.member_id, "");
         let mut m = stable();
-        assert!(matches!(m.on_heartbeat(&g, codes::FENCED_INSTANCE_ID), Next::Fatal(_)));
+        assert!(matches!(
+            m.on_heartbeat(&g, codes::FENCED_INSTANCE_ID),
+            Next::Fatal(_)
+        ));
         let mut m = stable();
-        assert_eq!(m.on_heartbeat(&g, codes::NOT_COORDINATOR), Next::RediscoverCoordinator);
-        assert_eq!(m.on_heartbeat(&g, codes::COORDINATOR_NOT_AVAILABLE), Next::RediscoverCoordinator);
-        assert_eq!(m.on_heartbeat(&g, codes::COORDINATOR_LOAD_IN_PROGRESS), Next::RetryAfterBackoff);
-        assert!(matches!(m.on_heartbeat(&g, codes::GROUP_AUTHORIZATION_FAILED), Next::Fatal(_)));
+        assert_eq!(
+            m.on_heartbeat(&g, codes::NOT_COORDINATOR),
+            Next::RediscoverCoordinator
+        );
+        assert_eq!(
+            m.on_heartbeat(&g, codes::COORDINATOR_NOT_AVAILABLE),
+            Next::RediscoverCoordinator
+        );
+        assert_eq!(
+            m.on_heartbeat(&g, codes::COORDINATOR_LOAD_IN_PROGRESS),
+            Next::RetryAfterBackoff
+        );
+        assert!(matches!(
+            m.on_heartbeat(&g, codes::GROUP_AUTHORIZATION_FAILED),
+            Next::Fatal(_)
+        ));
     }
 
     #[test]
@@ -454,14 +530,26 @@ mod tests {
         assert_eq!(n, Next::Continue);
         assert!(matches!(e, Error::CommitFailed(_)));
         assert!(m.rejoin_needed);
-        assert_eq!(m.generation, g, "REBALANCE_IN_PROGRESS keeps the generation");
+        assert_eq!(
+            m.generation, g,
+            "REBALANCE_IN_PROGRESS keeps the generation"
+        );
         let (_, e) = m.on_commit_error(&g, codes::ILLEGAL_GENERATION);
         assert!(matches!(e, Error::CommitFailed(_)));
         assert!(m.partitions_lost);
         let mut m = stable();
-        assert_eq!(m.on_commit_error(&g, codes::NOT_COORDINATOR).0, Next::RediscoverCoordinator);
-        assert_eq!(m.on_commit_error(&g, codes::COORDINATOR_LOAD_IN_PROGRESS).0, Next::RetryAfterBackoff);
-        assert_eq!(m.on_commit_error(&g, codes::OFFSET_METADATA_TOO_LARGE).0, Next::Continue);
+        assert_eq!(
+            m.on_commit_error(&g, codes::NOT_COORDINATOR).0,
+            Next::RediscoverCoordinator
+        );
+        assert_eq!(
+            m.on_commit_error(&g, codes::COORDINATOR_LOAD_IN_PROGRESS).0,
+            Next::RetryAfterBackoff
+        );
+        assert_eq!(
+            m.on_commit_error(&g, codes::OFFSET_METADATA_TOO_LARGE).0,
+            Next::Continue
+        );
     }
 
     #[test]
@@ -469,7 +557,10 @@ mod tests {
         let mut m = stable();
         assert!(m.stable_generation().is_some());
         m.request_rejoin("test");
-        assert!(m.stable_generation().is_some(), "a requested rebalance has not started yet");
+        assert!(
+            m.stable_generation().is_some(),
+            "a requested rebalance has not started yet"
+        );
         m.state = MemberState::PreparingRebalance;
         assert!(m.stable_generation().is_none());
     }
