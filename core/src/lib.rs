@@ -6,8 +6,10 @@
 
 pub mod error;
 pub use error::{Error, Result};
+pub mod admin;
 pub mod backoff;
 pub mod cluster;
 pub mod config;
 pub mod net;
+pub mod producer;
 pub mod protocol;
