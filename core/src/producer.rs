@@ -1246,11 +1246,27 @@ async fn produce(shared: Arc<Shared>, plan: RequestPlan) {
     }
     .await;
     let outcomes: Vec<Outcome> = match result {
+        // Connection trouble is retried (after a metadata refresh: the leader may have moved);
+        // a broker too old for lagless or an undecodable answer is not.
         Err(e) => batches
             .iter()
-            .map(|_| Outcome::Retry {
-                error: e.clone(),
-                refresh: true,
+            .map(|b| {
+                if e.is_retriable() {
+                    Outcome::Retry {
+                        error: e.clone(),
+                        refresh: true,
+                    }
+                } else {
+                    Outcome::Fail(match &e {
+                        Error::Kafka { code, context, .. } => Error::kafka_partition(
+                            *code,
+                            context.clone(),
+                            &b.pending.topic,
+                            b.pending.partition,
+                        ),
+                        other => other.clone(),
+                    })
+                }
             })
             .collect(),
         Ok(None) => batches
