@@ -11,8 +11,8 @@ use crate::config::CommonConfig;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 use crate::net::Connection;
 use crate::protocol::msg::{
-    metadata_request::MetadataRequestTopic, FindCoordinatorRequest, MetadataRequest, StrBytes,
-    TopicName,
+    create_topics_request::CreatableTopic, metadata_request::MetadataRequestTopic,
+    CreateTopicsRequest, FindCoordinatorRequest, MetadataRequest, StrBytes, TopicName,
 };
 
 /// A partition's place in the cluster.
@@ -411,6 +411,68 @@ impl Cluster {
                         return Err(e);
                     }
                     tracing::debug!(group = group_id, error = %e, "coordinator lookup failed; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    /// Creates a topic (an admin operation). Any broker will do: KRaft brokers forward the
+    /// request to the controller. A topic that exists already is the broker's
+    /// `TOPIC_ALREADY_EXISTS` error (`Error::kafka_code() == Some(codes::TOPIC_ALREADY_EXISTS)`).
+    /// Transient errors are retried until `deadline`.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        deadline: Deadline,
+    ) -> Result<()> {
+        if name.is_empty() {
+            return Err(Error::InvalidArgument(
+                "the topic name is empty".to_string(),
+            ));
+        }
+        let mut retry = Retry::new(self.backoff());
+        loop {
+            let attempt = async {
+                let conn = self.any_broker(deadline).await?;
+                let timeout = self
+                    .config
+                    .request_timeout
+                    .min(deadline.remaining().max(Duration::from_millis(1)));
+                let req = CreateTopicsRequest::default()
+                    .with_topics(vec![CreatableTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(name.to_string())))
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(replication_factor)])
+                    .with_timeout_ms(timeout.as_millis().min(i32::MAX as u128) as i32);
+                let resp = conn.call_with_timeout(&req, timeout).await?;
+                let result = resp
+                    .topics
+                    .iter()
+                    .find(|t| t.name.0.as_str() == name)
+                    .ok_or_else(|| {
+                        Error::Corrupt(format!("CreateTopics response does not mention `{name}`"))
+                    })?;
+                if result.error_code != codes::NONE {
+                    let mut context = format!("creating topic `{name}`");
+                    if let Some(m) = &result.error_message {
+                        context.push_str(": ");
+                        context.push_str(m.as_str());
+                    }
+                    return Err(Error::kafka(result.error_code, context));
+                }
+                Ok(())
+            };
+            match attempt.await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    let wait = retry.failed();
+                    if !e.is_retriable() || deadline.remaining() <= wait {
+                        return Err(e);
+                    }
+                    tracing::debug!(topic = name, error = %e, "CreateTopics failed; retrying");
                     tokio::time::sleep(wait).await;
                 }
             }

@@ -4,6 +4,7 @@
 //! is reached only through [`protocol`]; everything a user sees is lagless' own types.
 #![deny(unsafe_code)]
 
+pub mod admin;
 pub mod backoff;
 pub mod cluster;
 pub mod config;
@@ -13,6 +14,7 @@ pub(crate) mod fetch;
 pub mod group;
 pub mod net;
 pub mod offsets;
+pub mod producer;
 pub mod protocol;
 pub mod subscription;
 
@@ -20,6 +22,7 @@ pub use config::Config;
 pub use consumer::{Consumer, ConsumerRecord, Watermarks};
 pub use error::{Error, Result};
 pub use offsets::OffsetAndMetadata;
+pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};
 pub use subscription::{CommitCallback, CommitResults, GroupMetadata, RebalanceListener};
 

@@ -1,0 +1,85 @@
+//! Blocking admin helpers, for tools and tests in every language that need a topic to exist.
+use std::time::Duration;
+
+use crate::backoff::{Deadline, Retry};
+use crate::cluster::Cluster;
+use crate::config::CommonConfig;
+use crate::error::{codes, Error, Result};
+
+/// How long [`create_topic`] waits for the broker, and then for the topic's leaders.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The client defaults of the Java client, for a one-off admin connection.
+fn admin_config(bootstrap: &str) -> CommonConfig {
+    CommonConfig {
+        bootstrap_servers: bootstrap
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        client_id: "lagless-admin".to_string(),
+        client_rack: None,
+        request_timeout: Duration::from_secs(30),
+        default_api_timeout: Duration::from_secs(60),
+        retry_backoff: Duration::from_millis(100),
+        retry_backoff_max: Duration::from_millis(1000),
+        reconnect_backoff: Duration::from_millis(50),
+        reconnect_backoff_max: Duration::from_millis(1000),
+        socket_connection_setup_timeout: Duration::from_secs(10),
+        metadata_max_age: Duration::from_secs(300),
+        task_timeout: Duration::from_secs(300),
+    }
+}
+
+/// Creates `name` with `partitions` partitions and replication factor `replication_factor`,
+/// and waits (up to 30 s) until every partition has a leader, so that a producer or consumer
+/// started next sees it. A topic that exists already is an error with
+/// `kafka_code() == Some(TOPIC_ALREADY_EXISTS)` (36).
+///
+/// Blocking; runs on its own short-lived runtime. Do not call it from async code.
+pub fn create_topic(
+    bootstrap: &str,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> Result<()> {
+    let config = admin_config(bootstrap);
+    if config.bootstrap_servers.is_empty() {
+        return Err(Error::InvalidArgument(
+            "no bootstrap server address given".to_string(),
+        ));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::IllegalState(format!("cannot start a runtime: {e}")))?;
+    let result = rt.block_on(async {
+        let cluster = Cluster::new(config);
+        let deadline = Deadline::after(ADMIN_TIMEOUT);
+        cluster
+            .create_topic(name, partitions, replication_factor, deadline)
+            .await?;
+        cluster.add_interest([&name.to_string()]);
+        let mut retry = Retry::new(cluster.backoff());
+        loop {
+            let m = cluster.refresh(&[name.to_string()], deadline).await?;
+            if let Some(t) = m.topics.get(name) {
+                if t.error_code == codes::NONE
+                    && t.partitions.len() == partitions as usize
+                    && t.partitions.iter().all(|p| p.leader >= 0)
+                {
+                    return Ok(());
+                }
+            }
+            let wait = retry.failed().min(Duration::from_millis(200));
+            if deadline.remaining() <= wait {
+                return Err(
+                    deadline.error(&format!("waiting for the leaders of new topic `{name}`"))
+                );
+            }
+            tokio::time::sleep(wait).await;
+        }
+    });
+    rt.shutdown_timeout(Duration::from_millis(100));
+    result
+}
