@@ -43,6 +43,9 @@ pub struct Watermarks {
     pub high: i64,
 }
 
+/// (offset, timestamp) of the first record at or after a timestamp.
+pub type OffsetAndTimestamp = (i64, i64);
+
 /// A Kafka consumer.
 pub struct Consumer {
     pub(crate) shared: Arc<Shared>,
@@ -315,7 +318,7 @@ impl Consumer {
         &self,
         query: &[(TopicPartition, i64)],
         timeout: Option<Duration>,
-    ) -> Result<Vec<(TopicPartition, Option<(i64, i64)>)>> {
+    ) -> Result<Vec<(TopicPartition, Option<OffsetAndTimestamp>)>> {
         self.check_open()?;
         for (tp, ts) in query {
             validate_tp(tp)?;

@@ -240,6 +240,9 @@ impl Shared {
     }
 }
 
+/// (partition, fetch offset, cursor, leader epoch, oversized first batch)
+type FetchCandidate = (TopicPartition, i64, u64, i32, bool);
+
 struct FetchPlan {
     broker: i32,
     /// (partition, fetch offset, cursor)
@@ -286,8 +289,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
             let now = Instant::now();
             let buffer_full = st.buffered_bytes >= shared.config.fetch_buffer_max_bytes;
-            let mut per_broker: BTreeMap<i32, Vec<(TopicPartition, i64, u64, i32, bool)>> =
-                BTreeMap::new();
+            let mut per_broker: BTreeMap<i32, Vec<FetchCandidate>> = BTreeMap::new();
             let mut unknown_topics: Vec<String> = Vec::new();
             let mut stuck: Vec<Error> = Vec::new();
             for (tp, p) in st.partitions.iter_mut() {
