@@ -12,6 +12,7 @@ pub mod consumer;
 pub mod error;
 pub(crate) mod fetch;
 pub mod group;
+pub mod log;
 pub mod net;
 pub mod offsets;
 pub mod producer;

@@ -713,6 +713,11 @@ fn now_ms() -> i64 {
 impl Producer {
     /// Checks the configuration and starts the I/O runtime. Connections are made lazily, on the
     /// first `send` or `partitions_for`.
+    /// A producer from string settings (Java key names).
+    pub fn from_config(config: &crate::config::Config) -> Result<Producer> {
+        Producer::new(ProducerConfig::from_config(config)?)
+    }
+
     pub fn new(config: ProducerConfig) -> Result<Producer> {
         if config.common.bootstrap_servers.is_empty() {
             return Err(Error::config(
