@@ -3,8 +3,8 @@
 #![no_main]
 
 use bytes::Bytes;
-use libfuzzer_sys::fuzz_target;
 use lagless::protocol::records::decode_batches;
+use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     // With CRC checks on, nearly every mutation stops at the CRC; off, it reaches the parser.
