@@ -1,0 +1,532 @@
+//! Consumer groups against a real broker (`LAGLESS_BOOTSTRAP`): the KIP-62 liveness model,
+//! cooperative and eager rebalances, static membership, crash recovery, wakeup and close.
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lagless::{Config, Consumer, Producer, ProducerRecord, RebalanceListener, TopicPartition};
+
+fn bootstrap() -> String {
+    std::env::var("LAGLESS_BOOTSTRAP")
+        .expect("LAGLESS_BOOTSTRAP must point at a Kafka broker (run through tests/run)")
+}
+
+fn unique(prefix: &str) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{n}", std::process::id())
+}
+
+fn topic(partitions: i32) -> String {
+    let t = unique("group");
+    lagless::admin::create_topic(&bootstrap(), &t, partitions, 1).expect("create topic");
+    t
+}
+
+fn produce(topic: &str, partitions: i32, per_partition: usize) {
+    let p = Producer::from_config(
+        &Config::from_pairs([
+            ("bootstrap.servers", bootstrap().as_str()),
+            ("linger.ms", "5"),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    for i in 0..per_partition {
+        for part in 0..partitions {
+            p.send(ProducerRecord::new(topic, format!("v{i}")).with_partition(part))
+                .unwrap();
+        }
+    }
+    p.flush(Duration::from_secs(60)).unwrap();
+}
+
+fn consumer(group: &str, extra: &[(&str, &str)]) -> Consumer {
+    let b = bootstrap();
+    let mut pairs = vec![
+        ("bootstrap.servers", b.as_str()),
+        ("group.id", group),
+        ("auto.offset.reset", "earliest"),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+        ("max.poll.interval.ms", "15000"),
+    ];
+    for (k, v) in extra {
+        pairs.retain(|(pk, _)| pk != k);
+        pairs.push((k, v));
+    }
+    Consumer::from_config(&Config::from_pairs(pairs).unwrap()).unwrap()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Event {
+    Assigned(Vec<TopicPartition>),
+    Revoked(Vec<TopicPartition>),
+    Lost(Vec<TopicPartition>),
+}
+
+/// Records the listener's calls for the test to inspect.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<Event>>>);
+
+impl Recorder {
+    fn events(&self) -> Vec<Event> {
+        self.0.lock().unwrap().clone()
+    }
+    fn revoked(&self) -> BTreeSet<TopicPartition> {
+        self.events()
+            .into_iter()
+            .flat_map(|e| match e {
+                Event::Revoked(p) => p,
+                _ => vec![],
+            })
+            .collect()
+    }
+    fn clear(&self) {
+        self.0.lock().unwrap().clear();
+    }
+}
+
+impl RebalanceListener for Recorder {
+    fn on_partitions_assigned(
+        &mut self,
+        _: &Consumer,
+        p: &[TopicPartition],
+    ) -> lagless::Result<()> {
+        self.0.lock().unwrap().push(Event::Assigned(p.to_vec()));
+        Ok(())
+    }
+    fn on_partitions_revoked(&mut self, _: &Consumer, p: &[TopicPartition]) -> lagless::Result<()> {
+        self.0.lock().unwrap().push(Event::Revoked(p.to_vec()));
+        Ok(())
+    }
+    fn on_partitions_lost(&mut self, _: &Consumer, p: &[TopicPartition]) -> lagless::Result<()> {
+        self.0.lock().unwrap().push(Event::Lost(p.to_vec()));
+        Ok(())
+    }
+}
+
+/// Polls every consumer until `done` holds or the deadline passes.
+fn poll_until(consumers: &[&Consumer], timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        for c in consumers {
+            c.poll(Duration::from_millis(50)).unwrap();
+        }
+        if done() {
+            return true;
+        }
+    }
+    false
+}
+
+fn generation(c: &Consumer) -> i32 {
+    c.group_metadata().map_or(-1, |m| m.generation_id)
+}
+
+#[test]
+fn slow_processing_within_the_poll_interval_keeps_the_member_in_the_group() {
+    let t = topic(2);
+    let group = unique("slow");
+    let a = consumer(&group, &[]);
+    a.subscribe(&[&t], None).unwrap();
+    let b = consumer(&group, &[]);
+    let rb = Recorder::default();
+    b.subscribe(&[&t], Some(Box::new(rb.clone()))).unwrap();
+    assert!(poll_until(&[&a, &b], Duration::from_secs(60), || a
+        .assignment()
+        .len()
+        == 1
+        && b.assignment().len() == 1));
+    let gen = generation(&a);
+    rb.clear();
+    // `a` processes for longer than session.timeout.ms (6 s) but less than
+    // max.poll.interval.ms (15 s) between polls: the background heartbeat keeps it in.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(9) {
+        b.poll(Duration::from_millis(100)).unwrap();
+    }
+    a.poll(Duration::from_millis(100)).unwrap();
+    poll_until(&[&a, &b], Duration::from_secs(3), || false);
+    assert_eq!(generation(&a), gen, "no rebalance happened");
+    assert_eq!(generation(&b), gen);
+    assert!(
+        rb.events().is_empty(),
+        "b saw no rebalance: {:?}",
+        rb.events()
+    );
+    assert_eq!(a.assignment().len(), 1);
+}
+
+#[test]
+fn exceeding_the_poll_interval_leaves_at_once_and_the_next_poll_rejoins() {
+    let t = topic(4);
+    produce(&t, 4, 50);
+    let group = unique("expire");
+    // A long session timeout: the takeover must come from LeaveGroup, not session expiry.
+    let extra = [
+        ("session.timeout.ms", "30000"),
+        ("heartbeat.interval.ms", "1000"),
+        ("max.poll.interval.ms", "6000"),
+    ];
+    let a = consumer(&group, &extra);
+    let ra = Recorder::default();
+    a.subscribe(&[&t], Some(Box::new(ra.clone()))).unwrap();
+    let b = consumer(&group, &extra);
+    b.subscribe(&[&t], None).unwrap();
+    assert!(poll_until(&[&a, &b], Duration::from_secs(60), || a
+        .assignment()
+        .len()
+        == 2
+        && b.assignment().len() == 2));
+    ra.clear();
+    let stalled = Instant::now();
+    // `a` stops polling; `b` keeps going and must own all 4 partitions well before 30 s.
+    assert!(
+        poll_until(&[&b], Duration::from_secs(20), || b.assignment().len() == 4),
+        "b did not take over a's partitions"
+    );
+    let takeover = stalled.elapsed();
+    assert!(takeover < Duration::from_secs(20), "took {takeover:?}");
+    // a's next poll reports its partitions lost, then rejoins and consumes again.
+    a.poll(Duration::from_millis(100)).unwrap();
+    let lost: Vec<Event> = ra
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Lost(_)))
+        .collect();
+    assert_eq!(lost.len(), 1, "{:?}", ra.events());
+    if let Event::Lost(p) = &lost[0] {
+        assert_eq!(p.len(), 2);
+    }
+    assert!(
+        poll_until(&[&a, &b], Duration::from_secs(60), || a.assignment().len()
+            == 2
+            && b.assignment().len() == 2),
+        "a did not rejoin: a={:?} b={:?}",
+        a.assignment(),
+        b.assignment()
+    );
+    produce(&t, 4, 20);
+    let mut got = 0usize;
+    let ok = poll_until(&[&b], Duration::from_secs(30), || {
+        got += a.poll(Duration::from_millis(50)).unwrap().len();
+        got >= 40
+    });
+    assert!(ok, "a did not consume after rejoining: got {got}");
+}
+
+#[test]
+fn cooperative_scale_up_never_revokes_partitions_that_stay() {
+    let t = topic(6);
+    let group = unique("coop");
+    let recs: Vec<Recorder> = (0..3).map(|_| Recorder::default()).collect();
+    let c1 = consumer(
+        &group,
+        &[("partition.assignment.strategy", "cooperative-sticky")],
+    );
+    let c2 = consumer(
+        &group,
+        &[("partition.assignment.strategy", "cooperative-sticky")],
+    );
+    c1.subscribe(&[&t], Some(Box::new(recs[0].clone())))
+        .unwrap();
+    c2.subscribe(&[&t], Some(Box::new(recs[1].clone())))
+        .unwrap();
+    assert!(poll_until(&[&c1, &c2], Duration::from_secs(60), || c1
+        .assignment()
+        .len()
+        == 3
+        && c2.assignment().len() == 3));
+    let before: Vec<BTreeSet<TopicPartition>> = [&c1, &c2]
+        .iter()
+        .map(|c| c.assignment().into_iter().collect())
+        .collect();
+    recs[0].clear();
+    recs[1].clear();
+    let c3 = consumer(
+        &group,
+        &[("partition.assignment.strategy", "cooperative-sticky")],
+    );
+    c3.subscribe(&[&t], Some(Box::new(recs[2].clone())))
+        .unwrap();
+    assert!(poll_until(
+        &[&c1, &c2, &c3],
+        Duration::from_secs(60),
+        || {
+            c1.assignment().len() == 2 && c2.assignment().len() == 2 && c3.assignment().len() == 2
+        }
+    ));
+    for (i, c) in [&c1, &c2].iter().enumerate() {
+        let after: BTreeSet<TopicPartition> = c.assignment().into_iter().collect();
+        let revoked = recs[i].revoked();
+        // Exactly what moved was revoked; what stayed never was.
+        let moved: BTreeSet<TopicPartition> = before[i].difference(&after).cloned().collect();
+        assert_eq!(revoked, moved, "member {i}");
+        assert_eq!(moved.len(), 1, "member {i} gives up one partition");
+    }
+    // Each partition has exactly one owner.
+    let mut owners = BTreeMap::new();
+    for c in [&c1, &c2, &c3] {
+        for tp in c.assignment() {
+            assert!(owners.insert(tp, ()).is_none());
+        }
+    }
+    assert_eq!(owners.len(), 6);
+}
+
+#[test]
+fn eager_scale_up_revokes_everything() {
+    let t = topic(6);
+    let group = unique("eager");
+    let r1 = Recorder::default();
+    let c1 = consumer(&group, &[("partition.assignment.strategy", "range")]);
+    c1.subscribe(&[&t], Some(Box::new(r1.clone()))).unwrap();
+    assert!(poll_until(&[&c1], Duration::from_secs(60), || c1
+        .assignment()
+        .len()
+        == 6));
+    r1.clear();
+    let c2 = consumer(&group, &[("partition.assignment.strategy", "range")]);
+    c2.subscribe(&[&t], None).unwrap();
+    assert!(poll_until(&[&c1, &c2], Duration::from_secs(60), || c1
+        .assignment()
+        .len()
+        == 3
+        && c2.assignment().len() == 3));
+    assert_eq!(
+        r1.revoked().len(),
+        6,
+        "eager revokes all before rejoining: {:?}",
+        r1.events()
+    );
+}
+
+#[test]
+fn restarting_a_static_member_within_the_session_timeout_causes_no_rebalance() {
+    let t = topic(2);
+    let group = unique("static");
+    let extra_a = [
+        ("group.instance.id", "static-a"),
+        ("session.timeout.ms", "20000"),
+    ];
+    let a = consumer(&group, &extra_a);
+    a.subscribe(&[&t], None).unwrap();
+    let rb = Recorder::default();
+    let b = consumer(
+        &group,
+        &[
+            ("group.instance.id", "static-b"),
+            ("session.timeout.ms", "20000"),
+        ],
+    );
+    b.subscribe(&[&t], Some(Box::new(rb.clone()))).unwrap();
+    assert!(poll_until(&[&a, &b], Duration::from_secs(60), || a
+        .assignment()
+        .len()
+        == 1
+        && b.assignment().len() == 1));
+    let a_parts = a.assignment();
+    let gen = generation(&b);
+    rb.clear();
+    a.close(None).unwrap();
+    drop(a);
+    let a2 = consumer(&group, &extra_a);
+    a2.subscribe(&[&t], None).unwrap();
+    assert!(poll_until(&[&a2, &b], Duration::from_secs(30), || a2
+        .assignment()
+        .len()
+        == 1));
+    assert_eq!(
+        a2.assignment(),
+        a_parts,
+        "the static member gets its partitions back"
+    );
+    poll_until(&[&a2, &b], Duration::from_secs(3), || false);
+    assert_eq!(generation(&b), gen, "no rebalance for b");
+    assert!(rb.events().is_empty(), "{:?}", rb.events());
+}
+
+#[test]
+fn wakeup_ends_a_blocked_poll_at_once() {
+    let t = topic(1);
+    let c = Arc::new(consumer(&unique("wakeup"), &[]));
+    c.subscribe(&[&t], None).unwrap();
+    let c2 = c.clone();
+    let waker = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        c2.wakeup();
+    });
+    let start = Instant::now();
+    let r = c.poll(Duration::from_secs(30));
+    assert!(matches!(r, Err(lagless::Error::Wakeup)), "{r:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    waker.join().unwrap();
+}
+
+#[test]
+fn close_returns_within_its_timeout_with_the_broker_unreachable() {
+    // A consumer whose coordinator cannot be reached at all.
+    let c = Consumer::from_config(
+        &Config::from_pairs([
+            ("bootstrap.servers", "127.0.0.1:1"),
+            ("group.id", "nobody"),
+            ("enable.auto.commit", "true"),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    c.subscribe(&["t"], None).unwrap();
+    let _ = c.poll(Duration::from_millis(200));
+    let start = Instant::now();
+    let _ = c.close(Some(Duration::from_secs(2)));
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn commit_inside_revoked_and_committed_offsets() {
+    struct CommitOnRevoke(Arc<Mutex<usize>>);
+    impl RebalanceListener for CommitOnRevoke {
+        fn on_partitions_revoked(
+            &mut self,
+            c: &Consumer,
+            p: &[TopicPartition],
+        ) -> lagless::Result<()> {
+            c.commit_sync(None, None)?;
+            *self.0.lock().unwrap() += p.len();
+            Ok(())
+        }
+    }
+    let t = topic(2);
+    produce(&t, 2, 100);
+    let group = unique("revoke-commit");
+    let count = Arc::new(Mutex::new(0));
+    let a = consumer(&group, &[("enable.auto.commit", "false")]);
+    a.subscribe(&[&t], Some(Box::new(CommitOnRevoke(count.clone()))))
+        .unwrap();
+    let mut n = 0;
+    assert!(poll_until(&[], Duration::from_secs(60), || {
+        n += a.poll(Duration::from_millis(100)).unwrap().len();
+        n == 200
+    }));
+    a.unsubscribe().unwrap();
+    assert_eq!(*count.lock().unwrap(), 2);
+    let parts = [TopicPartition::new(&t, 0), TopicPartition::new(&t, 1)];
+    let committed = a.committed(&parts, None).unwrap();
+    for (tp, c) in committed {
+        assert_eq!(c.map(|c| c.offset), Some(100), "{tp}");
+    }
+}
+
+/// A member run as its own process by `a_crashed_member_s_partitions_move_and_nothing_is_lost`;
+/// it does nothing in a normal test run.
+#[test]
+fn child_member_process() {
+    let (Ok(topic), Ok(group), Ok(out)) = (
+        std::env::var("LAGLESS_CHILD_TOPIC"),
+        std::env::var("LAGLESS_CHILD_GROUP"),
+        std::env::var("LAGLESS_CHILD_OUT"),
+    ) else {
+        return;
+    };
+    use std::io::Write;
+    let c = consumer(&group, &[("enable.auto.commit", "false")]);
+    c.subscribe(&[&topic], None).unwrap();
+    let mut f = std::fs::File::create(out).unwrap();
+    loop {
+        let records = c.poll(Duration::from_millis(100)).unwrap();
+        for r in &records {
+            writeln!(f, "{} {}", r.partition, r.offset).unwrap();
+        }
+        f.flush().unwrap();
+        if !records.is_empty() {
+            c.commit_sync(None, None).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_crashed_member_s_partitions_move_and_nothing_is_lost() {
+    let t = topic(4);
+    let group = unique("crash");
+    produce(&t, 4, 500);
+    let out = std::env::temp_dir().join(format!("{group}.child"));
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_member_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LAGLESS_CHILD_TOPIC", &t)
+        .env("LAGLESS_CHILD_GROUP", &group)
+        .env("LAGLESS_CHILD_OUT", &out)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let survivor = consumer(&group, &[("enable.auto.commit", "false")]);
+    survivor.subscribe(&[&t], None).unwrap();
+    let mut seen: BTreeSet<(i32, i64)> = BTreeSet::new();
+    // Wait until both members share the partitions and the child has consumed something.
+    let shared = poll_until(&[], Duration::from_secs(60), || {
+        for r in survivor.poll(Duration::from_millis(100)).unwrap() {
+            seen.insert((r.partition, r.offset));
+        }
+        let child_lines = std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        survivor.assignment().len() == 2 && child_lines > 0
+    });
+    survivor.commit_sync(None, None).unwrap();
+    assert!(shared, "the child never joined");
+    child.kill().unwrap(); // SIGKILL: no LeaveGroup, no commit
+    child.wait().unwrap();
+    produce(&t, 4, 500);
+    let crashed = Instant::now();
+    assert!(poll_until(&[], Duration::from_secs(60), || {
+        for r in survivor.poll(Duration::from_millis(100)).unwrap() {
+            seen.insert((r.partition, r.offset));
+        }
+        survivor.assignment().len() == 4 && seen.len() >= 4000 - child_offsets(&out).len()
+    }));
+    // The partitions moved only after the session timeout (6 s), not at once.
+    assert!(
+        crashed.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        crashed.elapsed()
+    );
+    for (p, o) in child_offsets(&out) {
+        seen.insert((p, o));
+    }
+    for p in 0..4 {
+        for o in 0..1000 {
+            assert!(
+                seen.contains(&(p, o)),
+                "offset {o} of partition {p} was never consumed"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(out);
+}
+
+fn child_offsets(path: &std::path::Path) -> Vec<(i32, i64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split(' ');
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+        })
+        .collect()
+}
