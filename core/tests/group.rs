@@ -530,3 +530,162 @@ fn child_offsets(path: &std::path::Path) -> Vec<(i32, i64)> {
         })
         .collect()
 }
+
+#[test]
+fn a_session_timeout_the_broker_refuses_is_a_fatal_error_naming_its_range() {
+    let t = topic(1);
+    // The test broker allows 1000..1800000 ms.
+    let c = consumer(
+        &unique("badsession"),
+        &[
+            ("session.timeout.ms", "500"),
+            ("heartbeat.interval.ms", "100"),
+        ],
+    );
+    c.subscribe(&[&t], None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let err = loop {
+        match c.poll(Duration::from_millis(100)) {
+            Err(e) => break e,
+            Ok(_) if Instant::now() > deadline => panic!("no error"),
+            Ok(_) => {}
+        }
+    };
+    assert_eq!(err.kafka_code(), Some(26), "{err}");
+    assert!(err.is_fatal());
+    let msg = err.to_string();
+    assert!(
+        msg.contains("session.timeout.ms=500") && msg.contains("1000..1800000"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn pattern_subscription_picks_up_new_matching_topics() {
+    let prefix = unique("pattern");
+    lagless::admin::create_topic(&bootstrap(), &format!("{prefix}-a"), 1, 1).unwrap();
+    let c = consumer(&unique("pattern-group"), &[("metadata.max.age.ms", "1000")]);
+    c.subscribe_pattern(&format!("{}-.*", regex_escape(&prefix)), None)
+        .unwrap();
+    assert!(poll_until(&[&c], Duration::from_secs(60), || c
+        .assignment()
+        .len()
+        == 1));
+    lagless::admin::create_topic(&bootstrap(), &format!("{prefix}-b"), 2, 1).unwrap();
+    assert!(
+        poll_until(&[&c], Duration::from_secs(60), || c.assignment().len() == 3),
+        "{:?}",
+        c.assignment()
+    );
+    assert_eq!(c.subscription().len(), 2);
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() {
+                ch.to_string()
+            } else {
+                format!("\\{ch}")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_failing_callback_completes_the_assignment_then_its_error_comes_out_of_poll() {
+    struct Failing;
+    impl RebalanceListener for Failing {
+        fn on_partitions_assigned(
+            &mut self,
+            _: &Consumer,
+            _: &[TopicPartition],
+        ) -> lagless::Result<()> {
+            Err(lagless::Error::Callback("boom".into()))
+        }
+    }
+    let t = topic(2);
+    let c = consumer(&unique("failing-cb"), &[]);
+    c.subscribe(&[&t], Some(Box::new(Failing))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let err = loop {
+        match c.poll(Duration::from_millis(100)) {
+            Err(e) => break e,
+            Ok(_) => assert!(Instant::now() < deadline, "no callback error"),
+        }
+    };
+    assert!(
+        matches!(&err, lagless::Error::Callback(m) if m.contains("boom")),
+        "{err}"
+    );
+    assert_eq!(c.assignment().len(), 2, "the assignment change completed");
+    c.poll(Duration::from_millis(100)).unwrap();
+}
+
+#[test]
+fn async_commit_callback_runs_on_the_polling_thread_and_auto_commit_commits_the_previous_poll() {
+    let t = topic(1);
+    produce(&t, 1, 10);
+    let group = unique("async");
+    let c = consumer(
+        &group,
+        &[
+            ("enable.auto.commit", "true"),
+            ("auto.commit.interval.ms", "100"),
+            ("max.poll.records", "4"),
+        ],
+    );
+    c.subscribe(&[&t], None).unwrap();
+    let mut got = Vec::new();
+    assert!(poll_until(&[], Duration::from_secs(60), || {
+        got.extend(c.poll(Duration::from_millis(100)).unwrap());
+        !got.is_empty()
+    }));
+    // Nothing beyond what poll() returned is ever committed.
+    let tp = TopicPartition::new(&t, 0);
+    let returned = got.last().unwrap().offset + 1;
+    std::thread::sleep(Duration::from_millis(300));
+    c.poll(Duration::from_millis(10)).ok();
+    std::thread::sleep(Duration::from_millis(500));
+    let committed = c.committed(&[tp.clone()], None).unwrap()[0]
+        .1
+        .clone()
+        .map(|c| c.offset);
+    let position = c.position(&tp, None).unwrap();
+    assert!(
+        committed.is_some_and(|o| o <= position),
+        "committed {committed:?} position {position} returned {returned}"
+    );
+    let main_thread = std::thread::current().id();
+    let ran_on = Arc::new(Mutex::new(None));
+    let r2 = ran_on.clone();
+    c.commit_async(
+        None,
+        Some(Box::new(move |res| {
+            assert!(res.is_ok());
+            *r2.lock().unwrap() = Some(std::thread::current().id());
+        })),
+    )
+    .unwrap();
+    assert!(poll_until(&[&c], Duration::from_secs(30), || ran_on
+        .lock()
+        .unwrap()
+        .is_some()));
+    assert_eq!(*ran_on.lock().unwrap(), Some(main_thread));
+}
+
+#[test]
+fn enforce_rebalance_starts_a_new_generation() {
+    let t = topic(1);
+    let c = consumer(&unique("enforce"), &[]);
+    c.subscribe(&[&t], None).unwrap();
+    assert!(poll_until(&[&c], Duration::from_secs(60), || c
+        .assignment()
+        .len()
+        == 1));
+    let g = generation(&c);
+    c.enforce_rebalance("test").unwrap();
+    assert!(poll_until(&[&c], Duration::from_secs(60), || generation(
+        &c
+    ) > g));
+}

@@ -22,6 +22,7 @@ use crate::protocol::consumer_protocol::{
     decode_assignment, decode_subscription, encode_assignment, encode_subscription, Assignment,
     Subscription, TopicPartitions, HIGHEST_VERSION,
 };
+use crate::protocol::msg::describe_configs_request::DescribeConfigsResource;
 use crate::protocol::msg::join_group_request::JoinGroupRequestProtocol;
 use crate::protocol::msg::leave_group_request::MemberIdentity;
 use crate::protocol::msg::offset_commit_request::{
@@ -29,8 +30,8 @@ use crate::protocol::msg::offset_commit_request::{
 };
 use crate::protocol::msg::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::msg::{
-    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, StrBytes,
-    SyncGroupRequest, TopicName,
+    DescribeConfigsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    OffsetCommitRequest, StrBytes, SyncGroupRequest, TopicName,
 };
 use crate::TopicPartition;
 
@@ -368,14 +369,16 @@ impl GroupDriver {
                 .membership()
                 .on_join_error(resp.error_code, resp.member_id.as_str());
             if resp.error_code == codes::INVALID_SESSION_TIMEOUT {
-                return Err(JoinErr::Fatal(Error::kafka(
+                let range = self.session_timeout_range(&conn).await;
+                let e = Error::kafka(
                     resp.error_code,
                     format!(
-                        "session.timeout.ms={} is outside the range the broker allows \
-                         (group.min.session.timeout.ms..group.max.session.timeout.ms, by default 6000..1800000)",
+                        "session.timeout.ms={} is outside the range the broker allows: {range}",
                         self.config.session_timeout.as_millis()
                     ),
-                )));
+                );
+                self.membership().fatal = Some(e.clone());
+                return Err(JoinErr::Fatal(e));
             }
             return self.follow(next, resp.error_code, "JoinGroup");
         }
@@ -489,6 +492,46 @@ impl GroupDriver {
             assigned,
             protocol: assignor.protocol(),
         }))
+    }
+
+    /// The broker's `group.min.session.timeout.ms`..`group.max.session.timeout.ms`, asked with
+    /// DescribeConfigs, for the INVALID_SESSION_TIMEOUT error message.
+    async fn session_timeout_range(&self, conn: &Connection) -> String {
+        const MIN: &str = "group.min.session.timeout.ms";
+        const MAX: &str = "group.max.session.timeout.ms";
+        let coordinator = self
+            .coordinator
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|c| c.0);
+        let fallback = format!("{MIN}..{MAX} (6000..1800000 unless the broker changed them)");
+        let Some(id) = coordinator else {
+            return fallback;
+        };
+        let req = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(4) // BROKER
+                .with_resource_name(StrBytes::from_string(id.to_string()))
+                .with_configuration_keys(Some(vec![
+                    StrBytes::from_static_str(MIN),
+                    StrBytes::from_static_str(MAX),
+                ])),
+        ]);
+        let Ok(resp) = conn.call(&req).await else {
+            return fallback;
+        };
+        let value = |name: &str| {
+            resp.results
+                .iter()
+                .flat_map(|r| r.configs.iter())
+                .find(|c| c.name.as_str() == name)
+                .and_then(|c| c.value.as_ref().map(|v| v.to_string()))
+        };
+        match (value(MIN), value(MAX)) {
+            (Some(lo), Some(hi)) => format!("{lo}..{hi} ms ({MIN}..{MAX} of broker {id})"),
+            _ => fallback,
+        }
     }
 
     fn follow(

@@ -34,6 +34,7 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
         ApiKey::CreateTopics => 7,
         ApiKey::DeleteTopics => 6,
         ApiKey::CreatePartitions => 3,
+        ApiKey::DescribeConfigs => 4,
         _ => -1,
     }
 }
