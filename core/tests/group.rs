@@ -647,7 +647,7 @@ fn async_commit_callback_runs_on_the_polling_thread_and_auto_commit_commits_the_
     std::thread::sleep(Duration::from_millis(300));
     c.poll(Duration::from_millis(10)).ok();
     std::thread::sleep(Duration::from_millis(500));
-    let committed = c.committed(&[tp.clone()], None).unwrap()[0]
+    let committed = c.committed(std::slice::from_ref(&tp), None).unwrap()[0]
         .1
         .clone()
         .map(|c| c.offset);
