@@ -31,7 +31,11 @@ impl OwnBroker {
             .output()
             .expect("python3 runs the broker harness");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "broker did not start: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "broker did not start: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let bootstrap = stdout
             .lines()
             .find_map(|l| l.strip_prefix("bootstrap="))
@@ -49,14 +53,25 @@ impl OwnBroker {
             dir = self.dir.to_str().unwrap(),
             secs = down_for.as_secs_f64()
         );
-        let out = Command::new("python3").args(["-c", &script]).output().unwrap();
-        assert!(out.status.success(), "restart failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "restart failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
 impl Drop for OwnBroker {
     fn drop(&mut self) {
-        let _ = Command::new("python3").arg(harness()).args(["stop", "--dir"]).arg(&self.dir).output();
+        let _ = Command::new("python3")
+            .arg(harness())
+            .args(["stop", "--dir"])
+            .arg(&self.dir)
+            .output();
     }
 }
 
@@ -74,17 +89,25 @@ fn consumer_and_producer_carry_on_through_a_broker_restart() {
         let (acked, stop, b) = (acked.clone(), stop.clone(), b.clone());
         std::thread::spawn(move || {
             let p = Producer::from_config(
-                &Config::from_pairs([("bootstrap.servers", b.as_str()), ("linger.ms", "2"), ("delivery.timeout.ms", "120000")]).unwrap(),
+                &Config::from_pairs([
+                    ("bootstrap.servers", b.as_str()),
+                    ("linger.ms", "2"),
+                    ("delivery.timeout.ms", "120000"),
+                ])
+                .unwrap(),
             )
             .unwrap();
             let mut i = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let acked = acked.clone();
-                p.send_with_callback(ProducerRecord::new(topic, format!("r{i}")).with_key(format!("k{i}")), move |r| {
-                    if let Ok(m) = r {
-                        acked.lock().unwrap().insert((m.partition, m.offset));
-                    }
-                })
+                p.send_with_callback(
+                    ProducerRecord::new(topic, format!("r{i}")).with_key(format!("k{i}")),
+                    move |r| {
+                        if let Ok(m) = r {
+                            acked.lock().unwrap().insert((m.partition, m.offset));
+                        }
+                    },
+                )
                 .unwrap();
                 i += 1;
                 std::thread::sleep(Duration::from_millis(2));
@@ -110,13 +133,19 @@ fn consumer_and_producer_carry_on_through_a_broker_restart() {
         while Instant::now() < end {
             // Errors while the broker is down are reported, never fatal.
             match consumer.poll(Duration::from_millis(100)) {
-                Ok(records) => seen.lock().unwrap().extend(records.iter().map(|r| (r.partition, r.offset))),
+                Ok(records) => seen
+                    .lock()
+                    .unwrap()
+                    .extend(records.iter().map(|r| (r.partition, r.offset))),
                 Err(e) => assert!(!e.is_fatal(), "fatal error: {e}"),
             }
         }
     };
     consume_for(Duration::from_secs(5));
-    assert!(!seen.lock().unwrap().is_empty(), "consumed nothing before the restart");
+    assert!(
+        !seen.lock().unwrap().is_empty(),
+        "consumed nothing before the restart"
+    );
     // Restart from a second thread while this one keeps polling.
     let restarter = {
         let dir = broker.dir.clone();
@@ -133,13 +162,21 @@ fn consumer_and_producer_carry_on_through_a_broker_restart() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     producer_thread.join().unwrap();
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() > 1000, "only {} records acknowledged", acked.len());
+    assert!(
+        acked.len() > 1000,
+        "only {} records acknowledged",
+        acked.len()
+    );
     let deadline = Instant::now() + Duration::from_secs(90);
     while !acked.is_subset(&seen.lock().unwrap()) && Instant::now() < deadline {
         consume_for(Duration::from_secs(1));
     }
     let seen = seen.lock().unwrap();
     let missing: Vec<_> = acked.difference(&seen).take(10).collect();
-    assert!(missing.is_empty(), "acknowledged but never consumed: {missing:?} (of {})", acked.len());
+    assert!(
+        missing.is_empty(),
+        "acknowledged but never consumed: {missing:?} (of {})",
+        acked.len()
+    );
     consumer.close(None).unwrap();
 }
