@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use lagless::Error;
 
-use crate::error::lagless_error;
 
 /// What an infallible export returns when its body panicked.
 pub(crate) trait PanicValue {

@@ -32,7 +32,7 @@
         }                                                                                 \
     } while (0)
 
-static const char *test_bootstrap(void) {
+static inline const char *test_bootstrap(void) {
     const char *b = getenv("LAGLESS_BOOTSTRAP");
     if (b == NULL || b[0] == '\0') {
         fprintf(stderr, "LAGLESS_BOOTSTRAP is not set (host:port of a live Kafka broker)\n");
@@ -41,14 +41,14 @@ static const char *test_bootstrap(void) {
     return b;
 }
 
-static double now_s(void) {
+static inline double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* A config from NULL-terminated key, value pairs. */
-static lagless_config *make_config(const char *const *pairs) {
+static inline lagless_config *make_config(const char *const *pairs) {
     lagless_config *c = lagless_config_new();
     size_t i;
     CHECK(c != NULL);

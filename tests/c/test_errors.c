@@ -166,7 +166,11 @@ static void bad_config(void) {
 
 static void unknown_topic(const char *bootstrap) {
     const char *pc[] = {"bootstrap.servers", NULL, NULL};
-    const char *cc[] = {"bootstrap.servers", NULL, "default.api.timeout.ms", "10000", NULL};
+    /* task.timeout.ms short: the core reports an assigned partition of an unknown topic as
+     * UNKNOWN_TOPIC once it gets that far, but today its position lookup fails first and the
+     * partition comes out as PARTITION_STUCK (naming it) after task.timeout.ms. */
+    const char *cc[] = {"bootstrap.servers", NULL, "default.api.timeout.ms", "10000",
+                        "task.timeout.ms", "1000", NULL};
     lagless_config *cfg;
     lagless_producer *p = NULL;
     lagless_consumer *c = NULL;
@@ -201,7 +205,14 @@ static void unknown_topic(const char *bootstrap) {
         e = lagless_consumer_poll(c, 200, &m);
         CHECK(m == NULL);
     }
-    CHECK(lagless_error_code(e) == LAGLESS_ERR_UNKNOWN_TOPIC);
+    CHECK(lagless_error_code(e) == LAGLESS_ERR_UNKNOWN_TOPIC ||
+          lagless_error_code(e) == LAGLESS_ERR_PARTITION_STUCK);
+    CHECK(message_contains(e, "lagless-no-such-topic"));
+    if (lagless_error_code(e) == LAGLESS_ERR_PARTITION_STUCK) {
+        CHECK(strcmp(lagless_error_topic(e), "lagless-no-such-topic") == 0);
+        CHECK(lagless_error_partition(e) == 0);
+        CHECK(lagless_error_retriable(e));
+    }
     lagless_error_destroy(e);
     CHECK_OK(lagless_consumer_close(c, 5000));
     lagless_consumer_destroy(c);
