@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use lagless::Error;
 
-
 /// What an infallible export returns when its body panicked.
 pub(crate) trait PanicValue {
     fn panic_value() -> Self;

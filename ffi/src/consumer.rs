@@ -63,7 +63,8 @@ pub struct lagless_rebalance_listener {
 
 /// Called with the outcome of `lagless_consumer_commit_async`: `err` is NULL on success, else
 /// borrowed for the duration of the call. Runs on the polling thread.
-pub type lagless_commit_cb = Option<unsafe extern "C" fn(opaque: *mut c_void, err: *const lagless_error)>;
+pub type lagless_commit_cb =
+    Option<unsafe extern "C" fn(opaque: *mut c_void, err: *const lagless_error)>;
 
 struct CListener {
     opaque: Opaque,
@@ -87,7 +88,9 @@ impl CListener {
         if rc == 0 {
             Ok(())
         } else {
-            Err(Error::Callback(format!("the {which} callback returned {rc}")))
+            Err(Error::Callback(format!(
+                "the {which} callback returned {rc}"
+            )))
         }
     }
 }
@@ -258,7 +261,9 @@ pub extern "C" fn lagless_consumer_assignment(
 /// Leaves the group: commits (with auto-commit), calls `on_revoked` on this thread, sends
 /// LeaveGroup.
 #[no_mangle]
-pub extern "C" fn lagless_consumer_unsubscribe(consumer: *mut lagless_consumer) -> *mut lagless_error {
+pub extern "C" fn lagless_consumer_unsubscribe(
+    consumer: *mut lagless_consumer,
+) -> *mut lagless_error {
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         let r = h.open()?.unsubscribe();

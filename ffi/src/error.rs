@@ -181,7 +181,10 @@ mod tests {
         };
         let cases = [
             (Error::config("k", "m"), LAGLESS_ERR_CONFIG),
-            (Error::InvalidArgument("x".into()), LAGLESS_ERR_INVALID_ARGUMENT),
+            (
+                Error::InvalidArgument("x".into()),
+                LAGLESS_ERR_INVALID_ARGUMENT,
+            ),
             (Error::kafka(16, "x"), LAGLESS_ERR_KAFKA),
             (Error::Timeout("x".into()), LAGLESS_ERR_TIMEOUT),
             (Error::Transport("x".into()), LAGLESS_ERR_TRANSPORT),

@@ -19,7 +19,12 @@ pub const LAGLESS_LOG_TRACE: i32 = 5;
 /// both borrowed for the duration of the call. Thread: ANY lagless thread (the I/O threads) or a
 /// thread inside a lagless call; it must be thread-safe, quick, and must not call lagless.
 pub type lagless_log_cb = Option<
-    unsafe extern "C" fn(opaque: *mut c_void, level: i32, target: *const c_char, message: *const c_char),
+    unsafe extern "C" fn(
+        opaque: *mut c_void,
+        level: i32,
+        target: *const c_char,
+        message: *const c_char,
+    ),
 >;
 
 /// Sends lagless' log events at `max_level` (`LAGLESS_LOG_*`) and more severe to `callback`,

@@ -34,7 +34,12 @@ pub struct lagless_producer {
 /// inside `lagless_producer_poll` or `_flush`, on the thread that called it. It must not unwind
 /// through lagless, and must not destroy the producer.
 pub type lagless_delivery_cb = Option<
-    unsafe extern "C" fn(opaque: *mut c_void, err: *const lagless_error, partition: i32, offset: i64),
+    unsafe extern "C" fn(
+        opaque: *mut c_void,
+        err: *const lagless_error,
+        partition: i32,
+        offset: i64,
+    ),
 >;
 
 #[derive(Default)]
