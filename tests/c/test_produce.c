@@ -3,6 +3,8 @@
  * assigned consumer. Usage: test_produce TOPIC */
 #include "common.h"
 
+#include <pthread.h>
+
 #define N_SYNC 20
 #define N_ASYNC 200
 
@@ -24,11 +26,43 @@ static void on_delivery(void *opaque, const lagless_error *err, int32_t partitio
     }
 }
 
+/* The log callback may run on any lagless thread: guard what it touches. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int retries_warnings;
+
+static void on_log(void *opaque, int32_t level, const char *target, const char *message) {
+    (void)opaque;
+    pthread_mutex_lock(&log_lock);
+    if (level == LAGLESS_LOG_WARN && strncmp(target, "lagless", 7) == 0 &&
+        strstr(message, "retries") != NULL) {
+        retries_warnings++;
+    }
+    pthread_mutex_unlock(&log_lock);
+}
+
+struct commit_state {
+    pthread_t poller;
+    int calls;
+    int failed;
+    int other_thread;
+};
+
+static void on_commit(void *opaque, const lagless_error *err) {
+    struct commit_state *s = (struct commit_state *)opaque;
+    s->calls++;
+    if (err != NULL) s->failed++;
+    if (!pthread_equal(pthread_self(), s->poller)) s->other_thread++;
+}
+
 int main(int argc, char **argv) {
     const char *bootstrap = test_bootstrap();
     const char *topic;
     const char *pcfg[] = {"bootstrap.servers", NULL, "linger.ms", "5", NULL};
-    const char *ccfg[] = {"bootstrap.servers", NULL, "auto.offset.reset", "earliest", NULL};
+    const char *ccfg[] = {"bootstrap.servers", NULL, "auto.offset.reset", "earliest",
+                          "group.id", NULL, NULL};
+    struct commit_state cs;
+    lagless_message *one = NULL;
+    int64_t pos = -1;
     lagless_config *cfg;
     lagless_producer *p = NULL;
     lagless_consumer *c = NULL;
@@ -47,8 +81,15 @@ int main(int argc, char **argv) {
 #endif
     CHECK_OK(lagless_admin_create_topic(bootstrap, topic, 1, 1));
 
+    /* The log callback sees the deprecation warning `retries` gives (logged on this thread). */
+    CHECK_OK(lagless_set_log_callback(LAGLESS_LOG_WARN, on_log, NULL));
     pcfg[1] = bootstrap;
     cfg = make_config(pcfg);
+    CHECK_OK(lagless_config_set(cfg, "retries", "3"));
+    pthread_mutex_lock(&log_lock);
+    CHECK(retries_warnings == 1);
+    pthread_mutex_unlock(&log_lock);
+    CHECK_OK(lagless_set_log_callback(LAGLESS_LOG_WARN, NULL, NULL));
     CHECK_OK(lagless_producer_new(cfg, &p));
     lagless_config_destroy(cfg);
 
@@ -82,6 +123,7 @@ int main(int argc, char **argv) {
 
     /* Read everything back, in order, with a manual assignment. */
     ccfg[1] = bootstrap;
+    ccfg[5] = topic; /* a group id for commits; the consumer is assigned by hand */
     cfg = make_config(ccfg);
     CHECK_OK(lagless_consumer_new(cfg, &c));
     lagless_config_destroy(cfg);
@@ -117,6 +159,37 @@ int main(int argc, char **argv) {
         }
     }
     CHECK(seen == N_SYNC + N_ASYNC);
+
+    /* position, an asynchronous commit whose callback runs in a later poll on this thread, and
+     * committed. */
+    CHECK_OK(lagless_consumer_position(c, topic, 0, 5000, &pos));
+    CHECK(pos == seen);
+    memset(&cs, 0, sizeof cs);
+    cs.poller = pthread_self();
+    CHECK_OK(lagless_consumer_commit_async(c, NULL, on_commit, &cs));
+    deadline = now_s() + 20;
+    while (cs.calls == 0 && now_s() < deadline) {
+        CHECK_OK(lagless_consumer_poll(c, 100, &one));
+        CHECK(one == NULL);
+    }
+    CHECK(cs.calls == 1 && cs.failed == 0 && cs.other_thread == 0);
+    tps = lagless_tplist_new();
+    CHECK_OK(lagless_tplist_add(tps, topic, 0));
+    CHECK_OK(lagless_consumer_committed(c, tps, 5000));
+    CHECK_OK(lagless_tplist_get(tps, 0, NULL, NULL, &pos));
+    CHECK(pos == seen);
+
+    /* seek back; pause holds records back; resume releases them. */
+    CHECK_OK(lagless_consumer_seek(c, topic, 0, 5));
+    CHECK_OK(lagless_consumer_pause(c, tps));
+    CHECK_OK(lagless_consumer_poll(c, 500, &one));
+    CHECK(one == NULL);
+    CHECK_OK(lagless_consumer_resume(c, tps));
+    deadline = now_s() + 20;
+    while (one == NULL && now_s() < deadline) CHECK_OK(lagless_consumer_poll(c, 200, &one));
+    CHECK(one != NULL && lagless_message_offset(one) == 5);
+    lagless_message_destroy(one);
+    lagless_tplist_destroy(tps);
     CHECK_OK(lagless_consumer_close(c, 5000));
     lagless_consumer_destroy(c);
     printf("test_produce: ok (%d records)\n", seen);
