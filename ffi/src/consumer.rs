@@ -29,7 +29,7 @@ pub struct lagless_consumer {
     /// NUL-terminated topic names shared by every message of a topic.
     topics: Mutex<HashMap<Arc<str>, Arc<CString>>>,
     /// Finished asynchronous commits whose callbacks wait for the polling thread.
-    commits_done: Arc<Mutex<VecDeque<(lagless_commit_cb, Opaque, Result<()>)>>>,
+    commits_done: Arc<Mutex<VecDeque<CommitDone>>>,
 }
 
 /// A rebalance callback: `partitions` is borrowed for the duration of the call. Return 0 on
@@ -65,6 +65,9 @@ pub struct lagless_rebalance_listener {
 /// borrowed for the duration of the call. Runs on the polling thread.
 pub type lagless_commit_cb =
     Option<unsafe extern "C" fn(opaque: *mut c_void, err: *const lagless_error)>;
+
+/// A finished asynchronous commit: the C callback, its opaque pointer, the outcome.
+type CommitDone = (lagless_commit_cb, Opaque, Result<()>);
 
 struct CListener {
     opaque: Opaque,

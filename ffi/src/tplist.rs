@@ -107,7 +107,7 @@ pub extern "C" fn lagless_tplist_count(list: *const lagless_tplist) -> usize {
     }
 }
 
-fn entry<'a>(list: &'a lagless_tplist, index: usize) -> Result<&'a TpEntry, Error> {
+fn entry(list: &lagless_tplist, index: usize) -> Result<&TpEntry, Error> {
     list.items.get(index).ok_or_else(|| {
         Error::InvalidArgument(format!(
             "index {index} is out of range: the list has {} entries",
