@@ -163,9 +163,17 @@ impl Consumer {
     /// single partitions (a stuck partition, no offset under `auto.offset.reset=none`, an unknown
     /// topic) come out here, one per call; the consumer keeps serving the other partitions.
     pub fn poll(&self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
+        self.poll_at_most(timeout, self.shared.config.max_poll_records)
+    }
+
+    /// Like [`Consumer::poll`], returning at most `max` records (and at most
+    /// `max.poll.records`). Positions advance only past the records returned, so callers that
+    /// take fewer at a time (the C ABI's single-message poll) never have records counted as
+    /// consumed that they did not see. `max == 0` is treated as 1.
+    pub fn poll_at_most(&self, timeout: Duration, max: usize) -> Result<Vec<ConsumerRecord>> {
         self.check_open()?;
         let deadline = Deadline::after(timeout);
-        let max = self.shared.config.max_poll_records;
+        let max = max.clamp(1, self.shared.config.max_poll_records.max(1));
         loop {
             // Group steps first (rejoin, listener callbacks, auto-commit of the previous poll's
             // records), on this thread and outside the fetch lock.

@@ -1,1 +1,80 @@
-//! The C ABI of lagless (see include/lagless.h).
+//! The C ABI of lagless (see include/lagless.h, generated from this crate by cbindgen).
+//!
+//! Conventions, the same for every export:
+//! - Names start with `lagless_`. Handles are opaque, created by `_new` and freed by `_destroy`.
+//! - A fallible function returns `lagless_error *`: NULL means success; otherwise the caller
+//!   owns the error and frees it with `lagless_error_destroy`. Out-parameters come last and are
+//!   written only on success.
+//! - Every export runs inside [`ffi_panic_boundary!`]: a Rust panic never crosses into C; it
+//!   becomes an error with code `LAGLESS_ERR_PANIC` (or a documented neutral value for the few
+//!   infallible accessors). Every pointer argument is checked for NULL.
+//! - Callbacks (rebalance listener, commit and delivery reports) run on the caller's thread,
+//!   inside the lagless call that serves them; only the log callback runs on library threads.
+#![allow(non_camel_case_types)]
+#![allow(clippy::missing_safety_doc)]
+// Exports are called from C, where an `unsafe fn` marker means nothing: each one null-checks its
+// pointers and the header states what a non-NULL pointer must be.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+#[macro_use]
+mod boundary;
+mod admin;
+mod config;
+mod consumer;
+mod error;
+mod log;
+mod message;
+mod producer;
+mod tplist;
+
+pub use admin::*;
+pub use config::*;
+pub use consumer::*;
+pub use error::*;
+pub use log::*;
+pub use message::*;
+pub use producer::*;
+pub use tplist::*;
+
+use std::ffi::c_char;
+
+/// The major version of the library these declarations belong to.
+pub const LAGLESS_VERSION_MAJOR: u32 = 0;
+/// The minor version of the library these declarations belong to.
+pub const LAGLESS_VERSION_MINOR: u32 = 1;
+/// The patch version of the library these declarations belong to.
+pub const LAGLESS_VERSION_PATCH: u32 = 0;
+
+/// The library's version, "MAJOR.MINOR.PATCH" (compare with `LAGLESS_VERSION` to detect a
+/// header/library mismatch).
+///
+/// Thread-safety: any thread. Lifetime: a static string, never freed.
+#[no_mangle]
+pub extern "C" fn lagless_version() -> *const c_char {
+    ffi_panic_boundary! {
+        concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast::<c_char>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_constants_match_cargo_toml() {
+        assert_eq!(
+            LAGLESS_VERSION_MAJOR.to_string(),
+            env!("CARGO_PKG_VERSION_MAJOR")
+        );
+        assert_eq!(
+            LAGLESS_VERSION_MINOR.to_string(),
+            env!("CARGO_PKG_VERSION_MINOR")
+        );
+        assert_eq!(
+            LAGLESS_VERSION_PATCH.to_string(),
+            env!("CARGO_PKG_VERSION_PATCH")
+        );
+        let v = unsafe { std::ffi::CStr::from_ptr(lagless_version()) };
+        assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+}

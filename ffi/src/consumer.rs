@@ -1,0 +1,517 @@
+//! The consumer handle.
+//!
+//! Thread rule (the core's, kept here): rebalance callbacks and commit callbacks run only on the
+//! thread that called `lagless_consumer_poll`, `_poll_batch`, `_commit_sync`, `_unsubscribe` or
+//! `_close`, never on a library thread.
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lagless::{Consumer, ConsumerRecord, Error, RebalanceListener, Result, TopicPartition};
+
+use crate::boundary::{api_timeout, write_out, Opaque};
+use crate::config::lagless_config;
+use crate::error::{cstring_lossy, lagless_error};
+use crate::message::lagless_message;
+use crate::tplist::{lagless_tplist, LAGLESS_OFFSET_INVALID};
+
+/// A Kafka consumer. Created by `lagless_consumer_new`, freed by `lagless_consumer_destroy`.
+///
+/// Thread-safety: the handle may move between threads and its functions are memory-safe from
+/// any thread, but poll, commit, subscribe and close are meant for one thread at a time (the
+/// thread that polls runs the callbacks). `lagless_consumer_wakeup` may be called from any thread
+/// at any time.
+pub struct lagless_consumer {
+    inner: Consumer,
+    closed: AtomicBool,
+    /// NUL-terminated topic names shared by every message of a topic.
+    topics: Mutex<HashMap<Arc<str>, Arc<CString>>>,
+    /// Finished asynchronous commits whose callbacks wait for the polling thread.
+    commits_done: Arc<Mutex<VecDeque<CommitDone>>>,
+}
+
+/// A rebalance callback: `partitions` is borrowed for the duration of the call. Return 0 on
+/// success; any other value makes the poll (or close, unsubscribe) that ran the callback return
+/// `LAGLESS_ERR_CALLBACK` after the assignment change completed. The callback may call consumer
+/// functions on `consumer` (e.g. `lagless_consumer_commit_sync` inside `on_revoked`) but must not
+/// destroy it, and must not unwind (longjmp, C++ exceptions) through lagless.
+pub type lagless_rebalance_cb = Option<
+    unsafe extern "C" fn(
+        opaque: *mut c_void,
+        consumer: *mut lagless_consumer,
+        partitions: *const lagless_tplist,
+    ) -> c_int,
+>;
+
+/// The rebalance listener given to `lagless_consumer_subscribe`. Its callbacks run only inside
+/// `lagless_consumer_poll`/`_poll_batch`, `_close` and `_unsubscribe`, on the thread that called
+/// them. Any callback may be NULL. `opaque` is passed to each callback untouched and must stay
+/// valid until the consumer is closed or unsubscribed (or a new listener replaces it).
+#[repr(C)]
+pub struct lagless_rebalance_listener {
+    pub opaque: *mut c_void,
+    /// Partitions newly assigned (called once per rebalance, possibly with an empty list).
+    pub on_assigned: lagless_rebalance_cb,
+    /// Partitions given up; commit their offsets here when committing by hand.
+    pub on_revoked: lagless_rebalance_cb,
+    /// Partitions that may already belong to another member (committing is no longer possible).
+    /// When NULL, `on_revoked` is called instead.
+    pub on_lost: lagless_rebalance_cb,
+}
+
+/// Called with the outcome of `lagless_consumer_commit_async`: `err` is NULL on success, else
+/// borrowed for the duration of the call. Runs on the polling thread.
+pub type lagless_commit_cb =
+    Option<unsafe extern "C" fn(opaque: *mut c_void, err: *const lagless_error)>;
+
+/// A finished asynchronous commit: the C callback, its opaque pointer, the outcome.
+type CommitDone = (lagless_commit_cb, Opaque, Result<()>);
+
+struct CListener {
+    opaque: Opaque,
+    on_assigned: lagless_rebalance_cb,
+    on_revoked: lagless_rebalance_cb,
+    on_lost: lagless_rebalance_cb,
+    handle: *mut lagless_consumer,
+}
+
+// SAFETY: the core calls the listener only on the thread that called poll/close/unsubscribe,
+// which is the C caller's own thread; the handle pointer is the consumer the listener lives in.
+unsafe impl Send for CListener {}
+
+impl CListener {
+    fn call(&self, which: &str, cb: lagless_rebalance_cb, parts: &[TopicPartition]) -> Result<()> {
+        let Some(cb) = cb else { return Ok(()) };
+        let list = lagless_tplist::from_partitions(parts);
+        // SAFETY: a C function pointer the caller gave us, called with the caller's opaque
+        // pointer, the live consumer and a list that outlives the call.
+        let rc = unsafe { cb(self.opaque.0, self.handle, &list) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::Callback(format!(
+                "the {which} callback returned {rc}"
+            )))
+        }
+    }
+}
+
+impl RebalanceListener for CListener {
+    fn on_partitions_revoked(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
+        self.call("on_revoked", self.on_revoked, p)
+    }
+    fn on_partitions_assigned(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
+        self.call("on_assigned", self.on_assigned, p)
+    }
+    fn on_partitions_lost(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
+        match self.on_lost {
+            Some(_) => self.call("on_lost", self.on_lost, p),
+            None => self.call("on_revoked", self.on_revoked, p),
+        }
+    }
+}
+
+impl lagless_consumer {
+    fn open(&self) -> Result<&Consumer> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(&self.inner)
+        }
+    }
+
+    fn message(&self, record: ConsumerRecord) -> *mut lagless_message {
+        let topic = {
+            let mut t = self.topics.lock().unwrap_or_else(|p| p.into_inner());
+            t.entry(record.topic.clone())
+                .or_insert_with(|| Arc::new(cstring_lossy(&record.topic)))
+                .clone()
+        };
+        Box::into_raw(Box::new(lagless_message { record, topic }))
+    }
+
+    /// Runs the callbacks of finished asynchronous commits, on this (the caller's) thread.
+    fn run_commit_callbacks(&self) {
+        loop {
+            let next = self
+                .commits_done
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front();
+            let Some((cb, opaque, res)) = next else { break };
+            if let Some(cb) = cb {
+                let err = res.err().map(|e| lagless_error::new(&e));
+                let p = err.as_ref().map_or(std::ptr::null(), |e| e as *const _);
+                // SAFETY: the caller's callback with its opaque pointer; `err` outlives the call.
+                unsafe { cb(opaque.0, p) };
+            }
+        }
+    }
+
+    /// Polls up to `max` records; a negative timeout waits until records, an error or a wakeup.
+    fn poll(&self, timeout_ms: i32, max: usize) -> Result<Vec<ConsumerRecord>> {
+        let c = self.open()?;
+        let r = if timeout_ms >= 0 {
+            c.poll_at_most(Duration::from_millis(timeout_ms as u64), max)
+        } else {
+            loop {
+                let r = c.poll_at_most(Duration::from_secs(3600), max);
+                if !matches!(&r, Ok(v) if v.is_empty()) {
+                    break r;
+                }
+            }
+        };
+        self.run_commit_callbacks();
+        r
+    }
+}
+
+/// A consumer from `config` (copied; it may be destroyed afterwards). A bad setting gives
+/// `LAGLESS_ERR_CONFIG` naming the key. No connection is made before the first call that needs
+/// one. On success `*out_consumer` receives the new handle.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_new(
+    config: *const lagless_config,
+    out_consumer: *mut *mut lagless_consumer,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let config = try_ref!(config);
+        try_out!(out_consumer);
+        let inner = Consumer::from_config(&config.inner)?;
+        let h = Box::new(lagless_consumer {
+            inner,
+            closed: AtomicBool::new(false),
+            topics: Mutex::new(HashMap::new()),
+            commits_done: Arc::new(Mutex::new(VecDeque::new())),
+        });
+        write_out(out_consumer, Box::into_raw(h));
+        Ok(())
+    }
+}
+
+/// Joins the group `group.id` and reads the partitions it assigns from the `topic_count` topics in
+/// `topics`. Replaces an earlier subscription. `listener` may be NULL (no callbacks, or keep the
+/// earlier listener); it is copied, but its `opaque` must stay valid (see
+/// `lagless_rebalance_listener`). The group is joined inside the following polls.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_subscribe(
+    consumer: *mut lagless_consumer,
+    topics: *const *const c_char,
+    topic_count: usize,
+    listener: *const lagless_rebalance_listener,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let c = h.open()?;
+        if topics.is_null() && topic_count > 0 {
+            return Err(crate::boundary::null_arg("topics"));
+        }
+        let mut names = Vec::with_capacity(topic_count);
+        for i in 0..topic_count {
+            // SAFETY: the header requires `topics` to hold `topic_count` pointers.
+            let t = unsafe { *topics.add(i) };
+            // SAFETY: each must be NULL or NUL-terminated.
+            names.push(unsafe { crate::boundary::c_str(t, &format!("topics[{i}]")) }?);
+        }
+        // SAFETY: NULL or a listener struct the caller owns for this call.
+        let listener = unsafe { listener.as_ref() }.map(|l| {
+            Box::new(CListener {
+                opaque: Opaque(l.opaque),
+                on_assigned: l.on_assigned,
+                on_revoked: l.on_revoked,
+                on_lost: l.on_lost,
+                handle: consumer,
+            }) as Box<dyn RebalanceListener>
+        });
+        c.subscribe(&names, listener)
+    }
+}
+
+/// Reads exactly the partitions in `partitions` (manual assignment, no group rebalancing).
+/// NULL or an empty list unassigns everything. Not allowed while subscribed.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_assign(
+    consumer: *mut lagless_consumer,
+    partitions: *const lagless_tplist,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let c = h.open()?;
+        // SAFETY: NULL or a live list.
+        let parts = unsafe { partitions.as_ref() }.map(|l| l.partitions()).unwrap_or_default();
+        c.assign(&parts)
+    }
+}
+
+/// The partitions currently assigned, as a new list the caller destroys.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_assignment(
+    consumer: *mut lagless_consumer,
+    out_partitions: *mut *mut lagless_tplist,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_partitions);
+        let c = h.open()?;
+        let list = lagless_tplist::from_partitions(&c.assignment());
+        write_out(out_partitions, Box::into_raw(Box::new(list)));
+        Ok(())
+    }
+}
+
+/// Leaves the group: commits (with auto-commit), calls `on_revoked` on this thread, sends
+/// LeaveGroup.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_unsubscribe(
+    consumer: *mut lagless_consumer,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let r = h.open()?.unsubscribe();
+        h.run_commit_callbacks();
+        r
+    }
+}
+
+/// Waits up to `timeout_ms` (negative: until a record, an error or a wakeup) for the next record.
+/// Runs due rebalance and commit callbacks on this thread first. On success `*out_message`
+/// receives a message the caller destroys, or NULL when the timeout passed with no record.
+/// Errors of single partitions (unknown topic, stuck partition) come out here one per call;
+/// the consumer keeps serving the others. `LAGLESS_ERR_WAKEUP` after `lagless_consumer_wakeup`.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_poll(
+    consumer: *mut lagless_consumer,
+    timeout_ms: i32,
+    out_message: *mut *mut lagless_message,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_message);
+        let mut records = h.poll(timeout_ms, 1)?;
+        let m = records.pop().map_or(std::ptr::null_mut(), |r| h.message(r));
+        write_out(out_message, m);
+        Ok(())
+    }
+}
+
+/// Like `lagless_consumer_poll`, returning up to `capacity` messages (and at most
+/// `max.poll.records`) into `out_messages[0 .. *out_count]`. Each message is the caller's to
+/// destroy. `*out_count` is 0 when the timeout passed with no record. Positions advance only past
+/// the messages returned.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_poll_batch(
+    consumer: *mut lagless_consumer,
+    timeout_ms: i32,
+    out_messages: *mut *mut lagless_message,
+    capacity: usize,
+    out_count: *mut usize,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_messages);
+        try_out!(out_count);
+        if capacity == 0 {
+            return Err(Error::InvalidArgument("`capacity` is 0".into()));
+        }
+        let records = h.poll(timeout_ms, capacity)?;
+        let n = records.len();
+        for (i, r) in records.into_iter().enumerate() {
+            // SAFETY: `out_messages` has room for `capacity` >= n pointers.
+            unsafe { out_messages.add(i).write(h.message(r)) };
+        }
+        write_out(out_count, n);
+        Ok(())
+    }
+}
+
+/// Commits and waits (up to `timeout_ms`; negative: `default.api.timeout.ms`). `offsets` NULL
+/// commits the consumed positions of every assigned partition (the offset after the last message
+/// polled); otherwise each entry's offset (set with `lagless_tplist_set_offset`) is committed.
+/// Allowed inside rebalance callbacks.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_commit_sync(
+    consumer: *mut lagless_consumer,
+    offsets: *const lagless_tplist,
+    timeout_ms: i32,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let c = h.open()?;
+        // SAFETY: NULL or a live list.
+        let offsets = match unsafe { offsets.as_ref() } {
+            Some(l) => Some(l.offsets()?),
+            None => None,
+        };
+        let r = c.commit_sync(offsets.as_deref(), api_timeout(timeout_ms));
+        h.run_commit_callbacks();
+        r
+    }
+}
+
+/// Sends a commit (of `offsets`, or the consumed positions when NULL) and returns at once.
+/// `callback` (may be NULL) runs with the outcome on the polling thread, inside a later
+/// `lagless_consumer_poll`/`_poll_batch`, `_commit_sync`, `_unsubscribe` or `_close`. Callbacks
+/// of commits still unfinished when the consumer is closed are not called.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_commit_async(
+    consumer: *mut lagless_consumer,
+    offsets: *const lagless_tplist,
+    callback: lagless_commit_cb,
+    opaque: *mut c_void,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let c = h.open()?;
+        // SAFETY: NULL or a live list.
+        let offsets = match unsafe { offsets.as_ref() } {
+            Some(l) => Some(l.offsets()?),
+            None => None,
+        };
+        let done = h.commits_done.clone();
+        let opaque = Opaque(opaque);
+        // The core runs this on the polling thread for a group member, but on an I/O thread for
+        // a manually assigned consumer: queue the outcome either way and run the C callback from
+        // the caller's next poll.
+        let cb: lagless::CommitCallback = Box::new(move |res| {
+            let res = res.and_then(|per_partition| {
+                per_partition.into_iter().try_for_each(|(_, r)| r)
+            });
+            done.lock().unwrap_or_else(|p| p.into_inner()).push_back((callback, opaque, res));
+        });
+        c.commit_async(offsets, Some(cb))
+    }
+}
+
+/// Fills in, for each entry of `partitions`, the group's committed offset (or
+/// `LAGLESS_OFFSET_INVALID` when there is none), waiting up to `timeout_ms` (negative:
+/// `default.api.timeout.ms`). The list's offsets are written only on success.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_committed(
+    consumer: *mut lagless_consumer,
+    partitions: *mut lagless_tplist,
+    timeout_ms: i32,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let list = try_mut!(partitions);
+        let c = h.open()?;
+        let res = c.committed(&list.partitions(), api_timeout(timeout_ms))?;
+        for (e, (_, om)) in list.items.iter_mut().zip(res) {
+            e.offset = om.map_or(LAGLESS_OFFSET_INVALID, |o| o.offset);
+        }
+        Ok(())
+    }
+}
+
+/// The offset of the next record the consumer returns for (`topic`, `partition`), which must be
+/// assigned; looks it up (committed offset or reset policy) if needed, up to `timeout_ms`
+/// (negative: `default.api.timeout.ms`).
+#[no_mangle]
+pub extern "C" fn lagless_consumer_position(
+    consumer: *mut lagless_consumer,
+    topic: *const c_char,
+    partition: i32,
+    timeout_ms: i32,
+    out_offset: *mut i64,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let topic = try_str!(topic);
+        try_out!(out_offset);
+        let c = h.open()?;
+        let pos = c.position(&TopicPartition::new(topic, partition), api_timeout(timeout_ms))?;
+        write_out(out_offset, pos);
+        Ok(())
+    }
+}
+
+/// Makes the next record returned for (`topic`, `partition`) the one at `offset` (>= 0). The
+/// partition must be assigned.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_seek(
+    consumer: *mut lagless_consumer,
+    topic: *const c_char,
+    partition: i32,
+    offset: i64,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let topic = try_str!(topic);
+        h.open()?.seek(&TopicPartition::new(topic, partition), offset)
+    }
+}
+
+/// Stops returning records of `partitions` (assigned ones) until `lagless_consumer_resume`;
+/// the group membership is unaffected.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_pause(
+    consumer: *mut lagless_consumer,
+    partitions: *const lagless_tplist,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let list = try_ref!(partitions);
+        h.open()?.pause(&list.partitions())
+    }
+}
+
+/// Resumes partitions paused by `lagless_consumer_pause`.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_resume(
+    consumer: *mut lagless_consumer,
+    partitions: *const lagless_tplist,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let list = try_ref!(partitions);
+        h.open()?.resume(&list.partitions())
+    }
+}
+
+/// Makes a blocked poll (or the next one) return `LAGLESS_ERR_WAKEUP` at once.
+/// Thread-safety: any thread, at any time while the handle is not destroyed.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_wakeup(consumer: *mut lagless_consumer) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        h.open()?.wakeup();
+        Ok(())
+    }
+}
+
+/// Closes the consumer within `timeout_ms` (negative: `default.api.timeout.ms`): commits with
+/// auto-commit, calls `on_revoked` on this thread, leaves the group, stops fetching. Every later
+/// call on the handle except `lagless_consumer_destroy` gives `LAGLESS_ERR_CLOSED`; closing again
+/// is a no-op that succeeds. An error returned here (e.g. a failing callback) still leaves the
+/// consumer closed.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_close(
+    consumer: *mut lagless_consumer,
+    timeout_ms: i32,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        if h.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let r = h.inner.close(api_timeout(timeout_ms));
+        h.closed.store(true, Ordering::Release);
+        h.run_commit_callbacks();
+        r
+    }
+}
+
+/// Frees the consumer. Without a prior `lagless_consumer_close` it still commits (with
+/// auto-commit) and leaves the group, bounded in time, but calls no callbacks. NULL is ignored.
+/// Must not be called from a callback of this consumer, nor while another thread uses it.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_destroy(consumer: *mut lagless_consumer) {
+    ffi_panic_boundary! {
+        if !consumer.is_null() {
+            // SAFETY: `consumer` came from lagless_consumer_new and is destroyed once.
+            drop(unsafe { Box::from_raw(consumer) });
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Error objects: what every fallible export returns (NULL means success).
+use std::any::Any;
+use std::ffi::{c_char, CString};
+
+use lagless::Error;
+
+/// A configuration key is unknown or its value is bad; the message names the key.
+pub const LAGLESS_ERR_CONFIG: i32 = 1;
+/// An argument is bad: NULL, not UTF-8, out of range.
+pub const LAGLESS_ERR_INVALID_ARGUMENT: i32 = 2;
+/// A broker answered with an error code (see `lagless_error_kafka_code`).
+pub const LAGLESS_ERR_KAFKA: i32 = 3;
+/// A deadline passed before the operation completed.
+pub const LAGLESS_ERR_TIMEOUT: i32 = 4;
+/// No connection could be made, or a connection broke.
+pub const LAGLESS_ERR_TRANSPORT: i32 = 5;
+/// Malformed data from the wire or from another group member.
+pub const LAGLESS_ERR_CORRUPT: i32 = 6;
+/// The topic does not exist in the cluster.
+pub const LAGLESS_ERR_UNKNOWN_TOPIC: i32 = 7;
+/// `auto.offset.reset=none` and the partition has no valid committed offset.
+pub const LAGLESS_ERR_NO_OFFSET: i32 = 8;
+/// A partition made no progress within `task.timeout.ms`; the others keep flowing.
+pub const LAGLESS_ERR_PARTITION_STUCK: i32 = 9;
+/// A commit failed because the group rebalanced or the member left it.
+pub const LAGLESS_ERR_COMMIT_FAILED: i32 = 10;
+/// `lagless_consumer_wakeup` interrupted the call.
+pub const LAGLESS_ERR_WAKEUP: i32 = 11;
+/// The handle was closed (`lagless_consumer_close`, `lagless_producer_close`).
+pub const LAGLESS_ERR_CLOSED: i32 = 12;
+/// A rebalance callback returned non-zero; the assignment change completed anyway.
+pub const LAGLESS_ERR_CALLBACK: i32 = 13;
+/// The call is not allowed in the handle's state (e.g. commit without `group.id`).
+pub const LAGLESS_ERR_ILLEGAL_STATE: i32 = 14;
+/// lagless hit an internal bug (a Rust panic, caught at the C boundary).
+pub const LAGLESS_ERR_PANIC: i32 = 100;
+
+/// An error. Owned by the caller, who frees it with `lagless_error_destroy`. Its strings are
+/// borrowed from it and valid until it is destroyed. Immutable: any thread may read it.
+pub struct lagless_error {
+    code: i32,
+    name: CString,
+    message: CString,
+    retriable: bool,
+    fatal: bool,
+    kafka_code: i32,
+    topic: Option<CString>,
+    partition: i32,
+}
+
+pub(crate) fn cstring_lossy(s: &str) -> CString {
+    CString::new(s.replace('\0', "\u{fffd}")).expect("interior NULs were replaced")
+}
+
+impl lagless_error {
+    pub(crate) fn new(e: &Error) -> lagless_error {
+        let (topic, partition) = match e.partition() {
+            Some(p) => (Some(cstring_lossy(&p.topic)), p.partition),
+            None => (None, -1),
+        };
+        lagless_error {
+            code: e.code(),
+            name: cstring_lossy(e.name()),
+            message: cstring_lossy(&e.to_string()),
+            retriable: e.is_retriable(),
+            fatal: e.is_fatal(),
+            kafka_code: e.kafka_code().map_or(0, i32::from),
+            topic,
+            partition,
+        }
+    }
+
+    pub(crate) fn boxed(e: &Error) -> *mut lagless_error {
+        Box::into_raw(Box::new(lagless_error::new(e)))
+    }
+
+    pub(crate) fn boxed_panic(payload: &Box<dyn Any + Send>) -> *mut lagless_error {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        Box::into_raw(Box::new(lagless_error {
+            code: LAGLESS_ERR_PANIC,
+            name: cstring_lossy("PANIC"),
+            message: cstring_lossy(&format!("internal error in lagless: {what}")),
+            retriable: false,
+            fatal: true,
+            kafka_code: 0,
+            topic: None,
+            partition: -1,
+        }))
+    }
+}
+
+fn with_err<T>(err: *const lagless_error, f: impl FnOnce(&lagless_error) -> T, none: T) -> T {
+    // SAFETY: the header requires `err` to be NULL or an error not yet destroyed.
+    match unsafe { err.as_ref() } {
+        Some(e) => f(e),
+        None => none,
+    }
+}
+
+/// The error's kind, one of the `LAGLESS_ERR_*` codes; 0 for a NULL error (success).
+#[no_mangle]
+pub extern "C" fn lagless_error_code(err: *const lagless_error) -> i32 {
+    ffi_panic_boundary! { with_err(err, |e| e.code, 0) }
+}
+
+/// A short upper-case name of the kind ("CONFIG", "TIMEOUT", ...); for broker errors, Kafka's name
+/// of the error code ("NOT_COORDINATOR"). Borrowed from `err`; "NONE" for a NULL error.
+#[no_mangle]
+pub extern "C" fn lagless_error_name(err: *const lagless_error) -> *const c_char {
+    ffi_panic_boundary! {
+        with_err(err, |e| e.name.as_ptr(), c"NONE".as_ptr())
+    }
+}
+
+/// A human-readable message (for config errors it names the key). Borrowed from `err`, valid
+/// until `lagless_error_destroy(err)`; "" for a NULL error.
+#[no_mangle]
+pub extern "C" fn lagless_error_message(err: *const lagless_error) -> *const c_char {
+    ffi_panic_boundary! {
+        with_err(err, |e| e.message.as_ptr(), c"".as_ptr())
+    }
+}
+
+/// Whether the same call may succeed if tried again.
+#[no_mangle]
+pub extern "C" fn lagless_error_retriable(err: *const lagless_error) -> bool {
+    ffi_panic_boundary! { with_err(err, |e| e.retriable, false) }
+}
+
+/// Whether the handle that returned it can no longer be used (close and destroy it).
+#[no_mangle]
+pub extern "C" fn lagless_error_fatal(err: *const lagless_error) -> bool {
+    ffi_panic_boundary! { with_err(err, |e| e.fatal, false) }
+}
+
+/// The broker's error code for `LAGLESS_ERR_KAFKA` errors; 0 (Kafka's NONE) otherwise.
+#[no_mangle]
+pub extern "C" fn lagless_error_kafka_code(err: *const lagless_error) -> i32 {
+    ffi_panic_boundary! { with_err(err, |e| e.kafka_code, 0) }
+}
+
+/// The topic the error belongs to, or NULL if it belongs to no partition. Borrowed from `err`.
+#[no_mangle]
+pub extern "C" fn lagless_error_topic(err: *const lagless_error) -> *const c_char {
+    ffi_panic_boundary! {
+        with_err(err, |e| e.topic.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()), std::ptr::null())
+    }
+}
+
+/// The partition the error belongs to, or -1.
+#[no_mangle]
+pub extern "C" fn lagless_error_partition(err: *const lagless_error) -> i32 {
+    ffi_panic_boundary! { with_err(err, |e| e.partition, -1) }
+}
+
+/// Frees an error. NULL is ignored. Thread-safety: any thread, once.
+#[no_mangle]
+pub extern "C" fn lagless_error_destroy(err: *mut lagless_error) {
+    ffi_panic_boundary! {
+        if !err.is_null() {
+            // SAFETY: `err` came from lagless (Box::into_raw) and is destroyed once.
+            drop(unsafe { Box::from_raw(err) });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lagless::error::ErrorPartition;
+
+    #[test]
+    fn codes_match_the_core() {
+        let p = ErrorPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        let cases = [
+            (Error::config("k", "m"), LAGLESS_ERR_CONFIG),
+            (
+                Error::InvalidArgument("x".into()),
+                LAGLESS_ERR_INVALID_ARGUMENT,
+            ),
+            (Error::kafka(16, "x"), LAGLESS_ERR_KAFKA),
+            (Error::Timeout("x".into()), LAGLESS_ERR_TIMEOUT),
+            (Error::Transport("x".into()), LAGLESS_ERR_TRANSPORT),
+            (Error::Corrupt("x".into()), LAGLESS_ERR_CORRUPT),
+            (Error::UnknownTopic("x".into()), LAGLESS_ERR_UNKNOWN_TOPIC),
+            (Error::NoOffset(p.clone()), LAGLESS_ERR_NO_OFFSET),
+            (
+                Error::PartitionStuck {
+                    partition: p,
+                    cause: "x".into(),
+                },
+                LAGLESS_ERR_PARTITION_STUCK,
+            ),
+            (Error::CommitFailed("x".into()), LAGLESS_ERR_COMMIT_FAILED),
+            (Error::Wakeup, LAGLESS_ERR_WAKEUP),
+            (Error::Closed, LAGLESS_ERR_CLOSED),
+            (Error::Callback("x".into()), LAGLESS_ERR_CALLBACK),
+            (Error::IllegalState("x".into()), LAGLESS_ERR_ILLEGAL_STATE),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.code(), code, "{e}");
+        }
+    }
+
+    #[test]
+    fn broker_errors_keep_code_name_and_partition() {
+        let e = lagless_error::boxed(&Error::kafka_partition(6, "fetch", "orders", 3));
+        assert_eq!(lagless_error_code(e), LAGLESS_ERR_KAFKA);
+        assert_eq!(lagless_error_kafka_code(e), 6);
+        assert_eq!(lagless_error_partition(e), 3);
+        let name = unsafe { std::ffi::CStr::from_ptr(lagless_error_name(e)) };
+        assert_eq!(name.to_str().unwrap(), "NOT_LEADER_OR_FOLLOWER");
+        assert!(lagless_error_retriable(e));
+        lagless_error_destroy(e);
+        assert_eq!(lagless_error_code(std::ptr::null()), 0);
+    }
+}

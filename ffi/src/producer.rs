@@ -1,0 +1,278 @@
+//! The producer handle.
+//!
+//! The core reports deliveries on its I/O threads. C callers get them on their own thread
+//! instead: `lagless_producer_send` queues each report, and `lagless_producer_poll` (or `_flush`)
+//! runs the queued delivery callbacks on the thread that calls it, the same rule as the
+//! consumer's callbacks.
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use lagless::config::ProducerConfig;
+use lagless::{Error, Producer, ProducerRecord, RecordMetadata, Result};
+
+use crate::boundary::{bytes, write_opt, Opaque};
+use crate::config::lagless_config;
+use crate::error::lagless_error;
+
+/// A Kafka producer. Created by `lagless_producer_new`, freed by `lagless_producer_destroy`.
+///
+/// Thread-safety: send, send_sync, flush and poll may be called from several threads at once.
+/// Delivery callbacks run on whichever thread calls `lagless_producer_poll` or `_flush`.
+pub struct lagless_producer {
+    inner: Producer,
+    closed: AtomicBool,
+    reports: Arc<Reports>,
+    delivery_timeout: Duration,
+}
+
+/// A delivery report: `err` is NULL when the record was written at (`partition`, `offset`);
+/// otherwise it says why not (borrowed for the duration of the call) and `offset` is -1. Runs
+/// inside `lagless_producer_poll` or `_flush`, on the thread that called it. It must not unwind
+/// through lagless, and must not destroy the producer.
+pub type lagless_delivery_cb = Option<
+    unsafe extern "C" fn(
+        opaque: *mut c_void,
+        err: *const lagless_error,
+        partition: i32,
+        offset: i64,
+    ),
+>;
+
+#[derive(Default)]
+struct Reports {
+    queue: Mutex<VecDeque<(lagless_delivery_cb, Opaque, Result<RecordMetadata>)>>,
+    ready: Condvar,
+}
+
+impl lagless_producer {
+    fn open(&self) -> Result<&Producer> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(&self.inner)
+        }
+    }
+
+    /// Runs queued delivery callbacks, waiting up to `timeout` for the first. Returns how many ran.
+    fn serve(&self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        let batch: Vec<_> = {
+            let mut q = self.reports.queue.lock().unwrap_or_else(|p| p.into_inner());
+            while q.is_empty() {
+                let now = Instant::now();
+                if now >= deadline {
+                    return 0;
+                }
+                q = self
+                    .reports
+                    .ready
+                    .wait_timeout(q, deadline - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            q.drain(..).collect()
+        };
+        let n = batch.len();
+        for (cb, opaque, res) in batch {
+            let Some(cb) = cb else { continue };
+            match res {
+                // SAFETY: the caller's callback with its opaque pointer.
+                Ok(md) => unsafe { cb(opaque.0, std::ptr::null(), md.partition, md.offset) },
+                Err(e) => {
+                    let err = lagless_error::new(&e);
+                    // SAFETY: as above; `err` outlives the call.
+                    unsafe { cb(opaque.0, &err, -1, -1) }
+                }
+            }
+        }
+        n
+    }
+}
+
+/// A producer from `config` (copied). A bad setting gives `LAGLESS_ERR_CONFIG` naming the key.
+/// On success `*out_producer` receives the new handle.
+#[no_mangle]
+pub extern "C" fn lagless_producer_new(
+    config: *const lagless_config,
+    out_producer: *mut *mut lagless_producer,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let config = try_ref!(config);
+        try_out!(out_producer);
+        let typed = ProducerConfig::from_config(&config.inner)?;
+        let delivery_timeout = typed.delivery_timeout;
+        let inner = Producer::new(typed)?;
+        let h = Box::new(lagless_producer {
+            inner,
+            delivery_timeout,
+            closed: AtomicBool::new(false),
+            reports: Arc::new(Reports::default()),
+        });
+        crate::boundary::write_out(out_producer, Box::into_raw(h));
+        Ok(())
+    }
+}
+
+fn record(
+    topic: *const c_char,
+    partition: i32,
+    key: *const u8,
+    key_len: usize,
+    value: *const u8,
+    value_len: usize,
+) -> Result<ProducerRecord> {
+    let topic = try_str!(topic);
+    // SAFETY: the header requires NULL or `len` readable bytes.
+    let key = unsafe { bytes(key, key_len, "key") }?;
+    // SAFETY: as above.
+    let value = unsafe { bytes(value, value_len, "value") }?;
+    if partition < -1 {
+        return Err(Error::InvalidArgument(format!(
+            "partition must be >= 0, or -1 for the partitioner; got {partition}"
+        )));
+    }
+    Ok(ProducerRecord {
+        topic: topic.to_string(),
+        partition: (partition >= 0).then_some(partition),
+        key: key.map(Bytes::copy_from_slice),
+        value: value.map(Bytes::copy_from_slice),
+        headers: Vec::new(),
+        timestamp: None,
+    })
+}
+
+/// Sends one record and waits until the broker acknowledged it (or it failed, at the latest after
+/// `delivery.timeout.ms`). `partition` -1 lets the partitioner choose (by key hash, or sticky
+/// without a key). `key`/`value` may be NULL (with length 0) for a null key/value; the bytes are
+/// copied. On success `*out_partition` and `*out_offset` (either may be NULL) receive where the
+/// record was written. An unknown topic gives `LAGLESS_ERR_UNKNOWN_TOPIC`.
+#[no_mangle]
+pub extern "C" fn lagless_producer_send_sync(
+    producer: *mut lagless_producer,
+    topic: *const c_char,
+    partition: i32,
+    key: *const u8,
+    key_len: usize,
+    value: *const u8,
+    value_len: usize,
+    out_partition: *mut i32,
+    out_offset: *mut i64,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        let p = h.open()?;
+        let rec = record(topic, partition, key, key_len, value, value_len)?;
+        let md = p.send(rec)?.wait()?;
+        write_opt(out_partition, md.partition);
+        write_opt(out_offset, md.offset);
+        Ok(())
+    }
+}
+
+/// Queues one record and returns without waiting for the broker (it blocks only to fetch a new
+/// topic's metadata or while `buffer.memory` is full). Arguments as for
+/// `lagless_producer_send_sync`. `callback` (may be NULL) is called exactly once with the
+/// outcome, inside a later `lagless_producer_poll` or `_flush` on the caller's thread; if this
+/// function returns an error, it is never called. `opaque` must stay valid until then.
+#[no_mangle]
+pub extern "C" fn lagless_producer_send(
+    producer: *mut lagless_producer,
+    topic: *const c_char,
+    partition: i32,
+    key: *const u8,
+    key_len: usize,
+    value: *const u8,
+    value_len: usize,
+    callback: lagless_delivery_cb,
+    opaque: *mut c_void,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        let p = h.open()?;
+        let rec = record(topic, partition, key, key_len, value, value_len)?;
+        let reports = h.reports.clone();
+        let opaque = Opaque(opaque);
+        p.send_with_callback(rec, move |res| {
+            reports.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back((callback, opaque, res));
+            reports.ready.notify_all();
+        })
+    }
+}
+
+/// Runs the delivery callbacks of records whose outcome is known, on this thread, waiting up to
+/// `timeout_ms` (0: do not wait; negative: wait indefinitely) for at least one. `*out_served`
+/// (may be NULL) receives how many reports were served. Allowed after `lagless_producer_close`
+/// (it then serves the reports of records that failed with `LAGLESS_ERR_CLOSED`).
+#[no_mangle]
+pub extern "C" fn lagless_producer_poll(
+    producer: *mut lagless_producer,
+    timeout_ms: i32,
+    out_served: *mut usize,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        let timeout = if timeout_ms < 0 {
+            Duration::from_secs(u32::MAX as u64)
+        } else {
+            Duration::from_millis(timeout_ms as u64)
+        };
+        let n = h.serve(timeout);
+        write_opt(out_served, n);
+        Ok(())
+    }
+}
+
+/// Sends everything buffered and waits (up to `timeout_ms`; negative: `delivery.timeout.ms`)
+/// until every record sent so far is acknowledged or failed, then runs the queued delivery
+/// callbacks on this thread.
+#[no_mangle]
+pub extern "C" fn lagless_producer_flush(
+    producer: *mut lagless_producer,
+    timeout_ms: i32,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        let p = h.open()?;
+        let timeout = crate::boundary::api_timeout(timeout_ms)
+            .unwrap_or(h.delivery_timeout);
+        let r = p.flush(timeout);
+        h.serve(Duration::ZERO);
+        r
+    }
+}
+
+/// Flushes (up to `timeout_ms`; negative: `delivery.timeout.ms`), then stops the producer. Records
+/// still unacknowledged fail with `LAGLESS_ERR_CLOSED` (their reports wait for
+/// `lagless_producer_poll`). Every later call except `_poll` and `_destroy` gives
+/// `LAGLESS_ERR_CLOSED`; closing again succeeds.
+#[no_mangle]
+pub extern "C" fn lagless_producer_close(
+    producer: *mut lagless_producer,
+    timeout_ms: i32,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        if h.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let timeout = crate::boundary::api_timeout(timeout_ms)
+            .unwrap_or(h.delivery_timeout);
+        h.inner.close(timeout)
+    }
+}
+
+/// Frees the producer. Without a prior close it flushes for at most a few seconds. Delivery
+/// reports not yet served are dropped without calling their callbacks. NULL is ignored.
+#[no_mangle]
+pub extern "C" fn lagless_producer_destroy(producer: *mut lagless_producer) {
+    ffi_panic_boundary! {
+        if !producer.is_null() {
+            // SAFETY: `producer` came from lagless_producer_new and is destroyed once.
+            drop(unsafe { Box::from_raw(producer) });
+        }
+    }
+}
