@@ -24,7 +24,7 @@ def consume_n(c: lagless.Consumer, n: int, deadline_s: float = 30.0) -> List[lag
     deadline = time.monotonic() + deadline_s
     while len(out) < n:
         assert time.monotonic() < deadline, f"got {len(out)} of {n} messages"
-        out.extend(c.consume(500, timeout=0.5))
+        out.extend(c.consume(min(500, n - len(out)), timeout=0.5))
     return out
 
 
@@ -327,11 +327,16 @@ def test_unknown_topic_raises_unknown_topic_error(bootstrap, consumers):
     with pytest.raises(lagless.UnknownTopicError) as e:
         c.partitions_for("no-such-topic-py", timeout=10)
     assert e.value.topic == "no-such-topic-py"
-    c.assign([lagless.TopicPartition("no-such-topic-py", 0)])
+    # An assigned partition of a missing topic fails alone, through poll(): the core reports it
+    # once it made no progress for task.timeout.ms (its offset lookup cannot succeed).
+    c2 = lagless.Consumer({"bootstrap.servers": bootstrap, "task.timeout.ms": 1000})
+    consumers.append(c2)
+    c2.assign([lagless.TopicPartition("no-such-topic-py", 0)])
     deadline = time.monotonic() + 20
-    with pytest.raises(lagless.UnknownTopicError):
+    with pytest.raises((lagless.UnknownTopicError, lagless.PartitionStuckError)) as e2:
         while time.monotonic() < deadline:
-            c.poll(0.2)
+            c2.poll(0.2)
+    assert e2.value.topic == "no-such-topic-py"
     with lagless.Producer({"bootstrap.servers": bootstrap}) as p:
         with pytest.raises(lagless.UnknownTopicError):
             p.send("no-such-topic-py", b"x")

@@ -6,18 +6,32 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 from ._errors import LaglessError
 from ._listener import RebalanceListener
 
+__all__ = [
+    "Consumer",
+    "Message",
+    "Producer",
+    "TopicPartition",
+    "create_topic",
+    "_set_log_level",
+    "OFFSET_BEGINNING",
+    "OFFSET_END",
+    "OFFSET_INVALID",
+    "__version__",
+]
+
 __version__: str
 OFFSET_BEGINNING: int
 OFFSET_END: int
 OFFSET_INVALID: int
 
-ConfigValue = Union[str, int, float, bool]
-Payload = Union[bytes, bytearray, str, None]
-Headers = Union[Iterable[Tuple[str, Payload]], Mapping[str, Payload]]
-PartitionsCallback = Callable[["Consumer", List["TopicPartition"]], Any]
-CommitCallback = Callable[[Optional[LaglessError], List["TopicPartition"]], Any]
-DeliveryCallback = Callable[[Optional[LaglessError], Optional[Tuple[str, int, int]]], Any]
+_ConfigValue = Union[str, int, float, bool]
+_Payload = Union[bytes, bytearray, str, None]
+_Headers = Union[Iterable[Tuple[str, _Payload]], Mapping[str, _Payload]]
+_PartitionsCallback = Callable[["Consumer", List["TopicPartition"]], Any]
+_CommitCallback = Callable[[Optional[LaglessError], List["TopicPartition"]], Any]
+_DeliveryCallback = Callable[[Optional[LaglessError], Optional[Tuple[str, int, int]]], Any]
 
+@final
 class TopicPartition:
     topic: str
     partition: int
@@ -27,17 +41,17 @@ class TopicPartition:
     def __new__(
         cls,
         topic: str,
-        partition: int = -1,
-        offset: int = -1001,
+        partition: int = ...,
+        offset: int = ...,
         metadata: Optional[str] = None,
     ) -> "TopicPartition": ...
     def __hash__(self) -> int: ...
-    def __eq__(self, other: object) -> bool: ...
-    def __ne__(self, other: object) -> bool: ...
-    def __lt__(self, other: "TopicPartition") -> bool: ...
-    def __le__(self, other: "TopicPartition") -> bool: ...
-    def __gt__(self, other: "TopicPartition") -> bool: ...
-    def __ge__(self, other: "TopicPartition") -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
+    def __lt__(self, value: "TopicPartition", /) -> bool: ...
+    def __le__(self, value: "TopicPartition", /) -> bool: ...
+    def __gt__(self, value: "TopicPartition", /) -> bool: ...
+    def __ge__(self, value: "TopicPartition", /) -> bool: ...
 
 @final
 class Message:
@@ -60,38 +74,38 @@ class Message:
 
 @final
 class Consumer:
-    def __new__(cls, config: Dict[str, ConfigValue]) -> "Consumer": ...
+    def __new__(cls, config: Dict[str, _ConfigValue]) -> "Consumer": ...
     def subscribe(
         self,
         topics: Union[str, Iterable[str]],
         listener: Optional[RebalanceListener] = None,
         *,
-        on_assign: Optional[PartitionsCallback] = None,
-        on_revoke: Optional[PartitionsCallback] = None,
-        on_lost: Optional[PartitionsCallback] = None,
+        on_assign: Optional[_PartitionsCallback] = None,
+        on_revoke: Optional[_PartitionsCallback] = None,
+        on_lost: Optional[_PartitionsCallback] = None,
     ) -> None: ...
     def subscribe_pattern(
         self,
         pattern: str,
         listener: Optional[RebalanceListener] = None,
         *,
-        on_assign: Optional[PartitionsCallback] = None,
-        on_revoke: Optional[PartitionsCallback] = None,
-        on_lost: Optional[PartitionsCallback] = None,
+        on_assign: Optional[_PartitionsCallback] = None,
+        on_revoke: Optional[_PartitionsCallback] = None,
+        on_lost: Optional[_PartitionsCallback] = None,
     ) -> None: ...
     def subscription(self) -> List[str]: ...
     def unsubscribe(self) -> None: ...
     def assign(self, partitions: Iterable[TopicPartition]) -> None: ...
     def assignment(self) -> List[TopicPartition]: ...
     def poll(self, timeout: Optional[float] = None) -> Optional[Message]: ...
-    def consume(self, num_messages: int = 1, timeout: Optional[float] = -1.0) -> List[Message]: ...
+    def consume(self, num_messages: int = 1, timeout: Optional[float] = ...) -> List[Message]: ...
     def __iter__(self) -> Iterator[Message]: ...
     def __next__(self) -> Message: ...
     def commit(
         self,
         offsets: Optional[Iterable[TopicPartition]] = None,
         asynchronous: bool = False,
-        callback: Optional[CommitCallback] = None,
+        callback: Optional[_CommitCallback] = None,
         *,
         message: Optional[Message] = None,
     ) -> Optional[List[TopicPartition]]: ...
@@ -117,24 +131,24 @@ class Consumer:
 
 @final
 class Producer:
-    def __new__(cls, config: Dict[str, ConfigValue]) -> "Producer": ...
+    def __new__(cls, config: Dict[str, _ConfigValue]) -> "Producer": ...
     def produce(
         self,
         topic: str,
-        value: Payload = None,
-        key: Payload = None,
+        value: _Payload = None,
+        key: _Payload = None,
         partition: Optional[int] = None,
-        headers: Optional[Headers] = None,
+        headers: Optional[_Headers] = None,
         timestamp: Optional[int] = None,
-        on_delivery: Optional[DeliveryCallback] = None,
+        on_delivery: Optional[_DeliveryCallback] = None,
     ) -> None: ...
     def send(
         self,
         topic: str,
-        value: Payload = None,
-        key: Payload = None,
+        value: _Payload = None,
+        key: _Payload = None,
         partition: Optional[int] = None,
-        headers: Optional[Headers] = None,
+        headers: Optional[_Headers] = None,
         timestamp: Optional[int] = None,
     ) -> Tuple[int, int]: ...
     def poll(self, timeout: Optional[float] = 0.0) -> int: ...
