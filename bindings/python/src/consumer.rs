@@ -171,7 +171,9 @@ pub struct Consumer {
 
 impl Consumer {
     fn core(&self) -> &CoreConsumer {
-        self.inner.as_ref().expect("the core consumer lives until drop")
+        self.inner
+            .as_ref()
+            .expect("the core consumer lives until drop")
     }
 
     /// Re-raises a callback's exception stashed during the last core call.
@@ -303,8 +305,7 @@ impl Consumer {
         on_assign: Option<Py<PyAny>>,
         on_revoke: Option<Py<PyAny>>,
         on_lost: Option<Py<PyAny>>,
-        subscribe: impl FnOnce(&CoreConsumer, Box<dyn RebalanceListener>) -> lagless::Result<()>
-            + Send,
+        subscribe: impl FnOnce(&CoreConsumer, Box<dyn RebalanceListener>) -> lagless::Result<()> + Send,
     ) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
@@ -327,9 +328,9 @@ impl Consumer {
 
 fn callable(name: &str, obj: Option<Py<PyAny>>, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
     match obj {
-        Some(o) if !o.bind(py).is_callable() => Err(PyTypeError::new_err(format!(
-            "{name} must be callable"
-        ))),
+        Some(o) if !o.bind(py).is_callable() => {
+            Err(PyTypeError::new_err(format!("{name} must be callable")))
+        }
         o => Ok(o),
     }
 }
@@ -440,7 +441,11 @@ impl Consumer {
     fn assignment<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let core = self.core();
         let a = py.detach(|| core.assignment());
-        tp_list(py, a.iter().map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)))
+        tp_list(
+            py,
+            a.iter()
+                .map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)),
+        )
     }
 
     /// The next message, waiting up to `timeout` seconds (None or negative: without limit);
@@ -491,7 +496,11 @@ impl Consumer {
         loop {
             match self.fill(py, None) {
                 Ok(_) => {}
-                Err(e) if e.value(py).getattr("name").is_ok_and(|n| n.eq("CLOSED").unwrap_or(false)) => {
+                Err(e)
+                    if e.value(py)
+                        .getattr("name")
+                        .is_ok_and(|n| n.eq("CLOSED").unwrap_or(false)) =>
+                {
                     return Err(PyStopIteration::new_err(()));
                 }
                 Err(e) => return Err(e),
@@ -517,44 +526,43 @@ impl Consumer {
         message: Option<&Bound<'py, Message>>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         let callback = callable("callback", callback, py)?;
-        let list: Vec<(lagless::TopicPartition, OffsetAndMetadata)> =
-            match (offsets, message) {
-                (Some(_), Some(_)) => {
-                    return Err(PyTypeError::new_err("give offsets or message, not both"))
-                }
-                (Some(o), None) => extract_tps(o)?
-                    .into_iter()
-                    .map(|(tp, offset, metadata)| {
-                        (
-                            tp,
-                            OffsetAndMetadata {
-                                offset,
-                                metadata: metadata.unwrap_or_default(),
-                            },
-                        )
-                    })
-                    .collect(),
-                (None, Some(m)) => {
-                    let m = m.get();
-                    vec![(
-                        lagless::TopicPartition::new(m.topic_str(py), m.partition()),
+        let list: Vec<(lagless::TopicPartition, OffsetAndMetadata)> = match (offsets, message) {
+            (Some(_), Some(_)) => {
+                return Err(PyTypeError::new_err("give offsets or message, not both"))
+            }
+            (Some(o), None) => extract_tps(o)?
+                .into_iter()
+                .map(|(tp, offset, metadata)| {
+                    (
+                        tp,
                         OffsetAndMetadata {
-                            offset: m.offset() + 1,
-                            metadata: String::new(),
+                            offset,
+                            metadata: metadata.unwrap_or_default(),
                         },
-                    )]
-                }
-                (None, None) => {
-                    let core = self.core();
-                    let mut o = py.detach(|| core.consumed_offsets());
-                    for (tp, om) in o.iter_mut() {
-                        if let Some(first) = self.first_pending(tp) {
-                            om.offset = first;
-                        }
+                    )
+                })
+                .collect(),
+            (None, Some(m)) => {
+                let m = m.get();
+                vec![(
+                    lagless::TopicPartition::new(m.topic_str(py), m.partition()),
+                    OffsetAndMetadata {
+                        offset: m.offset() + 1,
+                        metadata: String::new(),
+                    },
+                )]
+            }
+            (None, None) => {
+                let core = self.core();
+                let mut o = py.detach(|| core.consumed_offsets());
+                for (tp, om) in o.iter_mut() {
+                    if let Some(first) = self.first_pending(tp) {
+                        om.offset = first;
                     }
-                    o
                 }
-            };
+                o
+            }
+        };
         let core = self.core();
         if asynchronous {
             let cb: Option<lagless::CommitCallback> = callback.map(|cb| {
@@ -690,7 +698,11 @@ impl Consumer {
     fn paused<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let core = self.core();
         let p = py.detach(|| core.paused());
-        tp_list(py, p.iter().map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)))
+        tp_list(
+            py,
+            p.iter()
+                .map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)),
+        )
     }
 
     /// (low, high) watermarks of a partition: log start offset and high watermark.
@@ -710,7 +722,12 @@ impl Consumer {
 
     /// The partition ids of `topic`.
     #[pyo3(signature = (topic, timeout=None))]
-    fn partitions_for(&self, py: Python<'_>, topic: String, timeout: Option<f64>) -> PyResult<Vec<i32>> {
+    fn partitions_for(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<i32>> {
         let core = self.core();
         let r = py.detach(|| core.partitions_for(&topic, duration(timeout)));
         self.check(py, r)
@@ -775,7 +792,9 @@ impl Drop for Consumer {
     /// that (bounded in time, no callbacks). It waits for the I/O threads, which may want the
     /// GIL to log, so it runs detached.
     fn drop(&mut self) {
-        let Some(core) = self.inner.take() else { return };
+        let Some(core) = self.inner.take() else {
+            return;
+        };
         let pending = std::mem::take(&mut *lock(&self.pending));
         let give_back = move |core: CoreConsumer| {
             let mut first: BTreeMap<lagless::TopicPartition, i64> = BTreeMap::new();
@@ -812,7 +831,10 @@ fn commit_outcome<'py>(
     res: lagless::Result<CommitResults>,
 ) -> PyResult<(Py<PyAny>, Bound<'py, PyList>)> {
     match res {
-        Err(e) => Ok((to_py(py, &e).value(py).clone().into_any().unbind(), PyList::empty(py))),
+        Err(e) => Ok((
+            to_py(py, &e).value(py).clone().into_any().unbind(),
+            PyList::empty(py),
+        )),
         Ok(results) => {
             let mut first: Option<Py<PyAny>> = None;
             let mut out = Vec::new();

@@ -31,9 +31,8 @@ fn class_name(code: i32) -> &'static str {
 }
 
 fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
-    let module = ERRORS_MODULE.get_or_try_init(py, || {
-        py.import("lagless._errors").map(Bound::unbind)
-    })?;
+    let module =
+        ERRORS_MODULE.get_or_try_init(py, || py.import("lagless._errors").map(Bound::unbind))?;
     let cls = module.bind(py).getattr(class_name(e.code()))?;
     let kw = PyDict::new(py);
     kw.set_item("code", e.code())?;

@@ -16,7 +16,13 @@ use errors::IntoPyResult;
 /// until every partition has a leader. An existing topic raises KafkaError with kafka_code 36.
 #[pyfunction]
 #[pyo3(signature = (bootstrap, name, partitions=1, rf=1))]
-fn create_topic(py: Python<'_>, bootstrap: String, name: String, partitions: i32, rf: i16) -> PyResult<()> {
+fn create_topic(
+    py: Python<'_>,
+    bootstrap: String,
+    name: String,
+    partitions: i32,
+    rf: i16,
+) -> PyResult<()> {
     py.detach(|| lagless::admin::create_topic(&bootstrap, &name, partitions, rf))
         .py(py)
 }

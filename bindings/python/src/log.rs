@@ -42,10 +42,9 @@ fn emit(level: LogLevel, target: &str, message: &str) {
                 .call_method1("getLogger", ("lagless",))
                 .map(Bound::unbind)
         })?;
-        logger.bind(py).call_method1(
-            "log",
-            (python_level(level), "%s: %s", target, message),
-        )?;
+        logger
+            .bind(py)
+            .call_method1("log", (python_level(level), "%s: %s", target, message))?;
         Ok(())
     });
 }

@@ -90,7 +90,9 @@ fn record(
 
 impl Producer {
     fn core(&self) -> &CoreProducer {
-        self.inner.as_ref().expect("the core producer lives until drop")
+        self.inner
+            .as_ref()
+            .expect("the core producer lives until drop")
     }
 
     /// Calls the queued delivery callbacks; the first exception is raised after all ran.
@@ -207,7 +209,8 @@ impl Producer {
                 return Ok(n);
             }
             let wait = deadline.map_or(Duration::from_millis(10), |d| {
-                d.saturating_duration_since(Instant::now()).min(Duration::from_millis(10))
+                d.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(10))
             });
             py.detach(|| std::thread::sleep(wait));
             py.check_signals()?;
@@ -223,7 +226,9 @@ impl Producer {
             .map(|t| Instant::now() + Duration::from_secs_f64(t));
         let core = self.core();
         loop {
-            let slice = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
+            let slice = deadline.map_or(SLICE, |d| {
+                d.saturating_duration_since(Instant::now()).min(SLICE)
+            });
             let r = py.detach(|| core.flush(slice));
             self.run_callbacks(py)?;
             match r {

@@ -77,7 +77,10 @@ impl TopicPartition {
             CompareOp::Gt => a > b,
             CompareOp::Ge => a >= b,
         };
-        Ok(pyo3::types::PyBool::new(py, r).to_owned().into_any().unbind())
+        Ok(pyo3::types::PyBool::new(py, r)
+            .to_owned()
+            .into_any()
+            .unbind())
     }
 
     fn __hash__(&self) -> u64 {
@@ -111,7 +114,10 @@ pub fn extract_tps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(CoreTp, i64, Option<
         let tp = item.cast::<TopicPartition>().map_err(|_| {
             PyTypeError::new_err(format!(
                 "expected a list of TopicPartition, got an item of type {}",
-                item.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                item.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
             ))
         })?;
         let tp = tp.borrow();
@@ -161,7 +167,16 @@ impl Message {
         let items = self
             .headers
             .iter()
-            .map(|(k, v)| PyTuple::new(py, [k.clone_ref(py).into_any(), v.as_ref().map_or_else(|| py.None(), |v| v.clone_ref(py).into_any())]))
+            .map(|(k, v)| {
+                PyTuple::new(
+                    py,
+                    [
+                        k.clone_ref(py).into_any(),
+                        v.as_ref()
+                            .map_or_else(|| py.None(), |v| v.clone_ref(py).into_any()),
+                    ],
+                )
+            })
             .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, items)
     }
@@ -173,8 +188,12 @@ impl Message {
             self.partition,
             self.offset,
             self.timestamp,
-            self.key.as_ref().map_or(-1, |k| k.bind(py).as_bytes().len() as i64),
-            self.value.as_ref().map_or(-1, |v| v.bind(py).as_bytes().len() as i64),
+            self.key
+                .as_ref()
+                .map_or(-1, |k| k.bind(py).as_bytes().len() as i64),
+            self.value
+                .as_ref()
+                .map_or(-1, |v| v.bind(py).as_bytes().len() as i64),
         )
     }
 }
@@ -192,7 +211,9 @@ impl MessageBuilder {
         r: ConsumerRecord,
     ) -> PyResult<Bound<'py, Message>> {
         let topic = match &self.topic {
-            Some((t, s)) if std::sync::Arc::ptr_eq(t, &r.topic) || **t == *r.topic => s.clone_ref(py),
+            Some((t, s)) if std::sync::Arc::ptr_eq(t, &r.topic) || **t == *r.topic => {
+                s.clone_ref(py)
+            }
             _ => {
                 let s = PyString::new(py, &r.topic).unbind();
                 self.topic = Some((r.topic.clone(), s.clone_ref(py)));
