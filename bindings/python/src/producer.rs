@@ -161,6 +161,7 @@ impl Producer {
 
     /// Sends one record and waits for the broker's answer; returns (partition, offset).
     #[pyo3(signature = (topic, value=None, key=None, partition=None, headers=None, timestamp=None))]
+    #[allow(clippy::too_many_arguments)]
     fn send(
         &self,
         py: Python<'_>,
@@ -233,7 +234,7 @@ impl Producer {
             self.run_callbacks(py)?;
             match r {
                 Ok(()) => return Ok(()),
-                Err(Error::Timeout(_)) if !deadline.is_some_and(|d| Instant::now() >= d) => {
+                Err(Error::Timeout(_)) if deadline.is_none_or(|d| Instant::now() < d) => {
                     py.check_signals()?
                 }
                 Err(e) => return Err(to_py(py, &e)),
