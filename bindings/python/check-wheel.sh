@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the abi3 wheel with maturin and installs it into a fresh virtualenv that has nothing
+# else, then imports it there.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+PYTHON="${PYTHON:-python3}"
+command -v maturin >/dev/null || "$PYTHON" -m pip install --quiet "maturin>=1.5,<2"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+maturin build --release --manifest-path "$here/Cargo.toml" --out "$out"
+wheel="$(ls "$out"/lagless-*.whl)"
+echo "check-wheel.sh: built $(basename "$wheel")"
+case "$(basename "$wheel")" in
+    *-abi3-*) ;;
+    *) echo "check-wheel.sh: not an abi3 wheel" >&2; exit 1 ;;
+esac
+for f in lagless/py.typed lagless/_lagless.pyi lagless/__init__.py; do
+    "$PYTHON" -m zipfile -l "$wheel" | grep -q " *$f" || { echo "check-wheel.sh: $f missing from the wheel" >&2; exit 1; }
+done
+rm -rf /tmp/x
+"$PYTHON" -m venv /tmp/x
+/tmp/x/bin/python -m pip install --quiet --no-index "$wheel"
+/tmp/x/bin/python - <<'PY'
+import lagless
+tp = lagless.TopicPartition("t", 0)
+try:
+    lagless.Consumer({"no.such.key": "1"})
+except lagless.ConfigError as e:
+    assert e.key == "no.such.key", e.key
+else:
+    raise SystemExit("expected ConfigError")
+print("check-wheel.sh: lagless", lagless.__version__, "imports in a fresh virtualenv:", tp)
+PY

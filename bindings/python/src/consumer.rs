@@ -1,0 +1,853 @@
+//! `Consumer`: the core consumer behind a Python class.
+//!
+//! Threads and the GIL: every core call that can wait (or take a lock an I/O thread may hold
+//! while logging) runs detached from the interpreter. Waiting calls (`poll`, `consume`) wait in
+//! slices of 100 ms and check for signals in between, so Ctrl-C interrupts them promptly.
+//! Rebalance listener callbacks run inside the core's `poll`/`close`/`unsubscribe` on the
+//! calling thread; the Rust listener attaches to the interpreter again to call Python, stashes a
+//! Python exception, and the method that ran the core call re-raises it once the core returns.
+//!
+//! The core returns up to `max.poll.records` records per poll; `poll()` hands out one and
+//! `consume(n)` up to n, so the rest wait in `pending`. The core already counts them as
+//! consumed, so before anything that commits or moves positions by itself (close, unsubscribe,
+//! a drop, assign, pause, seek) they are given back with a seek to the first one not handed
+//! out; `commit()` without offsets and `position()` account for them too. The core's own
+//! periodic and pre-revocation auto-commits only run inside its poll, which is only called
+//! when `pending` is empty, so they never commit a record the application has not seen.
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use lagless::offsets::OffsetAndMetadata;
+use lagless::{CommitResults, Consumer as CoreConsumer, ConsumerRecord, Error, RebalanceListener};
+use pyo3::exceptions::{PyStopIteration, PyTypeError};
+use pyo3::gc::PyVisit;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyWeakrefReference};
+use pyo3::PyTraverseError;
+
+use crate::errors::{to_py, IntoPyResult};
+use crate::types::{
+    extract_tps, tp_list, Message, MessageBuilder, TopicPartition, OFFSET_BEGINNING, OFFSET_END,
+    OFFSET_INVALID,
+};
+
+/// How long a waiting call stays detached before it checks for signals.
+const SLICE: Duration = Duration::from_millis(100);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Seconds as a duration; None or a negative number means "no limit" (the caller decides what
+/// that is).
+fn duration(timeout: Option<f64>) -> Option<Duration> {
+    match timeout {
+        Some(t) if t >= 0.0 && t.is_finite() => Some(Duration::from_secs_f64(t)),
+        _ => None,
+    }
+}
+
+/// The Python callables of the current subscription. Shared between the class (for the garbage
+/// collector) and the Rust listener the core holds.
+#[derive(Default)]
+struct Callbacks {
+    listener: Option<Py<PyAny>>,
+    on_assign: Option<Py<PyAny>>,
+    on_revoke: Option<Py<PyAny>>,
+    on_lost: Option<Py<PyAny>>,
+}
+
+/// The first Python exception raised by a callback since the last core call returned.
+type Stash = Arc<Mutex<Option<PyErr>>>;
+
+fn stash_error(stash: &Stash, err: PyErr) {
+    let mut s = lock(stash);
+    if s.is_none() {
+        *s = Some(err);
+    }
+}
+
+struct PyListener {
+    callbacks: Arc<Mutex<Callbacks>>,
+    /// The Python `Consumer`, weakly: a strong reference from inside the core would keep the
+    /// consumer alive forever (a cycle the garbage collector cannot see).
+    consumer: Py<PyWeakrefReference>,
+    stash: Stash,
+}
+
+#[derive(Clone, Copy)]
+enum Event {
+    Assigned,
+    Revoked,
+    Lost,
+}
+
+impl PyListener {
+    fn call(&self, event: Event, partitions: &[lagless::TopicPartition]) -> lagless::Result<()> {
+        Python::attach(|py| {
+            let result = (|| -> PyResult<()> {
+                let (method, callable) = {
+                    let cbs = lock(&self.callbacks);
+                    let callable = match event {
+                        Event::Assigned => cbs.on_assign.as_ref(),
+                        Event::Revoked => cbs.on_revoke.as_ref(),
+                        // As the Java client: lost partitions go to "revoked" unless told apart.
+                        Event::Lost => cbs.on_lost.as_ref().or(cbs.on_revoke.as_ref()),
+                    };
+                    (
+                        cbs.listener.as_ref().map(|l| l.clone_ref(py)),
+                        callable.map(|c| c.clone_ref(py)),
+                    )
+                };
+                let consumer = self
+                    .consumer
+                    .bind(py)
+                    .upgrade()
+                    .unwrap_or_else(|| py.None().into_bound(py));
+                let list = || {
+                    tp_list(
+                        py,
+                        partitions
+                            .iter()
+                            .map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)),
+                    )
+                };
+                if let Some(l) = method {
+                    let name = match event {
+                        Event::Assigned => "on_partitions_assigned",
+                        Event::Revoked => "on_partitions_revoked",
+                        Event::Lost => "on_partitions_lost",
+                    };
+                    l.bind(py).call_method1(name, (consumer.clone(), list()?))?;
+                }
+                if let Some(c) = callable {
+                    c.bind(py).call1((consumer, list()?))?;
+                }
+                Ok(())
+            })();
+            result.map_err(|e| {
+                let msg = e.to_string();
+                stash_error(&self.stash, e);
+                Error::Callback(msg)
+            })
+        })
+    }
+}
+
+impl RebalanceListener for PyListener {
+    fn on_partitions_revoked(
+        &mut self,
+        _: &CoreConsumer,
+        partitions: &[lagless::TopicPartition],
+    ) -> lagless::Result<()> {
+        self.call(Event::Revoked, partitions)
+    }
+    fn on_partitions_assigned(
+        &mut self,
+        _: &CoreConsumer,
+        partitions: &[lagless::TopicPartition],
+    ) -> lagless::Result<()> {
+        self.call(Event::Assigned, partitions)
+    }
+    fn on_partitions_lost(
+        &mut self,
+        _: &CoreConsumer,
+        partitions: &[lagless::TopicPartition],
+    ) -> lagless::Result<()> {
+        self.call(Event::Lost, partitions)
+    }
+}
+
+/// A Kafka consumer. See the package docs and `lagless/_lagless.pyi`.
+#[pyclass(module = "lagless._lagless", name = "Consumer", frozen, weakref)]
+pub struct Consumer {
+    /// Always Some but while dropping.
+    inner: Option<CoreConsumer>,
+    pending: Mutex<VecDeque<ConsumerRecord>>,
+    callbacks: Arc<Mutex<Callbacks>>,
+    stash: Stash,
+}
+
+impl Consumer {
+    fn core(&self) -> &CoreConsumer {
+        self.inner
+            .as_ref()
+            .expect("the core consumer lives until drop")
+    }
+
+    /// Re-raises a callback's exception stashed during the last core call.
+    fn raise_stashed(&self) -> PyResult<()> {
+        match lock(&self.stash).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// A core error as a Python exception; for `Error::Callback`, the callback's own exception.
+    fn error(&self, py: Python<'_>, e: Error) -> PyErr {
+        if matches!(e, Error::Callback(_)) {
+            if let Some(orig) = lock(&self.stash).take() {
+                return orig;
+            }
+        }
+        to_py(py, &e)
+    }
+
+    fn check<T>(&self, py: Python<'_>, r: lagless::Result<T>) -> PyResult<T> {
+        let v = r.map_err(|e| self.error(py, e))?;
+        self.raise_stashed()?;
+        Ok(v)
+    }
+
+    /// Gives the records not handed out yet back to the core (see the module docs), for the
+    /// partitions `which` selects.
+    fn rewind_pending(&self, py: Python<'_>, which: impl Fn(&lagless::TopicPartition) -> bool) {
+        let mut first: BTreeMap<lagless::TopicPartition, i64> = BTreeMap::new();
+        {
+            let mut pending = lock(&self.pending);
+            pending.retain(|r| {
+                let tp = lagless::TopicPartition::new(r.topic.to_string(), r.partition);
+                if which(&tp) {
+                    let e = first.entry(tp).or_insert(r.offset);
+                    *e = (*e).min(r.offset);
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        if first.is_empty() {
+            return;
+        }
+        let core = self.core();
+        py.detach(|| {
+            for (tp, offset) in first {
+                // The partition may be gone already; nothing to give back then.
+                let _ = core.seek(&tp, offset);
+            }
+        });
+    }
+
+    /// The offset of the first record of `tp` waiting in `pending`.
+    fn first_pending(&self, tp: &lagless::TopicPartition) -> Option<i64> {
+        lock(&self.pending)
+            .iter()
+            .filter(|r| r.partition == tp.partition && *r.topic == *tp.topic)
+            .map(|r| r.offset)
+            .min()
+    }
+
+    /// Waits up to `timeout` (None: without limit) until `pending` has records. Returns whether
+    /// it has.
+    fn fill(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<bool> {
+        if !lock(&self.pending).is_empty() {
+            return Ok(true);
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let core = self.core();
+        loop {
+            let slice = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()).min(SLICE),
+                None => SLICE,
+            };
+            let r = py.detach(|| core.poll(slice));
+            match r {
+                Ok(records) if !records.is_empty() => {
+                    lock(&self.pending).extend(records);
+                    self.raise_stashed()?;
+                    return Ok(true);
+                }
+                Ok(_) => self.raise_stashed()?,
+                Err(e) => return Err(self.error(py, e)),
+            }
+            py.check_signals()?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Takes up to `max` records from `pending`, topping it up from what the core has buffered
+    /// (without waiting).
+    fn take(&self, py: Python<'_>, max: usize) -> PyResult<Vec<ConsumerRecord>> {
+        let mut out = Vec::with_capacity(max.min(4096));
+        loop {
+            {
+                let mut pending = lock(&self.pending);
+                let n = (max - out.len()).min(pending.len());
+                out.extend(pending.drain(..n));
+            }
+            if out.len() >= max {
+                return Ok(out);
+            }
+            let core = self.core();
+            match py.detach(|| core.poll(Duration::ZERO)) {
+                Ok(records) if !records.is_empty() => lock(&self.pending).extend(records),
+                Ok(_) => {
+                    self.raise_stashed()?;
+                    return Ok(out);
+                }
+                // What was taken is handed out; the error comes from the next call.
+                Err(e) if !out.is_empty() => {
+                    let err = self.error(py, e);
+                    stash_error(&self.stash, err);
+                    return Ok(out);
+                }
+                Err(e) => return Err(self.error(py, e)),
+            }
+        }
+    }
+
+    fn set_subscription(
+        slf: &Bound<'_, Self>,
+        listener: Option<Py<PyAny>>,
+        on_assign: Option<Py<PyAny>>,
+        on_revoke: Option<Py<PyAny>>,
+        on_lost: Option<Py<PyAny>>,
+        subscribe: impl FnOnce(&CoreConsumer, Box<dyn RebalanceListener>) -> lagless::Result<()> + Send,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        *lock(&this.callbacks) = Callbacks {
+            listener,
+            on_assign,
+            on_revoke,
+            on_lost,
+        };
+        let l = PyListener {
+            callbacks: this.callbacks.clone(),
+            consumer: PyWeakrefReference::new(slf.as_any())?.unbind(),
+            stash: this.stash.clone(),
+        };
+        let core = this.core();
+        let r = py.detach(|| subscribe(core, Box::new(l)));
+        this.check(py, r)
+    }
+}
+
+fn callable(name: &str, obj: Option<Py<PyAny>>, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+    match obj {
+        Some(o) if !o.bind(py).is_callable() => {
+            Err(PyTypeError::new_err(format!("{name} must be callable")))
+        }
+        o => Ok(o),
+    }
+}
+
+#[pymethods]
+impl Consumer {
+    #[new]
+    fn py_new(py: Python<'_>, config: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let config = crate::config::from_dict(py, config)?;
+        let core = py.detach(|| CoreConsumer::from_config(&config)).py(py)?;
+        Ok(Consumer {
+            inner: Some(core),
+            pending: Mutex::new(VecDeque::new()),
+            callbacks: Arc::new(Mutex::new(Callbacks::default())),
+            stash: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// Joins the group `group.id` and reads what the group assigns of `topics`.
+    #[pyo3(signature = (topics, listener=None, *, on_assign=None, on_revoke=None, on_lost=None))]
+    fn subscribe(
+        slf: &Bound<'_, Self>,
+        topics: &Bound<'_, PyAny>,
+        listener: Option<Py<PyAny>>,
+        on_assign: Option<Py<PyAny>>,
+        on_revoke: Option<Py<PyAny>>,
+        on_lost: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let names: Vec<String> = if let Ok(s) = topics.cast::<PyString>() {
+            vec![s.to_string()]
+        } else {
+            topics
+                .try_iter()?
+                .map(|t| t?.extract::<String>())
+                .collect::<PyResult<_>>()?
+        };
+        let (a, r, l) = (
+            callable("on_assign", on_assign, py)?,
+            callable("on_revoke", on_revoke, py)?,
+            callable("on_lost", on_lost, py)?,
+        );
+        Self::set_subscription(slf, listener, a, r, l, move |core, lst| {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            core.subscribe(&refs, Some(lst))
+        })
+    }
+
+    /// Subscribes to every topic whose whole name matches the regular expression `pattern`.
+    #[pyo3(signature = (pattern, listener=None, *, on_assign=None, on_revoke=None, on_lost=None))]
+    fn subscribe_pattern(
+        slf: &Bound<'_, Self>,
+        pattern: String,
+        listener: Option<Py<PyAny>>,
+        on_assign: Option<Py<PyAny>>,
+        on_revoke: Option<Py<PyAny>>,
+        on_lost: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let (a, r, l) = (
+            callable("on_assign", on_assign, py)?,
+            callable("on_revoke", on_revoke, py)?,
+            callable("on_lost", on_lost, py)?,
+        );
+        Self::set_subscription(slf, listener, a, r, l, move |core, lst| {
+            core.subscribe_pattern(&pattern, Some(lst))
+        })
+    }
+
+    /// The topics subscribed to (for a pattern, those that matched so far).
+    fn subscription(&self, py: Python<'_>) -> Vec<String> {
+        let core = self.core();
+        py.detach(|| core.subscription())
+    }
+
+    /// Leaves the group (committing first with auto-commit, revoking through the listener).
+    fn unsubscribe(&self, py: Python<'_>) -> PyResult<()> {
+        self.rewind_pending(py, |_| true);
+        let core = self.core();
+        let r = py.detach(|| core.unsubscribe());
+        self.check(py, r)
+    }
+
+    /// Reads exactly `partitions` (no group rebalancing). An offset >= 0 in a partition is where
+    /// reading starts; OFFSET_BEGINNING / OFFSET_END start at either end; else the committed
+    /// offset (with a group.id) or auto.offset.reset decides.
+    fn assign(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tps = extract_tps(partitions)?;
+        self.rewind_pending(py, |_| true);
+        let core = self.core();
+        let r = py.detach(|| -> lagless::Result<()> {
+            let list: Vec<lagless::TopicPartition> = tps.iter().map(|t| t.0.clone()).collect();
+            core.assign(&list)?;
+            for (tp, offset, _) in &tps {
+                match *offset {
+                    o if o >= 0 => core.seek(tp, o)?,
+                    OFFSET_BEGINNING => core.seek_to_beginning(std::slice::from_ref(tp))?,
+                    OFFSET_END => core.seek_to_end(std::slice::from_ref(tp))?,
+                    _ => {}
+                }
+            }
+            Ok(())
+        });
+        self.check(py, r)
+    }
+
+    /// The partitions currently assigned.
+    fn assignment<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let core = self.core();
+        let a = py.detach(|| core.assignment());
+        tp_list(
+            py,
+            a.iter()
+                .map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)),
+        )
+    }
+
+    /// The next message, waiting up to `timeout` seconds (None or negative: without limit);
+    /// None when none came in time.
+    #[pyo3(signature = (timeout=None))]
+    fn poll<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, Message>>> {
+        if !self.fill(py, duration(timeout))? {
+            return Ok(None);
+        }
+        let r = lock(&self.pending).pop_front();
+        match r {
+            Some(r) => Ok(Some(MessageBuilder::default().build(py, r)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Up to `num_messages` messages: waits up to `timeout` seconds (negative: without limit)
+    /// for the first, then takes what is already buffered without waiting further.
+    #[pyo3(signature = (num_messages=1, timeout=-1.0))]
+    fn consume<'py>(
+        &self,
+        py: Python<'py>,
+        num_messages: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if num_messages == 0 || !self.fill(py, duration(timeout))? {
+            return Ok(PyList::empty(py));
+        }
+        let records = self.take(py, num_messages)?;
+        let mut b = MessageBuilder::default();
+        let msgs = records
+            .into_iter()
+            .map(|r| b.build(py, r))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, msgs)
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// Waits for the next message; the iteration ends when the consumer is closed.
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Message>> {
+        loop {
+            match self.fill(py, None) {
+                Ok(_) => {}
+                Err(e)
+                    if e.value(py)
+                        .getattr("name")
+                        .is_ok_and(|n| n.eq("CLOSED").unwrap_or(false)) =>
+                {
+                    return Err(PyStopIteration::new_err(()));
+                }
+                Err(e) => return Err(e),
+            }
+            let r = lock(&self.pending).pop_front();
+            if let Some(r) = r {
+                return MessageBuilder::default().build(py, r);
+            }
+        }
+    }
+
+    /// Commits `offsets` (TopicPartitions whose offset is the next one to read), or a message's
+    /// offset + 1, or else the positions of everything handed out so far. Synchronous commits
+    /// return the committed partitions and raise if any failed; asynchronous ones return None
+    /// and call `callback(error_or_None, partitions)` on the polling thread inside a later call.
+    #[pyo3(signature = (offsets=None, asynchronous=false, callback=None, *, message=None))]
+    fn commit<'py>(
+        &self,
+        py: Python<'py>,
+        offsets: Option<&Bound<'py, PyAny>>,
+        asynchronous: bool,
+        callback: Option<Py<PyAny>>,
+        message: Option<&Bound<'py, Message>>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let callback = callable("callback", callback, py)?;
+        let list: Vec<(lagless::TopicPartition, OffsetAndMetadata)> = match (offsets, message) {
+            (Some(_), Some(_)) => {
+                return Err(PyTypeError::new_err("give offsets or message, not both"))
+            }
+            (Some(o), None) => extract_tps(o)?
+                .into_iter()
+                .map(|(tp, offset, metadata)| {
+                    (
+                        tp,
+                        OffsetAndMetadata {
+                            offset,
+                            metadata: metadata.unwrap_or_default(),
+                        },
+                    )
+                })
+                .collect(),
+            (None, Some(m)) => {
+                let m = m.get();
+                vec![(
+                    lagless::TopicPartition::new(m.topic_str(py), m.partition()),
+                    OffsetAndMetadata {
+                        offset: m.offset() + 1,
+                        metadata: String::new(),
+                    },
+                )]
+            }
+            (None, None) => {
+                let core = self.core();
+                let mut o = py.detach(|| core.consumed_offsets());
+                for (tp, om) in o.iter_mut() {
+                    if let Some(first) = self.first_pending(tp) {
+                        om.offset = first;
+                    }
+                }
+                o
+            }
+        };
+        let core = self.core();
+        if asynchronous {
+            let cb: Option<lagless::CommitCallback> = callback.map(|cb| {
+                let stash = self.stash.clone();
+                Box::new(move |res: lagless::Result<CommitResults>| {
+                    Python::attach(|py| {
+                        let r = (|| -> PyResult<()> {
+                            let (err, tps) = commit_outcome(py, res)?;
+                            cb.bind(py).call1((err, tps))?;
+                            Ok(())
+                        })();
+                        if let Err(e) = r {
+                            stash_error(&stash, e);
+                        }
+                    })
+                }) as lagless::CommitCallback
+            });
+            let r = py.detach(|| core.commit_async(Some(list), cb));
+            self.check(py, r)?;
+            return Ok(None);
+        }
+        let r = py.detach(|| core.commit_sync_detailed(Some(&list), None));
+        let results = self.check(py, r)?;
+        let mut out = Vec::with_capacity(results.len());
+        let mut first_err = None;
+        for (tp, r) in results {
+            let mut t = TopicPartition::from_core(&tp, 0);
+            if let Some((_, om)) = list.iter().find(|(x, _)| *x == tp) {
+                t.offset = om.offset;
+            }
+            if let Err(e) = r {
+                let err = to_py(py, &e);
+                t.error = Some(err.value(py).clone().into_any().unbind());
+                first_err.get_or_insert(err);
+            }
+            out.push(t);
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        Ok(Some(tp_list(py, out)?))
+    }
+
+    /// The group's committed offsets of `partitions` (offset OFFSET_INVALID where none).
+    #[pyo3(signature = (partitions, timeout=None))]
+    fn committed<'py>(
+        &self,
+        py: Python<'py>,
+        partitions: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.committed(&tps, duration(timeout)));
+        let res = self.check(py, r)?;
+        tp_list(
+            py,
+            res.into_iter().map(|(tp, om)| {
+                let mut t = TopicPartition::from_core(&tp, OFFSET_INVALID);
+                if let Some(om) = om {
+                    t.offset = om.offset;
+                    t.metadata = Some(om.metadata);
+                }
+                t
+            }),
+        )
+    }
+
+    /// The offset of the next message `poll()` returns for each of `partitions`.
+    #[pyo3(signature = (partitions, timeout=None))]
+    fn position<'py>(
+        &self,
+        py: Python<'py>,
+        partitions: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let tps = extract_tps(partitions)?;
+        let mut out = Vec::with_capacity(tps.len());
+        for (tp, _, _) in tps {
+            let offset = match self.first_pending(&tp) {
+                Some(o) => o,
+                None => {
+                    let core = self.core();
+                    let r = py.detach(|| core.position(&tp, duration(timeout)));
+                    self.check(py, r)?
+                }
+            };
+            out.push(TopicPartition::from_core(&tp, offset));
+        }
+        tp_list(py, out)
+    }
+
+    /// Moves the next read of `partition.topic`/`partition.partition` to `partition.offset`
+    /// (or OFFSET_BEGINNING / OFFSET_END).
+    fn seek(&self, py: Python<'_>, partition: &Bound<'_, TopicPartition>) -> PyResult<()> {
+        let (tp, offset) = {
+            let p = partition.borrow();
+            (p.core(), p.offset)
+        };
+        {
+            let mut pending = lock(&self.pending);
+            pending.retain(|r| !(r.partition == tp.partition && *r.topic == *tp.topic));
+        }
+        let core = self.core();
+        let r = py.detach(|| match offset {
+            OFFSET_BEGINNING => core.seek_to_beginning(std::slice::from_ref(&tp)),
+            OFFSET_END => core.seek_to_end(std::slice::from_ref(&tp)),
+            o => core.seek(&tp, o),
+        });
+        self.check(py, r)
+    }
+
+    /// Stops returning messages of `partitions` until `resume()`.
+    fn pause(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        self.rewind_pending(py, |tp| tps.contains(tp));
+        let core = self.core();
+        let r = py.detach(|| core.pause(&tps));
+        self.check(py, r)
+    }
+
+    fn resume(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.resume(&tps));
+        self.check(py, r)
+    }
+
+    /// The paused partitions.
+    fn paused<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let core = self.core();
+        let p = py.detach(|| core.paused());
+        tp_list(
+            py,
+            p.iter()
+                .map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)),
+        )
+    }
+
+    /// (low, high) watermarks of a partition: log start offset and high watermark.
+    #[pyo3(signature = (partition, timeout=None))]
+    fn get_watermark_offsets(
+        &self,
+        py: Python<'_>,
+        partition: &Bound<'_, TopicPartition>,
+        timeout: Option<f64>,
+    ) -> PyResult<(i64, i64)> {
+        let tp = partition.borrow().core();
+        let core = self.core();
+        let r = py.detach(|| core.watermarks(&tp, duration(timeout)));
+        let w = self.check(py, r)?;
+        Ok((w.low, w.high))
+    }
+
+    /// The partition ids of `topic`.
+    #[pyo3(signature = (topic, timeout=None))]
+    fn partitions_for(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<i32>> {
+        let core = self.core();
+        let r = py.detach(|| core.partitions_for(&topic, duration(timeout)));
+        self.check(py, r)
+    }
+
+    /// The member id in the group, or None before the first join or without a subscription.
+    fn member_id(&self, py: Python<'_>) -> Option<String> {
+        let core = self.core();
+        py.detach(|| core.group_metadata())
+            .map(|m| m.member_id)
+            .filter(|m| !m.is_empty())
+    }
+
+    /// Makes a blocked (or the next) `poll()` raise WakeupError. Safe from any thread.
+    fn wakeup(&self, py: Python<'_>) {
+        let core = self.core();
+        py.detach(|| core.wakeup());
+    }
+
+    /// Commits (with auto-commit), revokes through the listener, leaves the group and stops,
+    /// within `timeout` seconds (default `default.api.timeout.ms`). Later calls raise
+    /// ClosedError; closing again does nothing.
+    #[pyo3(signature = (timeout=None))]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        self.rewind_pending(py, |_| true);
+        let core = self.core();
+        let r = py.detach(|| core.close(duration(timeout)));
+        self.check(py, r)
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py, None)?;
+        Ok(false)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // Never block in the collector: a callback being called holds the lock only briefly,
+        // and skipping one round of traversal is harmless.
+        if let Ok(cbs) = self.callbacks.try_lock() {
+            visit.call(&cbs.listener)?;
+            visit.call(&cbs.on_assign)?;
+            visit.call(&cbs.on_revoke)?;
+            visit.call(&cbs.on_lost)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if let Ok(mut cbs) = self.callbacks.try_lock() {
+            *cbs = Callbacks::default();
+        }
+    }
+}
+
+impl Drop for Consumer {
+    /// A consumer collected without `close()` still leaves its group: the core's drop does
+    /// that (bounded in time, no callbacks). It waits for the I/O threads, which may want the
+    /// GIL to log, so it runs detached.
+    fn drop(&mut self) {
+        let Some(core) = self.inner.take() else {
+            return;
+        };
+        let pending = std::mem::take(&mut *lock(&self.pending));
+        let give_back = move |core: CoreConsumer| {
+            let mut first: BTreeMap<lagless::TopicPartition, i64> = BTreeMap::new();
+            for r in pending {
+                let tp = lagless::TopicPartition::new(r.topic.to_string(), r.partition);
+                let e = first.entry(tp).or_insert(r.offset);
+                *e = (*e).min(r.offset);
+            }
+            for (tp, offset) in first {
+                let _ = core.seek(&tp, offset);
+            }
+            drop(core);
+        };
+        let mut core = Some(core);
+        let mut give_back = Some(give_back);
+        Python::try_attach(|py| {
+            let (c, g) = (core.take(), give_back.take());
+            py.detach(move || {
+                if let (Some(c), Some(g)) = (c, g) {
+                    g(c)
+                }
+            })
+        });
+        // The interpreter is finalizing: log events are dropped by then, nothing to wait for.
+        if let (Some(c), Some(g)) = (core, give_back) {
+            g(c)
+        }
+    }
+}
+
+/// (error or None, list of TopicPartition) for a commit callback.
+fn commit_outcome<'py>(
+    py: Python<'py>,
+    res: lagless::Result<CommitResults>,
+) -> PyResult<(Py<PyAny>, Bound<'py, PyList>)> {
+    match res {
+        Err(e) => Ok((
+            to_py(py, &e).value(py).clone().into_any().unbind(),
+            PyList::empty(py),
+        )),
+        Ok(results) => {
+            let mut first: Option<Py<PyAny>> = None;
+            let mut out = Vec::new();
+            for (tp, r) in results {
+                let mut t = TopicPartition::from_core(&tp, OFFSET_INVALID);
+                if let Err(e) = r {
+                    let v = to_py(py, &e).value(py).clone().into_any().unbind();
+                    first.get_or_insert_with(|| v.clone_ref(py));
+                    t.error = Some(v);
+                }
+                out.push(t);
+            }
+            Ok((first.unwrap_or_else(|| py.None()), tp_list(py, out)?))
+        }
+    }
+}

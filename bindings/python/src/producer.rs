@@ -1,0 +1,284 @@
+//! `Producer`: the core producer behind a Python class.
+//!
+//! Delivery callbacks never run on the producer's I/O threads: the core's completion only
+//! queues the outcome, and `poll()` / `flush()` call the callbacks on the caller's thread.
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use lagless::{Error, Producer as CoreProducer, ProducerRecord, RecordMetadata};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
+
+use crate::errors::{to_py, IntoPyResult};
+
+const SLICE: Duration = Duration::from_millis(100);
+
+type Outcome = (Py<PyAny>, lagless::Result<RecordMetadata>);
+
+/// A Kafka producer. See `lagless/_lagless.pyi`.
+#[pyclass(module = "lagless._lagless", name = "Producer", frozen)]
+pub struct Producer {
+    inner: Option<CoreProducer>,
+    delivered: Arc<Mutex<Vec<Outcome>>>,
+}
+
+fn payload(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Bytes>> {
+    let Some(v) = v else { return Ok(None) };
+    if v.is_none() {
+        return Ok(None);
+    }
+    if let Ok(b) = v.cast::<PyBytes>() {
+        return Ok(Some(Bytes::copy_from_slice(b.as_bytes())));
+    }
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(Some(Bytes::copy_from_slice(s.to_cow()?.as_bytes())));
+    }
+    if let Ok(b) = v.cast::<PyByteArray>() {
+        return Ok(Some(Bytes::from(b.to_vec())));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{name} must be bytes, bytearray, str or None, got {}",
+        v.get_type().name()?
+    )))
+}
+
+fn headers(h: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<lagless::Header>> {
+    let Some(h) = h else { return Ok(Vec::new()) };
+    if h.is_none() {
+        return Ok(Vec::new());
+    }
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(d) = h.cast::<PyDict>() {
+        d.items().try_iter()?.collect::<PyResult<_>>()?
+    } else {
+        h.try_iter()?.collect::<PyResult<_>>()?
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            let (k, v): (String, Bound<'_, PyAny>) = item.extract().map_err(|_| {
+                PyTypeError::new_err("headers must be (str, bytes | str | None) pairs or a dict")
+            })?;
+            Ok(lagless::Header {
+                key: k,
+                value: payload("a header value", Some(&v))?,
+            })
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(
+    topic: String,
+    value: Option<&Bound<'_, PyAny>>,
+    key: Option<&Bound<'_, PyAny>>,
+    partition: Option<i32>,
+    hdrs: Option<&Bound<'_, PyAny>>,
+    timestamp: Option<i64>,
+) -> PyResult<ProducerRecord> {
+    Ok(ProducerRecord {
+        topic,
+        partition,
+        key: payload("key", key)?,
+        value: payload("value", value)?,
+        headers: headers(hdrs)?,
+        timestamp,
+    })
+}
+
+impl Producer {
+    fn core(&self) -> &CoreProducer {
+        self.inner
+            .as_ref()
+            .expect("the core producer lives until drop")
+    }
+
+    /// Calls the queued delivery callbacks; the first exception is raised after all ran.
+    fn run_callbacks(&self, py: Python<'_>) -> PyResult<usize> {
+        let done = std::mem::take(&mut *self.delivered.lock().unwrap_or_else(|p| p.into_inner()));
+        let n = done.len();
+        let mut first_err = None;
+        for (cb, res) in done {
+            let (err, meta) = match res {
+                Ok(m) => (py.None(), Some((m.topic, m.partition, m.offset))),
+                Err(e) => (to_py(py, &e).value(py).clone().into_any().unbind(), None),
+            };
+            if let Err(e) = cb.bind(py).call1((err, meta)) {
+                first_err.get_or_insert(e);
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
+    }
+}
+
+#[pymethods]
+impl Producer {
+    #[new]
+    fn py_new(py: Python<'_>, config: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let config = crate::config::from_dict(py, config)?;
+        let core = py.detach(|| CoreProducer::from_config(&config)).py(py)?;
+        Ok(Producer {
+            inner: Some(core),
+            delivered: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+
+    /// Queues a record. `on_delivery(error_or_None, (topic, partition, offset) or None)` runs
+    /// inside a later `poll()` or `flush()` on the calling thread.
+    #[pyo3(signature = (topic, value=None, key=None, partition=None, headers=None, timestamp=None, on_delivery=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn produce(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        value: Option<&Bound<'_, PyAny>>,
+        key: Option<&Bound<'_, PyAny>>,
+        partition: Option<i32>,
+        headers: Option<&Bound<'_, PyAny>>,
+        timestamp: Option<i64>,
+        on_delivery: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        let rec = record(topic, value, key, partition, headers, timestamp)?;
+        let core = self.core();
+        let r = match on_delivery {
+            None => py.detach(|| core.send(rec).map(drop)),
+            Some(cb) => {
+                let q = self.delivered.clone();
+                py.detach(move || {
+                    core.send_with_callback(rec, move |res| {
+                        q.lock().unwrap_or_else(|p| p.into_inner()).push((cb, res));
+                    })
+                })
+            }
+        };
+        r.py(py)
+    }
+
+    /// Sends one record and waits for the broker's answer; returns (partition, offset).
+    #[pyo3(signature = (topic, value=None, key=None, partition=None, headers=None, timestamp=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        value: Option<&Bound<'_, PyAny>>,
+        key: Option<&Bound<'_, PyAny>>,
+        partition: Option<i32>,
+        headers: Option<&Bound<'_, PyAny>>,
+        timestamp: Option<i64>,
+    ) -> PyResult<(i32, i64)> {
+        let rec = record(topic, value, key, partition, headers, timestamp)?;
+        let core = self.core();
+        let (tx, rx) = mpsc::sync_channel(1);
+        py.detach(|| {
+            core.send_with_callback(rec, move |res| {
+                let _ = tx.send(res);
+            })
+        })
+        .py(py)?;
+        // Every record completes by delivery.timeout.ms; wait in slices to let Ctrl-C through.
+        let mut rx = rx;
+        loop {
+            let (r, back) = py.detach(move || (rx.recv_timeout(SLICE), rx));
+            rx = back;
+            match r {
+                Ok(res) => {
+                    let m = res.py(py)?;
+                    return Ok((m.partition, m.offset));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(to_py(py, &Error::Closed)),
+            }
+        }
+    }
+
+    /// Runs the delivery callbacks that are due (waiting up to `timeout` seconds for one);
+    /// returns how many ran.
+    #[pyo3(signature = (timeout=0.0))]
+    fn poll(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
+        let deadline = timeout
+            .filter(|t| *t >= 0.0 && t.is_finite())
+            .map(|t| Instant::now() + Duration::from_secs_f64(t));
+        loop {
+            let n = self.run_callbacks(py)?;
+            if n > 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(n);
+            }
+            let wait = deadline.map_or(Duration::from_millis(10), |d| {
+                d.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(10))
+            });
+            py.detach(|| std::thread::sleep(wait));
+            py.check_signals()?;
+        }
+    }
+
+    /// Sends everything buffered and waits until every record is acknowledged or failed, up to
+    /// `timeout` seconds (None: without limit); raises LaglessTimeout if records remain.
+    #[pyo3(signature = (timeout=None))]
+    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let deadline = timeout
+            .filter(|t| *t >= 0.0 && t.is_finite())
+            .map(|t| Instant::now() + Duration::from_secs_f64(t));
+        let core = self.core();
+        loop {
+            let slice = deadline.map_or(SLICE, |d| {
+                d.saturating_duration_since(Instant::now()).min(SLICE)
+            });
+            let r = py.detach(|| core.flush(slice));
+            self.run_callbacks(py)?;
+            match r {
+                Ok(()) => return Ok(()),
+                Err(Error::Timeout(_)) if deadline.is_none_or(|d| Instant::now() < d) => {
+                    py.check_signals()?
+                }
+                Err(e) => return Err(to_py(py, &e)),
+            }
+        }
+    }
+
+    /// The partition ids of `topic`.
+    fn partitions_for(&self, py: Python<'_>, topic: String) -> PyResult<Vec<i32>> {
+        let core = self.core();
+        py.detach(|| core.partitions_for(&topic)).py(py)
+    }
+
+    /// Flushes (up to `timeout` seconds, default 30) and stops the producer.
+    #[pyo3(signature = (timeout=None))]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let t = timeout
+            .filter(|t| *t >= 0.0 && t.is_finite())
+            .map_or(Duration::from_secs(30), Duration::from_secs_f64);
+        let core = self.core();
+        let r = py.detach(|| core.close(t));
+        self.run_callbacks(py)?;
+        r.py(py)
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py, None)?;
+        Ok(false)
+    }
+}
+
+impl Drop for Producer {
+    /// The core's drop flushes for a few seconds; the I/O threads may want the GIL meanwhile.
+    fn drop(&mut self) {
+        let mut core = self.inner.take();
+        Python::try_attach(|py| {
+            let c = core.take();
+            py.detach(move || drop(c))
+        });
+        drop(core);
+    }
+}

@@ -1,0 +1,41 @@
+"""The producer's Python surface: delivery callbacks on the caller's thread, payload types."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import lagless
+
+
+def test_delivery_callbacks_run_in_flush_on_the_calling_thread(bootstrap, make_topic):
+    topic = make_topic(2)
+    seen = []
+    caller = threading.get_ident()
+
+    def on_delivery(err, meta):
+        assert threading.get_ident() == caller
+        seen.append((err, meta))
+
+    with lagless.Producer({"bootstrap.servers": bootstrap}) as p:
+        for i in range(10):
+            p.produce(topic, value=bytearray(b"v%d" % i), key="k", headers={"a": "b"}, on_delivery=on_delivery)
+        p.flush(30)
+    assert len(seen) == 10
+    assert all(err is None for err, _ in seen)
+    # One key: one partition, consecutive offsets.
+    assert sorted(m[2] for _, m in seen) == list(range(10))
+    assert len({m[1] for _, m in seen}) == 1 and all(m[0] == topic for _, m in seen)
+
+
+def test_bad_payload_and_partition_are_rejected(bootstrap, make_topic):
+    topic = make_topic(1)
+    with lagless.Producer({"bootstrap.servers": bootstrap}) as p:
+        with pytest.raises(TypeError):
+            p.produce(topic, value=123)  # type: ignore[arg-type]
+        with pytest.raises(lagless.InvalidArgumentError):
+            p.send(topic, b"x", partition=5)
+    with pytest.raises(lagless.ConfigError) as e:
+        lagless.Producer({"bootstrap.servers": bootstrap, "group.id": "consumers-only"})
+    assert e.value.key == "group.id"
