@@ -690,6 +690,7 @@ fn handle_lookup(
         }
     };
     let mut errors = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
     for (tp, outcome) in outcomes {
         let Some(p) = st.partitions.get_mut(&tp) else {
             continue;
@@ -714,7 +715,17 @@ fn handle_lookup(
             }
             LookupOutcome::Failed(e) => {
                 p.failed(format!("looking up the position: {e}"), true);
+                // A partition of a missing topic never gets a position, so the fetch loop's
+                // unknown-topic report (which needs one) never runs: report it from here, once.
+                if let Error::UnknownTopic(t) = &e {
+                    unknown.push(t.clone());
+                }
             }
+        }
+    }
+    for t in unknown {
+        if st.reported_unknown.insert(t.clone()) {
+            errors.push(Error::UnknownTopic(t));
         }
     }
     for e in errors {
