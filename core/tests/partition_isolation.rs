@@ -157,3 +157,19 @@ fn a_partition_whose_fetches_fail_with_unknown_server_error_does_not_hold_up_the
         assert_eq!(e.kafka_code(), Some(UNKNOWN_SERVER_ERROR), "{e}");
     }
 }
+
+#[test]
+fn a_partition_without_a_leader_does_not_hold_up_the_other() {
+    let broker = FakeBroker::start(
+        TOPIC,
+        vec![
+            Behavior::Records { total: TOTAL, per_sec: RATE },
+            Behavior::NoLeader,
+        ],
+    );
+    let out = consume(&broker, None);
+    assert_eq!(out.next, TOTAL, "partition 0 did not deliver all its records: {out:?}");
+    assert!(out.before_stuck > 0 && out.after_stuck > 0, "{out:?}");
+    let first = *out.stuck_at.first().expect("partition 1 was never reported stuck");
+    assert!(first <= TASK_TIMEOUT + Duration::from_millis(1500), "first stuck report after {first:?}");
+}
