@@ -173,3 +173,27 @@ fn a_partition_without_a_leader_does_not_hold_up_the_other() {
     let first = *out.stuck_at.first().expect("partition 1 was never reported stuck");
     assert!(first <= TASK_TIMEOUT + Duration::from_millis(1500), "first stuck report after {first:?}");
 }
+
+/// Not isolation, but the same fake broker: fetch answers that end in half a batch (KIP-74) give
+/// every record once, in order; the cut batch is fetched again whole.
+#[test]
+fn fetches_ending_in_a_truncated_batch_deliver_every_record_once() {
+    const N: i64 = 2000;
+    let broker = FakeBroker::start(TOPIC, vec![Behavior::TruncatedTail { total: N }]);
+    let c = consumer(&broker.addr);
+    c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
+    let started = Instant::now();
+    let mut next = 0;
+    while next < N {
+        assert!(started.elapsed() < Duration::from_secs(15), "stopped at offset {next}");
+        for r in c.poll(Duration::from_millis(100)).expect("poll") {
+            assert_eq!(r.offset, next);
+            assert_eq!(r.value.as_deref(), Some(format!("v{next}").as_bytes()));
+            next += 1;
+        }
+    }
+    assert!(c.poll(Duration::from_millis(300)).unwrap().is_empty());
+    // One fetch per complete batch: the truncated tail was not taken for a stuck partition.
+    let fetches = broker.fetches_of(0);
+    assert!(fetches >= (N / 200) as usize && fetches <= (N / 200) as usize + 10, "{fetches} fetches");
+}

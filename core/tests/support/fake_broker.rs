@@ -43,6 +43,10 @@ pub enum Behavior {
     FetchError(i16),
     /// Metadata says the partition has no leader (-1).
     NoLeader,
+    /// `total` records, all there from the start, each fetch answer ending with the first half
+    /// of the batch after its complete one, as a broker cuts the last batch at the size limit
+    /// (KIP-74).
+    TruncatedTail { total: i64 },
 }
 
 pub const BASE_TIMESTAMP: i64 = 1_600_000_000_000;
@@ -62,6 +66,7 @@ impl State {
     /// How many records partition `p` has now.
     fn available(&self, p: usize) -> i64 {
         match self.partitions[p] {
+            Behavior::TruncatedTail { total } => total,
             Behavior::Records { total, per_sec } => {
                 if per_sec == 0 {
                     total
@@ -337,6 +342,26 @@ async fn fetch(st: &State, req: &FetchRequest) -> FetchResponse {
                                 .with_error_code(6)
                                 .with_high_watermark(-1)
                                 .with_records(Some(Bytes::new())),
+                            Behavior::TruncatedTail { .. } => {
+                                let end = st.available(i);
+                                let pd = pd.with_high_watermark(end).with_last_stable_offset(end);
+                                let from = fp.fetch_offset;
+                                if from > end || from < 0 {
+                                    return pd.with_error_code(1);
+                                }
+                                let to = end.min(from + RECORDS_PER_FETCH);
+                                let mut records = BytesMut::new();
+                                if to > from {
+                                    any_data = true;
+                                    records.extend_from_slice(&batch(from, to));
+                                    let next_to = end.min(to + RECORDS_PER_FETCH);
+                                    if next_to > to {
+                                        let next = batch(to, next_to);
+                                        records.extend_from_slice(&next[..next.len() / 2]);
+                                    }
+                                }
+                                pd.with_records(Some(records.freeze()))
+                            }
                             Behavior::Records { .. } => {
                                 let end = st.available(i);
                                 let pd = pd.with_high_watermark(end).with_last_stable_offset(end);
