@@ -47,9 +47,23 @@ fn poll_exactly(c: &Consumer, want: usize, within: Duration) -> Vec<ConsumerReco
     while out.len() < want && Instant::now() < deadline {
         out.extend(c.poll(Duration::from_millis(200)).expect("poll"));
     }
-    assert_eq!(out.len(), want, "records: {:?}", out.iter().map(|r| (r.partition, r.offset)).collect::<Vec<_>>());
+    assert_eq!(
+        out.len(),
+        want,
+        "records: {:?}",
+        out.iter()
+            .map(|r| (r.partition, r.offset))
+            .collect::<Vec<_>>()
+    );
     let extra = c.poll(Duration::from_millis(300)).expect("poll");
-    assert!(extra.is_empty(), "unexpected records: {:?}", extra.iter().map(|r| (r.partition, r.offset)).collect::<Vec<_>>());
+    assert!(
+        extra.is_empty(),
+        "unexpected records: {:?}",
+        extra
+            .iter()
+            .map(|r| (r.partition, r.offset))
+            .collect::<Vec<_>>()
+    );
     out
 }
 
@@ -99,12 +113,21 @@ fn seek_position_and_seek_to_beginning_and_end() {
     let tp0 = TopicPartition::new(&topic, 0);
     let tp1 = TopicPartition::new(&topic, 1);
 
-    let c = consumer(&bs, &[("auto.offset.reset", "earliest"), ("max.poll.records", "50")]);
+    let c = consumer(
+        &bs,
+        &[
+            ("auto.offset.reset", "earliest"),
+            ("max.poll.records", "50"),
+        ],
+    );
     c.assign(&[tp0.clone()]).unwrap();
     // Not yet polled: position() looks the offset up through the reset policy.
     assert_eq!(c.position(&tp0, None).unwrap(), 0);
     // An unassigned partition has no position.
-    assert!(matches!(c.position(&tp1, None), Err(Error::IllegalState(_))));
+    assert!(matches!(
+        c.position(&tp1, None),
+        Err(Error::IllegalState(_))
+    ));
     assert!(matches!(c.seek(&tp1, 3), Err(Error::IllegalState(_))));
     assert!(matches!(c.seek(&tp0, -1), Err(Error::InvalidArgument(_))));
 
@@ -159,15 +182,36 @@ fn watermarks_beginning_and_end_offsets() {
     let tps: Vec<_> = (0..3).map(|p| TopicPartition::new(&topic, p)).collect();
     // No assignment needed for these.
     let c = consumer(&bs, &[]);
-    assert_eq!(c.watermarks(&tps[0], None).unwrap(), Watermarks { low: 0, high: 30 });
-    assert_eq!(c.watermarks(&tps[1], None).unwrap(), Watermarks { low: 0, high: 7 });
-    assert_eq!(c.watermarks(&tps[2], None).unwrap(), Watermarks { low: 0, high: 0 });
+    assert_eq!(
+        c.watermarks(&tps[0], None).unwrap(),
+        Watermarks { low: 0, high: 30 }
+    );
+    assert_eq!(
+        c.watermarks(&tps[1], None).unwrap(),
+        Watermarks { low: 0, high: 7 }
+    );
+    assert_eq!(
+        c.watermarks(&tps[2], None).unwrap(),
+        Watermarks { low: 0, high: 0 }
+    );
     let begin = c.beginning_offsets(&tps, None).unwrap();
-    assert_eq!(begin, tps.iter().map(|tp| (tp.clone(), 0)).collect::<Vec<_>>());
+    assert_eq!(
+        begin,
+        tps.iter().map(|tp| (tp.clone(), 0)).collect::<Vec<_>>()
+    );
     let end = c.end_offsets(&tps, None).unwrap();
-    assert_eq!(end, vec![(tps[0].clone(), 30), (tps[1].clone(), 7), (tps[2].clone(), 0)]);
+    assert_eq!(
+        end,
+        vec![
+            (tps[0].clone(), 30),
+            (tps[1].clone(), 7),
+            (tps[2].clone(), 0)
+        ]
+    );
     // A partition the topic does not have, and a topic the cluster does not have.
-    assert!(c.end_offsets(&[TopicPartition::new(&topic, 9)], None).is_err());
+    assert!(c
+        .end_offsets(&[TopicPartition::new(&topic, 9)], None)
+        .is_err());
     let e = c
         .end_offsets(&[TopicPartition::new(unique_name("api-missing"), 0)], None)
         .unwrap_err();
@@ -184,19 +228,26 @@ fn offsets_for_times() {
     let tp1 = TopicPartition::new(&topic, 1);
     let c = consumer(&bs, &[]);
     let res = c
-        .offsets_for_times(
-            &[
-                (tp0.clone(), 0),
-                (tp1.clone(), 0),
-            ],
-            None,
-        )
+        .offsets_for_times(&[(tp0.clone(), 0), (tp1.clone(), 0)], None)
         .unwrap();
-    assert_eq!(res, vec![(tp0.clone(), Some((0, base))), (tp1.clone(), None)]);
+    assert_eq!(
+        res,
+        vec![(tp0.clone(), Some((0, base))), (tp1.clone(), None)]
+    );
     // Between two records: the later one. Exactly on one: that one.
-    for (ts, want) in [(base + 55, Some((6, base + 60))), (base + 60, Some((6, base + 60))), (base + 490, Some((49, base + 490))), (base + 491, None)] {
+    for (ts, want) in [
+        (base + 55, Some((6, base + 60))),
+        (base + 60, Some((6, base + 60))),
+        (base + 490, Some((49, base + 490))),
+        (base + 491, None),
+    ] {
         let res = c.offsets_for_times(&[(tp0.clone(), ts)], None).unwrap();
-        assert_eq!(res, vec![(tp0.clone(), want)], "timestamp base+{}", ts - base);
+        assert_eq!(
+            res,
+            vec![(tp0.clone(), want)],
+            "timestamp base+{}",
+            ts - base
+        );
     }
     assert!(matches!(
         c.offsets_for_times(&[(tp0.clone(), -5)], None),
@@ -205,7 +256,10 @@ fn offsets_for_times() {
     // The answer is usable for seek.
     let c = consumer(&bs, &[("auto.offset.reset", "earliest")]);
     c.assign(&[tp0.clone()]).unwrap();
-    let (_, found) = c.offsets_for_times(&[(tp0.clone(), base + 201)], None).unwrap().remove(0);
+    let (_, found) = c
+        .offsets_for_times(&[(tp0.clone(), base + 201)], None)
+        .unwrap()
+        .remove(0);
     c.seek(&tp0, found.unwrap().0).unwrap();
     let r = &first_of(&c, &tp0)[0];
     assert_eq!((r.offset, r.timestamp), (21, base + 210));
@@ -220,7 +274,13 @@ fn pause_stops_one_partition_and_the_others_keep_flowing() {
     produce(&bs, &topic, 1, 0..300, base);
     let tp0 = TopicPartition::new(&topic, 0);
     let tp1 = TopicPartition::new(&topic, 1);
-    let c = consumer(&bs, &[("auto.offset.reset", "earliest"), ("max.poll.records", "20")]);
+    let c = consumer(
+        &bs,
+        &[
+            ("auto.offset.reset", "earliest"),
+            ("max.poll.records", "20"),
+        ],
+    );
     c.assign(&[tp0.clone(), tp1.clone()]).unwrap();
 
     // Read until partition 0 has delivered something (and has more buffered, most likely).
@@ -238,9 +298,17 @@ fn pause_stops_one_partition_and_the_others_keep_flowing() {
     // Partition 1 runs to its end; partition 0 yields nothing, buffered records included.
     let deadline = Instant::now() + Duration::from_secs(20);
     while next[1] < 300 {
-        assert!(Instant::now() < deadline, "partition 1 stalled at {}", next[1]);
+        assert!(
+            Instant::now() < deadline,
+            "partition 1 stalled at {}",
+            next[1]
+        );
         for r in c.poll(Duration::from_millis(200)).unwrap() {
-            assert_eq!(r.partition, 1, "a record of paused partition 0 at offset {}", r.offset);
+            assert_eq!(
+                r.partition, 1,
+                "a record of paused partition 0 at offset {}",
+                r.offset
+            );
             assert_eq!(r.offset, next[1]);
             next[1] += 1;
         }
@@ -291,7 +359,11 @@ fn offset_out_of_range_resets_to_earliest() {
     c.assign(&[tp.clone()]).unwrap();
     c.seek(&tp, 1000).unwrap();
     let (pos, seen) = wait_position_change(&c, &tp, 1000);
-    assert!(seen.is_empty() || seen[0].offset == 0, "{:?}", offsets(&seen));
+    assert!(
+        seen.is_empty() || seen[0].offset == 0,
+        "{:?}",
+        offsets(&seen)
+    );
     assert!(pos <= 20, "position {pos} after the reset");
     let mut all = seen;
     all.extend(poll_exactly(&c, 20 - all.len(), Duration::from_secs(10)));
@@ -332,12 +404,21 @@ fn offset_out_of_range_with_reset_none_is_no_offset() {
             Ok(rs) => assert!(rs.is_empty()),
             Err(e) => break e,
         }
-        assert!(Instant::now() < deadline, "no error for the out-of-range offset");
+        assert!(
+            Instant::now() < deadline,
+            "no error for the out-of-range offset"
+        );
     };
-    assert!(matches!(&e, Error::NoOffset(p) if p.topic == topic && p.partition == 0), "{e}");
+    assert!(
+        matches!(&e, Error::NoOffset(p) if p.topic == topic && p.partition == 0),
+        "{e}"
+    );
     // The application seeks, and reading goes on.
     c.seek(&tp, 3).unwrap();
-    assert_eq!(offsets(&poll_exactly(&c, 2, Duration::from_secs(10))), vec![3, 4]);
+    assert_eq!(
+        offsets(&poll_exactly(&c, 2, Duration::from_secs(10))),
+        vec![3, 4]
+    );
 }
 
 #[test]
@@ -348,8 +429,16 @@ fn max_poll_records_is_respected() {
     for p in 0..3 {
         produce(&bs, &topic, p, 0..100, base);
     }
-    let c = consumer(&bs, &[("auto.offset.reset", "earliest"), ("max.poll.records", "7")]);
-    c.assign(&(0..3).map(|p| TopicPartition::new(&topic, p)).collect::<Vec<_>>()).unwrap();
+    let c = consumer(
+        &bs,
+        &[("auto.offset.reset", "earliest"), ("max.poll.records", "7")],
+    );
+    c.assign(
+        &(0..3)
+            .map(|p| TopicPartition::new(&topic, p))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
     let mut total = 0;
     let mut full = 0;
     let mut next = [0i64; 3];
@@ -367,7 +456,10 @@ fn max_poll_records_is_respected() {
             total += 1;
         }
     }
-    assert!(full >= 30, "only {full} polls were full: the limit, not the buffer, should bound them");
+    assert!(
+        full >= 30,
+        "only {full} polls were full: the limit, not the buffer, should bound them"
+    );
     assert_eq!(c.config().max_poll_records, 7);
 }
 
@@ -394,7 +486,11 @@ fn wakeup_ends_a_blocked_poll_at_once() {
         assert!(matches!(r, Err(Error::Wakeup)), "{r:?}");
         assert!(returned >= woken_at);
         let lag = returned - woken_at;
-        assert!(lag < Duration::from_millis(200), "poll returned {lag:?} after wakeup()");
+        // "At once": well below poll's 30 s, with room for a loaded 2-core machine.
+        assert!(
+            lag < Duration::from_millis(500),
+            "poll returned {lag:?} after wakeup()"
+        );
         assert!(started.elapsed() < Duration::from_secs(2));
     });
     // The wakeup is consumed: the next poll works normally.
@@ -402,9 +498,15 @@ fn wakeup_ends_a_blocked_poll_at_once() {
     // A wakeup before poll() ends the next poll at once.
     c.wakeup();
     let t = Instant::now();
-    assert!(matches!(c.poll(Duration::from_secs(30)), Err(Error::Wakeup)));
-    assert!(t.elapsed() < Duration::from_millis(200));
+    assert!(matches!(
+        c.poll(Duration::from_secs(30)),
+        Err(Error::Wakeup)
+    ));
+    assert!(t.elapsed() < Duration::from_millis(500));
     // And records still flow afterwards.
     produce(&bs, &topic, 0, 0..3, now_ms());
-    assert_eq!(offsets(&poll_exactly(&c, 3, Duration::from_secs(10))), vec![0, 1, 2]);
+    assert_eq!(
+        offsets(&poll_exactly(&c, 3, Duration::from_secs(10))),
+        vec![0, 1, 2]
+    );
 }

@@ -42,7 +42,10 @@ fn unknown_key_is_named_with_the_closest_known_key() {
     assert!(message.contains("completely.different"), "{message}");
     assert!(!message.contains("did you mean"), "{message}");
     // Config::get and from_pairs report the same way.
-    assert!(matches!(Config::new().get("max.poll.record"), Err(Error::Config { .. })));
+    assert!(matches!(
+        Config::new().get("max.poll.record"),
+        Err(Error::Config { .. })
+    ));
     let e = Config::from_pairs([("bootstrap.servers", "x:1"), ("group.idd", "g")]).unwrap_err();
     assert!(e.to_string().contains("group.id"), "{e}");
 }
@@ -51,7 +54,12 @@ fn unknown_key_is_named_with_the_closest_known_key() {
 fn bad_value_names_the_key_and_the_expected_form() {
     let (key, message) = config_error("max.poll.records", "many");
     assert_eq!(key, "max.poll.records");
-    assert!(message.contains("max.poll.records") && message.contains("integer") && message.contains("many"), "{message}");
+    assert!(
+        message.contains("max.poll.records")
+            && message.contains("integer")
+            && message.contains("many"),
+        "{message}"
+    );
     let (key, message) = config_error("max.poll.records", "0");
     assert_eq!(key, "max.poll.records");
     assert!(message.contains("from 1"), "{message}");
@@ -62,17 +70,27 @@ fn bad_value_names_the_key_and_the_expected_form() {
     }
     let (key, message) = config_error("enable.auto.commit", "yes please");
     assert_eq!(key, "enable.auto.commit");
-    assert!(message.contains("true") && message.contains("false"), "{message}");
+    assert!(
+        message.contains("true") && message.contains("false"),
+        "{message}"
+    );
     let (key, message) = config_error("session.timeout.ms", "10s");
     assert_eq!(key, "session.timeout.ms");
     assert!(message.contains("10s"), "{message}");
     let (key, message) = config_error("compression.type", "brotli");
     assert_eq!(key, "compression.type");
-    assert!(message.contains("zstd") && message.contains("brotli"), "{message}");
+    assert!(
+        message.contains("zstd") && message.contains("brotli"),
+        "{message}"
+    );
     // The key's documented form is what the message says.
     let info = lagless::config::key_info("fetch.max.wait.ms").unwrap();
     let (_, message) = config_error("fetch.max.wait.ms", "-3");
-    assert!(message.contains(&info.expected()), "{message} / {}", info.expected());
+    assert!(
+        message.contains(&info.expected()),
+        "{message} / {}",
+        info.expected()
+    );
     // Keys of the other client are refused when the client is built, naming the key.
     let c = config(&[("bootstrap.servers", "127.0.0.1:1"), ("linger.ms", "5")]);
     match Consumer::from_config(&c) {
@@ -102,13 +120,23 @@ fn unknown_topic_is_reported_by_consumer_poll_and_producer_send() {
     assert!(matches!(&e, Error::UnknownTopic(t) if *t == missing), "{e}");
     assert!(e.to_string().contains(&missing));
     // Other lookups say the same.
-    assert!(matches!(c.partitions_for(&missing, None), Err(Error::UnknownTopic(_))));
+    assert!(matches!(
+        c.partitions_for(&missing, None),
+        Err(Error::UnknownTopic(_))
+    ));
 
     // The consumer still serves a topic that exists, next to the missing one.
     let topic = new_topic(&bs, "errors-present", 1);
     let p = producer(&bs, &[]);
-    p.send(ProducerRecord::new(&topic, "here").with_partition(0)).unwrap().wait().unwrap();
-    c.assign(&[TopicPartition::new(&missing, 0), TopicPartition::new(&topic, 0)]).unwrap();
+    p.send(ProducerRecord::new(&topic, "here").with_partition(0))
+        .unwrap()
+        .wait()
+        .unwrap();
+    c.assign(&[
+        TopicPartition::new(&missing, 0),
+        TopicPartition::new(&topic, 0),
+    ])
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut got = Vec::new();
     while got.is_empty() {
@@ -122,7 +150,10 @@ fn unknown_topic_is_reported_by_consumer_poll_and_producer_send() {
     assert_eq!(got[0].value.as_deref(), Some(&b"here"[..]));
 
     let t = Instant::now();
-    let e = p.send(ProducerRecord::new(&missing, "v")).err().expect("send to a missing topic");
+    let e = p
+        .send(ProducerRecord::new(&missing, "v"))
+        .err()
+        .expect("send to a missing topic");
     assert!(matches!(&e, Error::UnknownTopic(t) if *t == missing), "{e}");
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }
@@ -134,7 +165,13 @@ fn unreachable_bootstrap_errors_within_the_timeout() {
     const SLACK: Duration = Duration::from_millis(1500);
     let dead = "127.0.0.1:1";
     let tp = TopicPartition::new("anything", 0);
-    let c = consumer(dead, &[("auto.offset.reset", "earliest"), ("request.timeout.ms", "1000")]);
+    let c = consumer(
+        dead,
+        &[
+            ("auto.offset.reset", "earliest"),
+            ("request.timeout.ms", "1000"),
+        ],
+    );
 
     let timed = |what: &str, f: &dyn Fn() -> Result<(), Error>| {
         let t = Instant::now();
@@ -148,21 +185,41 @@ fn unreachable_bootstrap_errors_within_the_timeout() {
         );
         eprintln!("{what}: {e} after {took:?}");
     };
-    timed("partitions_for", &|| c.partitions_for("anything", Some(TIMEOUT)).map(|_| ()));
-    timed("end_offsets", &|| c.end_offsets(&[tp.clone()], Some(TIMEOUT)).map(|_| ()));
-    timed("beginning_offsets", &|| c.beginning_offsets(&[tp.clone()], Some(TIMEOUT)).map(|_| ()));
-    timed("offsets_for_times", &|| c.offsets_for_times(&[(tp.clone(), 0)], Some(TIMEOUT)).map(|_| ()));
-    timed("watermarks", &|| c.watermarks(&tp, Some(TIMEOUT)).map(|_| ()));
+    timed("partitions_for", &|| {
+        c.partitions_for("anything", Some(TIMEOUT)).map(|_| ())
+    });
+    timed("end_offsets", &|| {
+        c.end_offsets(&[tp.clone()], Some(TIMEOUT)).map(|_| ())
+    });
+    timed("beginning_offsets", &|| {
+        c.beginning_offsets(&[tp.clone()], Some(TIMEOUT))
+            .map(|_| ())
+    });
+    timed("offsets_for_times", &|| {
+        c.offsets_for_times(&[(tp.clone(), 0)], Some(TIMEOUT))
+            .map(|_| ())
+    });
+    timed("watermarks", &|| {
+        c.watermarks(&tp, Some(TIMEOUT)).map(|_| ())
+    });
     c.assign(&[tp.clone()]).unwrap();
     timed("position", &|| c.position(&tp, Some(TIMEOUT)).map(|_| ()));
     // poll() does not fail on a missing cluster; it returns (empty) when its timeout is up.
     let t = Instant::now();
     let r = c.poll(TIMEOUT);
-    assert!(t.elapsed() <= TIMEOUT + SLACK, "poll took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() <= TIMEOUT + SLACK,
+        "poll took {:?}",
+        t.elapsed()
+    );
     assert!(matches!(&r, Ok(v) if v.is_empty()) || r.is_err(), "{r:?}");
     let t = Instant::now();
     c.close(Some(TIMEOUT)).unwrap();
-    assert!(t.elapsed() <= TIMEOUT + SLACK, "close took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() <= TIMEOUT + SLACK,
+        "close took {:?}",
+        t.elapsed()
+    );
 
     let p = producer(
         dead,
@@ -175,11 +232,21 @@ fn unreachable_bootstrap_errors_within_the_timeout() {
     );
     let t = Instant::now();
     let e = p.partitions_for("anything").unwrap_err();
-    assert!(t.elapsed() <= TIMEOUT + SLACK, "partitions_for took {:?}: {e}", t.elapsed());
+    assert!(
+        t.elapsed() <= TIMEOUT + SLACK,
+        "partitions_for took {:?}: {e}",
+        t.elapsed()
+    );
     let t = Instant::now();
-    let r = p.send(ProducerRecord::new("anything", "v")).and_then(|d| d.wait());
+    let r = p
+        .send(ProducerRecord::new("anything", "v"))
+        .and_then(|d| d.wait());
     let e = r.expect_err("send to an unreachable cluster");
-    assert!(t.elapsed() <= TIMEOUT + SLACK, "send took {:?}: {e}", t.elapsed());
+    assert!(
+        t.elapsed() <= TIMEOUT + SLACK,
+        "send took {:?}: {e}",
+        t.elapsed()
+    );
 }
 
 #[test]
@@ -188,10 +255,17 @@ fn reset_none_without_a_committed_offset_is_no_offset() {
     let topic = new_topic(&bs, "errors-reset-none", 2);
     let p = producer(&bs, &[]);
     for part in 0..2 {
-        p.send(ProducerRecord::new(&topic, "v").with_partition(part)).unwrap().wait().unwrap();
+        p.send(ProducerRecord::new(&topic, "v").with_partition(part))
+            .unwrap()
+            .wait()
+            .unwrap();
     }
     let group = unique_name("errors-group");
-    let settings = [("auto.offset.reset", "none"), ("group.id", group.as_str()), ("enable.auto.commit", "false")];
+    let settings = [
+        ("auto.offset.reset", "none"),
+        ("group.id", group.as_str()),
+        ("enable.auto.commit", "false"),
+    ];
     let tp0 = TopicPartition::new(&topic, 0);
     let tp1 = TopicPartition::new(&topic, 1);
 
@@ -214,7 +288,10 @@ fn reset_none_without_a_committed_offset_is_no_offset() {
     reported.sort();
     assert_eq!(reported, vec![0, 1]);
     // position() after poll() reported it: still no offset.
-    assert!(matches!(c.position(&tp0, Some(Duration::from_secs(5))), Err(Error::NoOffset(_))));
+    assert!(matches!(
+        c.position(&tp0, Some(Duration::from_secs(5))),
+        Err(Error::NoOffset(_))
+    ));
     // A seek gives the partition a position; the other stays without one.
     c.seek(&tp0, 0).unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -234,7 +311,10 @@ fn reset_none_without_a_committed_offset_is_no_offset() {
     c.assign(&[tp1.clone()]).unwrap();
     let t = Instant::now();
     let e = c.position(&tp1, Some(Duration::from_secs(10))).unwrap_err();
-    assert!(matches!(&e, Error::NoOffset(p) if p.topic == topic && p.partition == 1), "{e}");
+    assert!(
+        matches!(&e, Error::NoOffset(p) if p.topic == topic && p.partition == 1),
+        "{e}"
+    );
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert_eq!(e.name(), "NO_OFFSET");
     assert!(e.to_string().contains("auto.offset.reset"), "{e}");

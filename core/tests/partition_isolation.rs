@@ -63,7 +63,10 @@ fn consume(broker: &FakeBroker, failing_code: Option<i16>) -> Outcome {
                 for r in records {
                     assert_eq!(r.partition, 0, "a record of the failing partition: {r:?}");
                     assert_eq!(r.offset, out.next, "partition 0 out of order");
-                    assert_eq!(r.value.as_deref(), Some(format!("v{}", r.offset).as_bytes()));
+                    assert_eq!(
+                        r.value.as_deref(),
+                        Some(format!("v{}", r.offset).as_bytes())
+                    );
                     assert_eq!(r.key.as_deref(), Some(format!("k{}", r.offset).as_bytes()));
                     assert_eq!(r.timestamp, BASE_TIMESTAMP + r.offset);
                     out.next += 1;
@@ -75,15 +78,24 @@ fn consume(broker: &FakeBroker, failing_code: Option<i16>) -> Outcome {
                 }
             }
             Err(Error::PartitionStuck { partition, cause }) => {
-                assert_eq!((partition.topic.as_str(), partition.partition), (TOPIC, 1), "stuck: {cause}");
+                assert_eq!(
+                    (partition.topic.as_str(), partition.partition),
+                    (TOPIC, 1),
+                    "stuck: {cause}"
+                );
                 if let Some(code) = failing_code {
                     let name = lagless::error::kafka_error_name(code);
-                    assert!(cause.contains(name), "the cause names the fetch error {name}: {cause}");
+                    assert!(
+                        cause.contains(name),
+                        "the cause names the fetch error {name}: {cause}"
+                    );
                 }
                 out.stuck_at.push(started.elapsed());
             }
             Err(e) => {
-                let p = e.partition().unwrap_or_else(|| panic!("an error of no partition: {e}"));
+                let p = e
+                    .partition()
+                    .unwrap_or_else(|| panic!("an error of no partition: {e}"));
                 assert_eq!((p.topic.as_str(), p.partition), (TOPIC, 1), "{e}");
                 out.partition_errors.push(e);
             }
@@ -102,21 +114,34 @@ fn consume(broker: &FakeBroker, failing_code: Option<i16>) -> Outcome {
 }
 
 fn check_isolation(out: &Outcome, broker: &FakeBroker) {
-    assert_eq!(out.next, TOTAL, "partition 0 did not deliver all its records: {out:?}");
-    assert!(out.before_stuck > 0, "partition 0 delivered nothing before the stuck report: {out:?}");
+    assert_eq!(
+        out.next, TOTAL,
+        "partition 0 did not deliver all its records: {out:?}"
+    );
+    assert!(
+        out.before_stuck > 0,
+        "partition 0 delivered nothing before the stuck report: {out:?}"
+    );
     assert!(
         out.after_stuck > 0,
         "partition 0 delivered nothing after partition 1 was reported stuck: {out:?}"
     );
-    let first = *out.stuck_at.first().expect("partition 1 was never reported stuck");
+    let first = *out
+        .stuck_at
+        .first()
+        .expect("partition 1 was never reported stuck");
     assert!(
-        first >= TASK_TIMEOUT - Duration::from_millis(100) && first <= TASK_TIMEOUT + Duration::from_millis(1500),
+        first >= TASK_TIMEOUT - Duration::from_millis(100)
+            && first <= TASK_TIMEOUT + Duration::from_millis(1500),
         "the first stuck report came {first:?} after assign(), task.timeout.ms is {TASK_TIMEOUT:?}"
     );
     // Reported again after another task.timeout.ms, not on every poll.
     if out.stuck_at.len() >= 2 {
         let gap = out.stuck_at[1] - out.stuck_at[0];
-        assert!(gap >= TASK_TIMEOUT - Duration::from_millis(100), "reports {gap:?} apart");
+        assert!(
+            gap >= TASK_TIMEOUT - Duration::from_millis(100),
+            "reports {gap:?} apart"
+        );
     }
     // The failing partition is retried with backoff, not in a tight loop (retry.backoff.max.ms
     // is 1 s: a few dozen fetches in 6 s at most), yet retried.
@@ -129,14 +154,21 @@ fn a_partition_whose_fetches_fail_with_not_leader_does_not_hold_up_the_other() {
     let broker = FakeBroker::start(
         TOPIC,
         vec![
-            Behavior::Records { total: TOTAL, per_sec: RATE },
+            Behavior::Records {
+                total: TOTAL,
+                per_sec: RATE,
+            },
             Behavior::FetchError(codes::NOT_LEADER_OR_FOLLOWER),
         ],
     );
     let out = consume(&broker, Some(codes::NOT_LEADER_OR_FOLLOWER));
     check_isolation(&out, &broker);
     // A retriable error is only reported as the partition being stuck.
-    assert!(out.partition_errors.is_empty(), "{:?}", out.partition_errors);
+    assert!(
+        out.partition_errors.is_empty(),
+        "{:?}",
+        out.partition_errors
+    );
 }
 
 #[test]
@@ -145,7 +177,10 @@ fn a_partition_whose_fetches_fail_with_unknown_server_error_does_not_hold_up_the
     let broker = FakeBroker::start(
         TOPIC,
         vec![
-            Behavior::Records { total: TOTAL, per_sec: RATE },
+            Behavior::Records {
+                total: TOTAL,
+                per_sec: RATE,
+            },
             Behavior::FetchError(UNKNOWN_SERVER_ERROR),
         ],
     );
@@ -163,15 +198,27 @@ fn a_partition_without_a_leader_does_not_hold_up_the_other() {
     let broker = FakeBroker::start(
         TOPIC,
         vec![
-            Behavior::Records { total: TOTAL, per_sec: RATE },
+            Behavior::Records {
+                total: TOTAL,
+                per_sec: RATE,
+            },
             Behavior::NoLeader,
         ],
     );
     let out = consume(&broker, None);
-    assert_eq!(out.next, TOTAL, "partition 0 did not deliver all its records: {out:?}");
+    assert_eq!(
+        out.next, TOTAL,
+        "partition 0 did not deliver all its records: {out:?}"
+    );
     assert!(out.before_stuck > 0 && out.after_stuck > 0, "{out:?}");
-    let first = *out.stuck_at.first().expect("partition 1 was never reported stuck");
-    assert!(first <= TASK_TIMEOUT + Duration::from_millis(1500), "first stuck report after {first:?}");
+    let first = *out
+        .stuck_at
+        .first()
+        .expect("partition 1 was never reported stuck");
+    assert!(
+        first <= TASK_TIMEOUT + Duration::from_millis(1500),
+        "first stuck report after {first:?}"
+    );
 }
 
 /// Not isolation, but the same fake broker: fetch answers that end in half a batch (KIP-74) give
@@ -185,7 +232,10 @@ fn fetches_ending_in_a_truncated_batch_deliver_every_record_once() {
     let started = Instant::now();
     let mut next = 0;
     while next < N {
-        assert!(started.elapsed() < Duration::from_secs(15), "stopped at offset {next}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "stopped at offset {next}"
+        );
         for r in c.poll(Duration::from_millis(100)).expect("poll") {
             assert_eq!(r.offset, next);
             assert_eq!(r.value.as_deref(), Some(format!("v{next}").as_bytes()));
@@ -195,5 +245,8 @@ fn fetches_ending_in_a_truncated_batch_deliver_every_record_once() {
     assert!(c.poll(Duration::from_millis(300)).unwrap().is_empty());
     // One fetch per complete batch: the truncated tail was not taken for a stuck partition.
     let fetches = broker.fetches_of(0);
-    assert!(fetches >= (N / 200) as usize && fetches <= (N / 200) as usize + 10, "{fetches} fetches");
+    assert!(
+        fetches >= (N / 200) as usize && fetches <= (N / 200) as usize + 10,
+        "{fetches} fetches"
+    );
 }

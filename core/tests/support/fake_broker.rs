@@ -228,7 +228,11 @@ fn metadata(st: &State, req: &MetadataRequest) -> MetadataResponse {
                 .iter()
                 .enumerate()
                 .map(|(i, b)| {
-                    let leader = if matches!(b, Behavior::NoLeader) { -1 } else { NODE_ID };
+                    let leader = if matches!(b, Behavior::NoLeader) {
+                        -1
+                    } else {
+                        NODE_ID
+                    };
                     MetadataResponsePartition::default()
                         .with_partition_index(i as i32)
                         .with_leader_id(BrokerId(leader))

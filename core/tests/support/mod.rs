@@ -49,7 +49,10 @@ pub fn config(pairs: &[(&str, &str)]) -> Config {
 
 /// A consumer on `bootstrap` with the given extra settings.
 pub fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> Consumer {
-    let mut c = config(&[("bootstrap.servers", bootstrap), ("client.id", "lagless-test")]);
+    let mut c = config(&[
+        ("bootstrap.servers", bootstrap),
+        ("client.id", "lagless-test"),
+    ]);
     for (k, v) in extra {
         c.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
@@ -57,7 +60,10 @@ pub fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> Consumer {
 }
 
 pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Producer {
-    let mut c = config(&[("bootstrap.servers", bootstrap), ("client.id", "lagless-test")]);
+    let mut c = config(&[
+        ("bootstrap.servers", bootstrap),
+        ("client.id", "lagless-test"),
+    ]);
     for (k, v) in extra {
         c.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
