@@ -120,7 +120,7 @@ fn seek_position_and_seek_to_beginning_and_end() {
             ("max.poll.records", "50"),
         ],
     );
-    c.assign(&[tp0.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp0)).unwrap();
     // Not yet polled: position() looks the offset up through the reset policy.
     assert_eq!(c.position(&tp0, None).unwrap(), 0);
     // An unassigned partition has no position.
@@ -148,11 +148,11 @@ fn seek_position_and_seek_to_beginning_and_end() {
     c.seek(&tp0, 10).unwrap();
     assert_eq!(first_of(&c, &tp0)[0].offset, 10);
 
-    c.seek_to_end(&[tp0.clone()]).unwrap();
+    c.seek_to_end(std::slice::from_ref(&tp0)).unwrap();
     assert_eq!(c.position(&tp0, None).unwrap(), 100);
     poll_exactly(&c, 0, Duration::from_millis(500));
 
-    c.seek_to_beginning(&[tp0.clone()]).unwrap();
+    c.seek_to_beginning(std::slice::from_ref(&tp0)).unwrap();
     assert_eq!(c.position(&tp0, None).unwrap(), 0);
     let all = poll_exactly(&c, 100, Duration::from_secs(15));
     assert_eq!(offsets(&all), (0..100).collect::<Vec<_>>());
@@ -255,7 +255,7 @@ fn offsets_for_times() {
     ));
     // The answer is usable for seek.
     let c = consumer(&bs, &[("auto.offset.reset", "earliest")]);
-    c.assign(&[tp0.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp0)).unwrap();
     let (_, found) = c
         .offsets_for_times(&[(tp0.clone(), base + 201)], None)
         .unwrap()
@@ -291,7 +291,7 @@ fn pause_stops_one_partition_and_the_others_keep_flowing() {
             next[r.partition as usize] += 1;
         }
     }
-    c.pause(&[tp0.clone()]).unwrap();
+    c.pause(std::slice::from_ref(&tp0)).unwrap();
     assert_eq!(c.paused(), vec![tp0.clone()]);
     let paused_at = next[0];
     assert_eq!(c.position(&tp0, None).unwrap(), paused_at);
@@ -320,7 +320,7 @@ fn pause_stops_one_partition_and_the_others_keep_flowing() {
     assert!(got.iter().all(|r| r.partition == 1));
     assert_eq!(c.position(&tp0, None).unwrap(), paused_at);
 
-    c.resume(&[tp0.clone()]).unwrap();
+    c.resume(std::slice::from_ref(&tp0)).unwrap();
     assert!(c.paused().is_empty());
     let got = poll_exactly(&c, (310 - paused_at) as usize, Duration::from_secs(15));
     assert!(got.iter().all(|r| r.partition == 0));
@@ -339,7 +339,7 @@ fn auto_offset_reset_latest_reads_only_new_records() {
     produce(&bs, &topic, 0, 0..50, base);
     let tp = TopicPartition::new(&topic, 0);
     let c = consumer(&bs, &[("auto.offset.reset", "latest")]);
-    c.assign(&[tp.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
     assert_eq!(c.position(&tp, None).unwrap(), 50);
     poll_exactly(&c, 0, Duration::from_millis(500));
     produce(&bs, &topic, 0, 50..60, base);
@@ -356,7 +356,7 @@ fn offset_out_of_range_resets_to_earliest() {
     produce(&bs, &topic, 0, 0..20, base);
     let tp = TopicPartition::new(&topic, 0);
     let c = consumer(&bs, &[("auto.offset.reset", "earliest")]);
-    c.assign(&[tp.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
     c.seek(&tp, 1000).unwrap();
     let (pos, seen) = wait_position_change(&c, &tp, 1000);
     assert!(
@@ -378,7 +378,7 @@ fn offset_out_of_range_resets_to_latest() {
     produce(&bs, &topic, 0, 0..20, base);
     let tp = TopicPartition::new(&topic, 0);
     let c = consumer(&bs, &[("auto.offset.reset", "latest")]);
-    c.assign(&[tp.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
     c.seek(&tp, 1000).unwrap();
     let (pos, seen) = wait_position_change(&c, &tp, 1000);
     assert!(seen.is_empty(), "{:?}", offsets(&seen));
@@ -396,7 +396,7 @@ fn offset_out_of_range_with_reset_none_is_no_offset() {
     produce(&bs, &topic, 0, 0..5, base);
     let tp = TopicPartition::new(&topic, 0);
     let c = consumer(&bs, &[("auto.offset.reset", "none")]);
-    c.assign(&[tp.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
     c.seek(&tp, 1000).unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
     let e = loop {
@@ -469,7 +469,7 @@ fn wakeup_ends_a_blocked_poll_at_once() {
     let topic = new_topic(&bs, "api-wakeup", 1);
     let tp = TopicPartition::new(&topic, 0);
     let c = consumer(&bs, &[("auto.offset.reset", "earliest")]);
-    c.assign(&[tp.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
     assert!(c.poll(Duration::from_millis(300)).unwrap().is_empty());
 
     std::thread::scope(|s| {

@@ -189,10 +189,11 @@ fn unreachable_bootstrap_errors_within_the_timeout() {
         c.partitions_for("anything", Some(TIMEOUT)).map(|_| ())
     });
     timed("end_offsets", &|| {
-        c.end_offsets(&[tp.clone()], Some(TIMEOUT)).map(|_| ())
+        c.end_offsets(std::slice::from_ref(&tp), Some(TIMEOUT))
+            .map(|_| ())
     });
     timed("beginning_offsets", &|| {
-        c.beginning_offsets(&[tp.clone()], Some(TIMEOUT))
+        c.beginning_offsets(std::slice::from_ref(&tp), Some(TIMEOUT))
             .map(|_| ())
     });
     timed("offsets_for_times", &|| {
@@ -202,7 +203,7 @@ fn unreachable_bootstrap_errors_within_the_timeout() {
     timed("watermarks", &|| {
         c.watermarks(&tp, Some(TIMEOUT)).map(|_| ())
     });
-    c.assign(&[tp.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
     timed("position", &|| c.position(&tp, Some(TIMEOUT)).map(|_| ()));
     // poll() does not fail on a missing cluster; it returns (empty) when its timeout is up.
     let t = Instant::now();
@@ -308,7 +309,7 @@ fn reset_none_without_a_committed_offset_is_no_offset() {
 
     // From position() first, before any poll().
     let c = consumer(&bs, &settings);
-    c.assign(&[tp1.clone()]).unwrap();
+    c.assign(std::slice::from_ref(&tp1)).unwrap();
     let t = Instant::now();
     let e = c.position(&tp1, Some(Duration::from_secs(10))).unwrap_err();
     assert!(

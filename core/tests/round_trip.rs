@@ -68,7 +68,7 @@ fn expected(base_ts: i64, p: i32, seq: u64) -> Expected {
         key: "trace".to_string(),
         value: Some(Bytes::copy_from_slice(&h.to_be_bytes())),
     }];
-    if seq % 2 == 0 {
+    if seq.is_multiple_of(2) {
         headers.push(Header {
             key: "nothing".to_string(),
             value: None,
