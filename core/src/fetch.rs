@@ -453,7 +453,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
             Some(TaskDone::Lookup(keys, result)) => {
                 lookup_in_flight = false;
-                handle_lookup(&shared, keys, result);
+                if handle_lookup(&shared, keys, result) {
+                    metadata_wanted = true;
+                }
             }
             Some(TaskDone::Metadata(r)) => {
                 metadata_in_flight = false;
@@ -664,11 +666,13 @@ fn handle_fetch(
     refresh
 }
 
+/// Applies position lookups. Returns whether metadata should be refreshed (a partition's lookup
+/// failed with a retriable error, such as an unknown or changed leader).
 fn handle_lookup(
     shared: &Shared,
     keys: Vec<(TopicPartition, u64)>,
     result: Result<Vec<(TopicPartition, LookupOutcome)>>,
-) {
+) -> bool {
     let mut st = shared.lock();
     let cursors: HashMap<TopicPartition, u64> = keys.iter().cloned().collect();
     for (tp, _) in &keys {
@@ -686,10 +690,12 @@ fn handle_lookup(
                     }
                 }
             }
-            return;
+            return e.is_retriable();
         }
     };
+    let mut refresh = false;
     let mut errors = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
     for (tp, outcome) in outcomes {
         let Some(p) = st.partitions.get_mut(&tp) else {
             continue;
@@ -714,12 +720,24 @@ fn handle_lookup(
             }
             LookupOutcome::Failed(e) => {
                 p.failed(format!("looking up the position: {e}"), true);
+                refresh |= e.is_retriable();
+                // A partition of a missing topic never gets a position, so the fetch loop's
+                // unknown-topic report (which needs one) never runs: report it from here, once.
+                if let Error::UnknownTopic(t) = &e {
+                    unknown.push(t.clone());
+                }
             }
+        }
+    }
+    for t in unknown {
+        if st.reported_unknown.insert(t.clone()) {
+            errors.push(Error::UnknownTopic(t));
         }
     }
     for e in errors {
         shared.push_error(&mut st, e);
     }
+    refresh
 }
 
 /// The policy lookup `auto.offset.reset` asks for, or `None` for `none`.

@@ -78,7 +78,10 @@ pub(crate) async fn lookup_positions(
         requests.push((tp, ts));
     }
     if !requests.is_empty() {
-        for (tp, r) in list_offsets(&shared.cluster, &requests, deadline).await? {
+        // One attempt: a partition whose leader is unknown or answers a retriable error fails
+        // alone and is retried by the fetch loop after its own backoff, rather than holding up
+        // the positions of every other partition in this request until the deadline (KIP-572).
+        for (tp, r) in list_offsets_with(&shared.cluster, &requests, deadline, false).await? {
             out.push((
                 tp,
                 match r {
@@ -98,9 +101,21 @@ pub async fn list_offsets(
     wanted: &[(TopicPartition, i64)],
     deadline: Deadline,
 ) -> Result<Vec<(TopicPartition, Result<(i64, i64)>)>> {
+    list_offsets_with(cluster, wanted, deadline, true).await
+}
+
+/// [`list_offsets`]; with `retry` false, partitions that fail with a retriable error (no leader,
+/// a retriable error code, an unreachable leader) get that error at once instead of being retried
+/// until the deadline.
+async fn list_offsets_with(
+    cluster: &Cluster,
+    wanted: &[(TopicPartition, i64)],
+    deadline: Deadline,
+    retry: bool,
+) -> Result<Vec<(TopicPartition, Result<(i64, i64)>)>> {
     let mut results: BTreeMap<TopicPartition, Result<(i64, i64)>> = BTreeMap::new();
     let mut todo: Vec<(TopicPartition, i64)> = wanted.to_vec();
-    let mut retry = Retry::new(cluster.backoff());
+    let mut backoff = Retry::new(cluster.backoff());
     let mut refreshed = false;
     while !todo.is_empty() {
         let mut meta = cluster.metadata();
@@ -115,7 +130,8 @@ pub async fn list_offsets(
             refreshed = true;
         }
         let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, i64, i32)>> = BTreeMap::new();
-        let mut retry_later = Vec::new();
+        // (partition, timestamp, why it failed this time)
+        let mut retry_later: Vec<(TopicPartition, i64, Error)> = Vec::new();
         for (tp, ts) in todo.drain(..) {
             match meta.topics.get(&tp.topic) {
                 None => {
@@ -134,7 +150,15 @@ pub async fn list_offsets(
                             ))),
                         );
                     }
-                    Some(p) if p.leader < 0 => retry_later.push((tp, ts)),
+                    Some(p) if p.leader < 0 => {
+                        let e = Error::kafka_partition(
+                            codes::LEADER_NOT_AVAILABLE,
+                            "list offsets: the partition has no leader",
+                            &tp.topic,
+                            tp.partition,
+                        );
+                        retry_later.push((tp, ts, e))
+                    }
                     Some(p) => {
                         by_leader
                             .entry(p.leader)
@@ -187,11 +211,6 @@ pub async fn list_offsets(
                             };
                             if p.error_code == codes::NONE {
                                 results.insert(tp, Ok((p.offset, p.timestamp)));
-                            } else if matches!(
-                                kafka_error_action(p.error_code),
-                                Action::Retry | Action::RefreshMetadata
-                            ) {
-                                retry_later.push((tp, ts));
                             } else {
                                 let e = Error::kafka_partition(
                                     p.error_code,
@@ -199,28 +218,41 @@ pub async fn list_offsets(
                                     &tp.topic,
                                     tp.partition,
                                 );
-                                results.insert(tp, Err(e));
+                                if matches!(
+                                    kafka_error_action(p.error_code),
+                                    Action::Retry | Action::RefreshMetadata
+                                ) {
+                                    retry_later.push((tp, ts, e));
+                                } else {
+                                    results.insert(tp, Err(e));
+                                }
                             }
                         }
                     }
                 }
                 Err(e) if e.is_retriable() => {
-                    retry_later.extend(parts.into_iter().map(|(tp, ts, _)| (tp, ts)));
+                    retry_later.extend(parts.into_iter().map(|(tp, ts, _)| (tp, ts, e.clone())));
                 }
                 Err(e) => return Err(e),
             }
         }
         if !retry_later.is_empty() {
-            let wait = retry.failed();
+            if !retry {
+                for (tp, _, e) in retry_later {
+                    results.insert(tp, Err(e));
+                }
+                break;
+            }
+            let wait = backoff.failed();
             if deadline.remaining() <= wait {
-                for (tp, _) in retry_later {
+                for (tp, _, _) in retry_later {
                     results.insert(tp, Err(deadline.error("list offsets")));
                 }
                 break;
             }
             tokio::time::sleep(wait).await;
             let _ = cluster.refresh(&[], deadline).await;
-            todo = retry_later;
+            todo = retry_later.into_iter().map(|(tp, ts, _)| (tp, ts)).collect();
         }
     }
     Ok(results.into_iter().collect())

@@ -1,0 +1,404 @@
+//! A fake Kafka broker, in process, for tests that need a broker to misbehave in ways a real one
+//! will not on demand.
+//!
+//! It serves one topic on one node (itself, the leader of every partition) and answers
+//! ApiVersions, Metadata, ListOffsets and Fetch, decoding requests with kafka-protocol's broker
+//! side decoders and encoding answers at the version the client asked for. Each partition has a
+//! [`Behavior`]: a log of records that grows at a fixed rate, or a fetch error on every request.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, RequestHeader,
+    ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
+use lagless::protocol::records::{BatchBuilder, Compression};
+use lagless::protocol::wire::lagless_max_version;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What one partition does.
+#[derive(Debug, Clone)]
+pub enum Behavior {
+    /// A log of `total` records from offset 0, growing by `per_sec` records a second from the
+    /// broker's start (all at once with `per_sec == 0`). Record `o` has key `k{o}`, value `v{o}`
+    /// and timestamp [`BASE_TIMESTAMP`]` + o`.
+    Records { total: i64, per_sec: u64 },
+    /// Every fetch of the partition answers this error code (ListOffsets still works: the log is
+    /// empty).
+    FetchError(i16),
+    /// Metadata says the partition has no leader (-1).
+    NoLeader,
+    /// `total` records, all there from the start, each fetch answer ending with the first half
+    /// of the batch after its complete one, as a broker cuts the last batch at the size limit
+    /// (KIP-74).
+    TruncatedTail { total: i64 },
+}
+
+pub const BASE_TIMESTAMP: i64 = 1_600_000_000_000;
+const NODE_ID: i32 = 1;
+/// Records per fetch answer per partition: small, so data keeps coming over many fetches.
+const RECORDS_PER_FETCH: i64 = 200;
+
+struct State {
+    topic: String,
+    partitions: Vec<Behavior>,
+    started: Instant,
+    port: u16,
+    fetches: Vec<AtomicUsize>,
+}
+
+impl State {
+    /// How many records partition `p` has now.
+    fn available(&self, p: usize) -> i64 {
+        match self.partitions[p] {
+            Behavior::TruncatedTail { total } => total,
+            Behavior::Records { total, per_sec } => {
+                if per_sec == 0 {
+                    total
+                } else {
+                    let grown = self.started.elapsed().as_millis() as u64 * per_sec / 1000;
+                    total.min(grown as i64)
+                }
+            }
+            _ => 0,
+        }
+    }
+}
+
+pub struct FakeBroker {
+    pub addr: String,
+    state: Arc<State>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl FakeBroker {
+    pub fn start(topic: &str, partitions: Vec<Behavior>) -> FakeBroker {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("fake-broker")
+            .enable_all()
+            .build()
+            .unwrap();
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_listener.set_nonblocking(true).unwrap();
+        let port = std_listener.local_addr().unwrap().port();
+        let state = Arc::new(State {
+            topic: topic.to_string(),
+            fetches: partitions.iter().map(|_| AtomicUsize::new(0)).collect(),
+            partitions,
+            started: Instant::now(),
+            port,
+        });
+        let st = state.clone();
+        runtime.spawn(async move {
+            let listener = TcpListener::from_std(std_listener).unwrap();
+            loop {
+                let Ok((sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let st = st.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = serve(sock, st).await {
+                        eprintln!("fake broker: connection ended: {e:#}");
+                    }
+                });
+            }
+        });
+        FakeBroker {
+            addr: format!("127.0.0.1:{port}"),
+            state,
+            runtime: Some(runtime),
+        }
+    }
+
+    /// How many fetch requests asked for partition `p`.
+    pub fn fetches_of(&self, p: usize) -> usize {
+        self.state.fetches[p].load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for FakeBroker {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
+    sock.set_nodelay(true)?;
+    loop {
+        let mut len = [0u8; 4];
+        if sock.read_exact(&mut len).await.is_err() {
+            return Ok(()); // the client closed
+        }
+        let mut frame = vec![0u8; i32::from_be_bytes(len) as usize];
+        sock.read_exact(&mut frame).await?;
+        anyhow::ensure!(frame.len() >= 4, "short request frame");
+        let api = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]]))
+            .map_err(|_| anyhow::anyhow!("unknown api key"))?;
+        let version = i16::from_be_bytes([frame[2], frame[3]]);
+        let mut buf = Bytes::from(frame);
+        let header = RequestHeader::decode(&mut buf, api.request_header_version(version))?;
+        let mut body = BytesMut::new();
+        match api {
+            ApiKey::ApiVersions => {
+                ApiVersionsRequest::decode(&mut buf, version)?;
+                api_versions().encode(&mut body, version)?;
+            }
+            ApiKey::Metadata => {
+                let req = MetadataRequest::decode(&mut buf, version)?;
+                metadata(&st, &req).encode(&mut body, version)?;
+            }
+            ApiKey::ListOffsets => {
+                let req = ListOffsetsRequest::decode(&mut buf, version)?;
+                list_offsets(&st, &req).encode(&mut body, version)?;
+            }
+            ApiKey::Fetch => {
+                let req = FetchRequest::decode(&mut buf, version)?;
+                fetch(&st, &req).await.encode(&mut body, version)?;
+            }
+            other => anyhow::bail!("the fake broker does not serve {other:?}"),
+        }
+        let mut out = BytesMut::new();
+        out.put_i32(0);
+        ResponseHeader::default()
+            .with_correlation_id(header.correlation_id)
+            .encode(&mut out, api.response_header_version(version))?;
+        out.extend_from_slice(&body);
+        let size = (out.len() - 4) as i32;
+        out[..4].copy_from_slice(&size.to_be_bytes());
+        sock.write_all(&out).await?;
+    }
+}
+
+/// The versions lagless needs, as far as it goes (a real 4.x broker offers more).
+fn api_versions() -> ApiVersionsResponse {
+    fn v<M: Message>(key: ApiKey) -> ApiVersion {
+        ApiVersion::default()
+            .with_api_key(key as i16)
+            .with_min_version(M::VERSIONS.min)
+            .with_max_version(lagless_max_version(key))
+    }
+    ApiVersionsResponse::default().with_api_keys(vec![
+        v::<ApiVersionsRequest>(ApiKey::ApiVersions),
+        v::<MetadataRequest>(ApiKey::Metadata),
+        v::<ListOffsetsRequest>(ApiKey::ListOffsets),
+        v::<FetchRequest>(ApiKey::Fetch),
+    ])
+}
+
+fn topic_name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn metadata(st: &State, req: &MetadataRequest) -> MetadataResponse {
+    let names: Vec<String> = match &req.topics {
+        None => vec![st.topic.clone()],
+        Some(ts) => ts
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+            .collect(),
+    };
+    let topics = names
+        .into_iter()
+        .map(|name| {
+            if name != st.topic {
+                return MetadataResponseTopic::default()
+                    .with_name(Some(topic_name(&name)))
+                    .with_error_code(3); // UNKNOWN_TOPIC_OR_PARTITION
+            }
+            let partitions = st
+                .partitions
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let leader = if matches!(b, Behavior::NoLeader) {
+                        -1
+                    } else {
+                        NODE_ID
+                    };
+                    MetadataResponsePartition::default()
+                        .with_partition_index(i as i32)
+                        .with_leader_id(BrokerId(leader))
+                        .with_leader_epoch(0)
+                        .with_replica_nodes(vec![BrokerId(NODE_ID)])
+                        .with_isr_nodes(vec![BrokerId(NODE_ID)])
+                })
+                .collect();
+            MetadataResponseTopic::default()
+                .with_name(Some(topic_name(&name)))
+                .with_partitions(partitions)
+        })
+        .collect();
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(NODE_ID))
+            .with_host(StrBytes::from_static_str("127.0.0.1"))
+            .with_port(st.port as i32)])
+        .with_cluster_id(Some(StrBytes::from_static_str("fake-cluster")))
+        .with_controller_id(BrokerId(NODE_ID))
+        .with_topics(topics)
+}
+
+fn list_offsets(st: &State, req: &ListOffsetsRequest) -> ListOffsetsResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let r = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_leader_epoch(0);
+                    let i = p.partition_index as usize;
+                    if t.name.0.as_str() != st.topic || i >= st.partitions.len() {
+                        return r.with_error_code(3);
+                    }
+                    if matches!(st.partitions[i], Behavior::NoLeader) {
+                        return r.with_error_code(6); // NOT_LEADER_OR_FOLLOWER
+                    }
+                    let end = st.available(i);
+                    let (offset, ts) = match p.timestamp {
+                        -2 => (0, -1),
+                        -1 => (end, -1),
+                        ts => {
+                            // Record o has timestamp BASE + o.
+                            let o = (ts - BASE_TIMESTAMP).max(0);
+                            if o < end {
+                                (o, BASE_TIMESTAMP + o)
+                            } else {
+                                (-1, -1)
+                            }
+                        }
+                    };
+                    r.with_offset(offset).with_timestamp(ts)
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// The records of partition `p` from `from` to `to` (exclusive), as one batch.
+fn batch(from: i64, to: i64) -> Bytes {
+    let mut b = BatchBuilder::new(Compression::None);
+    for o in from..to {
+        b.push(
+            BASE_TIMESTAMP + o,
+            Some(format!("k{o}").as_bytes()),
+            Some(format!("v{o}").as_bytes()),
+            &[],
+        );
+    }
+    let mut bytes = b.finish().unwrap().to_vec();
+    // The builder writes base offset 0 (a producer's batch); a broker's log has real offsets.
+    // The base offset is outside the CRC.
+    bytes[..8].copy_from_slice(&from.to_be_bytes());
+    Bytes::from(bytes)
+}
+
+async fn fetch(st: &State, req: &FetchRequest) -> FetchResponse {
+    let wait_until = Instant::now() + Duration::from_millis(req.max_wait_ms.clamp(0, 500) as u64);
+    loop {
+        let mut any_data = false;
+        let responses: Vec<FetchableTopicResponse> = req
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|fp| {
+                        let i = fp.partition as usize;
+                        let pd = PartitionData::default()
+                            .with_partition_index(fp.partition)
+                            .with_log_start_offset(0);
+                        if t.topic.0.as_str() != st.topic || i >= st.partitions.len() {
+                            return pd.with_error_code(3).with_high_watermark(-1);
+                        }
+                        match st.partitions[i] {
+                            Behavior::FetchError(code) => pd
+                                .with_error_code(code)
+                                .with_high_watermark(-1)
+                                .with_records(Some(Bytes::new())),
+                            Behavior::NoLeader => pd
+                                .with_error_code(6)
+                                .with_high_watermark(-1)
+                                .with_records(Some(Bytes::new())),
+                            Behavior::TruncatedTail { .. } => {
+                                let end = st.available(i);
+                                let pd = pd.with_high_watermark(end).with_last_stable_offset(end);
+                                let from = fp.fetch_offset;
+                                if from > end || from < 0 {
+                                    return pd.with_error_code(1);
+                                }
+                                let to = end.min(from + RECORDS_PER_FETCH);
+                                let mut records = BytesMut::new();
+                                if to > from {
+                                    any_data = true;
+                                    records.extend_from_slice(&batch(from, to));
+                                    let next_to = end.min(to + RECORDS_PER_FETCH);
+                                    if next_to > to {
+                                        let next = batch(to, next_to);
+                                        records.extend_from_slice(&next[..next.len() / 2]);
+                                    }
+                                }
+                                pd.with_records(Some(records.freeze()))
+                            }
+                            Behavior::Records { .. } => {
+                                let end = st.available(i);
+                                let pd = pd.with_high_watermark(end).with_last_stable_offset(end);
+                                if fp.fetch_offset > end || fp.fetch_offset < 0 {
+                                    return pd.with_error_code(1); // OFFSET_OUT_OF_RANGE
+                                }
+                                let to = end.min(fp.fetch_offset + RECORDS_PER_FETCH);
+                                if to > fp.fetch_offset {
+                                    any_data = true;
+                                    pd.with_records(Some(batch(fp.fetch_offset, to)))
+                                } else {
+                                    pd.with_records(Some(Bytes::new()))
+                                }
+                            }
+                        }
+                    })
+                    .collect();
+                FetchableTopicResponse::default()
+                    .with_topic(t.topic.clone())
+                    .with_partitions(partitions)
+            })
+            .collect();
+        // Like a broker: hold an empty answer up to max.wait (capped), in case data arrives.
+        if any_data || Instant::now() >= wait_until {
+            for t in &req.topics {
+                for fp in &t.partitions {
+                    if let Some(c) = st.fetches.get(fp.partition as usize) {
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            return FetchResponse::default().with_responses(responses);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
