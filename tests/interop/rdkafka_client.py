@@ -171,12 +171,16 @@ def consume(a) -> int:
             msgs = c.consume(num_messages=500, timeout=0.1)
             got = 0
             out = []
+            nxt = {}
             for m in msgs:
                 if m.error():
                     if m.error().code() != KafkaError._PARTITION_EOF:
                         print(f"rdkafka_client: {m.error()}", file=sys.stderr)
                     continue
+                if a.count is not None and records + got >= a.count:
+                    break  # print (and commit) exactly --count records
                 got += 1
+                nxt[(m.topic(), m.partition())] = m.offset() + 1
                 out.append(json.dumps({
                     "partition": m.partition(), "offset": m.offset(),
                     "key": as_text(m.key(), a.hex), "value": as_text(m.value(), a.hex),
@@ -189,7 +193,8 @@ def consume(a) -> int:
                 sys.stdout.flush()
                 if a.commit:
                     try:
-                        c.commit(asynchronous=False)
+                        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in nxt.items()],
+                                 asynchronous=False)
                     except KafkaException as e:
                         print(f"rdkafka_client: commit failed: {e}", file=sys.stderr)
     except KafkaException as e:

@@ -44,6 +44,7 @@ import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -381,9 +382,14 @@ public final class InteropClient {
                     continue;
                 }
                 lastRecord = System.nanoTime();
-                records += batch.count();
                 StringBuilder out = new StringBuilder();
+                Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
                 for (ConsumerRecord<byte[], byte[]> r : batch) {
+                    if (count >= 0 && records >= count) {
+                        break; // print (and commit) exactly --count records
+                    }
+                    records++;
+                    next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                     out.append("{\"partition\":").append(r.partition())
                             .append(",\"offset\":").append(r.offset())
                             .append(",\"key\":").append(jsonBytes(r.key(), hex))
@@ -405,7 +411,7 @@ public final class InteropClient {
                 }
                 if (commit) {
                     try {
-                        consumer.commitSync();
+                        consumer.commitSync(next);
                     } catch (RuntimeException e) {
                         System.err.println("InteropClient: commit failed: " + e);
                     }
