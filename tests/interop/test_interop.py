@@ -190,33 +190,70 @@ def produce_more(clients, topic: str, count: int, start: int, totals: dict[int, 
         totals[int(p)] = totals.get(int(p), 0) + n
 
 
-@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
-def test_mixed_consumer_group(clients, make_topic, strategy):
-    topic = make_topic(PARTITIONS)
+def start_group(clients, topic: str, strategy: str, leader: str):
+    """2 lagless, 1 Java and 1 librdkafka member of a new group; `leader` joins first (and so
+    leads the group and computes its assignments). Returns the members, lagless-1 first."""
     group = f"interop-{strategy}-{uuid.uuid4().hex[:8]}"
-    totals: dict[int, int] = {}
-    produce_more(clients, topic, 3000, 0, totals)
-
     common = ["--group", group, "--strategy", strategy, "--session-timeout-ms", SESSION_TIMEOUT_MS,
               "--max-poll-interval-ms", 30000, "--commit"]
-    members = [
-        clients.start("lagless", "consume", topic, *common, name="lagless-1"),
-        clients.start("java", "consume", topic, *common, name="java"),
-        clients.start("rdkafka", "consume", topic, *common, name="rdkafka"),
-        clients.start("lagless", "consume", topic, *common, name="lagless-2"),
-    ]
+    kinds = {"lagless-1": "lagless", "java": "java", "rdkafka": "rdkafka", "lagless-2": "lagless"}
+    first = {"lagless": "lagless-1", "java": "java", "rdkafka": "rdkafka"}[leader]
+    members = {first: clients.start(kinds[first], "consume", topic, *common, name=first)}
+    wait_until(lambda: members[first].assignment(), 60, f"{first} to own the partitions",
+               details=lambda: describe(list(members.values())))
+    for name, kind in kinds.items():
+        if name not in members:
+            members[name] = clients.start(kind, "consume", topic, *common, name=name)
+    return [members[n] for n in kinds]
+
+
+STRATEGIES = ["range", "cooperative-sticky"]
+
+
+@pytest.mark.parametrize("leader", ["lagless", "java", "rdkafka"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_mixed_consumer_group(clients, make_topic, strategy, leader):
+    topic = make_topic(PARTITIONS)
+    totals: dict[int, int] = {}
+    produce_more(clients, topic, 3000, 0, totals)
+    members = start_group(clients, topic, strategy, leader)
     owners = wait_stable(members, PARTITIONS)
     assert sorted(len(ms) for ms in owners.values()) == [1] * PARTITIONS
     produce_more(clients, topic, 3000, 3000, totals)
     wait_consumed(members, totals)
 
-    # A lagless member leaves cleanly: its partitions move to the others, nothing is skipped.
-    leaving = members.pop()
+    # A lagless member (the group's leader if it joined first) leaves cleanly: its partitions
+    # move to the others and nothing is skipped.
+    leaving = members.pop(0)
     rc = leaving.terminate()
     assert rc == 0, f"lagless member exited with {rc} on SIGTERM\n" + leaving.stderr_tail()
     done = [e for e in leaving.events() if e["event"] == "done"]
     assert done and done[-1]["reason"] == "signal", leaving.events()[-3:]
+    assert leaving.assignment() == set(), leaving.events()[-3:]
     wait_stable(members, PARTITIONS)
     produce_more(clients, topic, 1200, 6000, totals)
     wait_consumed(members + [leaving], totals)
     assert sum(totals.values()) == 7200
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_mixed_consumer_group_member_crash(clients, make_topic, strategy):
+    """A Java member dies without leaving (SIGKILL): after session.timeout.ms the group hands its
+    partitions to the lagless and librdkafka members, which read on from the committed offsets."""
+    topic = make_topic(PARTITIONS)
+    totals: dict[int, int] = {}
+    produce_more(clients, topic, 3000, 0, totals)
+    members = start_group(clients, topic, strategy, "lagless")
+    wait_stable(members, PARTITIONS)
+    wait_consumed(members, totals)
+    java = members.pop(1)
+    assert java.name == "java"
+    java.popen.kill()
+    java.wait(30)
+    produce_more(clients, topic, 1800, 3000, totals)
+    t0 = time.monotonic()
+    wait_stable(members, PARTITIONS, timeout=60)
+    assert time.monotonic() - t0 < 45, "the group took too long to notice the dead member"
+    wait_consumed(members + [java], totals)
+    lost = [e for m in members for e in m.events() if e["event"] == "lost"]
+    assert not lost, f"a live member lost its partitions: {lost}"
