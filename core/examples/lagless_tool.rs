@@ -36,7 +36,9 @@
 //!
 //! It stops after `--count` records, or once `--timeout-ms` passed without a new record (the
 //! clock starts at launch), or on SIGTERM/SIGINT; then it closes the consumer (revoking through
-//! the listener and leaving the group) and prints `{"event":"done","records":n,"reason":...}`.
+//! the listener and leaving the group) and prints
+//! `{"event":"done","records":n,"reason":...,"positions":{"p":next_offset,...}}` (positions of the
+//! partitions assigned at the end, keyed by partition number).
 //! With `--commit` it commits the offsets of the printed records synchronously after every poll
 //! that returned records, and the consumed positions in the revoked callback. Auto-commit is off unless `--config
 //! enable.auto.commit=true` turns it on. `--config` passes any other lagless setting (Java key
@@ -461,9 +463,20 @@ fn consume(a: &Args) -> lagless::Result<()> {
             Err(e) => eprintln!("lagless_tool: poll: {e}"),
         }
     };
+    // The next offset of every assigned partition: past the last record read, and past any
+    // transaction markers after it.
+    let positions: Vec<String> = consumer
+        .assignment()
+        .iter()
+        .filter_map(|tp| {
+            let pos = consumer.position(tp, Some(Duration::from_secs(5))).ok()?;
+            Some(format!("\"{}\":{pos}", tp.partition))
+        })
+        .collect();
     let closed = consumer.close(Some(CLOSE_TIMEOUT));
     emit(&format!(
-        "{{\"event\":\"done\",\"records\":{records},\"reason\":\"{reason}\"}}"
+        "{{\"event\":\"done\",\"records\":{records},\"reason\":\"{reason}\",\"positions\":{{{}}}}}",
+        positions.join(",")
     ));
     if let Some(e) = failure {
         return Err(e);

@@ -257,3 +257,35 @@ def test_mixed_consumer_group_member_crash(clients, make_topic, strategy):
     wait_consumed(members + [java], totals)
     lost = [e for m in members for e in m.events() if e["event"] == "lost"]
     assert not lost, f"a live member lost its partitions: {lost}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Transactions written by the Java client
+# ---------------------------------------------------------------------------------------------
+
+def test_lagless_reads_java_transactions(clients, make_topic):
+    """Java writes committed and aborted transactions. lagless (read_uncommitted: it does not
+    support read_committed yet) returns every data record, committed or aborted, exactly as the
+    Java consumer does, never a transaction marker, and its positions end past the final markers,
+    at the partitions' end offsets, as the Java consumer's do."""
+    n = 3000
+    topic = make_topic(PARTITIONS)
+    prod = clients.run("java", "produce", topic, "--count", n, "--keyed", "--transaction-size", 200,
+                       "--abort-every", 3)
+    placement = produced_placement(prod, n)
+    aborted = {r["key"] for r in prod.records() if r["aborted"]}
+    assert 0 < len(aborted) < n
+    # Read until idle (not up to a count) so that the fetches past the last markers happen.
+    readers = {kind: clients.start(kind, "consume", topic, "--timeout-ms", 4000)
+               for kind in ("lagless", "java")}
+    for r in readers.values():
+        r.wait_ok(120)
+        check_text_records(r, placement)
+    ends = {kind: [e for e in r.events() if e["event"] == "done"][-1]["positions"]
+            for kind, r in readers.items()}
+    # Each partition's log ends with a transaction marker, one offset past its last record.
+    last = {}
+    for p, o in placement.values():
+        last[p] = max(last.get(p, -1), o)
+    assert ends["java"] == {str(p): o + 2 for p, o in last.items()}, ends["java"]
+    assert ends["lagless"] == ends["java"]

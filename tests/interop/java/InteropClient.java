@@ -6,6 +6,7 @@
 //   javac -cp 'LIB/*' -d OUT tests/interop/java/InteropClient.java
 //   java -cp 'OUT:LIB/*' InteropClient produce --bootstrap B --topic T --count N
 //        [--keyed] [--key-prefix P] [--binary] [--compression C] [--acks A] [--quiet]
+//        [--transaction-size S [--abort-every K] [--transactional-id ID]]
 //   java -cp 'OUT:LIB/*' InteropClient consume --bootstrap B --topic T [--group G]
 //        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS]
 //        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit] [--hex]
@@ -13,7 +14,9 @@
 // produce: record i (0 <= i < N) has key "<prefix><i>" (prefix "key-", only with --keyed), value
 // "value-<i>" and header h = "<i>"; --binary appends the bytes of binaryTail(i) to the value and
 // adds a header "bin" with those bytes, so a reader's byte-for-byte copy can be checked. Prints
-// {"partition":p,"offset":o,"key":"..."} per record, in send order (or only the summary with --quiet).
+// {"partition":p,"offset":o,"key":"...","aborted":false} per record, in send order (or only the
+// summary with --quiet). With --transaction-size S the records go in transactions of S records,
+// and with --abort-every K every K-th transaction is aborted ("aborted":true on its records).
 //
 // consume: as lagless_tool consume (see core/examples/lagless_tool.rs): with --group it subscribes
 // and its ConsumerRebalanceListener prints {"event":"assigned"|"revoked"|"lost","partitions":[...],
@@ -192,10 +195,26 @@ public final class InteropClient {
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, a.getOrDefault("--compression", "none"));
         p.put(ProducerConfig.ACKS_CONFIG, a.getOrDefault("--acks", "all"));
         p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        // --transaction-size S: records go in transactions of S records (transactional.id from
+        // --transactional-id); with --abort-every K, every K-th transaction is aborted.
+        long txSize = Long.parseLong(a.getOrDefault("--transaction-size", "0"));
+        long abortEvery = Long.parseLong(a.getOrDefault("--abort-every", "0"));
+        if (txSize > 0) {
+            p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG,
+                    a.getOrDefault("--transactional-id", "interop-" + topic));
+        }
         Map<Integer, Long> perPartition = new TreeMap<>();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             Deque<Object[]> pending = new ArrayDeque<>();
+            if (txSize > 0) {
+                producer.initTransactions();
+            }
             for (long i = 0; i < count; i++) {
+                long tx = txSize > 0 ? i / txSize : 0;
+                boolean abort = txSize > 0 && abortEvery > 0 && tx % abortEvery == abortEvery - 1;
+                if (txSize > 0 && i % txSize == 0) {
+                    producer.beginTransaction();
+                }
                 byte[] value = ("value-" + i).getBytes(StandardCharsets.UTF_8);
                 String key = keyed ? prefix + i : null;
                 ProducerRecord<byte[], byte[]> rec;
@@ -212,9 +231,20 @@ public final class InteropClient {
                 if (binary) {
                     rec.headers().add("bin", binaryTail(i));
                 }
-                pending.addLast(new Object[] {key, producer.send(rec)});
+                pending.addLast(new Object[] {key, producer.send(rec), abort});
                 while (pending.size() > 10_000) {
                     settle(pending.removeFirst(), perPartition, quiet);
+                }
+                if (txSize > 0 && (i % txSize == txSize - 1 || i == count - 1)) {
+                    producer.flush();
+                    while (!pending.isEmpty()) {
+                        settle(pending.removeFirst(), perPartition, quiet);
+                    }
+                    if (abort) {
+                        producer.abortTransaction();
+                    } else {
+                        producer.commitTransaction();
+                    }
                 }
             }
             producer.flush();
@@ -241,7 +271,7 @@ public final class InteropClient {
         perPartition.merge(md.partition(), 1L, Long::sum);
         if (!quiet) {
             emit("{\"partition\":" + md.partition() + ",\"offset\":" + md.offset() + ",\"key\":"
-                    + (key == null ? "null" : jsonStr(key)) + "}");
+                    + (key == null ? "null" : jsonStr(key)) + ",\"aborted\":" + entry[2] + "}");
         }
     }
 
@@ -422,12 +452,25 @@ public final class InteropClient {
             reason = "error";
             rc = 1;
         }
+        StringBuilder positions = new StringBuilder();
+        try {
+            for (TopicPartition tp : consumer.assignment()) {
+                if (positions.length() > 0) {
+                    positions.append(',');
+                }
+                positions.append('"').append(tp.partition()).append("\":")
+                        .append(consumer.position(tp, Duration.ofSeconds(5)));
+            }
+        } catch (RuntimeException e) {
+            System.err.println("InteropClient: position failed: " + e);
+        }
         try {
             consumer.close(Duration.ofSeconds(30));
         } catch (RuntimeException e) {
             System.err.println("InteropClient: close failed: " + e);
         }
-        emit("{\"event\":\"done\",\"records\":" + records + ",\"reason\":\"" + reason + "\"}");
+        emit("{\"event\":\"done\",\"records\":" + records + ",\"reason\":\"" + reason
+                + "\",\"positions\":{" + positions + "}}");
         finished.countDown();
         return rc;
     }
