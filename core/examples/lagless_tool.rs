@@ -425,8 +425,18 @@ fn consume(a: &Args) -> lagless::Result<()> {
             Ok(mut batch) => {
                 last_record = Instant::now();
                 if let Some(n) = a.count {
-                    // Print (and commit) exactly --count records.
-                    batch.truncate((n - records) as usize);
+                    // Print (and commit) exactly --count records; rewind to the first record
+                    // not printed, so that a commit of the position (in the revoked callback,
+                    // on close) does not skip it.
+                    let rest = batch.split_off(((n - records) as usize).min(batch.len()));
+                    let mut rewind: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+                    for r in &rest {
+                        let tp = TopicPartition::new(&*r.topic, r.partition);
+                        rewind.entry(tp).or_insert(r.offset);
+                    }
+                    for (tp, offset) in rewind {
+                        consumer.seek(&tp, offset)?;
+                    }
                 }
                 records += batch.len() as u64;
                 let mut out = String::new();

@@ -108,6 +108,9 @@ def consume(a) -> int:
         "group.id": a.group or "interop-rdkafka-unused",
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
+        # Offsets are stored for the records printed only: a commit (on_revoke, close) must not
+        # pass a record that was received but not printed.
+        "enable.auto.offset.store": False,
         "enable.partition.eof": False,
     }
     if a.strategy:
@@ -172,13 +175,17 @@ def consume(a) -> int:
             got = 0
             out = []
             nxt = {}
+            rewind = {}
             for m in msgs:
                 if m.error():
                     if m.error().code() != KafkaError._PARTITION_EOF:
                         print(f"rdkafka_client: {m.error()}", file=sys.stderr)
                     continue
                 if a.count is not None and records + got >= a.count:
-                    break  # print (and commit) exactly --count records
+                    # Print (and commit) exactly --count records; rewind to the first one not
+                    # printed, so that committing the position does not skip it.
+                    rewind.setdefault((m.topic(), m.partition()), m.offset())
+                    continue
                 got += 1
                 nxt[(m.topic(), m.partition())] = m.offset() + 1
                 out.append(json.dumps({
@@ -186,11 +193,15 @@ def consume(a) -> int:
                     "key": as_text(m.key(), a.hex), "value": as_text(m.value(), a.hex),
                     "headers": {k: as_text(v, a.hex) for k, v in (m.headers() or [])},
                 }, separators=(",", ":")))
+            for (t, p), o in rewind.items():
+                c.seek(TopicPartition(t, p, o))
             if got:
                 records += got
                 last = time.monotonic()
                 sys.stdout.write("\n".join(out) + "\n")
                 sys.stdout.flush()
+                if a.group:
+                    c.store_offsets(offsets=[TopicPartition(t, p, o) for (t, p), o in nxt.items()])
                 if a.commit:
                     try:
                         c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in nxt.items()],

@@ -289,3 +289,29 @@ def test_lagless_reads_java_transactions(clients, make_topic):
         last[p] = max(last.get(p, -1), o)
     assert ends["java"] == {str(p): o + 2 for p, o in last.items()}, ends["java"]
     assert ends["lagless"] == ends["java"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Committed offsets carry over between clients
+# ---------------------------------------------------------------------------------------------
+
+def test_group_offsets_carry_over_between_clients(clients, make_topic):
+    """Consumers of different clients take turns in one group, each reading 1000 records and
+    committing exactly what it read: each resumes where the previous one committed, so together
+    they read every record exactly once."""
+    n, turn = 6000, 1000
+    topic = make_topic(PARTITIONS)
+    placement = produced_placement(clients.run("lagless", "produce", topic, "--count", n, "--keyed"), n)
+    group = f"interop-handover-{uuid.uuid4().hex[:8]}"
+    read_by: dict[str, str] = {}
+    for kind in ["lagless", "java", "lagless", "rdkafka", "lagless", "java"]:
+        r = clients.run(kind, "consume", topic, "--group", group, "--count", turn, "--commit",
+                        "--timeout-ms", 30000, "--session-timeout-ms", SESSION_TIMEOUT_MS)
+        got = r.records()
+        assert len(got) == turn, f"{r.name} read {len(got)} records"
+        for rec in got:
+            key = rec["key"]
+            assert (rec["partition"], rec["offset"]) == placement[key], rec
+            assert key not in read_by, f"{r.name} read {rec} again (first read by {read_by[key]})"
+            read_by[key] = r.name
+    assert set(read_by) == set(placement)

@@ -414,9 +414,13 @@ public final class InteropClient {
                 lastRecord = System.nanoTime();
                 StringBuilder out = new StringBuilder();
                 Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+                Map<TopicPartition, Long> rewind = new HashMap<>();
                 for (ConsumerRecord<byte[], byte[]> r : batch) {
                     if (count >= 0 && records >= count) {
-                        break; // print (and commit) exactly --count records
+                        // Print (and commit) exactly --count records; rewind to the first one
+                        // not printed, so that committing the position does not skip it.
+                        rewind.putIfAbsent(new TopicPartition(r.topic(), r.partition()), r.offset());
+                        continue;
                     }
                     records++;
                     next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
@@ -434,6 +438,9 @@ public final class InteropClient {
                         out.append(jsonStr(h.key())).append(':').append(jsonBytes(h.value(), hex));
                     }
                     out.append("}}\n");
+                }
+                for (Map.Entry<TopicPartition, Long> e : rewind.entrySet()) {
+                    consumer.seek(e.getKey(), e.getValue());
                 }
                 synchronized (InteropClient.class) {
                     OUT.print(out);
