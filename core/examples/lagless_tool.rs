@@ -50,11 +50,11 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use lagless::producer::Delivery;
 use lagless::{
     Config, Consumer, ConsumerRecord, Error, OffsetAndMetadata, Producer, ProducerRecord,
     RebalanceListener, TopicPartition,
 };
-use lagless::producer::Delivery;
 
 const USAGE: &str = "\
 usage: lagless_tool produce --bootstrap B --topic T --count N [--keyed] [--compression C]
@@ -146,7 +146,13 @@ fn record_line(r: &ConsumerRecord, hex: bool) -> String {
     let headers: Vec<String> = r
         .headers
         .iter()
-        .map(|h| format!("{}:{}", json_str(&h.key), json_bytes(h.value.as_deref(), hex)))
+        .map(|h| {
+            format!(
+                "{}:{}",
+                json_str(&h.key),
+                json_bytes(h.value.as_deref(), hex)
+            )
+        })
         .collect();
     format!(
         "{{\"partition\":{},\"offset\":{},\"key\":{},\"value\":{},\"headers\":{{{}}}}}",
@@ -265,7 +271,10 @@ fn produce(a: &Args) -> lagless::Result<()> {
         .ok_or_else(|| Error::InvalidArgument("produce needs --count".into()))?;
     let topic = a.topic.as_deref().expect("checked in parse_args");
     let mut pairs: Vec<(&str, &str)> = vec![
-        ("bootstrap.servers", a.bootstrap.as_deref().expect("checked")),
+        (
+            "bootstrap.servers",
+            a.bootstrap.as_deref().expect("checked"),
+        ),
         ("client.id", "lagless-tool-producer"),
     ];
     if let Some(c) = &a.compression {
@@ -278,21 +287,22 @@ fn produce(a: &Args) -> lagless::Result<()> {
     let mut per_partition: BTreeMap<i32, u64> = BTreeMap::new();
     let mut pending: VecDeque<(Option<String>, Delivery)> = VecDeque::new();
     // Waits for the oldest deliveries until `keep` are left, printing where each record went.
-    let mut settle = |pending: &mut VecDeque<(Option<String>, Delivery)>, keep: usize| -> lagless::Result<()> {
-        while pending.len() > keep {
-            let (key, d) = pending.pop_front().expect("non-empty");
-            let md = d.wait()?;
-            *per_partition.entry(md.partition).or_default() += 1;
-            if !a.quiet {
-                let key = key.as_deref().map_or("null".to_string(), json_str);
-                emit(&format!(
-                    "{{\"partition\":{},\"offset\":{},\"key\":{key}}}",
-                    md.partition, md.offset
-                ));
+    let mut settle =
+        |pending: &mut VecDeque<(Option<String>, Delivery)>, keep: usize| -> lagless::Result<()> {
+            while pending.len() > keep {
+                let (key, d) = pending.pop_front().expect("non-empty");
+                let md = d.wait()?;
+                *per_partition.entry(md.partition).or_default() += 1;
+                if !a.quiet {
+                    let key = key.as_deref().map_or("null".to_string(), json_str);
+                    emit(&format!(
+                        "{{\"partition\":{},\"offset\":{},\"key\":{key}}}",
+                        md.partition, md.offset
+                    ));
+                }
             }
-        }
-        Ok(())
-    };
+            Ok(())
+        };
     for i in a.start..a.start + count {
         let mut rec = ProducerRecord::new(topic, format!("value-{i}"))
             .with_header("h", Some(i.to_string().into()));
@@ -354,7 +364,11 @@ impl RebalanceListener for PrintingListener {
         Ok(())
     }
 
-    fn on_partitions_assigned(&mut self, c: &Consumer, p: &[TopicPartition]) -> lagless::Result<()> {
+    fn on_partitions_assigned(
+        &mut self,
+        c: &Consumer,
+        p: &[TopicPartition],
+    ) -> lagless::Result<()> {
         self.report("assigned", c, p, false);
         Ok(())
     }
@@ -369,7 +383,10 @@ fn consume(a: &Args) -> lagless::Result<()> {
     let topic = a.topic.as_deref().expect("checked in parse_args");
     let subscribe = a.group.is_some() && !a.assign_all;
     let mut pairs: Vec<(&str, &str)> = vec![
-        ("bootstrap.servers", a.bootstrap.as_deref().expect("checked")),
+        (
+            "bootstrap.servers",
+            a.bootstrap.as_deref().expect("checked"),
+        ),
         ("client.id", "lagless-tool-consumer"),
         ("auto.offset.reset", "earliest"),
         ("enable.auto.commit", "false"),
