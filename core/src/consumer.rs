@@ -528,6 +528,11 @@ fn drain_records(st: &mut fetch::FetchState, max: usize) -> Vec<ConsumerRecord> 
                 from_recovery: false,
             });
         }
+        if p.buffer.is_empty() {
+            // Everything fetched was returned: skip the transaction markers (or compacted-away
+            // offsets) the fetch passed after the last record, as the Java client does.
+            p.position = p.fetch_offset.max(p.position);
+        }
     }
     st.buffered_bytes -= freed;
     out

@@ -614,6 +614,12 @@ fn handle_fetch(
                             p.progressed();
                         }
                         p.fetch_offset = Some(next);
+                        if p.buffer.is_empty() {
+                            // Only transaction markers (or compacted-away records) up to `next`:
+                            // the position moves past them, as the Java client's does, so that
+                            // commits and lag reach the end of the log.
+                            p.position = Some(next);
+                        }
                         p.buffered_bytes += added;
                         st.buffered_bytes += added;
                         if added > 0 {

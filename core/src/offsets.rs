@@ -252,7 +252,10 @@ async fn list_offsets_with(
             }
             tokio::time::sleep(wait).await;
             let _ = cluster.refresh(&[], deadline).await;
-            todo = retry_later.into_iter().map(|(tp, ts, _)| (tp, ts)).collect();
+            todo = retry_later
+                .into_iter()
+                .map(|(tp, ts, _)| (tp, ts))
+                .collect();
         }
     }
     Ok(results.into_iter().collect())

@@ -1,0 +1,557 @@
+//! `lagless_tool`: a small command-line producer and consumer for tests in any language.
+//!
+//! Build it with `cargo build --release --example lagless_tool`; the binary is
+//! `target/release/examples/lagless_tool`. Everything it reports goes to stdout as one JSON
+//! object per line (flushed as it goes, so a test can read it while the tool runs); diagnostics
+//! go to stderr. The exit status is 0 on success, 1 on a runtime error, 2 on a usage error.
+//!
+//! ```text
+//! lagless_tool produce --bootstrap B --topic T --count N
+//!     [--keyed] [--compression none|gzip|snappy|lz4|zstd] [--acks all|1|0|-1]
+//!     [--start I] [--quiet] [--config KEY=VALUE]...
+//! lagless_tool consume --bootstrap B --topic T
+//!     [--group G] [--assign-all] [--count N] [--timeout-ms MS]
+//!     [--strategy range|cooperative-sticky|roundrobin|LIST]
+//!     [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit] [--hex]
+//!     [--config KEY=VALUE]...
+//! ```
+//!
+//! `produce` sends records `i = start .. start+count` with value `value-<i>`, a header `h` =
+//! `<i>` and, with `--keyed`, the key `key-<i>` (the default partitioner then places it as the
+//! Java client does). It prints, in send order, one line per record
+//! `{"partition":p,"offset":o,"key":"key-<i>"}` (`"key":null` without `--keyed`), or with
+//! `--quiet` only the summary line `{"event":"produced","count":N,"partitions":{"p":n,...}}`.
+//!
+//! `consume` with `--group` (and without `--assign-all`) subscribes to the topic as a member of
+//! group G; its rebalance listener prints
+//! `{"event":"assigned"|"revoked"|"lost","partitions":[["t",p],...],"assignment":[...],"generation":g}`
+//! where `partitions` is what the callback was given and `assignment` the member's whole
+//! assignment after the callback's change (cooperative rebalancing hands out and takes back
+//! partitions incrementally, so `assignment` is the one to track ownership with). Without a group,
+//! or with `--assign-all`, it assigns every partition of the topic and reads from the earliest
+//! offset (with a group, from the committed one). Each record is printed as
+//! `{"partition":p,"offset":o,"key":k,"value":v,"headers":{"name":value,...}}` with keys, values
+//! and header values as JSON strings (`null` when absent); `--hex` prints them as lowercase hex of
+//! the raw bytes instead, for byte-exact comparisons.
+//!
+//! It stops after `--count` records, or once `--timeout-ms` passed without a new record (the
+//! clock starts at launch), or on SIGTERM/SIGINT; then it closes the consumer (revoking through
+//! the listener and leaving the group) and prints
+//! `{"event":"done","records":n,"reason":...,"positions":{"p":next_offset,...}}` (positions of the
+//! partitions assigned at the end, keyed by partition number).
+//! With `--commit` it commits the offsets of the printed records synchronously after every poll
+//! that returned records, and the consumed positions in the revoked callback. Auto-commit is off unless `--config
+//! enable.auto.commit=true` turns it on. `--config` passes any other lagless setting (Java key
+//! names).
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use lagless::producer::Delivery;
+use lagless::{
+    Config, Consumer, ConsumerRecord, Error, OffsetAndMetadata, Producer, ProducerRecord,
+    RebalanceListener, TopicPartition,
+};
+
+const USAGE: &str = "\
+usage: lagless_tool produce --bootstrap B --topic T --count N [--keyed] [--compression C]
+                            [--acks A] [--start I] [--quiet] [--config KEY=VALUE]...
+       lagless_tool consume --bootstrap B --topic T [--group G] [--assign-all] [--count N]
+                            [--timeout-ms MS] [--strategy S] [--session-timeout-ms X]
+                            [--max-poll-interval-ms Y] [--commit] [--hex] [--config KEY=VALUE]...
+(see the header of core/examples/lagless_tool.rs for the output format)";
+
+/// How long one `poll()` waits; also how quickly a signal or the idle timeout is noticed.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How long `close()` and the producer's final flush may take.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------------------
+// Signals
+// ---------------------------------------------------------------------------------------------
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// SIGTERM and SIGINT set [`STOP`]; the consume loop sees it within one poll interval.
+#[allow(unsafe_code)]
+fn install_signal_handlers() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+// ---------------------------------------------------------------------------------------------
+
+/// `s` as a JSON string literal.
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Raw bytes as JSON: `null` when absent, else a string (hex with `hex`; otherwise UTF-8, with
+/// invalid sequences replaced, so use `--hex` for binary data).
+fn json_bytes(b: Option<&[u8]>, hex: bool) -> String {
+    match b {
+        None => "null".to_string(),
+        Some(b) if hex => {
+            let mut s = String::with_capacity(2 * b.len() + 2);
+            s.push('"');
+            for x in b {
+                let _ = write!(s, "{x:02x}");
+            }
+            s.push('"');
+            s
+        }
+        Some(b) => json_str(&String::from_utf8_lossy(b)),
+    }
+}
+
+fn json_partitions(parts: &[TopicPartition]) -> String {
+    let items: Vec<String> = parts
+        .iter()
+        .map(|tp| format!("[{},{}]", json_str(&tp.topic), tp.partition))
+        .collect();
+    format!("[{}]", items.join(","))
+}
+
+fn record_line(r: &ConsumerRecord, hex: bool) -> String {
+    let headers: Vec<String> = r
+        .headers
+        .iter()
+        .map(|h| {
+            format!(
+                "{}:{}",
+                json_str(&h.key),
+                json_bytes(h.value.as_deref(), hex)
+            )
+        })
+        .collect();
+    format!(
+        "{{\"partition\":{},\"offset\":{},\"key\":{},\"value\":{},\"headers\":{{{}}}}}",
+        r.partition,
+        r.offset,
+        json_bytes(r.key.as_deref(), hex),
+        json_bytes(r.value.as_deref(), hex),
+        headers.join(",")
+    )
+}
+
+/// Prints one line and flushes, so a reader sees it at once.
+fn emit(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Args {
+    bootstrap: Option<String>,
+    topic: Option<String>,
+    count: Option<u64>,
+    start: u64,
+    keyed: bool,
+    quiet: bool,
+    compression: Option<String>,
+    acks: Option<String>,
+    group: Option<String>,
+    assign_all: bool,
+    timeout_ms: Option<u64>,
+    strategy: Option<String>,
+    session_timeout_ms: Option<String>,
+    max_poll_interval_ms: Option<String>,
+    commit: bool,
+    hex: bool,
+    config: Vec<(String, String)>,
+}
+
+fn parse_args(argv: &[String]) -> Result<Args, String> {
+    let mut a = Args::default();
+    let mut it = argv.iter();
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| -> Result<String, String> {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        let number = |name: &str, v: String| -> Result<u64, String> {
+            v.parse()
+                .map_err(|_| format!("{name} must be a non-negative integer, got `{v}`"))
+        };
+        match flag.as_str() {
+            "--bootstrap" => a.bootstrap = Some(value(flag)?),
+            "--topic" => a.topic = Some(value(flag)?),
+            "--count" => a.count = Some(number(flag, value(flag)?)?),
+            "--start" => a.start = number(flag, value(flag)?)?,
+            "--keyed" => a.keyed = true,
+            "--quiet" => a.quiet = true,
+            "--compression" => a.compression = Some(value(flag)?),
+            "--acks" => a.acks = Some(value(flag)?),
+            "--group" => a.group = Some(value(flag)?),
+            "--assign-all" => a.assign_all = true,
+            "--timeout-ms" => a.timeout_ms = Some(number(flag, value(flag)?)?),
+            "--strategy" => a.strategy = Some(value(flag)?),
+            "--session-timeout-ms" => a.session_timeout_ms = Some(value(flag)?),
+            "--max-poll-interval-ms" => a.max_poll_interval_ms = Some(value(flag)?),
+            "--commit" => a.commit = true,
+            "--hex" => a.hex = true,
+            "--config" => {
+                let kv = value(flag)?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| format!("--config takes KEY=VALUE, got `{kv}`"))?;
+                a.config.push((k.to_string(), v.to_string()));
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    if a.bootstrap.is_none() {
+        return Err("--bootstrap is required".into());
+    }
+    if a.topic.is_none() {
+        return Err("--topic is required".into());
+    }
+    Ok(a)
+}
+
+/// A lagless config from `pairs`, then the user's `--config` settings on top.
+fn build_config(pairs: &[(&str, &str)], extra: &[(String, String)]) -> lagless::Result<Config> {
+    let mut c = Config::new();
+    for (k, v) in pairs {
+        c.set(k, v)?;
+    }
+    for (k, v) in extra {
+        c.set(k, v)?;
+    }
+    Ok(c)
+}
+
+// ---------------------------------------------------------------------------------------------
+// produce
+// ---------------------------------------------------------------------------------------------
+
+/// Records in flight before the oldest deliveries are waited for (bounds memory, keeps order).
+const PRODUCE_WINDOW: usize = 10_000;
+
+fn produce(a: &Args) -> lagless::Result<()> {
+    let count = a
+        .count
+        .ok_or_else(|| Error::InvalidArgument("produce needs --count".into()))?;
+    let topic = a.topic.as_deref().expect("checked in parse_args");
+    let mut pairs: Vec<(&str, &str)> = vec![
+        (
+            "bootstrap.servers",
+            a.bootstrap.as_deref().expect("checked"),
+        ),
+        ("client.id", "lagless-tool-producer"),
+    ];
+    if let Some(c) = &a.compression {
+        pairs.push(("compression.type", c));
+    }
+    if let Some(x) = &a.acks {
+        pairs.push(("acks", x));
+    }
+    let producer = Producer::from_config(&build_config(&pairs, &a.config)?)?;
+    let mut per_partition: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut pending: VecDeque<(Option<String>, Delivery)> = VecDeque::new();
+    // Waits for the oldest deliveries until `keep` are left, printing where each record went.
+    let mut settle =
+        |pending: &mut VecDeque<(Option<String>, Delivery)>, keep: usize| -> lagless::Result<()> {
+            while pending.len() > keep {
+                let (key, d) = pending.pop_front().expect("non-empty");
+                let md = d.wait()?;
+                *per_partition.entry(md.partition).or_default() += 1;
+                if !a.quiet {
+                    let key = key.as_deref().map_or("null".to_string(), json_str);
+                    emit(&format!(
+                        "{{\"partition\":{},\"offset\":{},\"key\":{key}}}",
+                        md.partition, md.offset
+                    ));
+                }
+            }
+            Ok(())
+        };
+    for i in a.start..a.start + count {
+        let mut rec = ProducerRecord::new(topic, format!("value-{i}"))
+            .with_header("h", Some(i.to_string().into()));
+        let key = a.keyed.then(|| format!("key-{i}"));
+        if let Some(k) = &key {
+            rec = rec.with_key(k.clone());
+        }
+        pending.push_back((key, producer.send(rec)?));
+        settle(&mut pending, PRODUCE_WINDOW)?;
+    }
+    producer.flush(CLOSE_TIMEOUT)?;
+    settle(&mut pending, 0)?;
+    producer.close(CLOSE_TIMEOUT)?;
+    let parts: Vec<String> = per_partition
+        .iter()
+        .map(|(p, n)| format!("\"{p}\":{n}"))
+        .collect();
+    emit(&format!(
+        "{{\"event\":\"produced\",\"count\":{count},\"partitions\":{{{}}}}}",
+        parts.join(",")
+    ));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// consume
+// ---------------------------------------------------------------------------------------------
+
+/// Prints every assignment change; with `commit`, commits consumed offsets before giving
+/// partitions up.
+struct PrintingListener {
+    commit: bool,
+}
+
+impl PrintingListener {
+    fn report(&self, event: &str, c: &Consumer, parts: &[TopicPartition], leaving: bool) {
+        let mut assignment = c.assignment();
+        if leaving {
+            // The callback runs before the consumer drops them: report the state after.
+            assignment.retain(|tp| !parts.contains(tp));
+        }
+        let generation = c.group_metadata().map_or(-1, |g| g.generation_id);
+        emit(&format!(
+            "{{\"event\":\"{event}\",\"partitions\":{},\"assignment\":{},\"generation\":{generation}}}",
+            json_partitions(parts),
+            json_partitions(&assignment)
+        ));
+    }
+}
+
+impl RebalanceListener for PrintingListener {
+    fn on_partitions_revoked(&mut self, c: &Consumer, p: &[TopicPartition]) -> lagless::Result<()> {
+        if self.commit && !p.is_empty() {
+            if let Err(e) = c.commit_sync(None, None) {
+                eprintln!("lagless_tool: commit in on_partitions_revoked failed: {e}");
+            }
+        }
+        self.report("revoked", c, p, true);
+        Ok(())
+    }
+
+    fn on_partitions_assigned(
+        &mut self,
+        c: &Consumer,
+        p: &[TopicPartition],
+    ) -> lagless::Result<()> {
+        self.report("assigned", c, p, false);
+        Ok(())
+    }
+
+    fn on_partitions_lost(&mut self, c: &Consumer, p: &[TopicPartition]) -> lagless::Result<()> {
+        self.report("lost", c, p, true);
+        Ok(())
+    }
+}
+
+fn consume(a: &Args) -> lagless::Result<()> {
+    let topic = a.topic.as_deref().expect("checked in parse_args");
+    let subscribe = a.group.is_some() && !a.assign_all;
+    let mut pairs: Vec<(&str, &str)> = vec![
+        (
+            "bootstrap.servers",
+            a.bootstrap.as_deref().expect("checked"),
+        ),
+        ("client.id", "lagless-tool-consumer"),
+        ("auto.offset.reset", "earliest"),
+        ("enable.auto.commit", "false"),
+    ];
+    if let Some(g) = &a.group {
+        pairs.push(("group.id", g));
+    }
+    if let Some(s) = &a.strategy {
+        pairs.push(("partition.assignment.strategy", s));
+    }
+    if let Some(x) = &a.session_timeout_ms {
+        pairs.push(("session.timeout.ms", x));
+    }
+    if let Some(x) = &a.max_poll_interval_ms {
+        pairs.push(("max.poll.interval.ms", x));
+    }
+    let consumer = Consumer::from_config(&build_config(&pairs, &a.config)?)?;
+    if subscribe {
+        consumer.subscribe(
+            &[topic],
+            Some(Box::new(PrintingListener { commit: a.commit })),
+        )?;
+    } else {
+        let parts: Vec<TopicPartition> = consumer
+            .partitions_for(topic, None)?
+            .into_iter()
+            .map(|p| TopicPartition::new(topic, p))
+            .collect();
+        consumer.assign(&parts)?;
+        emit(&format!(
+            "{{\"event\":\"assigned\",\"partitions\":{},\"assignment\":{},\"generation\":-1}}",
+            json_partitions(&parts),
+            json_partitions(&parts)
+        ));
+    }
+
+    let idle = a.timeout_ms.map(Duration::from_millis);
+    let mut last_record = Instant::now();
+    let mut records: u64 = 0;
+    let mut failure: Option<Error> = None;
+    let reason = loop {
+        if STOP.load(Ordering::SeqCst) {
+            break "signal";
+        }
+        if a.count.is_some_and(|n| records >= n) {
+            break "count";
+        }
+        if idle.is_some_and(|d| last_record.elapsed() >= d) {
+            break "idle";
+        }
+        match consumer.poll(POLL_INTERVAL) {
+            Ok(batch) if batch.is_empty() => {}
+            Ok(mut batch) => {
+                last_record = Instant::now();
+                if let Some(n) = a.count {
+                    // Print (and commit) exactly --count records; rewind to the first record
+                    // not printed, so that a commit of the position (in the revoked callback,
+                    // on close) does not skip it.
+                    let rest = batch.split_off(((n - records) as usize).min(batch.len()));
+                    let mut rewind: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+                    for r in &rest {
+                        let tp = TopicPartition::new(&*r.topic, r.partition);
+                        rewind.entry(tp).or_insert(r.offset);
+                    }
+                    for (tp, offset) in rewind {
+                        consumer.seek(&tp, offset)?;
+                    }
+                }
+                records += batch.len() as u64;
+                let mut out = String::new();
+                let mut next: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+                for r in &batch {
+                    out.push_str(&record_line(r, a.hex));
+                    out.push('\n');
+                    next.insert(TopicPartition::new(&*r.topic, r.partition), r.offset + 1);
+                }
+                {
+                    let mut stdout = std::io::stdout().lock();
+                    let _ = stdout.write_all(out.as_bytes());
+                    let _ = stdout.flush();
+                }
+                if a.commit {
+                    let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = next
+                        .into_iter()
+                        .map(|(tp, offset)| {
+                            let metadata = String::new();
+                            (tp, OffsetAndMetadata { offset, metadata })
+                        })
+                        .collect();
+                    if let Err(e) = consumer.commit_sync(Some(&offsets), None) {
+                        // A rebalance can fail a commit; the next owner re-reads from the last
+                        // committed offset (at least once).
+                        eprintln!("lagless_tool: commit failed: {e}");
+                    }
+                }
+            }
+            Err(e) if e.is_fatal() => {
+                failure = Some(e);
+                break "error";
+            }
+            Err(e) => eprintln!("lagless_tool: poll: {e}"),
+        }
+    };
+    // The next offset of every assigned partition: past the last record read, and past any
+    // transaction markers after it.
+    let positions: Vec<String> = consumer
+        .assignment()
+        .iter()
+        .filter_map(|tp| {
+            let pos = consumer.position(tp, Some(Duration::from_secs(5))).ok()?;
+            Some(format!("\"{}\":{pos}", tp.partition))
+        })
+        .collect();
+    let closed = consumer.close(Some(CLOSE_TIMEOUT));
+    emit(&format!(
+        "{{\"event\":\"done\",\"records\":{records},\"reason\":\"{reason}\",\"positions\":{{{}}}}}",
+        positions.join(",")
+    ));
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    closed
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let Some((cmd, rest)) = argv.split_first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let args = match parse_args(rest) {
+        Ok(a) => a,
+        Err(msg) => {
+            if !msg.is_empty() {
+                eprintln!("lagless_tool: {msg}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Ok(filter) = std::env::var("RUST_LOG") {
+        // The library's own log, to stderr, when asked for (RUST_LOG=lagless=debug).
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let result = match cmd.as_str() {
+        "produce" => produce(&args),
+        "consume" => {
+            install_signal_handlers();
+            consume(&args)
+        }
+        other => {
+            eprintln!("lagless_tool: unknown command `{other}`\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lagless_tool {cmd}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,484 @@
+// The Java side of the interoperability tests: a producer and a consumer built on the official
+// Kafka client, printing the same JSON lines as lagless' `lagless_tool` example.
+//
+// Compile and run against the jars `python3 tests/kafka_broker.py fetch` prints:
+//
+//   javac -cp 'LIB/*' -d OUT tests/interop/java/InteropClient.java
+//   java -cp 'OUT:LIB/*' InteropClient produce --bootstrap B --topic T --count N
+//        [--keyed] [--key-prefix P] [--binary] [--compression C] [--acks A] [--quiet]
+//        [--transaction-size S [--abort-every K] [--transactional-id ID]]
+//   java -cp 'OUT:LIB/*' InteropClient consume --bootstrap B --topic T [--group G]
+//        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS]
+//        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit] [--hex]
+//
+// produce: record i (0 <= i < N) has key "<prefix><i>" (prefix "key-", only with --keyed), value
+// "value-<i>" and header h = "<i>"; --binary appends the bytes of binaryTail(i) to the value and
+// adds a header "bin" with those bytes, so a reader's byte-for-byte copy can be checked. Prints
+// {"partition":p,"offset":o,"key":"...","aborted":false} per record, in send order (or only the
+// summary with --quiet). With --transaction-size S the records go in transactions of S records,
+// and with --abort-every K every K-th transaction is aborted ("aborted":true on its records).
+//
+// consume: as lagless_tool consume (see core/examples/lagless_tool.rs): with --group it subscribes
+// and its ConsumerRebalanceListener prints {"event":"assigned"|"revoked"|"lost","partitions":[...],
+// "assignment":[...],"generation":g}; otherwise it assigns every partition from the beginning.
+// One line per record; stops after --count records, after --timeout-ms without records, or on
+// SIGTERM (then closes the consumer, leaving the group), and prints {"event":"done",...}.
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class InteropClient {
+    private static final PrintStream OUT =
+            new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false, StandardCharsets.UTF_8);
+
+    public static void main(String[] argv) throws Exception {
+        if (argv.length < 1) {
+            usage("a command is required");
+        }
+        Map<String, String> a = parseArgs(argv);
+        int rc;
+        switch (argv[0]) {
+            case "produce": rc = produce(a); break;
+            case "consume": rc = consume(a); break;
+            default: usage("unknown command " + argv[0]); rc = 2;
+        }
+        OUT.flush();
+        System.exit(rc);
+    }
+
+    private static void usage(String why) {
+        System.err.println("InteropClient: " + why);
+        System.err.println("usage: InteropClient produce|consume --bootstrap B --topic T [options] "
+                + "(see the header of InteropClient.java)");
+        System.exit(2);
+    }
+
+    private static final Set<String> FLAGS = Set.of(
+            "--keyed", "--binary", "--quiet", "--assign-all", "--commit", "--hex");
+
+    private static Map<String, String> parseArgs(String[] argv) {
+        Map<String, String> a = new HashMap<>();
+        for (int i = 1; i < argv.length; i++) {
+            String k = argv[i];
+            if (FLAGS.contains(k)) {
+                a.put(k, "true");
+            } else if (k.startsWith("--") && i + 1 < argv.length) {
+                a.put(k, argv[++i]);
+            } else {
+                usage("bad argument " + k);
+            }
+        }
+        if (!a.containsKey("--bootstrap") || !a.containsKey("--topic")) {
+            usage("--bootstrap and --topic are required");
+        }
+        return a;
+    }
+
+    /** The bytes --binary appends to record i's value: every byte value, some invalid UTF-8. */
+    static byte[] binaryTail(long i) {
+        byte[] b = new byte[8];
+        b[0] = 0;
+        b[1] = (byte) 0xff;
+        b[2] = (byte) 0xfe;
+        b[3] = (byte) 0x80;
+        b[4] = (byte) (i >>> 24);
+        b[5] = (byte) (i >>> 16);
+        b[6] = (byte) (i >>> 8);
+        b[7] = (byte) i;
+        return b;
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // JSON output
+
+    static String jsonStr(String s) {
+        StringBuilder b = new StringBuilder(s.length() + 2).append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            switch (c) {
+                case '"': b.append("\\\""); break;
+                case '\\': b.append("\\\\"); break;
+                case '\n': b.append("\\n"); break;
+                case '\r': b.append("\\r"); break;
+                case '\t': b.append("\\t"); break;
+                default:
+                    if (c < 0x20) {
+                        b.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        b.append(c);
+                    }
+            }
+        }
+        return b.append('"').toString();
+    }
+
+    static String jsonBytes(byte[] v, boolean hex) {
+        if (v == null) {
+            return "null";
+        }
+        if (!hex) {
+            return jsonStr(new String(v, StandardCharsets.UTF_8));
+        }
+        StringBuilder b = new StringBuilder(2 * v.length + 2).append('"');
+        for (byte x : v) {
+            b.append(String.format("%02x", x & 0xff));
+        }
+        return b.append('"').toString();
+    }
+
+    static String jsonPartitions(Collection<TopicPartition> parts) {
+        List<TopicPartition> sorted = new ArrayList<>(parts);
+        sorted.sort((x, y) -> x.topic().equals(y.topic())
+                ? Integer.compare(x.partition(), y.partition()) : x.topic().compareTo(y.topic()));
+        StringBuilder b = new StringBuilder("[");
+        for (TopicPartition tp : sorted) {
+            if (b.length() > 1) {
+                b.append(',');
+            }
+            b.append('[').append(jsonStr(tp.topic())).append(',').append(tp.partition()).append(']');
+        }
+        return b.append(']').toString();
+    }
+
+    static synchronized void emit(String line) {
+        OUT.println(line);
+        OUT.flush();
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // produce
+
+    static int produce(Map<String, String> a) throws Exception {
+        String topic = a.get("--topic");
+        long count = Long.parseLong(a.getOrDefault("--count", "0"));
+        boolean keyed = a.containsKey("--keyed");
+        boolean binary = a.containsKey("--binary");
+        boolean quiet = a.containsKey("--quiet");
+        String prefix = a.getOrDefault("--key-prefix", "key-");
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("--bootstrap"));
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, "interop-java-producer");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, a.getOrDefault("--compression", "none"));
+        p.put(ProducerConfig.ACKS_CONFIG, a.getOrDefault("--acks", "all"));
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        // --transaction-size S: records go in transactions of S records (transactional.id from
+        // --transactional-id); with --abort-every K, every K-th transaction is aborted.
+        long txSize = Long.parseLong(a.getOrDefault("--transaction-size", "0"));
+        long abortEvery = Long.parseLong(a.getOrDefault("--abort-every", "0"));
+        if (txSize > 0) {
+            p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG,
+                    a.getOrDefault("--transactional-id", "interop-" + topic));
+        }
+        Map<Integer, Long> perPartition = new TreeMap<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            Deque<Object[]> pending = new ArrayDeque<>();
+            if (txSize > 0) {
+                producer.initTransactions();
+            }
+            for (long i = 0; i < count; i++) {
+                long tx = txSize > 0 ? i / txSize : 0;
+                boolean abort = txSize > 0 && abortEvery > 0 && tx % abortEvery == abortEvery - 1;
+                if (txSize > 0 && i % txSize == 0) {
+                    producer.beginTransaction();
+                }
+                byte[] value = ("value-" + i).getBytes(StandardCharsets.UTF_8);
+                String key = keyed ? prefix + i : null;
+                ProducerRecord<byte[], byte[]> rec;
+                if (binary) {
+                    byte[] tail = binaryTail(i);
+                    byte[] v = new byte[value.length + tail.length];
+                    System.arraycopy(value, 0, v, 0, value.length);
+                    System.arraycopy(tail, 0, v, value.length, tail.length);
+                    value = v;
+                }
+                rec = new ProducerRecord<>(topic, null,
+                        key == null ? null : key.getBytes(StandardCharsets.UTF_8), value);
+                rec.headers().add("h", Long.toString(i).getBytes(StandardCharsets.UTF_8));
+                if (binary) {
+                    rec.headers().add("bin", binaryTail(i));
+                }
+                pending.addLast(new Object[] {key, producer.send(rec), abort});
+                while (pending.size() > 10_000) {
+                    settle(pending.removeFirst(), perPartition, quiet);
+                }
+                if (txSize > 0 && (i % txSize == txSize - 1 || i == count - 1)) {
+                    producer.flush();
+                    while (!pending.isEmpty()) {
+                        settle(pending.removeFirst(), perPartition, quiet);
+                    }
+                    if (abort) {
+                        producer.abortTransaction();
+                    } else {
+                        producer.commitTransaction();
+                    }
+                }
+            }
+            producer.flush();
+            while (!pending.isEmpty()) {
+                settle(pending.removeFirst(), perPartition, quiet);
+            }
+        }
+        StringBuilder parts = new StringBuilder();
+        for (Map.Entry<Integer, Long> e : perPartition.entrySet()) {
+            if (parts.length() > 0) {
+                parts.append(',');
+            }
+            parts.append('"').append(e.getKey()).append("\":").append(e.getValue());
+        }
+        emit("{\"event\":\"produced\",\"count\":" + count + ",\"partitions\":{" + parts + "}}");
+        return 0;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void settle(Object[] entry, Map<Integer, Long> perPartition, boolean quiet)
+            throws Exception {
+        String key = (String) entry[0];
+        RecordMetadata md = ((Future<RecordMetadata>) entry[1]).get();
+        perPartition.merge(md.partition(), 1L, Long::sum);
+        if (!quiet) {
+            emit("{\"partition\":" + md.partition() + ",\"offset\":" + md.offset() + ",\"key\":"
+                    + (key == null ? "null" : jsonStr(key)) + ",\"aborted\":" + entry[2] + "}");
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // consume
+
+    static String strategyClass(String s) {
+        switch (s) {
+            case "range": return "org.apache.kafka.clients.consumer.RangeAssignor";
+            case "roundrobin": return "org.apache.kafka.clients.consumer.RoundRobinAssignor";
+            case "sticky": return "org.apache.kafka.clients.consumer.StickyAssignor";
+            case "cooperative-sticky": return "org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
+            default: return s; // a class name, or a comma-separated list of them
+        }
+    }
+
+    static int consume(Map<String, String> a) throws Exception {
+        String topic = a.get("--topic");
+        String group = a.get("--group");
+        boolean subscribe = group != null && !a.containsKey("--assign-all");
+        long count = Long.parseLong(a.getOrDefault("--count", "-1"));
+        long idleMs = Long.parseLong(a.getOrDefault("--timeout-ms", "-1"));
+        boolean commit = a.containsKey("--commit");
+        boolean hex = a.containsKey("--hex");
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("--bootstrap"));
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "interop-java-consumer");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        if (group != null) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        }
+        if (a.containsKey("--strategy")) {
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, strategyClass(a.get("--strategy")));
+        }
+        if (a.containsKey("--session-timeout-ms")) {
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, a.get("--session-timeout-ms"));
+            int session = Integer.parseInt(a.get("--session-timeout-ms"));
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, Integer.toString(Math.max(100, session / 3)));
+        }
+        if (a.containsKey("--max-poll-interval-ms")) {
+            p.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, a.get("--max-poll-interval-ms"));
+        }
+
+        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
+        AtomicBoolean stopping = new AtomicBoolean(false);
+        CountDownLatch finished = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            // SIGTERM: let the poll loop close the consumer (leaving the group), then exit.
+            stopping.set(true);
+            try {
+                consumer.wakeup();
+            } catch (RuntimeException ignored) {
+                // already closed
+            }
+            try {
+                finished.await();
+            } catch (InterruptedException ignored) {
+                Thread.currentThread().interrupt();
+            }
+        }));
+
+        if (subscribe) {
+            consumer.subscribe(Collections.singletonList(topic), new ConsumerRebalanceListener() {
+                private void report(String event, Collection<TopicPartition> parts, boolean leaving) {
+                    Set<TopicPartition> assignment = new HashSet<>(consumer.assignment());
+                    if (leaving) {
+                        assignment.removeAll(parts);
+                    }
+                    int generation = consumer.groupMetadata().generationId();
+                    emit("{\"event\":\"" + event + "\",\"partitions\":" + jsonPartitions(parts)
+                            + ",\"assignment\":" + jsonPartitions(assignment)
+                            + ",\"generation\":" + generation + "}");
+                }
+
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                    if (commit && !parts.isEmpty()) {
+                        try {
+                            consumer.commitSync();
+                        } catch (RuntimeException e) {
+                            System.err.println("InteropClient: commit in onPartitionsRevoked failed: " + e);
+                        }
+                    }
+                    report("revoked", parts, true);
+                }
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                    report("assigned", parts, false);
+                }
+
+                @Override
+                public void onPartitionsLost(Collection<TopicPartition> parts) {
+                    report("lost", parts, true);
+                }
+            });
+        } else {
+            List<TopicPartition> parts = new ArrayList<>();
+            for (PartitionInfo info : consumer.partitionsFor(topic)) {
+                parts.add(new TopicPartition(topic, info.partition()));
+            }
+            consumer.assign(parts);
+            if (group == null) {
+                consumer.seekToBeginning(parts);
+            }
+            emit("{\"event\":\"assigned\",\"partitions\":" + jsonPartitions(parts)
+                    + ",\"assignment\":" + jsonPartitions(parts) + ",\"generation\":-1}");
+        }
+
+        long records = 0;
+        long lastRecord = System.nanoTime();
+        String reason;
+        int rc = 0;
+        try {
+            while (true) {
+                if (stopping.get()) {
+                    reason = "signal";
+                    break;
+                }
+                if (count >= 0 && records >= count) {
+                    reason = "count";
+                    break;
+                }
+                if (idleMs >= 0 && (System.nanoTime() - lastRecord) / 1_000_000 >= idleMs) {
+                    reason = "idle";
+                    break;
+                }
+                ConsumerRecords<byte[], byte[]> batch;
+                try {
+                    batch = consumer.poll(Duration.ofMillis(100));
+                } catch (WakeupException e) {
+                    continue; // stopping is set; the loop ends above
+                }
+                if (batch.isEmpty()) {
+                    continue;
+                }
+                lastRecord = System.nanoTime();
+                StringBuilder out = new StringBuilder();
+                Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+                Map<TopicPartition, Long> rewind = new HashMap<>();
+                for (ConsumerRecord<byte[], byte[]> r : batch) {
+                    if (count >= 0 && records >= count) {
+                        // Print (and commit) exactly --count records; rewind to the first one
+                        // not printed, so that committing the position does not skip it.
+                        rewind.putIfAbsent(new TopicPartition(r.topic(), r.partition()), r.offset());
+                        continue;
+                    }
+                    records++;
+                    next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    out.append("{\"partition\":").append(r.partition())
+                            .append(",\"offset\":").append(r.offset())
+                            .append(",\"key\":").append(jsonBytes(r.key(), hex))
+                            .append(",\"value\":").append(jsonBytes(r.value(), hex))
+                            .append(",\"headers\":{");
+                    boolean first = true;
+                    for (Header h : r.headers()) {
+                        if (!first) {
+                            out.append(',');
+                        }
+                        first = false;
+                        out.append(jsonStr(h.key())).append(':').append(jsonBytes(h.value(), hex));
+                    }
+                    out.append("}}\n");
+                }
+                for (Map.Entry<TopicPartition, Long> e : rewind.entrySet()) {
+                    consumer.seek(e.getKey(), e.getValue());
+                }
+                synchronized (InteropClient.class) {
+                    OUT.print(out);
+                    OUT.flush();
+                }
+                if (commit) {
+                    try {
+                        consumer.commitSync(next);
+                    } catch (RuntimeException e) {
+                        System.err.println("InteropClient: commit failed: " + e);
+                    }
+                }
+            }
+        } catch (RuntimeException e) {
+            System.err.println("InteropClient: consume failed: " + e);
+            reason = "error";
+            rc = 1;
+        }
+        StringBuilder positions = new StringBuilder();
+        try {
+            for (TopicPartition tp : consumer.assignment()) {
+                if (positions.length() > 0) {
+                    positions.append(',');
+                }
+                positions.append('"').append(tp.partition()).append("\":")
+                        .append(consumer.position(tp, Duration.ofSeconds(5)));
+            }
+        } catch (RuntimeException e) {
+            System.err.println("InteropClient: position failed: " + e);
+        }
+        try {
+            consumer.close(Duration.ofSeconds(30));
+        } catch (RuntimeException e) {
+            System.err.println("InteropClient: close failed: " + e);
+        }
+        emit("{\"event\":\"done\",\"records\":" + records + ",\"reason\":\"" + reason
+                + "\",\"positions\":{" + positions + "}}");
+        finished.countDown();
+        return rc;
+    }
+}

@@ -1,0 +1,317 @@
+"""lagless against the Java client and librdkafka on one real broker.
+
+Every client runs as its own process (see clients.py) and prints JSON lines; the tests compare
+what each one wrote and read.  Run with a broker:
+
+    python3 tests/kafka_broker.py start --dir /tmp/io-broker      # prints bootstrap=...
+    LAGLESS_BOOTSTRAP=... python3 -m pytest tests/interop -q
+    python3 tests/kafka_broker.py stop --dir /tmp/io-broker
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+
+import pytest
+
+from clients import ClientError, wait_until
+
+N_BIG = 20_000
+PARTITIONS = 6
+SESSION_TIMEOUT_MS = 6000
+
+
+def binary_tail(i: int) -> bytes:
+    """What the Java and librdkafka producers append with --binary."""
+    return b"\x00\xff\xfe\x80" + struct.pack(">I", i & 0xFFFFFFFF)
+
+
+def produced_placement(proc, count: int) -> dict[str, tuple[int, int]]:
+    """{key: (partition, offset)} from a producer's per-record lines."""
+    rows = proc.records()
+    assert len(rows) == count, f"{proc.name} reported {len(rows)} of {count} records"
+    placement = {r["key"]: (r["partition"], r["offset"]) for r in rows}
+    assert len(placement) == count
+    assert len(set(placement.values())) == count, "two records at the same offset"
+    return placement
+
+
+def check_text_records(reader, placement: dict[str, tuple[int, int]]) -> None:
+    """`reader` read exactly the records `key-<i>`/`value-<i>`/h=<i> where the producer put them."""
+    got = reader.records()
+    assert len(got) == len(placement), f"{reader.name} read {len(got)} of {len(placement)} records"
+    seen = set()
+    for r in got:
+        key = r["key"]
+        assert key in placement, f"{reader.name}: unexpected record {r}"
+        i = int(key.split("-", 1)[1])
+        assert r["value"] == f"value-{i}", r
+        assert r["headers"] == {"h": str(i)}, r
+        assert (r["partition"], r["offset"]) == placement[key], (r, placement[key])
+        seen.add(key)
+    assert len(seen) == len(placement), f"{reader.name} read duplicates"
+
+
+# ---------------------------------------------------------------------------------------------
+# a. lagless writes, Java and librdkafka read
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("compression,count", [("none", N_BIG), ("gzip", 3000), ("snappy", 3000),
+                                               ("lz4", 3000), ("zstd", 3000)])
+def test_lagless_produce_java_and_librdkafka_consume(clients, make_topic, compression, count):
+    topic = make_topic(PARTITIONS)
+    prod = clients.run("lagless", "produce", topic, "--count", count, "--keyed",
+                       "--compression", compression)
+    placement = produced_placement(prod, count)
+    assert {p for p, _ in placement.values()} == set(range(PARTITIONS))
+    readers = [clients.start(kind, "consume", topic, "--count", count, "--timeout-ms", 30000)
+               for kind in ("java", "rdkafka")]
+    for r in readers:
+        r.wait_ok(120)
+        check_text_records(r, placement)
+
+
+# ---------------------------------------------------------------------------------------------
+# b. Java and librdkafka write, lagless reads, byte for byte
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_java_and_librdkafka_produce_lagless_consumes(clients, make_topic, compression):
+    n = 2000
+    topic = make_topic(PARTITIONS)
+    producers = {prefix: clients.start(kind, "produce", topic, "--count", n, "--keyed", "--binary",
+                                       "--key-prefix", prefix, "--compression", compression)
+                 for kind, prefix in (("java", "java-"), ("rdkafka", "rdk-"))}
+    placement: dict[str, tuple[int, int]] = {}
+    for p in producers.values():
+        p.wait_ok(120)
+        placement.update(produced_placement(p, n))
+    assert len(placement) == 2 * n
+
+    reader = clients.run("lagless", "consume", topic, "--assign-all", "--hex", "--count", 2 * n,
+                         "--timeout-ms", 30000)
+    got = reader.records()
+    assert len(got) == 2 * n, f"lagless read {len(got)} of {2 * n} records"
+    seen = set()
+    for r in got:
+        key = bytes.fromhex(r["key"]).decode()
+        i = int(key.rsplit("-", 1)[1])
+        assert bytes.fromhex(r["value"]) == f"value-{i}".encode() + binary_tail(i), r
+        assert r["headers"] == {"h": str(i).encode().hex(), "bin": binary_tail(i).hex()}, r
+        assert (r["partition"], r["offset"]) == placement[key], (r, placement[key])
+        seen.add(key)
+    assert seen == set(placement)
+
+
+# ---------------------------------------------------------------------------------------------
+# c. Keyed records land where the Java client puts them
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("partitions", [6, 13])
+def test_key_partitioning_matches_java(clients, make_topic, partitions):
+    n = 1000
+    topic = make_topic(partitions)
+    procs = [clients.start(kind, "produce", topic, "--count", n, "--keyed")
+             for kind in ("lagless", "java", "rdkafka")]
+    lagless, java, rdkafka = (produced_placement(p.wait_ok(120), n) for p in procs)
+    java_part = {k: p for k, (p, _) in java.items()}
+    lagless_part = {k: p for k, (p, _) in lagless.items()}
+    differ = {k: (lagless_part[k], java_part[k]) for k in java_part if lagless_part[k] != java_part[k]}
+    assert not differ, f"{len(differ)} keys placed differently (lagless, java): {list(differ.items())[:10]}"
+    assert len(set(java_part.values())) == partitions
+    # librdkafka's murmur2_random partitioner is the Java one too: a check of the check.
+    assert {k: p for k, (p, _) in rdkafka.items()} == java_part
+
+
+# ---------------------------------------------------------------------------------------------
+# d. One consumer group of lagless, Java and librdkafka members
+# ---------------------------------------------------------------------------------------------
+
+def ownership(members) -> dict[int, list[str]]:
+    owners: dict[int, list[str]] = {}
+    for m in members:
+        for p in m.assignment() or ():
+            owners.setdefault(p, []).append(m.name)
+    return owners
+
+
+def describe(members) -> str:
+    lines = []
+    for m in members:
+        lines.append(f"{m.name}: alive={m.alive()} assignment={sorted(m.assignment() or [])} "
+                     f"events={[(e['event'], e.get('partitions'), e.get('generation')) for e in m.events()][-6:]}")
+        lines.append(m.stderr_tail(8))
+    return "\n".join(lines)
+
+
+def wait_stable(members, partitions: int, timeout: float = 90.0, quiet: float = 3.0) -> dict:
+    """Waits until every partition has exactly one owner, every member owns at least one, and no
+    member reported a change for `quiet` seconds."""
+    def stable():
+        for m in members:
+            if not m.alive():
+                raise ClientError(f"{m.name} exited early\n" + describe(members))
+        owners = ownership(members)
+        if set(owners) != set(range(partitions)) or any(len(o) != 1 for o in owners.values()):
+            return None
+        if any(not m.assignment() for m in members):
+            return None
+        if time.monotonic() - max(m.last_event_at for m in members) < quiet:
+            return None
+        return owners
+    return wait_until(stable, timeout, "a stable group", details=lambda: describe(members))
+
+
+def consumed_offsets(members) -> dict[int, set[int]]:
+    got: dict[int, set[int]] = {}
+    for m in members:
+        for r in m.records():
+            got.setdefault(r["partition"], set()).add(r["offset"])
+    return got
+
+
+def wait_consumed(members, expected: dict[int, int], timeout: float = 60.0) -> None:
+    """Waits until the members together read offsets 0..expected[p]-1 of every partition."""
+    def missing():
+        got = consumed_offsets(members)
+        return {p: n - len(got.get(p, set()) & set(range(n))) for p, n in expected.items()
+                if not set(range(n)) <= got.get(p, set())}
+    wait_until(lambda: not missing(), timeout, "every produced record to be consumed",
+               details=lambda: f"missing per partition: {missing()}\n{describe(members)}")
+
+
+def produce_more(clients, topic: str, count: int, start: int, totals: dict[int, int]) -> None:
+    out = clients.run("lagless", "produce", topic, "--count", count, "--start", start, "--keyed",
+                      "--quiet")
+    summary = [e for e in out.events() if e["event"] == "produced"][-1]
+    for p, n in summary["partitions"].items():
+        totals[int(p)] = totals.get(int(p), 0) + n
+
+
+def start_group(clients, topic: str, strategy: str, leader: str):
+    """2 lagless, 1 Java and 1 librdkafka member of a new group; `leader` joins first (and so
+    leads the group and computes its assignments). Returns the members, lagless-1 first."""
+    group = f"interop-{strategy}-{uuid.uuid4().hex[:8]}"
+    common = ["--group", group, "--strategy", strategy, "--session-timeout-ms", SESSION_TIMEOUT_MS,
+              "--max-poll-interval-ms", 30000, "--commit"]
+    kinds = {"lagless-1": "lagless", "java": "java", "rdkafka": "rdkafka", "lagless-2": "lagless"}
+    first = {"lagless": "lagless-1", "java": "java", "rdkafka": "rdkafka"}[leader]
+    members = {first: clients.start(kinds[first], "consume", topic, *common, name=first)}
+    wait_until(lambda: members[first].assignment(), 60, f"{first} to own the partitions",
+               details=lambda: describe(list(members.values())))
+    for name, kind in kinds.items():
+        if name not in members:
+            members[name] = clients.start(kind, "consume", topic, *common, name=name)
+    return [members[n] for n in kinds]
+
+
+STRATEGIES = ["range", "cooperative-sticky"]
+
+
+@pytest.mark.parametrize("leader", ["lagless", "java", "rdkafka"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_mixed_consumer_group(clients, make_topic, strategy, leader):
+    topic = make_topic(PARTITIONS)
+    totals: dict[int, int] = {}
+    produce_more(clients, topic, 3000, 0, totals)
+    members = start_group(clients, topic, strategy, leader)
+    owners = wait_stable(members, PARTITIONS)
+    assert sorted(len(ms) for ms in owners.values()) == [1] * PARTITIONS
+    produce_more(clients, topic, 3000, 3000, totals)
+    wait_consumed(members, totals)
+
+    # A lagless member (the group's leader if it joined first) leaves cleanly: its partitions
+    # move to the others and nothing is skipped.
+    leaving = members.pop(0)
+    rc = leaving.terminate()
+    assert rc == 0, f"lagless member exited with {rc} on SIGTERM\n" + leaving.stderr_tail()
+    done = [e for e in leaving.events() if e["event"] == "done"]
+    assert done and done[-1]["reason"] == "signal", leaving.events()[-3:]
+    assert leaving.assignment() == set(), leaving.events()[-3:]
+    wait_stable(members, PARTITIONS)
+    produce_more(clients, topic, 1200, 6000, totals)
+    wait_consumed(members + [leaving], totals)
+    assert sum(totals.values()) == 7200
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_mixed_consumer_group_member_crash(clients, make_topic, strategy):
+    """A Java member dies without leaving (SIGKILL): after session.timeout.ms the group hands its
+    partitions to the lagless and librdkafka members, which read on from the committed offsets."""
+    topic = make_topic(PARTITIONS)
+    totals: dict[int, int] = {}
+    produce_more(clients, topic, 3000, 0, totals)
+    members = start_group(clients, topic, strategy, "lagless")
+    wait_stable(members, PARTITIONS)
+    wait_consumed(members, totals)
+    java = members.pop(1)
+    assert java.name == "java"
+    java.popen.kill()
+    java.wait(30)
+    produce_more(clients, topic, 1800, 3000, totals)
+    t0 = time.monotonic()
+    wait_stable(members, PARTITIONS, timeout=60)
+    assert time.monotonic() - t0 < 45, "the group took too long to notice the dead member"
+    wait_consumed(members + [java], totals)
+    lost = [e for m in members for e in m.events() if e["event"] == "lost"]
+    assert not lost, f"a live member lost its partitions: {lost}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Transactions written by the Java client
+# ---------------------------------------------------------------------------------------------
+
+def test_lagless_reads_java_transactions(clients, make_topic):
+    """Java writes committed and aborted transactions. lagless (read_uncommitted: it does not
+    support read_committed yet) returns every data record, committed or aborted, exactly as the
+    Java consumer does, never a transaction marker, and its positions end past the final markers,
+    at the partitions' end offsets, as the Java consumer's do."""
+    n = 3000
+    topic = make_topic(PARTITIONS)
+    prod = clients.run("java", "produce", topic, "--count", n, "--keyed", "--transaction-size", 200,
+                       "--abort-every", 3)
+    placement = produced_placement(prod, n)
+    aborted = {r["key"] for r in prod.records() if r["aborted"]}
+    assert 0 < len(aborted) < n
+    # Read until idle (not up to a count) so that the fetches past the last markers happen.
+    readers = {kind: clients.start(kind, "consume", topic, "--timeout-ms", 4000)
+               for kind in ("lagless", "java")}
+    for r in readers.values():
+        r.wait_ok(120)
+        check_text_records(r, placement)
+    ends = {kind: [e for e in r.events() if e["event"] == "done"][-1]["positions"]
+            for kind, r in readers.items()}
+    # Each partition's log ends with a transaction marker, one offset past its last record.
+    last = {}
+    for p, o in placement.values():
+        last[p] = max(last.get(p, -1), o)
+    assert ends["java"] == {str(p): o + 2 for p, o in last.items()}, ends["java"]
+    assert ends["lagless"] == ends["java"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Committed offsets carry over between clients
+# ---------------------------------------------------------------------------------------------
+
+def test_group_offsets_carry_over_between_clients(clients, make_topic):
+    """Consumers of different clients take turns in one group, each reading 1000 records and
+    committing exactly what it read: each resumes where the previous one committed, so together
+    they read every record exactly once."""
+    n, turn = 6000, 1000
+    topic = make_topic(PARTITIONS)
+    placement = produced_placement(clients.run("lagless", "produce", topic, "--count", n, "--keyed"), n)
+    group = f"interop-handover-{uuid.uuid4().hex[:8]}"
+    read_by: dict[str, str] = {}
+    for kind in ["lagless", "java", "lagless", "rdkafka", "lagless", "java"]:
+        r = clients.run(kind, "consume", topic, "--group", group, "--count", turn, "--commit",
+                        "--timeout-ms", 30000, "--session-timeout-ms", SESSION_TIMEOUT_MS)
+        got = r.records()
+        assert len(got) == turn, f"{r.name} read {len(got)} records"
+        for rec in got:
+            key = rec["key"]
+            assert (rec["partition"], rec["offset"]) == placement[key], rec
+            assert key not in read_by, f"{r.name} read {rec} again (first read by {read_by[key]})"
+            read_by[key] = r.name
+    assert set(read_by) == set(placement)
