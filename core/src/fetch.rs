@@ -544,6 +544,11 @@ fn handle_fetch(
         }
         Err(e) => {
             tracing::debug!(broker, error = %e, "fetch failed");
+            // A broker that cannot serve lagless at all (no Fetch version in common) is reported
+            // at once; transient failures only after task.timeout.ms (KIP-572).
+            if !e.is_retriable() && !matches!(st.errors.back(), Some(last) if *last == e) {
+                shared.push_error(&mut st, e.clone());
+            }
             for (tp, _, _) in &sent {
                 if let Some(p) = st.partitions.get_mut(tp) {
                     p.in_flight = false;

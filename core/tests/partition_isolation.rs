@@ -250,3 +250,36 @@ fn fetches_ending_in_a_truncated_batch_deliver_every_record_once() {
         "{fetches} fetches"
     );
 }
+
+#[test]
+fn a_broker_too_old_for_lagless_is_a_clear_error_from_poll() {
+    // Fetch v4 is the oldest lagless speaks (Kafka 4.x dropped v0-v3): a broker offering only
+    // v0-v3 must be reported at once, not retried until task.timeout.ms.
+    let broker = FakeBroker::start_with_fetch_versions(
+        TOPIC,
+        vec![Behavior::Records {
+            total: 10,
+            per_sec: 0,
+        }],
+        Some(3),
+    );
+    let c = consumer(&broker.addr);
+    c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
+    let start = Instant::now();
+    let err = loop {
+        match c.poll(Duration::from_millis(100)) {
+            Err(e) => break e,
+            Ok(r) => assert!(
+                r.is_empty() && start.elapsed() < Duration::from_secs(10),
+                "no error"
+            ),
+        }
+    };
+    assert_eq!(err.kafka_code(), Some(codes::UNSUPPORTED_VERSION), "{err}");
+    assert!(err.to_string().contains("too old"), "{err}");
+    assert!(
+        start.elapsed() < TASK_TIMEOUT,
+        "reported after {:?}",
+        start.elapsed()
+    );
+}

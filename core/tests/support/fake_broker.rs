@@ -55,6 +55,8 @@ const NODE_ID: i32 = 1;
 const RECORDS_PER_FETCH: i64 = 200;
 
 struct State {
+    /// Advertise Fetch only up to this version (an old broker), instead of what lagless needs.
+    fetch_max_version: Option<i16>,
     topic: String,
     partitions: Vec<Behavior>,
     started: Instant,
@@ -88,6 +90,15 @@ pub struct FakeBroker {
 
 impl FakeBroker {
     pub fn start(topic: &str, partitions: Vec<Behavior>) -> FakeBroker {
+        FakeBroker::start_with_fetch_versions(topic, partitions, None)
+    }
+
+    /// A broker that advertises Fetch only up to `fetch_max_version` (one too old for lagless).
+    pub fn start_with_fetch_versions(
+        topic: &str,
+        partitions: Vec<Behavior>,
+        fetch_max_version: Option<i16>,
+    ) -> FakeBroker {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("fake-broker")
@@ -102,6 +113,7 @@ impl FakeBroker {
             fetches: partitions.iter().map(|_| AtomicUsize::new(0)).collect(),
             partitions,
             started: Instant::now(),
+            fetch_max_version,
             port,
         });
         let st = state.clone();
@@ -159,7 +171,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
         match api {
             ApiKey::ApiVersions => {
                 ApiVersionsRequest::decode(&mut buf, version)?;
-                api_versions().encode(&mut body, version)?;
+                api_versions(st.fetch_max_version).encode(&mut body, version)?;
             }
             ApiKey::Metadata => {
                 let req = MetadataRequest::decode(&mut buf, version)?;
@@ -188,7 +200,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
 }
 
 /// The versions lagless needs, as far as it goes (a real 4.x broker offers more).
-fn api_versions() -> ApiVersionsResponse {
+fn api_versions(fetch_max_version: Option<i16>) -> ApiVersionsResponse {
     fn v<M: Message>(key: ApiKey) -> ApiVersion {
         ApiVersion::default()
             .with_api_key(key as i16)
@@ -199,7 +211,13 @@ fn api_versions() -> ApiVersionsResponse {
         v::<ApiVersionsRequest>(ApiKey::ApiVersions),
         v::<MetadataRequest>(ApiKey::Metadata),
         v::<ListOffsetsRequest>(ApiKey::ListOffsets),
-        v::<FetchRequest>(ApiKey::Fetch),
+        match fetch_max_version {
+            Some(max) => ApiVersion::default()
+                .with_api_key(ApiKey::Fetch as i16)
+                .with_min_version(0)
+                .with_max_version(max),
+            None => v::<FetchRequest>(ApiKey::Fetch),
+        },
     ])
 }
 
