@@ -3,81 +3,19 @@
 //!
 //! The test starts its own broker with the project's harness (tests/kafka_broker.py), since it
 //! must restart it, and stops it again, also when the test fails.
+#[path = "support/own_broker.rs"]
+mod own_broker;
+
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lagless::{Config, Consumer, Producer, ProducerRecord};
-
-fn harness() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/kafka_broker.py")
-}
-
-/// A broker of this test's own; stopped on drop.
-struct OwnBroker {
-    dir: PathBuf,
-    bootstrap: String,
-}
-
-impl OwnBroker {
-    fn start() -> OwnBroker {
-        let dir = std::env::temp_dir().join(format!("lagless-restart-{}", std::process::id()));
-        let out = Command::new("python3")
-            .arg(harness())
-            .args(["start", "--dir"])
-            .arg(&dir)
-            .output()
-            .expect("python3 runs the broker harness");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "broker did not start: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let bootstrap = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("bootstrap="))
-            .expect("the harness prints bootstrap=")
-            .to_string();
-        OwnBroker { dir, bootstrap }
-    }
-
-    /// SIGTERM the broker, then start it again on the same port with its data.
-    fn restart(&self, down_for: Duration) {
-        let script = format!(
-            "import sys, time; sys.path.insert(0, {tests:?}); from kafka_broker import KafkaCluster; \
-             c = KafkaCluster.from_state({dir:?}); c.stop_node(1); time.sleep({secs}); c.start_node(1); c.detach()",
-            tests = harness().parent().unwrap().to_str().unwrap(),
-            dir = self.dir.to_str().unwrap(),
-            secs = down_for.as_secs_f64()
-        );
-        let out = Command::new("python3")
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "restart failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for OwnBroker {
-    fn drop(&mut self) {
-        let _ = Command::new("python3")
-            .arg(harness())
-            .args(["stop", "--dir"])
-            .arg(&self.dir)
-            .output();
-    }
-}
+use own_broker::OwnBroker;
 
 #[test]
 fn consumer_and_producer_carry_on_through_a_broker_restart() {
-    let broker = OwnBroker::start();
+    let broker = OwnBroker::start(1);
     let b = broker.bootstrap.clone();
     let topic = "restart";
     lagless::admin::create_topic(&b, topic, 3, 1).unwrap();
@@ -152,7 +90,7 @@ fn consumer_and_producer_carry_on_through_a_broker_restart() {
         let bootstrap = broker.bootstrap.clone();
         std::thread::spawn(move || {
             let b = OwnBroker { dir, bootstrap };
-            b.restart(Duration::from_secs(3));
+            b.restart(1, Some(Duration::from_secs(3)));
             std::mem::forget(b); // the test's own guard stops it
         })
     };
