@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use lagless::config::{CommonConfig, ProducerConfig};
+use lagless::config::{Config, ProducerConfig};
 use lagless::producer::{Producer, ProducerRecord};
 
 fn main() -> lagless::Result<()> {
@@ -22,31 +22,12 @@ fn main() -> lagless::Result<()> {
         .as_nanos();
     let topic = format!("perf-{nanos}");
     lagless::admin::create_topic(&bootstrap, &topic, partitions as i32, 1)?;
-    let producer = Producer::new(ProducerConfig {
-        common: CommonConfig {
-            bootstrap_servers: vec![bootstrap],
-            client_id: "produce-perf".to_string(),
-            client_rack: None,
-            request_timeout: Duration::from_secs(30),
-            default_api_timeout: Duration::from_secs(60),
-            retry_backoff: Duration::from_millis(100),
-            retry_backoff_max: Duration::from_millis(1000),
-            reconnect_backoff: Duration::from_millis(50),
-            reconnect_backoff_max: Duration::from_millis(1000),
-            socket_connection_setup_timeout: Duration::from_secs(10),
-            metadata_max_age: Duration::from_secs(300),
-            task_timeout: Duration::from_secs(300),
-        },
-        acks: acks as i16,
-        linger: Duration::from_millis(5),
-        batch_size: 16384,
-        compression_type: "none".to_string(),
-        max_request_size: 1024 * 1024,
-        delivery_timeout: Duration::from_secs(120),
-        buffer_memory: 32 * 1024 * 1024,
-        partitioner_ignore_keys: false,
-        max_in_flight_requests_per_connection: 5,
-    })?;
+    let config = Config::from_pairs([
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("client.id", "produce-perf"),
+        ("acks", &acks.to_string()),
+    ])?;
+    let producer = Producer::new(ProducerConfig::from_config(&config)?)?;
     producer.partitions_for(&topic)?;
     let value = Bytes::from(vec![b'x'; size as usize]);
     let failed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));

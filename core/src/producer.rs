@@ -1378,34 +1378,14 @@ async fn produce(shared: Arc<Shared>, plan: RequestPlan) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::CommonConfig;
 
+    /// The defaults of the config table, with `client.id` lagless-test.
     pub(crate) fn test_config(bootstrap: &str) -> ProducerConfig {
-        ProducerConfig {
-            common: CommonConfig {
-                bootstrap_servers: vec![bootstrap.to_string()],
-                client_id: "lagless-test".to_string(),
-                client_rack: None,
-                request_timeout: Duration::from_secs(30),
-                default_api_timeout: Duration::from_secs(60),
-                retry_backoff: Duration::from_millis(100),
-                retry_backoff_max: Duration::from_millis(1000),
-                reconnect_backoff: Duration::from_millis(50),
-                reconnect_backoff_max: Duration::from_millis(1000),
-                socket_connection_setup_timeout: Duration::from_secs(10),
-                metadata_max_age: Duration::from_secs(300),
-                task_timeout: Duration::from_secs(300),
-            },
-            acks: -1,
-            linger: Duration::from_millis(5),
-            batch_size: 16384,
-            compression_type: "none".to_string(),
-            max_request_size: 1024 * 1024,
-            delivery_timeout: Duration::from_secs(120),
-            buffer_memory: 32 * 1024 * 1024,
-            partitioner_ignore_keys: false,
-            max_in_flight_requests_per_connection: 5,
-        }
+        let c = crate::config::Config::from_pairs([
+            ("bootstrap.servers", bootstrap),
+            ("client.id", "lagless-test"),
+        ]);
+        ProducerConfig::from_config(&c.unwrap()).unwrap()
     }
 
     #[test]

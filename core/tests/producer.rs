@@ -6,7 +6,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use lagless::config::{CommonConfig, ProducerConfig};
+use lagless::config::{Config, ProducerConfig};
 use lagless::error::codes;
 use lagless::producer::{partition_for_key, Producer, ProducerRecord};
 use lagless::Error;
@@ -18,31 +18,11 @@ fn bootstrap() -> String {
 }
 
 fn config(bootstrap: &str) -> ProducerConfig {
-    ProducerConfig {
-        common: CommonConfig {
-            bootstrap_servers: vec![bootstrap.to_string()],
-            client_id: "lagless-producer-test".to_string(),
-            client_rack: None,
-            request_timeout: Duration::from_secs(30),
-            default_api_timeout: Duration::from_secs(60),
-            retry_backoff: Duration::from_millis(100),
-            retry_backoff_max: Duration::from_millis(1000),
-            reconnect_backoff: Duration::from_millis(50),
-            reconnect_backoff_max: Duration::from_millis(1000),
-            socket_connection_setup_timeout: Duration::from_secs(10),
-            metadata_max_age: Duration::from_secs(300),
-            task_timeout: Duration::from_secs(300),
-        },
-        acks: -1,
-        linger: Duration::from_millis(5),
-        batch_size: 16384,
-        compression_type: "none".to_string(),
-        max_request_size: 1024 * 1024,
-        delivery_timeout: Duration::from_secs(120),
-        buffer_memory: 32 * 1024 * 1024,
-        partitioner_ignore_keys: false,
-        max_in_flight_requests_per_connection: 5,
-    }
+    let c = Config::from_pairs([
+        ("bootstrap.servers", bootstrap),
+        ("client.id", "lagless-producer-test"),
+    ]);
+    ProducerConfig::from_config(&c.unwrap()).unwrap()
 }
 
 /// A fresh topic name, so reruns against the same broker do not collide.
