@@ -17,6 +17,7 @@ pub mod net;
 pub mod offsets;
 pub mod producer;
 pub mod protocol;
+pub mod recovery;
 pub mod subscription;
 
 pub use config::Config;

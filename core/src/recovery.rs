@@ -1,0 +1,952 @@
+//! Recovery streams (KIP-333, `enable.parallel.rebalance`): the pure bookkeeping of one
+//! partition's main stream and its backlog ranges, and the commit-metadata token that carries them
+//! from one owner of the partition to the next. No I/O happens here.
+//!
+//! # What it owns, and why
+//!
+//! When a member takes a partition over and its committed offset C lags the log end E by at least
+//! `parallel.rebalance.min.lag`, the main stream starts at E and a recovery stream drains the
+//! backlog `[C, E)` at the same time. [`RecoveryState`] records, per partition:
+//!
+//! - `main_next`: the next offset the main stream delivers (its consumer position);
+//! - `ranges`: the backlog ranges not yet drained, each `[start, end)` with its own `next`.
+//!
+//! Kafka keeps one committed offset per partition, so the offset this member commits is the
+//! [low-water mark](RecoveryState::low_water_mark): the smallest next offset over the unfinished
+//! ranges and the main stream. Every record below it has been delivered, so any client that takes
+//! the partition over (Java, librdkafka, lagless with the mode off) stays at-least-once. The
+//! finer state travels in the commit's metadata string as a [token](RecoveryState::token); a
+//! lagless member with the mode on resumes from it exactly, and a token it does not trust (foreign,
+//! corrupt, stale) is ignored with a warning: the takeover then starts from the committed offset,
+//! which is never above an undelivered record.
+//!
+//! # Invariants (checked by [`RecoveryState::validate`], kept by every method)
+//!
+//! 1. Offsets are non-negative: `0 <= start <= next <= end` for every range.
+//! 2. `ranges` is sorted and non-overlapping: each range starts at or after the previous one's end.
+//!    Ranges may touch.
+//! 3. Every range lies below the main stream: `end <= main_next`. The main stream starts where the
+//!    backlog ends and only moves forward, so no offset is owed by two streams at once. A token with
+//!    `m` below a range's end is rejected: it would have the main stream deliver the range again and
+//!    its low-water mark would not say what was delivered.
+//! 4. The set of undelivered offsets is `[next, end)` of each range plus `[main_next, ∞)`, and the
+//!    low-water mark is its minimum: the first range's `next`, else `main_next`.
+//! 5. After [`RecoveryState::on_assignment`], the low-water mark equals the committed offset the
+//!    takeover started from: resuming never moves the group's offset, up or down.
+//!
+//! Methods keep the state *normal*: a finished range (`next == end`) is dropped at once, and a
+//! range that touches the previous one and has not started (`next == start`) is merged into it,
+//! which loses nothing. Ranges that have both made progress stay apart; merging them would
+//! re-deliver records. Only when the token would not fit `offset.metadata.max.bytes` (4096) does
+//! [`RecoveryState::token`] merge ranges at a cost, cheapest first: covering a gap re-delivers
+//! records (allowed under at-least-once), and no offset undelivered in the state is ever left out.
+//!
+//! # Streams
+//!
+//! The recovery stream drains the ranges in order, the first one first: it fetches from the first
+//! range's `next` and delivers only records below that range's `end` (records at or above it belong
+//! to a later range or to the main stream). [`RecoveryState::next_fetches`] says where each stream
+//! starts. Order within each stream is kept; order across them is not (the seed's 1,2,3,6,4,7,5,8).
+//!
+//! # Token
+//!
+//! `lagless1;m=<main next>;r=<start>-<end>@<next>,...` with the ranges in order and an empty list
+//! when there are none (`lagless1;m=120;r=`). Numbers are decimal without sign or leading zeros.
+//! The parser is strict: anything else is [`Error::Corrupt`] with what is wrong.
+use std::fmt::Write as _;
+
+use crate::error::{Error, Result};
+
+/// The largest commit metadata a broker accepts by default (`offset.metadata.max.bytes`).
+pub const MAX_TOKEN_BYTES: usize = 4096;
+
+/// The token's prefix, before its version number.
+const TOKEN_PREFIX: &str = "lagless";
+/// The token version this code writes and reads.
+const TOKEN_VERSION: &str = "1";
+
+/// One backlog range [start, end) being drained by a recovery stream; `next` is the next offset to
+/// deliver (start <= next <= end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryRange {
+    pub start: i64,
+    pub end: i64,
+    pub next: i64,
+}
+
+impl RecoveryRange {
+    fn finished(&self) -> bool {
+        self.next >= self.end
+    }
+}
+
+/// The per-partition recovery state: the main stream's next offset and the unfinished ranges
+/// (sorted, non-overlapping, all below `main_next`; see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RecoveryState {
+    pub main_next: i64,
+    pub ranges: Vec<RecoveryRange>,
+}
+
+/// Where each stream's fetch cursor starts (after an assignment or a seek). The fetch path then
+/// keeps its own prefetch cursors, as it does for positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextFetches {
+    /// The main stream fetches from here, with no upper bound.
+    pub main: i64,
+    /// The recovery stream fetches from `.0` and delivers records below `.1` only; `None` when no
+    /// range is left.
+    pub recovery: Option<(i64, i64)>,
+}
+
+impl RecoveryState {
+    /// A state with only a main stream at `offset`.
+    pub fn at(offset: i64) -> RecoveryState {
+        RecoveryState {
+            main_next: offset,
+            ranges: Vec::new(),
+        }
+    }
+
+    /// The state for a takeover of a partition with committed offset `committed` (and the commit's
+    /// metadata, if any) whose log ends at `log_end`, given `min_lag`
+    /// (`parallel.rebalance.min.lag`).
+    ///
+    /// - A token that parses and whose low-water mark equals `committed` is resumed. If the log
+    ///   has grown at least `min_lag` records past the token's main stream, the range
+    ///   `[m, log_end)` is added and the main stream starts at `log_end` (the seed's second crash);
+    ///   otherwise the main stream carries on from `m`.
+    /// - Without a usable token: if `log_end - committed >= min_lag`, the main stream starts at
+    ///   `log_end` with one range `[committed, log_end)`; else the main stream starts at
+    ///   `committed` with no ranges.
+    ///
+    /// A range is only made for a positive lag. A foreign, corrupt, oversized or stale token gives
+    /// a `tracing` warning and is ignored; an empty one is no token. Either way the result's
+    /// low-water mark is `committed`. A negative `committed` (nothing committed: the caller applies
+    /// `auto.offset.reset`) gives a state at `committed` with no ranges.
+    pub fn on_assignment(
+        committed: i64,
+        metadata: Option<&str>,
+        log_end: i64,
+        min_lag: i64,
+    ) -> RecoveryState {
+        if committed < 0 {
+            return RecoveryState::at(committed);
+        }
+        let resumed = match metadata {
+            None | Some("") => None,
+            Some(m) => match RecoveryState::parse_token(m) {
+                Ok(st) if st.low_water_mark() == committed => Some(st),
+                Ok(st) => {
+                    tracing::warn!(
+                        committed,
+                        token_low_water_mark = st.low_water_mark(),
+                        "ignoring a recovery token that does not match the committed offset \
+                         (a later commit did not carry it); resuming at the committed offset"
+                    );
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        committed,
+                        error = %e,
+                        "ignoring commit metadata that is not a usable recovery token; resuming at the committed offset"
+                    );
+                    None
+                }
+            },
+        };
+        let mut st = resumed.unwrap_or_else(|| RecoveryState::at(committed));
+        let lag = log_end.saturating_sub(st.main_next);
+        if lag > 0 && lag >= min_lag {
+            tracing::debug!(
+                from = st.main_next,
+                to = log_end,
+                "backlog gets a recovery stream; the main stream starts at the log end"
+            );
+            st.ranges.push(RecoveryRange {
+                start: st.main_next,
+                end: log_end,
+                next: st.main_next,
+            });
+            st.main_next = log_end;
+            st.normalize();
+        }
+        debug_assert!(st.validate().is_ok(), "{st:?}");
+        st
+    }
+
+    /// The offset the group may commit: the smallest next offset over the unfinished ranges and
+    /// the main stream. Every record below it has been delivered.
+    pub fn low_water_mark(&self) -> i64 {
+        // Ranges are sorted, non-overlapping and below main_next, and each unfinished range's
+        // next is below its end: the first range's next is the smallest.
+        self.ranges.first().map_or(self.main_next, |r| r.next)
+    }
+
+    /// A record at `offset` was delivered from the recovery stream: the range holding it moves
+    /// past it (offsets skipped in between do not exist: compaction, control records). A range
+    /// that reaches its end is dropped. An offset no range still owes is ignored.
+    pub fn recovery_delivered(&mut self, offset: i64) {
+        // The first range whose end is above `offset` is the only one that can hold it.
+        let i = self.ranges.partition_point(|r| r.end <= offset);
+        if let Some(r) = self.ranges.get_mut(i) {
+            if r.next <= offset {
+                r.next = offset + 1; // offset < end <= i64::MAX
+                if r.finished() {
+                    self.ranges.remove(i);
+                }
+            }
+        }
+    }
+
+    /// The recovery stream passed every offset below `next` in the range it drains (the first one)
+    /// without anything more to deliver: control batches, compacted-away records, a range's tail.
+    /// Call it only once every record below `next` in that range has been delivered. The range
+    /// moves to `next` (at most its end) and is dropped if finished.
+    pub fn recovery_skipped_to(&mut self, next: i64) {
+        if let Some(r) = self.ranges.first_mut() {
+            if next > r.next {
+                r.next = next.min(r.end);
+                if r.finished() {
+                    self.ranges.remove(0);
+                }
+            }
+        }
+    }
+
+    /// A record at `offset` was delivered from the main stream. Offsets below the main stream's
+    /// next offset are ignored.
+    pub fn main_delivered(&mut self, offset: i64) {
+        if offset >= self.main_next {
+            self.main_next = offset.saturating_add(1);
+        }
+    }
+
+    /// The main stream passed every offset below `next` without more to deliver (control
+    /// batches); it never moves back.
+    pub fn main_skipped_to(&mut self, next: i64) {
+        self.main_next = self.main_next.max(next);
+    }
+
+    /// Whether a recovery stream still has a range to drain.
+    pub fn is_active(&self) -> bool {
+        !self.ranges.is_empty()
+    }
+
+    /// Whether a record at `offset` is still owed by one of the streams.
+    pub fn is_undelivered(&self, offset: i64) -> bool {
+        if offset >= self.main_next {
+            return true;
+        }
+        let i = self.ranges.partition_point(|r| r.end <= offset);
+        self.ranges
+            .get(i)
+            .is_some_and(|r| r.next <= offset && offset < r.end)
+    }
+
+    /// Where each stream fetches from: the main stream from `main_next`; the recovery stream from
+    /// the first unfinished range's `next`, delivering records below its `end` only.
+    pub fn next_fetches(&self) -> NextFetches {
+        NextFetches {
+            main: self.main_next,
+            recovery: self.ranges.first().map(|r| (r.next, r.end)),
+        }
+    }
+
+    /// `seek()`: cancels the partition's ranges; the main stream goes to `offset`.
+    pub fn seek(&mut self, offset: i64) {
+        self.ranges.clear();
+        self.main_next = offset;
+    }
+
+    /// Checks the invariants listed in the module documentation.
+    pub fn validate(&self) -> Result<()> {
+        if self.main_next < 0 {
+            return Err(corrupt(format!(
+                "main stream offset {} is negative",
+                self.main_next
+            )));
+        }
+        let mut prev_end: Option<i64> = None;
+        for r in &self.ranges {
+            if r.start < 0 {
+                return Err(corrupt(format!("range start {} is negative", r.start)));
+            }
+            if r.start > r.end {
+                return Err(corrupt(format!(
+                    "range {}-{} starts after its end",
+                    r.start, r.end
+                )));
+            }
+            if r.next < r.start || r.next > r.end {
+                return Err(corrupt(format!(
+                    "range {}-{} has its next offset {} outside it",
+                    r.start, r.end, r.next
+                )));
+            }
+            if let Some(p) = prev_end {
+                if r.start < p {
+                    return Err(corrupt(format!(
+                        "range {}-{} starts before the previous range's end {p} (ranges must be sorted and must not overlap)",
+                        r.start, r.end
+                    )));
+                }
+            }
+            if r.end > self.main_next {
+                return Err(corrupt(format!(
+                    "range {}-{} ends above the main stream's offset {}",
+                    r.start, r.end, self.main_next
+                )));
+            }
+            prev_end = Some(r.end);
+        }
+        Ok(())
+    }
+
+    /// Drops finished ranges and merges an unstarted range into the range it touches.
+    fn normalize(&mut self) {
+        let mut out: Vec<RecoveryRange> = Vec::with_capacity(self.ranges.len());
+        for r in self.ranges.drain(..) {
+            if r.finished() {
+                continue;
+            }
+            match out.last_mut() {
+                Some(last) if last.end == r.start && r.next == r.start => last.end = r.end,
+                _ => out.push(r),
+            }
+        }
+        self.ranges = out;
+    }
+
+    /// The commit-metadata token, at most [`MAX_TOKEN_BYTES`]:
+    /// `lagless1;m=<main next>;r=<start>-<end>@<next>,...`.
+    ///
+    /// If the ranges do not fit, adjacent ranges are merged, cheapest first: merging
+    /// `[a, b)@x` with `[c, d)@y` gives `[a, d)@x`, which re-delivers the `y - b` records from the
+    /// first range's end to the second's next but leaves out nothing undelivered. The first
+    /// range's `next` and the main stream are kept, so the token's low-water mark is this state's.
+    pub fn token(&self) -> String {
+        let mut ranges = self.ranges.clone();
+        ranges.retain(|r| !r.finished());
+        let header = TOKEN_PREFIX.len() + TOKEN_VERSION.len() + ";m=".len() + ";r=".len();
+        let mut len = header + digits(self.main_next);
+        for (i, r) in ranges.iter().enumerate() {
+            len += usize::from(i > 0) + range_len(r);
+        }
+        let mut merge_after = vec![false; ranges.len()];
+        if len > MAX_TOKEN_BYTES {
+            // Merging across the gap after range g removes g's end, g+1's start and next, a '-',
+            // an '@' and a ','; it costs re-delivering [end_g, next_{g+1}). Neither depends on
+            // which other gaps are merged, so the gaps can be taken in one sorted pass.
+            let mut gaps: Vec<(i64, usize, usize)> = (0..ranges.len().saturating_sub(1))
+                .map(|g| {
+                    let (l, r) = (&ranges[g], &ranges[g + 1]);
+                    let cost = r.next.saturating_sub(l.end);
+                    let saving = digits(l.end) + digits(r.start) + digits(r.next) + 3;
+                    (cost, usize::MAX - saving, g)
+                })
+                .collect();
+            gaps.sort_unstable();
+            for (_, inv_saving, g) in gaps {
+                if len <= MAX_TOKEN_BYTES {
+                    break;
+                }
+                merge_after[g] = true;
+                len -= usize::MAX - inv_saving;
+            }
+        }
+        let mut merged: Vec<RecoveryRange> = Vec::with_capacity(ranges.len());
+        let mut join = false;
+        for (i, r) in ranges.iter().enumerate() {
+            match merged.last_mut() {
+                Some(last) if join => last.end = r.end,
+                _ => merged.push(*r),
+            }
+            join = merge_after[i];
+        }
+        let mut s = String::with_capacity(len);
+        let _ = write!(s, "{TOKEN_PREFIX}{TOKEN_VERSION};m={};r=", self.main_next);
+        for (i, r) in merged.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            let _ = write!(s, "{}-{}@{}", r.start, r.end, r.next);
+        }
+        debug_assert!(s.len() <= MAX_TOKEN_BYTES, "{} bytes", s.len());
+        s
+    }
+
+    /// Parses a token written by [`RecoveryState::token`]. Strict: a bad prefix or version, a
+    /// missing or extra field, a number that is negative, has a sign, leading zeros or does not
+    /// fit an i64, a range with `start > end` or `next` outside `[start, end]`, unsorted or
+    /// overlapping ranges, a range ending above `m`, or more than [`MAX_TOKEN_BYTES`] are all
+    /// [`Error::Corrupt`]. Finished ranges in the token are dropped and an unstarted range touching
+    /// the previous one is merged into it.
+    pub fn parse_token(s: &str) -> Result<RecoveryState> {
+        if s.len() > MAX_TOKEN_BYTES {
+            return Err(corrupt(format!(
+                "{} bytes, more than the {MAX_TOKEN_BYTES} a token may have",
+                s.len()
+            )));
+        }
+        let Some(rest) = s.strip_prefix(TOKEN_PREFIX) else {
+            return Err(corrupt(format!(
+                "`{}` is not a lagless token (it must start with `{TOKEN_PREFIX}{TOKEN_VERSION};`)",
+                excerpt(s)
+            )));
+        };
+        let (version, rest) = rest.split_once(';').unwrap_or((rest, ""));
+        if version != TOKEN_VERSION {
+            return Err(corrupt(format!(
+                "unsupported token version `{}` (this client reads version {TOKEN_VERSION})",
+                excerpt(version)
+            )));
+        }
+        let Some(rest) = rest.strip_prefix("m=") else {
+            return Err(corrupt(format!(
+                "expected `m=` after `{TOKEN_PREFIX}{TOKEN_VERSION};`, found `{}`",
+                excerpt(rest)
+            )));
+        };
+        let Some((main, list)) = rest.split_once(";r=") else {
+            return Err(corrupt(format!(
+                "expected `m=<offset>;r=<ranges>`, found `m={}`",
+                excerpt(rest)
+            )));
+        };
+        let main_next = number(main, "main stream offset `m`")?;
+        let mut ranges = Vec::new();
+        if !list.is_empty() {
+            for item in list.split(',') {
+                let Some((span, next)) = item.split_once('@') else {
+                    return Err(corrupt(format!(
+                        "range `{}` is not `<start>-<end>@<next>`",
+                        excerpt(item)
+                    )));
+                };
+                let Some((start, end)) = span.split_once('-') else {
+                    return Err(corrupt(format!(
+                        "range `{}` is not `<start>-<end>@<next>`",
+                        excerpt(item)
+                    )));
+                };
+                ranges.push(RecoveryRange {
+                    start: number(start, "range start")?,
+                    end: number(end, "range end")?,
+                    next: number(next, "range next offset")?,
+                });
+            }
+        }
+        let mut st = RecoveryState { main_next, ranges };
+        st.validate()?;
+        st.normalize();
+        Ok(st)
+    }
+}
+
+fn corrupt(what: String) -> Error {
+    Error::Corrupt(format!("recovery token: {what}"))
+}
+
+/// At most 40 characters of `s`, for error messages about untrusted input.
+fn excerpt(s: &str) -> String {
+    const MAX: usize = 40;
+    match s.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// A non-negative decimal i64 without sign or leading zeros.
+fn number(s: &str, what: &str) -> Result<i64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(corrupt(format!(
+            "{what} `{}` is not a non-negative decimal number",
+            excerpt(s)
+        )));
+    }
+    if s.len() > 1 && s.starts_with('0') {
+        return Err(corrupt(format!(
+            "{what} `{}` has leading zeros",
+            excerpt(s)
+        )));
+    }
+    s.parse::<i64>().map_err(|_| {
+        corrupt(format!(
+            "{what} `{}` does not fit a 64-bit offset",
+            excerpt(s)
+        ))
+    })
+}
+
+/// Decimal digits of a non-negative number (a '-' counts for a negative one).
+fn digits(n: i64) -> usize {
+    let sign = usize::from(n < 0);
+    let mut v = n.unsigned_abs();
+    let mut d = 1;
+    while v >= 10 {
+        v /= 10;
+        d += 1;
+    }
+    d + sign
+}
+
+fn range_len(r: &RecoveryRange) -> usize {
+    digits(r.start) + digits(r.end) + digits(r.next) + 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tracing_subscriber::layer::{Context, Layer};
+    use tracing_subscriber::prelude::*;
+
+    fn range(start: i64, end: i64, next: i64) -> RecoveryRange {
+        RecoveryRange { start, end, next }
+    }
+
+    /// Counts warnings logged while `f` runs (on this thread).
+    fn warnings<T>(f: impl FnOnce() -> T) -> (T, usize) {
+        struct Count(Arc<AtomicUsize>);
+        impl<S: tracing::Subscriber> Layer<S> for Count {
+            fn on_event(&self, e: &tracing::Event<'_>, _: Context<'_, S>) {
+                if *e.metadata().level() == tracing::Level::WARN {
+                    self.0.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        let n = Arc::new(AtomicUsize::new(0));
+        let sub = tracing_subscriber::registry().with(Count(n.clone()));
+        let out = tracing::subscriber::with_default(sub, f);
+        let count = n.load(Ordering::SeqCst);
+        (out, count)
+    }
+
+    /// The lowest offset still owed, by brute force over the ranges.
+    fn lowest_undelivered(st: &RecoveryState) -> i64 {
+        st.ranges
+            .iter()
+            .map(|r| r.next)
+            .chain([st.main_next])
+            .min()
+            .unwrap()
+    }
+
+    #[test]
+    fn seed_example_drains_the_backlog_beside_the_main_stream() {
+        // Crash at 100, last checkpoint 70, log grown to 120.
+        let mut st = RecoveryState::on_assignment(70, None, 120, 10);
+        assert_eq!(st.main_next, 120);
+        assert_eq!(st.ranges, vec![range(70, 120, 70)]);
+        assert!(st.is_active());
+        assert_eq!(st.low_water_mark(), 70);
+        assert_eq!(
+            st.next_fetches(),
+            NextFetches {
+                main: 120,
+                recovery: Some((70, 120))
+            }
+        );
+        // Interleave: two main records, then one recovery record, while new records arrive.
+        let mut main = 120..;
+        let mut rec = 70..120;
+        let mut delivered_rec = Vec::new();
+        loop {
+            for _ in 0..2 {
+                st.main_delivered(main.next().unwrap());
+                assert_eq!(st.low_water_mark(), lowest_undelivered(&st));
+            }
+            let Some(o) = rec.next() else { break };
+            st.recovery_delivered(o);
+            delivered_rec.push(o);
+            let lwm = st.low_water_mark();
+            assert_eq!(lwm, lowest_undelivered(&st));
+            if o < 119 {
+                // Never past the lowest undelivered offset of the unfinished range.
+                assert_eq!(lwm, o + 1);
+                assert!(st.is_active());
+                assert!(st.is_undelivered(o + 1) && !st.is_undelivered(o));
+            }
+        }
+        assert_eq!(delivered_rec, (70..120).collect::<Vec<_>>());
+        // 70..119 all delivered: the range is gone and the main stream is the low-water mark.
+        assert!(!st.is_active());
+        assert!(st.ranges.is_empty());
+        assert_eq!(st.low_water_mark(), st.main_next);
+        assert_eq!(st.main_next, 120 + 2 * 51);
+        assert_eq!(st.token(), format!("lagless1;m={};r=", st.main_next));
+    }
+
+    #[test]
+    fn token_format() {
+        let mut st = RecoveryState::on_assignment(70, None, 120, 10);
+        for o in 70..75 {
+            st.recovery_delivered(o);
+        }
+        st.main_delivered(120);
+        assert_eq!(st.token(), "lagless1;m=121;r=70-120@75");
+        assert_eq!(RecoveryState::parse_token(&st.token()).unwrap(), st);
+        assert_eq!(RecoveryState::default().token(), "lagless1;m=0;r=");
+    }
+
+    #[test]
+    fn seed_second_crash_after_the_first_range_finished() {
+        // Checkpoint 140 (nothing left of the first backlog), log end 190.
+        let st = RecoveryState::parse_token("lagless1;m=140;r=").unwrap();
+        let next = RecoveryState::on_assignment(140, Some(&st.token()), 190, 10);
+        assert_eq!(next.main_next, 190);
+        assert_eq!(next.ranges, vec![range(140, 190, 140)]);
+        assert_eq!(next.low_water_mark(), 140);
+    }
+
+    #[test]
+    fn second_crash_with_a_range_unfinished_resumes_it_and_adds_one() {
+        let mut st = RecoveryState::on_assignment(70, None, 120, 10);
+        for o in 70..100 {
+            st.recovery_delivered(o);
+        }
+        for o in 120..170 {
+            st.main_delivered(o);
+        }
+        let committed = st.low_water_mark();
+        assert_eq!(committed, 100);
+        let token = st.token();
+        assert_eq!(token, "lagless1;m=170;r=70-120@100");
+        // Crash; the next owner finds the log at 190.
+        let (next, warned) =
+            warnings(|| RecoveryState::on_assignment(committed, Some(&token), 190, 10));
+        assert_eq!(warned, 0);
+        assert_eq!(next.main_next, 190);
+        assert_eq!(next.ranges, vec![range(70, 120, 100), range(170, 190, 170)]);
+        assert_eq!(next.low_water_mark(), 100);
+        assert_eq!(next.next_fetches().recovery, Some((100, 120)));
+        // Not enough new lag: the main stream carries on from the token's m.
+        let small = RecoveryState::on_assignment(committed, Some(&token), 175, 10);
+        assert_eq!(small.main_next, 170);
+        assert_eq!(small.ranges, vec![range(70, 120, 100)]);
+        // The range drains, then the new one.
+        let mut next = next;
+        for o in 100..120 {
+            next.recovery_delivered(o);
+        }
+        assert_eq!(next.ranges, vec![range(170, 190, 170)]);
+        assert_eq!(next.low_water_mark(), 170);
+    }
+
+    #[test]
+    fn a_new_range_touching_an_unfinished_one_merges_into_it() {
+        // The main stream never moved past the first backlog's end before the crash.
+        let token = "lagless1;m=120;r=70-120@100";
+        let st = RecoveryState::on_assignment(100, Some(token), 190, 10);
+        assert_eq!(st.ranges, vec![range(70, 190, 100)]);
+        assert_eq!(st.main_next, 190);
+        assert_eq!(st.low_water_mark(), 100);
+    }
+
+    #[test]
+    fn foreign_and_empty_metadata_resume_at_the_committed_offset() {
+        for (meta, expect_warning) in [
+            ("", false),
+            ("hello", true),
+            ("{\"app\":\"spark\",\"batch\":17}", true),
+            ("lagless2;m=70;r=", true),
+            ("laglessX", true),
+            ("LAGLESS1;m=70;r=", true),
+        ] {
+            let (st, warned) = warnings(|| RecoveryState::on_assignment(70, Some(meta), 75, 10));
+            assert_eq!(st, RecoveryState::at(70), "{meta:?}");
+            assert_eq!(warned > 0, expect_warning, "{meta:?}");
+            let st = RecoveryState::on_assignment(70, Some(meta), 120, 10);
+            assert_eq!(st.ranges, vec![range(70, 120, 70)], "{meta:?}");
+            assert_eq!(st.main_next, 120);
+        }
+        assert_eq!(
+            RecoveryState::on_assignment(70, None, 75, 10),
+            RecoveryState::at(70)
+        );
+    }
+
+    const CORRUPT: &[&str] = &[
+        "lagless1",
+        "lagless1;",
+        "lagless1;m=",
+        "lagless1;m=120",
+        "lagless1;m=120;r=70-120@7",   // next below start
+        "lagless1;m=120;r=70-1",       // truncated
+        "lagless1;m=120;r=70-120@",    // truncated
+        "lagless1;m=120;r=70-120@75,", // trailing comma
+        "lagless1;m=120;r=70-120@75,,80-90@80",
+        "lagless1;m=12x;r=",
+        "lagless1;m=-5;r=",
+        "lagless1;m=+5;r=",
+        "lagless1;m= 5;r=",
+        "lagless1;m=05;r=",
+        "lagless1;m=9223372036854775808;r=", // i64::MAX + 1
+        "lagless1;m=99999999999999999999999999;r=", // far beyond i64
+        "lagless1;m=120;r=70-120@121",       // next > end
+        "lagless1;m=120;r=90-80@85",         // start > end
+        "lagless1;m=120;r=80-90@80,10-20@10", // out of order
+        "lagless1;m=120;r=10-50@10,40-60@40", // overlapping
+        "lagless1;m=100;r=70-120@75",        // main below a range's end
+        "lagless1;m=120;r=70-120@75;x=1",    // extra field
+        "lagless1;r=70-120@75;m=120",        // fields swapped
+        "lagless1;m=120;r=70_120@75",
+        "lagless1;m=120;r=70-120-130@75",
+        "lagless1;m=120;r=70-120@75@76",
+        "lagless1;m=１２０;r=", // non-ASCII digits
+    ];
+
+    #[test]
+    fn corrupt_tokens_are_errors_with_a_message() {
+        for t in CORRUPT {
+            match RecoveryState::parse_token(t) {
+                Err(Error::Corrupt(m)) => assert!(m.starts_with("recovery token: "), "{m}"),
+                other => panic!("{t:?} gave {other:?}"),
+            }
+        }
+        let big = format!("lagless1;m=1;r={}", "0".repeat(5000));
+        let e = RecoveryState::parse_token(&big).unwrap_err();
+        assert!(e.to_string().contains("4096"), "{e}");
+        // i64::MAX itself is a valid offset.
+        let max = format!("lagless1;m={};r=1-{}@2", i64::MAX, i64::MAX);
+        let st = RecoveryState::parse_token(&max).unwrap();
+        assert_eq!(st.token(), max);
+    }
+
+    #[test]
+    fn corrupt_or_stale_tokens_warn_and_resume_at_the_committed_offset() {
+        let stale = [
+            "lagless1;m=500;r=",           // lwm above the committed offset
+            "lagless1;m=120;r=70-120@60",  // invalid anyway
+            "lagless1;m=120;r=10-120@50",  // lwm 50 below the committed offset
+            "lagless1;m=120;r=70-120@110", // lwm 110 above the committed offset
+        ];
+        for t in CORRUPT.iter().chain(stale.iter()) {
+            let (st, warned) = warnings(|| RecoveryState::on_assignment(70, Some(t), 75, 10));
+            assert_eq!(warned, 1, "{t:?}");
+            assert_eq!(st, RecoveryState::at(70), "{t:?}");
+            let (st, _) = warnings(|| RecoveryState::on_assignment(70, Some(t), 5000, 10));
+            assert_eq!(st.ranges, vec![range(70, 5000, 70)], "{t:?}");
+            assert_eq!(st.low_water_mark(), 70, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn min_lag_threshold() {
+        assert_eq!(
+            RecoveryState::on_assignment(70, None, 79, 10),
+            RecoveryState::at(70)
+        );
+        assert_eq!(
+            RecoveryState::on_assignment(70, None, 80, 10).ranges,
+            vec![range(70, 80, 70)]
+        );
+        // min_lag 0: any backlog, but never an empty range.
+        assert_eq!(
+            RecoveryState::on_assignment(70, None, 70, 0),
+            RecoveryState::at(70)
+        );
+        assert_eq!(
+            RecoveryState::on_assignment(70, None, 71, 0).ranges,
+            vec![range(70, 71, 70)]
+        );
+        // A log end behind the committed offset (truncation) or unknown gives no range.
+        assert_eq!(
+            RecoveryState::on_assignment(70, None, 50, 0),
+            RecoveryState::at(70)
+        );
+        assert_eq!(
+            RecoveryState::on_assignment(70, None, i64::MIN, 0),
+            RecoveryState::at(70)
+        );
+        // Nothing committed: the caller's auto.offset.reset applies.
+        assert_eq!(
+            RecoveryState::on_assignment(-1, Some("lagless1;m=0;r="), 100, 1),
+            RecoveryState::at(-1)
+        );
+    }
+
+    #[test]
+    fn seek_cancels_ranges() {
+        let mut st = RecoveryState::on_assignment(70, None, 120, 10);
+        st.seek(30);
+        assert!(!st.is_active());
+        assert_eq!(st.low_water_mark(), 30);
+        assert_eq!(st.next_fetches().recovery, None);
+    }
+
+    #[test]
+    fn deliveries_outside_the_ranges_are_ignored() {
+        let mut st = RecoveryState::on_assignment(70, None, 120, 10);
+        st.recovery_delivered(75);
+        st.recovery_delivered(72); // already passed
+        st.recovery_delivered(60); // below every range
+        st.recovery_delivered(130); // the main stream's
+        assert_eq!(st.ranges, vec![range(70, 120, 76)]);
+        st.main_delivered(125);
+        st.main_delivered(121); // behind the main stream
+        assert_eq!(st.main_next, 126);
+        st.main_skipped_to(130);
+        st.main_skipped_to(128);
+        assert_eq!(st.main_next, 130);
+    }
+
+    #[test]
+    fn a_range_ending_in_control_records_finishes_by_skipping() {
+        let mut st = RecoveryState::on_assignment(70, None, 120, 10);
+        for o in 70..118 {
+            st.recovery_delivered(o);
+        }
+        // 118 and 119 are transaction markers: nothing to deliver, the fetch moves past them.
+        assert_eq!(st.low_water_mark(), 118);
+        st.recovery_skipped_to(117);
+        assert_eq!(st.low_water_mark(), 118);
+        st.recovery_skipped_to(125); // a batch crossing the range's end
+        assert!(!st.is_active());
+        assert_eq!(st.low_water_mark(), 120);
+    }
+
+    /// A random valid state; `scale` spreads offsets so numbers get long.
+    fn random_state(rng: &mut StdRng, max_ranges: usize, scale: i64) -> RecoveryState {
+        let n = rng.gen_range(0..=max_ranges);
+        let mut at = rng.gen_range(0..1000) * scale;
+        let mut ranges = Vec::with_capacity(n);
+        for _ in 0..n {
+            let start = at
+                + if rng.gen_bool(0.3) {
+                    0
+                } else {
+                    rng.gen_range(0..20) * scale
+                };
+            let len = rng.gen_range(1..30) * scale + rng.gen_range(0..scale.max(1));
+            let end = start + len;
+            let next = if rng.gen_bool(0.3) {
+                start
+            } else {
+                rng.gen_range(start..end)
+            };
+            ranges.push(range(start, end, next));
+            at = end;
+        }
+        let main_next = at + rng.gen_range(0..50) * scale;
+        let st = RecoveryState { main_next, ranges };
+        st.validate().unwrap();
+        st
+    }
+
+    /// Every offset `before` still owes, `after` owes too: by intervals, so it works for any size.
+    fn assert_covers(after: &RecoveryState, before: &RecoveryState) {
+        assert!(after.main_next <= before.main_next);
+        let mut j = 0;
+        for r in before.ranges.iter().filter(|r| r.next < r.end) {
+            let (mut lo, hi) = (r.next, r.end);
+            while lo < hi {
+                if lo >= after.main_next {
+                    break;
+                }
+                while j < after.ranges.len() && after.ranges[j].end <= lo {
+                    j += 1;
+                }
+                let a = after.ranges.get(j).unwrap_or_else(|| {
+                    panic!("offset {lo} undelivered before, delivered after: {after:?}")
+                });
+                assert!(
+                    a.next <= lo,
+                    "offset {lo} undelivered before, delivered after (range {a:?})"
+                );
+                lo = a.end;
+            }
+        }
+    }
+
+    #[test]
+    fn token_round_trip_never_drops_an_undelivered_offset() {
+        let mut rng = StdRng::seed_from_u64(0x1a61e55);
+        for case in 0..600 {
+            let (max_ranges, scale) = match case % 4 {
+                0 => (5, 1),
+                1 => (60, 3),
+                2 => (3000, 1),
+                _ => (3000, 1_000_000_000_000),
+            };
+            let st = random_state(&mut rng, max_ranges, scale);
+            let token = st.token();
+            assert!(token.len() <= MAX_TOKEN_BYTES, "{} bytes", token.len());
+            let back = RecoveryState::parse_token(&token)
+                .unwrap_or_else(|e| panic!("case {case}: {e}: {token}"));
+            assert_eq!(back.main_next, st.main_next);
+            assert_eq!(back.low_water_mark(), st.low_water_mark());
+            assert_covers(&back, &st);
+            if scale == 1 {
+                for o in 0..=st.main_next + 2 {
+                    if st.is_undelivered(o) {
+                        assert!(back.is_undelivered(o), "case {case}: offset {o}");
+                    }
+                }
+            }
+            // A parsed state is normal: its token gives it back.
+            assert_eq!(RecoveryState::parse_token(&back.token()).unwrap(), back);
+            // A takeover from it resumes exactly there.
+            let resumed =
+                RecoveryState::on_assignment(st.low_water_mark(), Some(&token), st.main_next, 1);
+            assert_eq!(resumed, back);
+        }
+    }
+
+    #[test]
+    fn thousands_of_ranges_fit_and_merge_the_cheapest_gaps() {
+        // 3000 ranges, half of them untouched and one record apart from their neighbour.
+        let mut ranges = Vec::new();
+        for i in 0..3000i64 {
+            let start = 1_000_000_000 + i * 100;
+            let next = if i % 2 == 0 { start + 50 } else { start };
+            ranges.push(range(start, start + 99, next));
+        }
+        let st = RecoveryState {
+            main_next: 2_000_000_000,
+            ranges,
+        };
+        st.validate().unwrap();
+        let token = st.token();
+        assert!(token.len() <= MAX_TOKEN_BYTES);
+        assert!(token.len() > MAX_TOKEN_BYTES - 40, "{}", token.len());
+        let back = RecoveryState::parse_token(&token).unwrap();
+        assert!(back.ranges.len() < st.ranges.len());
+        assert_covers(&back, &st);
+        assert_eq!(back.low_water_mark(), st.low_water_mark());
+        // The 1500 cheap gaps (1 record, before an untouched range) go first, then those before a
+        // half-drained range (1 + 50 records).
+        let redelivered: i64 = back.ranges.iter().map(|r| r.end - r.next).sum::<i64>()
+            - st.ranges.iter().map(|r| r.end - r.next).sum::<i64>();
+        let merges = (st.ranges.len() - back.ranges.len()) as i64;
+        assert!(merges > 1500);
+        assert_eq!(redelivered, 1500 + (merges - 1500) * 51);
+    }
+
+    #[test]
+    fn any_metadata_gives_the_committed_offset_as_low_water_mark() {
+        let mut rng = StdRng::seed_from_u64(333);
+        let alphabet: Vec<char> = "lagless1;m=r-@,0123456789 x".chars().collect();
+        for _ in 0..5000 {
+            let len = rng.gen_range(0..40);
+            let mut s: String = if rng.gen_bool(0.5) {
+                "lagless1;m=".into()
+            } else {
+                String::new()
+            };
+            s.extend((0..len).map(|_| alphabet[rng.gen_range(0..alphabet.len())]));
+            let committed = rng.gen_range(0..200);
+            let log_end = rng.gen_range(0..400);
+            let min_lag = rng.gen_range(0..50);
+            let (st, _) =
+                warnings(|| RecoveryState::on_assignment(committed, Some(&s), log_end, min_lag));
+            st.validate().unwrap();
+            assert_eq!(st.low_water_mark(), committed, "{s:?}");
+        }
+    }
+}
