@@ -365,14 +365,14 @@ static KEYS: &[KeyInfo] = &[
         Some("false"),
         Consumer,
         Bool,
-        "Keep consuming unaffected partitions while a rebalance runs.",
+        "KIP-333 recovery streams: after a takeover with a backlog, deliver fresh records at once while the backlog [committed, log end) drains in parallel.",
     ),
     key(
         "parallel.rebalance.min.lag",
         Some("1000"),
         Consumer,
         Int { min: 0, max: i64::MAX },
-        "With enable.parallel.rebalance, only partitions lagging at least this many records keep being consumed.",
+        "With enable.parallel.rebalance, the smallest backlog (log end minus committed offset, in records) that gets a recovery stream.",
     ),
     key(
         "exclude.internal.topics",
@@ -985,6 +985,14 @@ impl ConsumerConfig {
                 "read_committed is not supported yet",
             ));
         }
+        // Refused rather than silently ignored until the fetch and commit paths run recovery
+        // streams (the token and low-water-mark logic is in `recovery`).
+        if c.bool("enable.parallel.rebalance")? {
+            return Err(Error::config(
+                "enable.parallel.rebalance",
+                "recovery streams are not available yet; leave it false",
+            ));
+        }
         let partition_assignment_strategy =
             parse_assignors(c.required("partition.assignment.strategy")?)
                 .map_err(|m| Error::config("partition.assignment.strategy", m))?;
@@ -1322,6 +1330,16 @@ mod tests {
         let (key, m) = config_err(ConsumerConfig::from_config(&c).unwrap_err());
         assert_eq!(key, "isolation.level");
         assert_eq!(m, "read_committed is not supported yet");
+        let c = Config::from_pairs([
+            ("bootstrap.servers", "b:9092"),
+            ("enable.parallel.rebalance", "true"),
+        ])
+        .unwrap();
+        let e = ConsumerConfig::from_config(&c).unwrap_err();
+        assert!(
+            matches!(e, Error::Config { ref key, .. } if key == "enable.parallel.rebalance"),
+            "{e}"
+        );
     }
 
     #[test]
