@@ -1,0 +1,45 @@
+// A group member for the rebalance figure of bench/run (the Java twin of
+// core/examples/bench_member.rs): BenchMember <bootstrap> <topic> <group> <strategy> <seconds>.
+// After every poll that returned records prints "D <partition> <unix ms>" once per partition.
+import java.time.Duration;
+import java.util.List;
+import java.util.Properties;
+
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+public class BenchMember {
+    public static void main(String[] args) throws Exception {
+        String strategy = args[3].equals("range")
+                ? "org.apache.kafka.clients.consumer.RangeAssignor"
+                : "org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
+        Properties p = new Properties();
+        p.put("bootstrap.servers", args[0]);
+        p.put("client.id", "bench-member");
+        p.put("group.id", args[2]);
+        p.put("partition.assignment.strategy", strategy);
+        p.put("auto.offset.reset", "latest");
+        p.put("enable.auto.commit", "true");
+        p.put("fetch.max.wait.ms", "500");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        long end = System.nanoTime() + (long) (Double.parseDouble(args[4]) * 1e9);
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.subscribe(List.of(args[1]));
+            StringBuilder sb = new StringBuilder();
+            while (System.nanoTime() < end) {
+                ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(100));
+                if (recs.isEmpty()) continue;
+                long ms = System.currentTimeMillis();
+                sb.setLength(0);
+                for (TopicPartition tp : recs.partitions()) {
+                    sb.append("D ").append(tp.partition()).append(' ').append(ms).append('\n');
+                }
+                System.out.print(sb);
+                System.out.flush();
+            }
+        }
+    }
+}

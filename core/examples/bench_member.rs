@@ -1,0 +1,45 @@
+//! A group member for the rebalance figure of `bench/run`:
+//! `bench_member <bootstrap> <topic> <group> <strategy> <seconds>`.
+//! Subscribes with `partition.assignment.strategy` = strategy (range, cooperative-sticky), polls for
+//! `seconds`, and after every poll that returned records prints `D <partition> <unix ms>` once per
+//! partition in it. Then closes (leaving the group).
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use lagless::{Config, Consumer};
+
+fn main() -> lagless::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 6 {
+        eprintln!("usage: bench_member <bootstrap> <topic> <group> <strategy> <seconds>");
+        std::process::exit(2);
+    }
+    let seconds: f64 = args[5].parse().expect("seconds");
+    let config = Config::from_pairs([
+        ("bootstrap.servers", args[1].as_str()),
+        ("client.id", "bench-member"),
+        ("group.id", args[3].as_str()),
+        ("partition.assignment.strategy", args[4].as_str()),
+        ("auto.offset.reset", "latest"),
+        ("enable.auto.commit", "true"),
+        ("fetch.max.wait.ms", "500"),
+    ])?;
+    let consumer = Consumer::from_config(&config)?;
+    consumer.subscribe(&[args[2].as_str()], None)?;
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let mut out = std::io::stdout().lock();
+    while Instant::now() < end {
+        let records = consumer.poll(Duration::from_millis(100))?;
+        if records.is_empty() {
+            continue;
+        }
+        let ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis();
+        let parts: BTreeSet<i32> = records.iter().map(|r| r.partition).collect();
+        for p in parts {
+            writeln!(out, "D {p} {ms}").ok();
+        }
+        out.flush().ok();
+    }
+    consumer.close(Some(Duration::from_secs(10)))
+}

@@ -1,0 +1,90 @@
+//! Loads a benchmark dataset: `bench_produce <bootstrap> <topic> <records> <value bytes> <compression> [partitions]`.
+//! Creates the topic, then sends unkeyed records with fixed batching (batch.size 64 KiB, linger 20 ms,
+//! acks=1) so every dataset of one record size has the same records per batch. Values are text-like
+//! (words from a fixed, seeded vocabulary) so lz4 and zstd have something realistic to compress.
+//! Exits non-zero unless every record was acknowledged.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use lagless::producer::{Producer, ProducerRecord};
+use lagless::Config;
+
+fn corpus(len: usize) -> Bytes {
+    const WORDS: &[&str] = &[
+        "order", "user", "id", "amount", "status", "shipped", "pending", "eu-west", "us-east",
+        "item", "price", "currency", "EUR", "USD", "true", "false", "null", "timestamp", "session",
+        "click", "view", "cart", "checkout", "payment", "refund", "a", "the", "of", "and", "to",
+    ];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut out = Vec::with_capacity(len + 32);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if x % 4 == 0 {
+            // Numbers compress less well than words: about a quarter of the tokens.
+            out.extend_from_slice(format!("{}", x % 1_000_000).as_bytes());
+        } else {
+            out.extend_from_slice(WORDS[(x >> 8) as usize % WORDS.len()].as_bytes());
+        }
+        out.push(if x % 7 == 0 { b',' } else { b' ' });
+    }
+    out.truncate(len);
+    Bytes::from(out)
+}
+
+fn main() -> lagless::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 6 {
+        eprintln!("usage: bench_produce <bootstrap> <topic> <records> <value bytes> <compression> [partitions]");
+        std::process::exit(2);
+    }
+    let (bootstrap, topic) = (&args[1], &args[2]);
+    let n: u64 = args[3].parse().expect("records");
+    let size: usize = args[4].parse().expect("value bytes");
+    let compression = &args[5];
+    let partitions: i32 = args.get(6).map_or(6, |s| s.parse().expect("partitions"));
+    lagless::admin::create_topic(bootstrap, topic, partitions, 1)?;
+    let config = Config::from_pairs([
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("client.id", "bench-produce"),
+        ("acks", "1"),
+        ("linger.ms", "20"),
+        ("batch.size", "65536"),
+        ("compression.type", compression.as_str()),
+        ("buffer.memory", "67108864"),
+        ("max.request.size", "1048576"),
+    ])?;
+    let producer = Producer::from_config(&config)?;
+    producer.partitions_for(topic)?;
+    let pool = corpus(1 << 20);
+    let failed = Arc::new(AtomicU64::new(0));
+    let t = Instant::now();
+    let mut off = 0usize;
+    for _ in 0..n {
+        off = (off + 7919) % (pool.len() - size);
+        let failed = failed.clone();
+        producer.send_with_callback(
+            ProducerRecord::new(topic.as_str(), pool.slice(off..off + size)),
+            move |r| {
+                if r.is_err() {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        )?;
+    }
+    producer.flush(Duration::from_secs(600))?;
+    let secs = t.elapsed().as_secs_f64();
+    producer.close(Duration::from_secs(10))?;
+    let failed = failed.load(Ordering::Relaxed);
+    println!(
+        "{topic}: {n} records of {size} B, {compression}, {partitions} partitions in {secs:.1} s ({:.0} records/s), {failed} failed",
+        n as f64 / secs
+    );
+    if failed > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}
