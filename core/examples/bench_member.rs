@@ -34,7 +34,10 @@ fn main() -> lagless::Result<()> {
         if records.is_empty() {
             continue;
         }
-        let ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis();
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
         let parts: BTreeSet<i32> = records.iter().map(|r| r.partition).collect();
         for p in parts {
             writeln!(out, "D {p} {ms}").ok();

@@ -13,9 +13,36 @@ use lagless::Config;
 
 fn corpus(len: usize) -> Bytes {
     const WORDS: &[&str] = &[
-        "order", "user", "id", "amount", "status", "shipped", "pending", "eu-west", "us-east",
-        "item", "price", "currency", "EUR", "USD", "true", "false", "null", "timestamp", "session",
-        "click", "view", "cart", "checkout", "payment", "refund", "a", "the", "of", "and", "to",
+        "order",
+        "user",
+        "id",
+        "amount",
+        "status",
+        "shipped",
+        "pending",
+        "eu-west",
+        "us-east",
+        "item",
+        "price",
+        "currency",
+        "EUR",
+        "USD",
+        "true",
+        "false",
+        "null",
+        "timestamp",
+        "session",
+        "click",
+        "view",
+        "cart",
+        "checkout",
+        "payment",
+        "refund",
+        "a",
+        "the",
+        "of",
+        "and",
+        "to",
     ];
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut out = Vec::with_capacity(len + 32);
@@ -23,13 +50,13 @@ fn corpus(len: usize) -> Bytes {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        if x % 4 == 0 {
+        if x.is_multiple_of(4) {
             // Numbers compress less well than words: about a quarter of the tokens.
             out.extend_from_slice(format!("{}", x % 1_000_000).as_bytes());
         } else {
             out.extend_from_slice(WORDS[(x >> 8) as usize % WORDS.len()].as_bytes());
         }
-        out.push(if x % 7 == 0 { b',' } else { b' ' });
+        out.push(if x.is_multiple_of(7) { b',' } else { b' ' });
     }
     out.truncate(len);
     Bytes::from(out)
