@@ -14,9 +14,15 @@ case "$(basename "$wheel")" in
     *-abi3-*) ;;
     *) echo "check-wheel.sh: not an abi3 wheel" >&2; exit 1 ;;
 esac
-for f in lagless/py.typed lagless/_lagless.pyi lagless/__init__.py; do
-    "$PYTHON" -m zipfile -l "$wheel" | grep -q " *$f" || { echo "check-wheel.sh: $f missing from the wheel" >&2; exit 1; }
-done
+# Read the wheel's file list in Python: `zipfile -l | grep -q` lets grep close the pipe early,
+# and under pipefail the listing's broken pipe would read as a missing file.
+"$PYTHON" - "$wheel" <<'PY'
+import sys, zipfile
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+missing = [f for f in ("lagless/py.typed", "lagless/_lagless.pyi", "lagless/__init__.py") if f not in names]
+if missing:
+    sys.exit(f"check-wheel.sh: missing from the wheel: {', '.join(missing)}")
+PY
 rm -rf /tmp/x
 "$PYTHON" -m venv /tmp/x
 /tmp/x/bin/python -m pip install --quiet --no-index "$wheel"
