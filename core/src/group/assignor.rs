@@ -46,10 +46,15 @@ pub struct MemberSubscription {
 pub trait Assignor: Send + Sync {
     /// The protocol name sent in JoinGroup ("range", "roundrobin", "cooperative-sticky").
     fn name(&self) -> &'static str;
-    fn protocol(&self) -> RebalanceProtocol;
+    /// Eager unless the assignor supports KIP-429's cooperative protocol.
+    fn protocol(&self) -> RebalanceProtocol {
+        RebalanceProtocol::Eager
+    }
     /// The `user_data` this member puts in its subscription, given the generation it is in
     /// ([`UNKNOWN_GENERATION`] if none).
-    fn subscription_user_data(&self, generation: i32) -> Option<Bytes>;
+    fn subscription_user_data(&self, _generation: i32) -> Option<Bytes> {
+        None
+    }
     /// Assigns the partitions of `partitions_per_topic` (topic → partition count) to `members`.
     /// Fails with [`Error::Corrupt`] if two members share a member id.
     fn assign(
@@ -161,14 +166,6 @@ impl Assignor for RangeAssignor {
         "range"
     }
 
-    fn protocol(&self) -> RebalanceProtocol {
-        RebalanceProtocol::Eager
-    }
-
-    fn subscription_user_data(&self, _generation: i32) -> Option<Bytes> {
-        None
-    }
-
     fn assign(
         &self,
         partitions_per_topic: &BTreeMap<String, i32>,
@@ -211,14 +208,6 @@ pub struct RoundRobinAssignor;
 impl Assignor for RoundRobinAssignor {
     fn name(&self) -> &'static str {
         "roundrobin"
-    }
-
-    fn protocol(&self) -> RebalanceProtocol {
-        RebalanceProtocol::Eager
-    }
-
-    fn subscription_user_data(&self, _generation: i32) -> Option<Bytes> {
-        None
     }
 
     fn assign(
