@@ -68,6 +68,9 @@ pub struct Cluster {
     /// subscription).
     interest: StdMutex<(BTreeSet<String>, bool)>,
     refresh_lock: Mutex<()>,
+    /// The latest metadata failure, so a caller that timed out waiting for another refresh can
+    /// say why the cluster did not answer.
+    last_refresh_error: StdMutex<Option<Error>>,
 }
 
 impl Cluster {
@@ -78,6 +81,7 @@ impl Cluster {
             slots: StdMutex::new(HashMap::new()),
             interest: StdMutex::new((BTreeSet::new(), false)),
             refresh_lock: Mutex::new(()),
+            last_refresh_error: StdMutex::new(None),
         })
     }
 
@@ -125,7 +129,15 @@ impl Cluster {
         slot: &Arc<Mutex<Slot>>,
         deadline: Deadline,
     ) -> Result<Arc<Connection>> {
-        let mut s = slot.lock().await;
+        // Another task may be connecting to this broker (up to socket.connection.setup.timeout.ms);
+        // wait for it no longer than this caller's deadline.
+        let Ok(mut s) = tokio::time::timeout_at(deadline.instant().into(), slot.lock()).await
+        else {
+            return Err(Error::Timeout(
+                "connecting to a broker took longer than the deadline (socket.connection.setup.timeout.ms)"
+                    .into(),
+            ));
+        };
         if let Some(c) = &s.conn {
             if c.is_alive() {
                 return Ok(c.clone());
@@ -230,41 +242,73 @@ impl Cluster {
 
     /// Fetches metadata for the topics of interest (and `extra`), retrying with backoff until the
     /// deadline. Concurrent callers share one request.
+    ///
+    /// The refresh lock is held for one attempt at a time, never across a backoff sleep, and is
+    /// waited for no longer than the caller's deadline: a background refresh that keeps failing
+    /// (say, every broker down) must not make a caller with a short deadline wait for its own.
     pub async fn refresh(&self, extra: &[String], deadline: Deadline) -> Result<Arc<Metadata>> {
         let started = Instant::now();
-        let _guard = self.refresh_lock.lock().await;
-        // Someone else refreshed while we waited for the lock: that answer is fresh enough.
-        if let Some(t) = self.metadata().fetched_at {
-            if t >= started && extra.iter().all(|x| self.metadata().topics.contains_key(x)) {
-                return Ok(self.metadata());
-            }
-        }
-        let (mut topics, all) = self
-            .interest
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        topics.extend(extra.iter().cloned());
         let mut retry = Retry::new(self.backoff());
         loop {
-            match self.fetch_metadata(&topics, all, deadline).await {
+            let attempt = {
+                let Ok(_guard) =
+                    tokio::time::timeout_at(deadline.instant().into(), self.refresh_lock.lock())
+                        .await
+                else {
+                    return Err(self.refresh_timed_out());
+                };
+                // Someone else refreshed while we waited for the lock: that answer is fresh enough.
+                let current = self.metadata();
+                if current.fetched_at.is_some_and(|t| t >= started)
+                    && extra.iter().all(|x| current.topics.contains_key(x))
+                {
+                    return Ok(current);
+                }
+                let (mut topics, all) = self
+                    .interest
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                topics.extend(extra.iter().cloned());
+                self.fetch_metadata(&topics, all, deadline).await
+            };
+            match attempt {
                 Ok(m) => {
                     let m = Arc::new(m);
                     *self.metadata.write().unwrap_or_else(|p| p.into_inner()) = m.clone();
+                    *self
+                        .last_refresh_error
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = None;
                     return Ok(m);
                 }
                 Err(e) => {
+                    *self
+                        .last_refresh_error
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
                     let wait = retry.failed();
                     if !e.is_retriable() || deadline.remaining() <= wait {
-                        return Err(match e {
-                            Error::Transport(_) | Error::Timeout(_) => e,
-                            other => other,
-                        });
+                        return Err(e);
                     }
                     tracing::debug!(error = %e, "metadata request failed; retrying");
                     tokio::time::sleep(wait).await;
                 }
             }
+        }
+    }
+
+    /// The error for a refresh whose deadline passed while another one held the lock: the
+    /// other one's latest failure is the most useful thing to say.
+    fn refresh_timed_out(&self) -> Error {
+        match self
+            .last_refresh_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            Some(e) => e,
+            None => Error::Timeout("metadata refresh did not finish before the deadline".into()),
         }
     }
 

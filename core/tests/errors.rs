@@ -158,6 +158,35 @@ fn unknown_topic_is_reported_by_consumer_poll_and_producer_send() {
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }
 
+/// The consumer's own background metadata refresh runs with `request.timeout.ms` (30 s by
+/// default) and keeps retrying while no broker answers; a call with a 2 s timeout made meanwhile
+/// must still end in about 2 s, with the reason the cluster did not answer.
+#[test]
+fn a_failing_background_refresh_does_not_hold_up_a_shorter_call() {
+    let c = consumer(
+        "127.0.0.1:1",
+        &[("socket.connection.setup.timeout.ms", "500")],
+    );
+    // Let the fetch loop start its refresh first (it does so at once on creation).
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..3 {
+        let t = Instant::now();
+        let e = c
+            .partitions_for("anything", Some(Duration::from_secs(2)))
+            .expect_err("no broker listens there");
+        let took = t.elapsed();
+        assert!(
+            took < Duration::from_secs(6),
+            "partitions_for took {took:?}: {e}"
+        );
+        assert!(
+            matches!(&e, Error::Transport(m) if m.contains("127.0.0.1:1")),
+            "the error names the unreachable broker: {e:?}"
+        );
+    }
+    c.close(Some(Duration::from_secs(2))).unwrap();
+}
+
 /// Calls given a 2 s timeout against a port nobody listens on end within 2 s plus slack.
 #[test]
 fn unreachable_bootstrap_errors_within_the_timeout() {
