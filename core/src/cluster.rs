@@ -58,12 +58,28 @@ struct Slot {
     next_attempt: Instant,
 }
 
+/// Which of the connections to a broker a request goes on. A broker answers the requests of one
+/// connection in order, so a request that may wait (a Fetch at the log end waits up to
+/// `fetch.max.wait.ms`) holds up everything behind it: group coordination and the recovery
+/// streams' fetches get connections of their own, as the Java client gives the coordinator one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Metadata, the main streams' fetches, ListOffsets, produce.
+    Default,
+    /// The group coordinator's requests (join, sync, heartbeat, commit, offset fetch).
+    Coordinator,
+    /// KIP-333 recovery streams' fetches.
+    Recovery,
+}
+
+type SharedSlot = Arc<Mutex<Slot>>;
+
 /// Shared by the consumer's and producer's tasks; cheap to clone behind an `Arc`.
 pub struct Cluster {
     pub config: CommonConfig,
     metadata: RwLock<Arc<Metadata>>,
     /// broker id -> connection slot. Bootstrap servers use ids -1, -2, ...
-    slots: StdMutex<HashMap<i32, Arc<Mutex<Slot>>>>,
+    slots: StdMutex<HashMap<(i32, Lane), SharedSlot>>,
     /// Topics whose metadata the client keeps; `None` in the set means "all topics" (a pattern
     /// subscription).
     interest: StdMutex<(BTreeSet<String>, bool)>,
@@ -108,9 +124,9 @@ impl Cluster {
         *self.interest.lock().unwrap_or_else(|p| p.into_inner()) = (topics, all);
     }
 
-    fn slot(&self, id: i32, addr: &str) -> Arc<Mutex<Slot>> {
+    fn slot(&self, id: i32, lane: Lane, addr: &str) -> Arc<Mutex<Slot>> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = slots.entry(id).or_insert_with(|| {
+        let slot = slots.entry((id, lane)).or_insert_with(|| {
             Arc::new(Mutex::new(Slot {
                 addr: addr.to_string(),
                 conn: None,
@@ -182,10 +198,20 @@ impl Cluster {
 
     /// A connection to broker `id`, known from metadata.
     pub async fn broker(&self, id: i32, deadline: Deadline) -> Result<Arc<Connection>> {
+        self.broker_on(id, Lane::Default, deadline).await
+    }
+
+    /// A connection to broker `id` on `lane`.
+    pub async fn broker_on(
+        &self,
+        id: i32,
+        lane: Lane,
+        deadline: Deadline,
+    ) -> Result<Arc<Connection>> {
         let addr = self.metadata().brokers.get(&id).cloned().ok_or_else(|| {
             Error::Transport(format!("broker {id} is not in the cluster metadata"))
         })?;
-        let slot = self.slot(id, &addr);
+        let slot = self.slot(id, lane, &addr);
         {
             // A broker that moved (restart on another address) gets a fresh slot.
             let mut s = slot.lock().await;
@@ -211,7 +237,7 @@ impl Cluster {
         }
         // Prefer a connection that is already open.
         for (id, addr) in &candidates {
-            let slot = self.slot(*id, addr);
+            let slot = self.slot(*id, Lane::Default, addr);
             let s = slot.lock().await;
             if let Some(c) = &s.conn {
                 if c.is_alive() {
@@ -224,7 +250,10 @@ impl Cluster {
             if deadline.expired() {
                 break;
             }
-            match self.connect_slot(&self.slot(*id, addr), deadline).await {
+            match self
+                .connect_slot(&self.slot(*id, Lane::Default, addr), deadline)
+                .await
+            {
                 Ok(c) => return Ok(c),
                 Err(e) => errors.push(e.to_string()),
             }
@@ -433,7 +462,7 @@ impl Cluster {
                     ));
                 }
                 let addr = format!("{host}:{port}");
-                let slot = self.slot(id, &addr);
+                let slot = self.slot(id, Lane::Coordinator, &addr);
                 {
                     let mut s = slot.lock().await;
                     if s.addr != addr {
@@ -524,12 +553,12 @@ impl Cluster {
     }
 
     /// Drops the connection to broker `id` (after an error that says it is not what we think).
-    pub fn disconnect(&self, id: i32) {
+    pub fn disconnect(&self, id: i32, lane: Lane) {
         let slot = self
             .slots
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
+            .get(&(id, lane))
             .cloned();
         if let Some(slot) = slot {
             if let Ok(mut s) = slot.try_lock() {

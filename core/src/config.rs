@@ -985,14 +985,6 @@ impl ConsumerConfig {
                 "read_committed is not supported yet",
             ));
         }
-        // Refused rather than silently ignored until the fetch and commit paths run recovery
-        // streams (the token and low-water-mark logic is in `recovery`).
-        if c.bool("enable.parallel.rebalance")? {
-            return Err(Error::config(
-                "enable.parallel.rebalance",
-                "recovery streams are not available yet; leave it false",
-            ));
-        }
         let partition_assignment_strategy =
             parse_assignors(c.required("partition.assignment.strategy")?)
                 .map_err(|m| Error::config("partition.assignment.strategy", m))?;
@@ -1333,11 +1325,15 @@ mod tests {
         let c = Config::from_pairs([
             ("bootstrap.servers", "b:9092"),
             ("enable.parallel.rebalance", "true"),
+            ("parallel.rebalance.min.lag", "50"),
         ])
         .unwrap();
-        let e = ConsumerConfig::from_config(&c).unwrap_err();
+        let c = ConsumerConfig::from_config(&c).unwrap();
+        assert!(c.enable_parallel_rebalance);
+        assert_eq!(c.parallel_rebalance_min_lag, 50);
+        let e = Config::from_pairs([("parallel.rebalance.min.lag", "-1")]).unwrap_err();
         assert!(
-            matches!(e, Error::Config { ref key, .. } if key == "enable.parallel.rebalance"),
+            matches!(e, Error::Config { ref key, .. } if key == "parallel.rebalance.min.lag"),
             "{e}"
         );
     }

@@ -13,7 +13,7 @@ use crate::backoff::Deadline;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConsumerConfig};
 use crate::error::{Error, Result};
-use crate::fetch::{self, PartitionState, PositionLookup, Shared};
+use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
 use crate::group::coordinator::GroupDriver;
 use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
@@ -142,7 +142,7 @@ impl Consumer {
                     .unwrap_or_else(|| PartitionState::new(&tp.topic, lookup, backoff));
                 kept.insert(tp.clone(), p);
             }
-            let freed: usize = old.values().map(|p| p.buffered_bytes).sum();
+            let freed: usize = old.values().map(|p| p.buffered_bytes()).sum();
             st.buffered_bytes -= freed;
             st.partitions = kept;
             st.reported_unknown.clear();
@@ -234,7 +234,7 @@ impl Consumer {
     fn reset_to(&self, partitions: &[TopicPartition], lookup: PositionLookup) -> Result<()> {
         self.check_open()?;
         for tp in partitions {
-            self.with_partition(tp, |p| p.reset(lookup))?;
+            self.with_partition(tp, |p| p.cancel_recovery() + p.reset(lookup))?;
         }
         Ok(())
     }
@@ -284,6 +284,27 @@ impl Consumer {
             deadline.check(&format!("position of {tp}"))?;
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// KIP-333: whether `tp` has a recovery stream still draining a backlog
+    /// (`enable.parallel.rebalance`). `Error::IllegalState` if `tp` is not assigned.
+    pub fn recovery_active(&self, tp: &TopicPartition) -> Result<bool> {
+        self.check_open()?;
+        let st = self.shared.lock();
+        st.partitions
+            .get(tp)
+            .map(|p| p.recovery_active())
+            .ok_or_else(|| Error::IllegalState(format!("{tp} is not assigned to this consumer")))
+    }
+
+    /// KIP-333: whether any assigned partition has a recovery stream still draining a backlog
+    /// (the draft's "child consumer").
+    pub fn child_consumer_is_alive(&self) -> bool {
+        self.shared
+            .lock()
+            .partitions
+            .values()
+            .any(|p| p.recovery_active())
     }
 
     pub fn pause(&self, partitions: &[TopicPartition]) -> Result<()> {
@@ -485,38 +506,45 @@ fn validate_tp(tp: &TopicPartition) -> Result<()> {
     Ok(())
 }
 
-/// Takes up to `max` buffered records, round-robin over partitions (one partition's backlog does
-/// not starve the others), and advances each partition's position past what it returns.
+/// Takes up to `max` buffered records, round-robin over the streams of every partition (one
+/// partition's backlog does not starve the others, and a partition's recovery stream and main
+/// stream take turns), and advances each stream's position past what it returns.
 fn drain_records(st: &mut fetch::FetchState, max: usize) -> Vec<ConsumerRecord> {
     let mut out = Vec::new();
-    let n = st.partitions.len();
-    if n == 0 || st.buffered_bytes == 0 {
+    if st.partitions.is_empty() || st.buffered_bytes == 0 {
         return out;
     }
-    let start = st.rotation % n;
-    st.rotation = st.rotation.wrapping_add(1);
-    let mut freed = 0usize;
-    let keys: Vec<TopicPartition> = st
+    let units: Vec<(TopicPartition, StreamKind)> = st
         .partitions
         .iter()
-        .filter(|(_, p)| !p.paused && !p.buffer.is_empty())
-        .map(|(tp, _)| tp.clone())
+        .filter(|(_, p)| !p.paused)
+        .flat_map(|(tp, p)| {
+            let main = (!p.main.buffer.is_empty()).then(|| (tp.clone(), StreamKind::Main));
+            let recovery = p
+                .recovery
+                .as_ref()
+                .filter(|r| !r.stream.buffer.is_empty())
+                .map(|_| (tp.clone(), StreamKind::Recovery));
+            main.into_iter().chain(recovery)
+        })
         .collect();
-    let k = keys.len();
+    let k = units.len();
+    if k == 0 {
+        return out;
+    }
+    let start = st.rotation % k;
+    st.rotation = st.rotation.wrapping_add(1);
+    let mut freed = 0usize;
     for i in 0..k {
         if out.len() >= max {
             break;
         }
-        let tp = &keys[(start + i) % k];
-        let p = st.partitions.get_mut(tp).expect("key taken from the map");
-        // A fair share per partition, rounded up, so a single partition can fill the poll.
-        let share = max - out.len();
-        for _ in 0..share {
-            let Some(r) = p.buffer.pop_front() else { break };
-            let size = fetch::record_size(&r);
-            p.buffered_bytes -= size;
+        let (tp, kind) = &units[(start + i) % k];
+        let p = st.partitions.get_mut(tp).expect("unit taken from the map");
+        // Each stream may fill the rest of the poll, so a single stream can fill it alone.
+        while out.len() < max {
+            let Some((r, size)) = p.pop(*kind) else { break };
             freed += size;
-            p.position = Some(r.offset + 1);
             out.push(ConsumerRecord {
                 topic: p.topic.clone(),
                 partition: tp.partition,
@@ -525,14 +553,10 @@ fn drain_records(st: &mut fetch::FetchState, max: usize) -> Vec<ConsumerRecord> 
                 key: r.key,
                 value: r.value,
                 headers: r.headers,
-                from_recovery: false,
+                from_recovery: *kind == StreamKind::Recovery,
             });
         }
-        if p.buffer.is_empty() {
-            // Everything fetched was returned: skip the transaction markers (or compacted-away
-            // offsets) the fetch passed after the last record, as the Java client does.
-            p.position = p.fetch_offset.max(p.position);
-        }
+        p.after_drain();
     }
     st.buffered_bytes -= freed;
     out

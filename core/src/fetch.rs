@@ -12,13 +12,14 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::backoff::{Backoff, Deadline, Retry};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Lane};
 use crate::config::{AutoOffsetReset, ConsumerConfig};
 use crate::error::{codes, kafka_error_action, Action, Error, ErrorPartition, Result};
-use crate::offsets;
+use crate::offsets::{self, OffsetAndMetadata};
 use crate::protocol::msg::fetch_request::{FetchPartition, FetchTopic};
 use crate::protocol::msg::{BrokerId, FetchRequest, StrBytes, TopicName};
 use crate::protocol::records::{decode_batches, Record};
+use crate::recovery::RecoveryState;
 use crate::TopicPartition;
 
 /// How a partition without a position gets one.
@@ -34,21 +35,51 @@ pub(crate) enum PositionLookup {
 
 pub(crate) struct PartitionState {
     pub topic: Arc<str>,
-    /// The offset of the next record `poll()` returns (the consumer position).
+    /// The offset of the next record `poll()` returns from the main stream (the consumer
+    /// position).
     pub position: Option<i64>,
-    /// The next offset to fetch: `position` plus what is buffered.
-    pub fetch_offset: Option<i64>,
     pub lookup: Option<PositionLookup>,
     /// Set while a position lookup for this partition is running.
     pub lookup_in_flight: bool,
     pub paused: bool,
-    pub buffer: VecDeque<Record>,
-    pub buffered_bytes: usize,
-    pub in_flight: bool,
     /// Bumped by seek/reset: a fetch or lookup answer for an older cursor is dropped.
     pub cursor: u64,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// The main stream: fetches from `position` on, with no upper bound. Position lookups count
+    /// their failures here too.
+    pub main: Stream,
+    /// KIP-333: the recovery stream draining the backlog ranges, while any are unfinished.
+    pub recovery: Option<Recovery>,
+}
+
+/// Which of a partition's two fetch cursors a fetch or a record belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum StreamKind {
+    Main,
+    Recovery,
+}
+
+impl StreamKind {
+    /// The connection its fetches go on: a main stream's fetch waiting at the log end must not
+    /// hold up the recovery stream's.
+    fn lane(self) -> Lane {
+        match self {
+            StreamKind::Main => Lane::Default,
+            StreamKind::Recovery => Lane::Recovery,
+        }
+    }
+}
+
+/// One fetch cursor of a partition and what it has buffered. Each stream is its own KIP-572 task:
+/// it backs off and is reported stuck on its own, so a failing recovery stream never holds up
+/// the main stream (and the other way round).
+pub(crate) struct Stream {
+    /// The next offset to fetch: the stream's delivery position plus what is buffered.
+    pub fetch_offset: Option<i64>,
+    pub buffer: VecDeque<Record>,
+    pub buffered_bytes: usize,
+    pub in_flight: bool,
     pub retry: Retry,
     pub next_attempt: Instant,
     /// First failure since the last progress (KIP-572's task deadline starts here).
@@ -60,21 +91,13 @@ pub(crate) struct PartitionState {
     pub oversized: bool,
 }
 
-impl PartitionState {
-    pub fn new(topic: &str, lookup: PositionLookup, backoff: Backoff) -> PartitionState {
-        PartitionState {
-            topic: Arc::from(topic),
-            position: None,
+impl Stream {
+    fn new(backoff: Backoff) -> Stream {
+        Stream {
             fetch_offset: None,
-            lookup: Some(lookup),
-            lookup_in_flight: false,
-            paused: false,
             buffer: VecDeque::new(),
             buffered_bytes: 0,
             in_flight: false,
-            cursor: 0,
-            high_watermark: -1,
-            log_start_offset: -1,
             retry: Retry::new(backoff),
             next_attempt: Instant::now(),
             failing_since: None,
@@ -82,26 +105,6 @@ impl PartitionState {
             stuck_reported_at: None,
             oversized: false,
         }
-    }
-
-    /// Moves the cursor: drops what is buffered and any answer in flight.
-    pub fn seek(&mut self, offset: i64) -> usize {
-        let freed = self.clear_buffer();
-        self.position = Some(offset);
-        self.fetch_offset = Some(offset);
-        self.lookup = None;
-        self.cursor += 1;
-        self.failing_since = None;
-        freed
-    }
-
-    pub fn reset(&mut self, lookup: PositionLookup) -> usize {
-        let freed = self.clear_buffer();
-        self.position = None;
-        self.fetch_offset = None;
-        self.lookup = Some(lookup);
-        self.cursor += 1;
-        freed
     }
 
     fn clear_buffer(&mut self) -> usize {
@@ -123,6 +126,263 @@ impl PartitionState {
         self.stuck_reported_at = None;
         self.last_error = None;
         self.retry.succeeded();
+    }
+
+    /// KIP-572: whether this stream has made no progress for `task_timeout` since it started
+    /// failing (or since it was last reported); marks it reported.
+    fn stuck(&mut self, now: Instant, task_timeout: Duration) -> Option<String> {
+        let since = self.failing_since?;
+        let due = self.stuck_reported_at.unwrap_or(since) + task_timeout;
+        if now < due {
+            return None;
+        }
+        self.stuck_reported_at = Some(now);
+        Some(
+            self.last_error
+                .clone()
+                .unwrap_or_else(|| "no progress".into()),
+        )
+    }
+
+    /// Whether the fetch loop may send a fetch for this stream now.
+    fn wants_fetch(&self, now: Instant, max_partition_fetch_bytes: i32) -> Option<i64> {
+        let offset = self.fetch_offset?;
+        let full = self.buffered_bytes >= 2 * max_partition_fetch_bytes.max(0) as usize;
+        (!self.in_flight && now >= self.next_attempt && !full).then_some(offset)
+    }
+}
+
+/// KIP-333: a partition's backlog ranges and the stream that drains them, first range first.
+///
+/// `state.ranges` moves as records are *delivered* (it is what gets committed); the stream's
+/// `fetch_offset` runs ahead of it as records are *fetched*, within the range ending at
+/// `fetch_end`. `state.main_next` is not used: the partition's `position` is the main stream's.
+pub(crate) struct Recovery {
+    pub state: RecoveryState,
+    pub stream: Stream,
+    /// The end of the range the stream fetches from now: records at or above it belong to a
+    /// later range or to the main stream and are dropped from a recovery fetch.
+    pub fetch_end: i64,
+}
+
+impl Recovery {
+    /// The recovery stream for `state`'s ranges, or `None` when there are none.
+    fn start(state: RecoveryState, backoff: Backoff) -> Option<Recovery> {
+        let (next, end) = state.next_fetches().recovery?;
+        let mut stream = Stream::new(backoff);
+        stream.fetch_offset = Some(next);
+        Some(Recovery {
+            state,
+            stream,
+            fetch_end: end,
+        })
+    }
+
+    /// The stream fetched everything below `next` in its current range: carry on there, or move
+    /// on to the next range once this one is fetched to its end (nothing left: `None`).
+    fn fetched_to(&mut self, next: i64) {
+        if next < self.fetch_end {
+            self.stream.fetch_offset = Some(next);
+            return;
+        }
+        let fetch_end = self.fetch_end;
+        match self.state.ranges.iter().find(|r| r.start >= fetch_end) {
+            Some(r) => {
+                self.stream.fetch_offset = Some(r.next);
+                self.fetch_end = r.end;
+            }
+            None => self.stream.fetch_offset = None,
+        }
+    }
+
+    /// With nothing buffered, every offset below the fetch cursor was delivered or does not exist
+    /// (control batches, compaction, a range's tail): the ranges move up to it.
+    fn settle(&mut self) {
+        if !self.stream.buffer.is_empty() {
+            return;
+        }
+        let frontier = self.stream.fetch_offset.unwrap_or(i64::MAX);
+        while let Some(first) = self.state.ranges.first().copied() {
+            if first.next >= frontier {
+                break;
+            }
+            self.state.recovery_skipped_to(frontier.min(first.end));
+            if self.state.ranges.first() == Some(&first) {
+                break;
+            }
+        }
+    }
+
+    /// The largest end over the unfinished ranges.
+    fn max_end(&self) -> i64 {
+        self.state.ranges.last().map_or(i64::MIN, |r| r.end)
+    }
+
+    fn done(&self) -> bool {
+        !self.state.is_active() && self.stream.buffer.is_empty()
+    }
+}
+
+impl PartitionState {
+    pub fn new(topic: &str, lookup: PositionLookup, backoff: Backoff) -> PartitionState {
+        PartitionState {
+            topic: Arc::from(topic),
+            position: None,
+            lookup: Some(lookup),
+            lookup_in_flight: false,
+            paused: false,
+            cursor: 0,
+            high_watermark: -1,
+            log_start_offset: -1,
+            main: Stream::new(backoff),
+            recovery: None,
+        }
+    }
+
+    /// Bytes buffered by both streams.
+    pub fn buffered_bytes(&self) -> usize {
+        self.main.buffered_bytes
+            + self
+                .recovery
+                .as_ref()
+                .map_or(0, |r| r.stream.buffered_bytes)
+    }
+
+    /// Moves the cursor: drops what is buffered, any answer in flight and (KIP-333) the recovery
+    /// ranges: the application chose where to read from.
+    pub fn seek(&mut self, offset: i64) -> usize {
+        let freed = self.cancel_recovery() + self.main.clear_buffer();
+        self.position = Some(offset);
+        self.main.fetch_offset = Some(offset);
+        self.lookup = None;
+        self.cursor += 1;
+        self.main.failing_since = None;
+        freed
+    }
+
+    /// `seek_to_beginning`/`_end` and OFFSET_OUT_OF_RANGE: look the position up again.
+    pub fn reset(&mut self, lookup: PositionLookup) -> usize {
+        let freed = self.main.clear_buffer();
+        self.position = None;
+        self.main.fetch_offset = None;
+        self.lookup = Some(lookup);
+        self.cursor += 1;
+        freed
+    }
+
+    /// Drops the recovery stream and its ranges; returns the bytes it had buffered.
+    pub fn cancel_recovery(&mut self) -> usize {
+        match self.recovery.take() {
+            Some(mut r) => {
+                if r.state.is_active() {
+                    tracing::info!(
+                        topic = %self.topic,
+                        ranges = ?r.state.ranges,
+                        "recovery ranges cancelled (seek or reset of the partition)"
+                    );
+                }
+                r.stream.clear_buffer()
+            }
+            None => 0,
+        }
+    }
+
+    fn failed(&mut self, why: String, backoff_wait: bool) {
+        self.main.failed(why, backoff_wait)
+    }
+
+    fn progressed(&mut self) {
+        self.main.progressed()
+    }
+
+    /// Whether a recovery stream still has records to deliver.
+    pub fn recovery_active(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    /// Takes the next buffered record of `kind` and accounts for it: the main stream's position,
+    /// or the recovery range holding it. Returns the record and the bytes it held.
+    pub fn pop(&mut self, kind: StreamKind) -> Option<(Record, usize)> {
+        let (r, size) = match kind {
+            StreamKind::Main => {
+                let r = self.main.buffer.pop_front()?;
+                let size = record_size(&r);
+                self.main.buffered_bytes -= size;
+                self.position = Some(r.offset + 1);
+                (r, size)
+            }
+            StreamKind::Recovery => {
+                let rc = self.recovery.as_mut()?;
+                let r = rc.stream.buffer.pop_front()?;
+                let size = record_size(&r);
+                rc.stream.buffered_bytes -= size;
+                rc.state.recovery_delivered(r.offset);
+                (r, size)
+            }
+        };
+        Some((r, size))
+    }
+
+    /// After a poll took records: a stream with nothing buffered moves past what its fetches
+    /// skipped (transaction markers, compacted-away offsets), as the Java client's position does,
+    /// so commits and lag reach the end of the log; a recovery stream with nothing left ends.
+    pub fn after_drain(&mut self) {
+        if self.main.buffer.is_empty() {
+            self.position = self.main.fetch_offset.max(self.position);
+        }
+        if let Some(rc) = self.recovery.as_mut() {
+            rc.settle();
+            if rc.done() {
+                tracing::info!(topic = %self.topic, "recovery stream finished its backlog");
+                self.recovery = None;
+            }
+        }
+    }
+
+    /// What a commit of this partition's progress says (`None` before it has a position): the
+    /// position, or with unfinished recovery ranges (KIP-333) the low-water mark over them and
+    /// the main stream, with the token that lets the next lagless owner resume each stream.
+    pub fn commit_offset(&self) -> Option<OffsetAndMetadata> {
+        let position = self.position?;
+        Some(match &self.recovery {
+            Some(rc) if rc.state.is_active() => {
+                let st = RecoveryState {
+                    main_next: position,
+                    ranges: rc.state.ranges.clone(),
+                };
+                OffsetAndMetadata {
+                    offset: st.low_water_mark(),
+                    metadata: st.token(),
+                }
+            }
+            _ => OffsetAndMetadata {
+                offset: position,
+                metadata: String::new(),
+            },
+        })
+    }
+
+    /// Each stream that may fetch now, with its offset.
+    fn fetchable(&self, now: Instant, max_partition_fetch_bytes: i32) -> Vec<(StreamKind, i64)> {
+        let mut out = Vec::new();
+        if let Some(o) = self.main.wants_fetch(now, max_partition_fetch_bytes) {
+            out.push((StreamKind::Main, o));
+        }
+        if let Some(o) = self
+            .recovery
+            .as_ref()
+            .and_then(|r| r.stream.wants_fetch(now, max_partition_fetch_bytes))
+        {
+            out.push((StreamKind::Recovery, o));
+        }
+        out
+    }
+
+    fn stream_mut(&mut self, kind: StreamKind) -> Option<&mut Stream> {
+        match kind {
+            StreamKind::Main => Some(&mut self.main),
+            StreamKind::Recovery => self.recovery.as_mut().map(|r| &mut r.stream),
+        }
     }
 }
 
@@ -203,24 +463,25 @@ impl Shared {
         let mut st = self.lock();
         for tp in partitions {
             if let Some(p) = st.partitions.remove(tp) {
-                st.buffered_bytes -= p.buffered_bytes;
+                st.buffered_bytes -= p.buffered_bytes();
             }
         }
     }
 
-    /// The consumed positions of `partitions` (those that have one).
-    pub fn positions<'a>(
+    /// What a commit of `partitions`' progress says (those that have a position): see
+    /// [`PartitionState::commit_offset`].
+    pub fn commit_offsets<'a>(
         &self,
         partitions: impl IntoIterator<Item = &'a TopicPartition>,
-    ) -> Vec<(TopicPartition, i64)> {
+    ) -> Vec<(TopicPartition, OffsetAndMetadata)> {
         let st = self.lock();
         partitions
             .into_iter()
             .filter_map(|tp| {
                 st.partitions
                     .get(tp)
-                    .and_then(|p| p.position)
-                    .map(|pos| (tp.clone(), pos))
+                    .and_then(|p| p.commit_offset())
+                    .map(|o| (tp.clone(), o))
             })
             .collect()
     }
@@ -243,8 +504,12 @@ impl Shared {
 /// (partition, fetch offset, cursor, leader epoch, oversized first batch)
 type FetchCandidate = (TopicPartition, i64, u64, i32, bool);
 
+/// One Fetch request: to one broker, for one kind of stream. A Fetch names each partition once,
+/// so a partition's main and recovery streams go in separate requests, which the pipelined
+/// connection sends side by side.
 struct FetchPlan {
     broker: i32,
+    kind: StreamKind,
     /// (partition, fetch offset, cursor)
     partitions: Vec<(TopicPartition, i64, u64)>,
     request: FetchRequest,
@@ -253,6 +518,7 @@ struct FetchPlan {
 enum TaskDone {
     Fetch {
         plan_broker: i32,
+        kind: StreamKind,
         partitions: Vec<(TopicPartition, i64, u64)>,
         result: Result<crate::protocol::msg::FetchResponse>,
     },
@@ -265,6 +531,9 @@ enum TaskDone {
 
 pub(crate) enum LookupOutcome {
     Position(i64),
+    /// KIP-333: a takeover with a backlog (or a recovery token to resume): the main stream
+    /// starts at `main_next`, a recovery stream drains the ranges.
+    Recover(RecoveryState),
     NoOffset,
     Failed(Error),
 }
@@ -272,7 +541,7 @@ pub(crate) enum LookupOutcome {
 /// The fetch task: runs until the consumer closes.
 pub(crate) async fn run(shared: Arc<Shared>) {
     let mut tasks: JoinSet<TaskDone> = JoinSet::new();
-    let mut busy_brokers: HashSet<i32> = HashSet::new();
+    let mut busy_brokers: HashSet<(i32, StreamKind)> = HashSet::new();
     let mut metadata_in_flight = false;
     let mut lookup_in_flight = false;
     let mut metadata_wanted = true;
@@ -289,42 +558,51 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
             let now = Instant::now();
             let buffer_full = st.buffered_bytes >= shared.config.fetch_buffer_max_bytes;
-            let mut per_broker: BTreeMap<i32, Vec<FetchCandidate>> = BTreeMap::new();
+            let task_timeout = shared.config.common.task_timeout;
+            let mut per_broker: BTreeMap<(i32, StreamKind), Vec<FetchCandidate>> = BTreeMap::new();
             let mut unknown_topics: Vec<String> = Vec::new();
             let mut stuck: Vec<Error> = Vec::new();
             for (tp, p) in st.partitions.iter_mut() {
-                // KIP-572: report a partition that made no progress for task.timeout.ms.
-                if let Some(since) = p.failing_since {
-                    let due = p.stuck_reported_at.map_or(since, |t| t)
-                        + shared.config.common.task_timeout;
-                    if now >= due {
-                        p.stuck_reported_at = Some(now);
-                        stuck.push(Error::PartitionStuck {
-                            partition: ErrorPartition {
-                                topic: tp.topic.clone(),
-                                partition: tp.partition,
-                            },
-                            cause: p.last_error.clone().unwrap_or_else(|| "no progress".into()),
-                        });
-                    }
+                // KIP-572: report a stream that made no progress for task.timeout.ms.
+                let partition = ErrorPartition {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                };
+                if let Some(cause) = p.main.stuck(now, task_timeout) {
+                    stuck.push(Error::PartitionStuck {
+                        partition: partition.clone(),
+                        cause,
+                    });
+                }
+                if let Some(cause) = p
+                    .recovery
+                    .as_mut()
+                    .and_then(|r| r.stream.stuck(now, task_timeout))
+                {
+                    stuck.push(Error::PartitionStuck {
+                        partition,
+                        cause: format!("recovery stream: {cause}"),
+                    });
                 }
                 if let Some(l) = p.lookup {
-                    if !p.lookup_in_flight && now >= p.next_attempt {
+                    if !p.lookup_in_flight && now >= p.main.next_attempt {
                         lookups.push((tp.clone(), l, p.cursor));
                     }
+                }
+                if p.paused || buffer_full {
                     continue;
                 }
-                let Some(offset) = p.fetch_offset else {
+                let ready = p.fetchable(now, shared.config.max_partition_fetch_bytes);
+                if ready.is_empty() {
                     continue;
+                }
+                let fail_all = |p: &mut PartitionState, why: String| {
+                    for (kind, _) in &ready {
+                        if let Some(s) = p.stream_mut(*kind) {
+                            s.failed(why.clone(), true);
+                        }
+                    }
                 };
-                if p.paused || p.in_flight || now < p.next_attempt {
-                    continue;
-                }
-                if buffer_full
-                    || p.buffered_bytes >= 2 * shared.config.max_partition_fetch_bytes as usize
-                {
-                    continue;
-                }
                 match meta.topics.get(&tp.topic) {
                     None => {
                         metadata_wanted = true;
@@ -332,7 +610,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     }
                     Some(t) if t.error_code == codes::UNKNOWN_TOPIC_OR_PARTITION => {
                         unknown_topics.push(tp.topic.clone());
-                        p.failed(format!("topic `{}` does not exist", tp.topic), true);
+                        fail_all(p, format!("topic `{}` does not exist", tp.topic));
                         metadata_wanted = true;
                         continue;
                     }
@@ -340,25 +618,28 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 }
                 match meta.partition(&tp.topic, tp.partition) {
                     Some(info) if info.leader >= 0 => {
-                        per_broker.entry(info.leader).or_default().push((
-                            tp.clone(),
-                            offset,
-                            p.cursor,
-                            info.leader_epoch,
-                            p.oversized,
-                        ));
+                        for (kind, offset) in &ready {
+                            let oversized = p.stream_mut(*kind).is_some_and(|s| s.oversized);
+                            per_broker.entry((info.leader, *kind)).or_default().push((
+                                tp.clone(),
+                                *offset,
+                                p.cursor,
+                                info.leader_epoch,
+                                oversized,
+                            ));
+                        }
                     }
                     Some(_) => {
-                        p.failed(format!("{}-{} has no leader", tp.topic, tp.partition), true);
+                        fail_all(p, format!("{}-{} has no leader", tp.topic, tp.partition));
                         metadata_wanted = true;
                     }
                     None => {
-                        p.failed(
+                        fail_all(
+                            p,
                             format!(
                                 "{}-{} is not in the cluster metadata",
                                 tp.topic, tp.partition
                             ),
-                            true,
                         );
                         metadata_wanted = true;
                     }
@@ -372,18 +653,18 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     shared.push_error(&mut st, Error::UnknownTopic(t));
                 }
             }
-            for (broker, mut parts) in per_broker {
-                if busy_brokers.contains(&broker) {
+            for ((broker, kind), mut parts) in per_broker {
+                if busy_brokers.contains(&(broker, kind)) {
                     continue;
                 }
                 // Partitions whose first batch was too large go first (KIP-74).
                 parts.sort_by_key(|p| !p.4);
                 for (tp, _, _, _, _) in &parts {
-                    if let Some(p) = st.partitions.get_mut(tp) {
-                        p.in_flight = true;
+                    if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
+                        s.in_flight = true;
                     }
                 }
-                plans.push(build_fetch(&shared.config, broker, parts));
+                plans.push(build_fetch(&shared.config, broker, kind, parts));
             }
             if !lookup_in_flight && !lookups.is_empty() {
                 for (tp, _, _) in &lookups {
@@ -395,18 +676,22 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         }
 
         for plan in plans {
-            busy_brokers.insert(plan.broker);
+            busy_brokers.insert((plan.broker, plan.kind));
             let shared2 = shared.clone();
             tasks.spawn(async move {
                 let timeout = shared2.config.common.request_timeout + shared2.config.fetch_max_wait;
                 let deadline = Deadline::after(timeout);
                 let result = async {
-                    let conn = shared2.cluster.broker(plan.broker, deadline).await?;
+                    let conn = shared2
+                        .cluster
+                        .broker_on(plan.broker, plan.kind.lane(), deadline)
+                        .await?;
                     conn.call_with_timeout(&plan.request, timeout).await
                 }
                 .await;
                 TaskDone::Fetch {
                     plan_broker: plan.broker,
+                    kind: plan.kind,
                     partitions: plan.partitions,
                     result,
                 }
@@ -443,11 +728,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         match done {
             Some(TaskDone::Fetch {
                 plan_broker,
+                kind,
                 partitions,
                 result,
             }) => {
-                busy_brokers.remove(&plan_broker);
-                if handle_fetch(&shared, plan_broker, partitions, result) {
+                busy_brokers.remove(&(plan_broker, kind));
+                if handle_fetch(&shared, plan_broker, kind, partitions, result) {
                     metadata_wanted = true;
                 }
             }
@@ -480,7 +766,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 fn build_fetch(
     config: &ConsumerConfig,
     broker: i32,
-    parts: Vec<(TopicPartition, i64, u64, i32, bool)>,
+    kind: StreamKind,
+    parts: Vec<FetchCandidate>,
 ) -> FetchPlan {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (tp, offset, _, epoch, _) in &parts {
@@ -513,6 +800,7 @@ fn build_fetch(
         ));
     FetchPlan {
         broker,
+        kind,
         partitions: parts
             .into_iter()
             .map(|(tp, o, c, _, _)| (tp, o, c))
@@ -521,10 +809,11 @@ fn build_fetch(
     }
 }
 
-/// Applies a fetch answer. Returns whether metadata should be refreshed.
+/// Applies a fetch answer for streams of `kind`. Returns whether metadata should be refreshed.
 fn handle_fetch(
     shared: &Shared,
     broker: i32,
+    kind: StreamKind,
     sent: Vec<(TopicPartition, i64, u64)>,
     result: Result<crate::protocol::msg::FetchResponse>,
 ) -> bool {
@@ -535,9 +824,9 @@ fn handle_fetch(
         Ok(r) => {
             let e = Error::kafka(r.error_code, format!("fetch from broker {broker}"));
             for (tp, _, _) in &sent {
-                if let Some(p) = st.partitions.get_mut(tp) {
-                    p.in_flight = false;
-                    p.failed(e.to_string(), true);
+                if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
+                    s.in_flight = false;
+                    s.failed(e.to_string(), true);
                 }
             }
             return true;
@@ -550,12 +839,12 @@ fn handle_fetch(
                 shared.push_error(&mut st, e.clone());
             }
             for (tp, _, _) in &sent {
-                if let Some(p) = st.partitions.get_mut(tp) {
-                    p.in_flight = false;
-                    p.failed(e.to_string(), true);
+                if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
+                    s.in_flight = false;
+                    s.failed(e.to_string(), true);
                 }
             }
-            shared.cluster.disconnect(broker);
+            shared.cluster.disconnect(broker, kind.lane());
             return true;
         }
     };
@@ -580,8 +869,12 @@ fn handle_fetch(
             let Some(p) = st.partitions.get_mut(&key) else {
                 continue;
             };
-            p.in_flight = false;
-            if p.cursor != cursor || p.fetch_offset != Some(offset) {
+            let moved = p.cursor != cursor;
+            let Some(stream) = p.stream_mut(kind) else {
+                continue; // the recovery stream ended or was cancelled meanwhile
+            };
+            stream.in_flight = false;
+            if moved || stream.fetch_offset != Some(offset) {
                 continue; // seeked, reset or reassigned meanwhile
             }
             let code = pd.error_code;
@@ -589,11 +882,18 @@ fn handle_fetch(
                 p.high_watermark = pd.high_watermark;
                 p.log_start_offset = pd.log_start_offset;
                 let data = pd.records.unwrap_or_default();
+                // A recovery stream delivers its current range only; later offsets belong to a
+                // later range or to the main stream.
+                let limit = match (kind, &p.recovery) {
+                    (StreamKind::Recovery, Some(rc)) => rc.fetch_end,
+                    _ => i64::MAX,
+                };
+                let stream = p.stream_mut(kind).expect("checked above");
                 match decode_batches(data.clone(), shared.config.check_crcs) {
                     Ok(decoded) => {
                         let mut next = offset;
                         let mut added = 0usize;
-                        for batch in decoded.batches {
+                        'batches: for batch in decoded.batches {
                             if batch.is_control {
                                 next = next.max(batch.last_offset + 1);
                                 continue;
@@ -602,37 +902,52 @@ fn handle_fetch(
                                 if r.offset < next {
                                     continue; // the batch holding `offset` starts before it
                                 }
+                                if r.offset >= limit {
+                                    next = limit;
+                                    break 'batches;
+                                }
                                 next = r.offset + 1;
                                 added += record_size(&r);
-                                p.buffer.push_back(r);
+                                stream.buffer.push_back(r);
                             }
                             // Compaction can leave a batch whose last records are gone.
                             next = next.max(batch.last_offset + 1);
                         }
-                        p.oversized = decoded.truncated && next == offset && !data.is_empty();
-                        if p.oversized {
-                            p.failed(
+                        stream.oversized = decoded.truncated && next == offset && !data.is_empty();
+                        if stream.oversized {
+                            stream.failed(
                                 format!("a record batch at offset {offset} is larger than max.partition.fetch.bytes"),
                                 false,
                             );
                         } else {
-                            p.progressed();
+                            stream.progressed();
                         }
-                        p.fetch_offset = Some(next);
-                        if p.buffer.is_empty() {
-                            // Only transaction markers (or compacted-away records) up to `next`:
-                            // the position moves past them, as the Java client's does, so that
-                            // commits and lag reach the end of the log.
-                            p.position = Some(next);
+                        stream.buffered_bytes += added;
+                        let nothing_buffered = stream.buffer.is_empty();
+                        match kind {
+                            StreamKind::Main => {
+                                p.main.fetch_offset = Some(next);
+                                if nothing_buffered {
+                                    // Only transaction markers (or compacted-away records) up to
+                                    // `next`: the position moves past them, as the Java client's
+                                    // does, so that commits and lag reach the end of the log.
+                                    p.position = Some(next);
+                                }
+                            }
+                            StreamKind::Recovery => {
+                                if let Some(rc) = p.recovery.as_mut() {
+                                    rc.fetched_to(next);
+                                }
+                                p.after_drain();
+                            }
                         }
-                        p.buffered_bytes += added;
                         st.buffered_bytes += added;
                         if added > 0 {
                             new_data = true;
                         }
                     }
                     Err(e) => {
-                        p.failed(e.to_string(), true);
+                        stream.failed(e.to_string(), true);
                         errors.push(Error::Corrupt(format!(
                             "{}-{} at offset {offset}: {e}",
                             key.topic, key.partition
@@ -643,18 +958,24 @@ fn handle_fetch(
             }
             let e = Error::kafka_partition(code, "fetch", &key.topic, key.partition);
             if code == codes::OFFSET_OUT_OF_RANGE {
-                tracing::info!(topic = %key.topic, partition = key.partition, offset, "fetch offset out of range; applying auto.offset.reset");
-                let freed = p.reset(PositionLookup::ResetPolicy);
-                st.buffered_bytes -= freed;
+                match kind {
+                    StreamKind::Main => {
+                        tracing::info!(topic = %key.topic, partition = key.partition, offset, "fetch offset out of range; applying auto.offset.reset");
+                        let freed = p.reset(PositionLookup::ResetPolicy);
+                        st.buffered_bytes -= freed;
+                    }
+                    StreamKind::Recovery => recovery_out_of_range(p, &key, offset, e),
+                }
                 continue;
             }
+            let stream = p.stream_mut(kind).expect("checked above");
             match kafka_error_action(code) {
                 Action::RefreshMetadata | Action::Retry => {
                     refresh |= kafka_error_action(code) == Action::RefreshMetadata;
-                    p.failed(e.to_string(), true);
+                    stream.failed(e.to_string(), true);
                 }
                 _ => {
-                    p.failed(e.to_string(), true);
+                    stream.failed(e.to_string(), true);
                     errors.push(e);
                 }
             }
@@ -663,8 +984,8 @@ fn handle_fetch(
     // A partition the broker left out of its answer is simply fetched again.
     for (tp, _, _) in &sent {
         if !answered.contains(&(tp.topic.clone(), tp.partition)) {
-            if let Some(p) = st.partitions.get_mut(tp) {
-                p.in_flight = false;
+            if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
+                s.in_flight = false;
             }
         }
     }
@@ -675,6 +996,30 @@ fn handle_fetch(
         shared.data_ready.notify_all();
     }
     refresh
+}
+
+/// OFFSET_OUT_OF_RANGE on a recovery stream: retention deleted the start of the backlog before
+/// the stream reached it. Those records are gone for every client; the stream skips to the log
+/// start (known from the main stream's fetches) with a warning, instead of failing the partition
+/// or resetting the main stream. Until the log start is known to be past the offset, it retries.
+fn recovery_out_of_range(p: &mut PartitionState, tp: &TopicPartition, offset: i64, e: Error) {
+    let log_start = p.log_start_offset;
+    let Some(rc) = p.recovery.as_mut() else {
+        return;
+    };
+    if log_start > offset {
+        tracing::warn!(
+            topic = %tp.topic,
+            partition = tp.partition,
+            from = offset,
+            to = log_start,
+            "records of the recovery backlog were deleted by retention before they were read; skipping to the log start"
+        );
+        rc.fetched_to(log_start);
+        p.after_drain();
+    } else {
+        rc.stream.failed(e.to_string(), true);
+    }
 }
 
 /// Applies position lookups. Returns whether metadata should be refreshed (a partition's lookup
@@ -707,6 +1052,7 @@ fn handle_lookup(
     let mut refresh = false;
     let mut errors = Vec::new();
     let mut unknown: Vec<String> = Vec::new();
+    let mut freed = 0usize;
     for (tp, outcome) in outcomes {
         let Some(p) = st.partitions.get_mut(&tp) else {
             continue;
@@ -716,10 +1062,29 @@ fn handle_lookup(
         }
         match outcome {
             LookupOutcome::Position(o) => {
+                // A main stream reset below a backlog range re-reads it: the range is dropped.
+                if p.recovery.as_ref().is_some_and(|r| o < r.max_end()) {
+                    freed += p.cancel_recovery();
+                }
                 p.position = Some(o);
-                p.fetch_offset = Some(o);
+                p.main.fetch_offset = Some(o);
                 p.lookup = None;
                 p.progressed();
+            }
+            LookupOutcome::Recover(state) => {
+                tracing::info!(
+                    topic = %tp.topic,
+                    partition = tp.partition,
+                    main = state.main_next,
+                    ranges = ?state.ranges,
+                    "backlog drains in a recovery stream; the main stream starts after it"
+                );
+                freed += p.cancel_recovery();
+                p.position = Some(state.main_next);
+                p.main.fetch_offset = Some(state.main_next);
+                p.lookup = None;
+                p.progressed();
+                p.recovery = Recovery::start(state, shared.backoff());
             }
             LookupOutcome::NoOffset => {
                 // auto.offset.reset=none: the application must seek. Report once.
@@ -740,6 +1105,7 @@ fn handle_lookup(
             }
         }
     }
+    st.buffered_bytes -= freed;
     for t in unknown {
         if st.reported_unknown.insert(t.clone()) {
             errors.push(Error::UnknownTopic(t));

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::backoff::{Deadline, Retry};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Lane};
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 use crate::fetch::{reset_policy, LookupOutcome, PositionLookup, Shared};
 use crate::protocol::msg::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -12,6 +12,7 @@ use crate::protocol::msg::offset_fetch_request::OffsetFetchRequestTopic;
 use crate::protocol::msg::{
     BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes, TopicName,
 };
+use crate::recovery::RecoveryState;
 use crate::TopicPartition;
 
 /// ListOffsets' special timestamps.
@@ -46,15 +47,53 @@ pub(crate) async fn lookup_positions(
         }
         _ => HashMap::new(),
     };
+    // KIP-333: committed partitions whose backlog may get a recovery stream need the log end.
+    let mut takeovers: Vec<(TopicPartition, OffsetAndMetadata)> = Vec::new();
     for (tp, lookup, _) in wanted {
         match lookup {
             PositionLookup::Committed => match committed.get(tp) {
+                Some(Some(c)) if c.offset >= 0 && config.enable_parallel_rebalance => {
+                    takeovers.push((tp.clone(), c.clone()))
+                }
                 Some(Some(c)) if c.offset >= 0 => {
                     out.push((tp.clone(), LookupOutcome::Position(c.offset)))
                 }
                 _ => by_policy.push((tp.clone(), PositionLookup::ResetPolicy)),
             },
             other => by_policy.push((tp.clone(), *other)),
+        }
+    }
+    if !takeovers.is_empty() {
+        let ends: Vec<(TopicPartition, i64)> = takeovers
+            .iter()
+            .map(|(tp, _)| (tp.clone(), LATEST_TIMESTAMP))
+            .collect();
+        let mut ends: HashMap<TopicPartition, Result<(i64, i64)>> =
+            list_offsets_with(&shared.cluster, &ends, deadline, false)
+                .await?
+                .into_iter()
+                .collect();
+        for (tp, c) in takeovers {
+            let outcome = match ends.remove(&tp) {
+                Some(Ok((log_end, _))) => {
+                    let state = RecoveryState::on_assignment(
+                        c.offset,
+                        Some(&c.metadata),
+                        log_end,
+                        config.parallel_rebalance_min_lag,
+                    );
+                    if state.is_active() {
+                        LookupOutcome::Recover(state)
+                    } else {
+                        LookupOutcome::Position(state.main_next)
+                    }
+                }
+                Some(Err(e)) => LookupOutcome::Failed(e),
+                None => LookupOutcome::Failed(Error::Transport(format!(
+                    "no log end offset for {tp} in the ListOffsets answer"
+                ))),
+            };
+            out.push((tp, outcome));
         }
     }
     let mut requests: Vec<(TopicPartition, i64)> = Vec::new();
@@ -294,7 +333,7 @@ pub async fn fetch_committed(
             let resp = conn
                 .call(&req)
                 .await
-                .inspect_err(|_| cluster.disconnect(coordinator))?;
+                .inspect_err(|_| cluster.disconnect(coordinator, Lane::Coordinator))?;
             if resp.error_code != codes::NONE {
                 return Err(Error::kafka(
                     resp.error_code,

@@ -72,7 +72,7 @@ pub(crate) struct GroupLocal {
     pub join_retry_at: Instant,
     pub owned: BTreeSet<TopicPartition>,
     pub next_auto_commit: Instant,
-    pub last_committed: HashMap<TopicPartition, i64>,
+    pub last_committed: HashMap<TopicPartition, OffsetAndMetadata>,
     pub commits_done: mpsc::Receiver<(CommitCallback, Result<CommitResults>)>,
     pub commits_tx: mpsc::Sender<(CommitCallback, Result<CommitResults>)>,
 }
@@ -271,20 +271,39 @@ impl Consumer {
     }
 
     /// The offsets `commit` uses when none are given: the consumed position of every assigned
-    /// partition, i.e. the offset after the last record `poll()` returned.
+    /// partition, i.e. the offset after the last record `poll()` returned. A partition with
+    /// unfinished recovery ranges (KIP-333) gives the low-water mark over them and the main
+    /// stream, with the recovery token as metadata.
     pub fn consumed_offsets(&self) -> Vec<(TopicPartition, OffsetAndMetadata)> {
         let assigned: Vec<TopicPartition> = self.assignment();
-        self.shared
-            .positions(assigned.iter())
+        self.shared.commit_offsets(assigned.iter())
+    }
+
+    /// KIP-333: an explicit commit must not pass a partition's unfinished backlog either. An
+    /// offset at or above the low-water mark of a partition whose recovery stream still runs is
+    /// committed as the low-water mark with the recovery token (it is how far this member has
+    /// provably got); an offset below it is committed as given.
+    fn within_backlog(
+        &self,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+    ) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        if !self.shared.config.enable_parallel_rebalance {
+            return offsets;
+        }
+        let st = self.shared.lock();
+        offsets
             .into_iter()
-            .map(|(tp, offset)| {
-                (
-                    tp,
-                    OffsetAndMetadata {
-                        offset,
-                        metadata: String::new(),
-                    },
-                )
+            .map(|(tp, om)| {
+                let p = st.partitions.get(&tp).filter(|p| p.recovery_active());
+                match p.and_then(|p| p.commit_offset()) {
+                    Some(low) if om.offset >= low.offset => {
+                        if om.offset > low.offset {
+                            tracing::debug!(partition = %tp, asked = om.offset, committed = low.offset, "commit held at the recovery low-water mark");
+                        }
+                        (tp, low)
+                    }
+                    _ => (tp, om),
+                }
             })
             .collect()
     }
@@ -309,15 +328,19 @@ impl Consumer {
         timeout: Option<Duration>,
     ) -> Result<CommitResults> {
         self.check_open()?;
-        let offsets = offsets
-            .map(|o| o.to_vec())
-            .unwrap_or_else(|| self.consumed_offsets());
-        validate_offsets(&offsets)?;
+        let offsets = match offsets {
+            Some(o) => {
+                validate_offsets(o)?;
+                self.within_backlog(o.to_vec())
+            }
+            None => self.consumed_offsets(),
+        };
         let driver = self.commit_driver()?;
         let deadline = self.api_deadline(timeout);
         self.run_commit_callbacks();
+        let sent = offsets.clone();
         let res = self.block_on(async move { driver.commit(&offsets, deadline).await })??;
-        self.note_committed(&res);
+        self.note_committed(&sent, &res);
         Ok(res)
     }
 
@@ -329,8 +352,13 @@ impl Consumer {
         callback: Option<CommitCallback>,
     ) -> Result<()> {
         self.check_open()?;
-        let offsets = offsets.unwrap_or_else(|| self.consumed_offsets());
-        validate_offsets(&offsets)?;
+        let offsets = match offsets {
+            Some(o) => {
+                validate_offsets(&o)?;
+                self.within_backlog(o)
+            }
+            None => self.consumed_offsets(),
+        };
         let driver = self.commit_driver()?;
         let deadline = self.api_deadline(None);
         let tx = {
@@ -370,13 +398,14 @@ impl Consumer {
         }
     }
 
-    fn note_committed(&self, res: &CommitResults) {
+    /// Remembers what was committed, so auto-commit sends only what changed since.
+    fn note_committed(&self, sent: &[(TopicPartition, OffsetAndMetadata)], res: &CommitResults) {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(l) = g.as_mut() {
             for (tp, r) in res {
                 if r.is_ok() {
-                    if let Some(pos) = self.shared.positions([tp]).first() {
-                        l.last_committed.insert(tp.clone(), pos.1);
+                    if let Some((_, om)) = sent.iter().find(|(x, _)| x == tp) {
+                        l.last_committed.insert(tp.clone(), om.clone());
                     }
                 }
             }
@@ -412,25 +441,14 @@ impl Consumer {
         }
     }
 
-    /// Auto-commit of the consumed positions of `partitions` before they are revoked.
+    /// Auto-commit of the consumed positions (with recovery tokens) of `partitions` before they
+    /// are revoked.
     fn commit_before_revoke(&self, partitions: &BTreeSet<TopicPartition>, deadline: Deadline) {
         if !self.shared.config.enable_auto_commit || partitions.is_empty() {
             return;
         }
-        let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = self
-            .shared
-            .positions(partitions.iter())
-            .into_iter()
-            .map(|(tp, offset)| {
-                (
-                    tp,
-                    OffsetAndMetadata {
-                        offset,
-                        metadata: String::new(),
-                    },
-                )
-            })
-            .collect();
+        let offsets = self.shared.commit_offsets(partitions.iter());
+        let sent = offsets.clone();
         if let Ok(d) = self.commit_driver() {
             match self.block_on(async move { d.commit(&offsets, deadline).await }) {
                 Ok(Ok(res)) => {
@@ -439,7 +457,7 @@ impl Consumer {
                             tracing::warn!(partition = %tp, error = %e, "auto-commit before revocation failed");
                         }
                     }
-                    self.note_committed(&res);
+                    self.note_committed(&sent, &res);
                 }
                 Ok(Err(e)) => tracing::warn!(error = %e, "auto-commit before revocation failed"),
                 Err(_) => {}
@@ -662,24 +680,16 @@ impl Consumer {
                 return;
             }
             local.next_auto_commit = Instant::now() + self.shared.config.auto_commit_interval;
-            let positions = self.shared.positions(local.owned.iter());
-            let changed: Vec<(TopicPartition, i64)> = positions
+            let changed: Vec<(TopicPartition, OffsetAndMetadata)> = self
+                .shared
+                .commit_offsets(local.owned.iter())
                 .into_iter()
-                .filter(|(tp, pos)| local.last_committed.get(tp) != Some(pos))
+                .filter(|(tp, om)| local.last_committed.get(tp) != Some(om))
                 .collect();
+            for (tp, om) in &changed {
+                local.last_committed.insert(tp.clone(), om.clone());
+            }
             changed
-                .into_iter()
-                .map(|(tp, offset)| {
-                    local.last_committed.insert(tp.clone(), offset);
-                    (
-                        tp,
-                        OffsetAndMetadata {
-                            offset,
-                            metadata: String::new(),
-                        },
-                    )
-                })
-                .collect::<Vec<_>>()
         };
         if !offsets.is_empty() {
             let _ = self.commit_async(Some(offsets), None);

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::backoff::{Deadline, Retry};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Lane};
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, MemberSubscription, RebalanceProtocol};
@@ -153,7 +153,7 @@ impl GroupDriver {
             .take()
         {
             tracing::info!(group = %self.group_id, coordinator = id, reason = why, "marking the coordinator unknown");
-            self.cluster.disconnect(id);
+            self.cluster.disconnect(id, Lane::Coordinator);
         }
     }
 

@@ -1,0 +1,619 @@
+//! Recovery streams (KIP-333, `enable.parallel.rebalance`) against a real broker: a takeover
+//! with a backlog delivers fresh records at once while the backlog drains; the group's committed
+//! offset is the low-water mark and never passes an undelivered record; a second crash resumes
+//! both ranges from the commit token; a consumer with the mode off that takes over mid-recovery
+//! resumes at the low-water mark. Every test counts every offset.
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lagless::{Consumer, ConsumerRecord, ProducerRecord, TopicPartition};
+use support::*;
+
+const MIN_LAG: &str = "10";
+
+/// Appends `n` records to partition 0 of `topic` and returns the log end after them.
+fn produce(bs: &str, topic: &str, n: usize) {
+    let p = producer(bs, &[("linger.ms", "5")]);
+    for i in 0..n {
+        p.send(ProducerRecord::new(topic, format!("v{i}")).with_partition(0))
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(60)).unwrap();
+    p.close(Duration::from_secs(5)).unwrap();
+}
+
+/// A group member of `group` with short liveness timeouts, manual commits and `extra`.
+fn member(bs: &str, group: &str, extra: &[(&str, &str)]) -> Consumer {
+    let mut pairs = vec![
+        ("group.id", group),
+        ("auto.offset.reset", "earliest"),
+        ("enable.auto.commit", "false"),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+        ("max.poll.interval.ms", "30000"),
+    ];
+    for (k, v) in extra {
+        pairs.retain(|(pk, _)| pk != k);
+        pairs.push((k, v));
+    }
+    consumer(bs, &pairs)
+}
+
+fn recovery_member(bs: &str, group: &str, extra: &[(&str, &str)]) -> Consumer {
+    let mut all = vec![
+        ("enable.parallel.rebalance", "true"),
+        ("parallel.rebalance.min.lag", MIN_LAG),
+    ];
+    all.extend_from_slice(extra);
+    member(bs, group, &all)
+}
+
+/// Commits `offset` for partition 0 of `topic` as a member of `group` that then leaves: the
+/// group's state when its previous owner is gone.
+fn commit_as_departed_member(bs: &str, group: &str, topic: &str, offset: i64) {
+    let c = member(bs, group, &[]);
+    c.subscribe(&[topic], None).unwrap();
+    let tp = TopicPartition::new(topic, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.assignment().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the first member got no assignment"
+        );
+        c.poll(Duration::from_millis(100)).unwrap();
+    }
+    c.commit_sync(
+        Some(&[(
+            tp,
+            lagless::OffsetAndMetadata {
+                offset,
+                metadata: String::new(),
+            },
+        )]),
+        None,
+    )
+    .unwrap();
+    c.close(None).unwrap();
+}
+
+fn wait_assigned(c: &Consumer, within: Duration) {
+    let deadline = Instant::now() + within;
+    while c.assignment().is_empty() {
+        assert!(Instant::now() < deadline, "no assignment within {within:?}");
+        c.poll(Duration::from_millis(0)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn committed(c: &Consumer, tp: &TopicPartition) -> lagless::OffsetAndMetadata {
+    c.committed(std::slice::from_ref(tp), None).unwrap()[0]
+        .1
+        .clone()
+        .expect("a committed offset")
+}
+
+/// A producer thread appending a record every `every` until stopped.
+struct Trickle {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl Trickle {
+    fn start(bs: &str, topic: &str, every: Duration) -> Trickle {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (bs, topic, stop2) = (bs.to_string(), topic.to_string(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let p = producer(&bs, &[("linger.ms", "0")]);
+            let mut n = 0;
+            while !stop2.load(Ordering::Relaxed) {
+                p.send(ProducerRecord::new(&topic, "fresh").with_partition(0))
+                    .unwrap();
+                n += 1;
+                std::thread::sleep(every);
+            }
+            p.flush(Duration::from_secs(30)).unwrap();
+            p.close(Duration::from_secs(5)).unwrap();
+            n
+        });
+        Trickle {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops and returns how many records it wrote.
+    fn stop(mut self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Trickle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The seed's example, scaled up so the backlog takes a while to drain: committed 70, the owner
+/// is gone, the log ends at `end` when the partition is taken over, and a producer keeps writing.
+/// Fresh records (from `end` on) come out while the backlog [70, end) is still draining; every
+/// offset from 70 on is delivered exactly once (nothing was re-delivered: the only member is
+/// this one); each record's flag says which stream it came from; and the committed offset, after
+/// every commit, is the smallest offset not yet delivered.
+#[test]
+fn takeover_delivers_fresh_records_at_once_while_the_backlog_drains() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "recovery-seed", 1);
+    let group = unique_name("recovery-seed");
+    let tp = TopicPartition::new(&topic, 0);
+    produce(&bs, &topic, 70);
+    commit_as_departed_member(&bs, &group, &topic, 70);
+    produce(&bs, &topic, 5_000);
+    let end = 5_070;
+
+    let c = recovery_member(&bs, &group, &[("max.poll.records", "50")]);
+    c.subscribe(&[&topic], None).unwrap();
+    wait_assigned(&c, Duration::from_secs(60));
+    let trickle = Trickle::start(&bs, &topic, Duration::from_millis(5));
+
+    let mut delivered: BTreeSet<i64> = BTreeSet::new();
+    let (mut last_main, mut last_recovery) = (-1i64, -1i64);
+    let mut first_fresh_while_recovering = None;
+    let mut saw_recovery_active = false;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "backlog not drained: {} of {}",
+            delivered.len(),
+            end - 70
+        );
+        let records = c.poll(Duration::from_millis(200)).unwrap();
+        let active = c.recovery_active(&tp).unwrap();
+        saw_recovery_active |= active;
+        assert_eq!(active, c.child_consumer_is_alive());
+        for r in &records {
+            assert!(
+                r.offset >= 70,
+                "offset {} is below the committed offset",
+                r.offset
+            );
+            assert!(
+                delivered.insert(r.offset),
+                "offset {} delivered twice",
+                r.offset
+            );
+            if r.from_recovery {
+                assert!(
+                    r.offset < end,
+                    "recovery record {} past the backlog",
+                    r.offset
+                );
+                assert!(r.offset > last_recovery, "recovery stream out of order");
+                last_recovery = r.offset;
+            } else {
+                assert!(
+                    r.offset >= end,
+                    "main-stream record {} inside the backlog",
+                    r.offset
+                );
+                assert!(r.offset > last_main, "main stream out of order");
+                last_main = r.offset;
+                if first_fresh_while_recovering.is_none() && last_recovery < end - 1 {
+                    first_fresh_while_recovering = Some((r.offset, last_recovery));
+                }
+            }
+        }
+        if !records.is_empty() {
+            c.commit_sync(None, None).unwrap();
+            let lowest_undelivered = (70..).find(|o| !delivered.contains(o)).unwrap();
+            let com = committed(&c, &tp);
+            assert_eq!(
+                com.offset, lowest_undelivered,
+                "committed offset vs. deliveries"
+            );
+            assert_eq!(c.position(&tp, None).unwrap(), last_main.max(end - 1) + 1);
+            if c.recovery_active(&tp).unwrap() {
+                assert!(
+                    com.metadata.starts_with("lagless1;m="),
+                    "token: {:?}",
+                    com.metadata
+                );
+            }
+        }
+        // Simulated processing time: the backlog takes seconds to drain at this pace.
+        std::thread::sleep(Duration::from_millis(2));
+        if !c.recovery_active(&tp).unwrap() && last_recovery == end - 1 && last_main > end + 20 {
+            break;
+        }
+    }
+    let written = trickle.stop() as i64;
+    let total_end = end + written;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (delivered.len() as i64) < total_end - 70 {
+        assert!(Instant::now() < deadline, "fresh records missing");
+        for r in c.poll(Duration::from_millis(200)).unwrap() {
+            assert!(!r.from_recovery);
+            assert!(
+                delivered.insert(r.offset),
+                "offset {} delivered twice",
+                r.offset
+            );
+        }
+    }
+    assert_eq!(
+        delivered,
+        (70..total_end).collect::<BTreeSet<_>>(),
+        "every offset from the committed one on, exactly once"
+    );
+    assert!(saw_recovery_active);
+    let (fresh, recovered_so_far) =
+        first_fresh_while_recovering.expect("no fresh record came out before the backlog drained");
+    eprintln!("first fresh record {fresh} came out after the backlog reached {recovered_so_far}");
+    c.commit_sync(None, None).unwrap();
+    let com = committed(&c, &tp);
+    assert_eq!(com.offset, total_end);
+    assert_eq!(com.metadata, "", "no token once every range is finished");
+    assert!(!c.child_consumer_is_alive());
+    c.close(None).unwrap();
+}
+
+/// A backlog below `parallel.rebalance.min.lag`, and a seek, give the plain consumer's
+/// behaviour: one stream, in order from the committed offset (or the seek), no recovery flag.
+#[test]
+fn small_backlogs_and_seeks_use_the_main_stream_alone() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "recovery-small", 1);
+    let group = unique_name("recovery-small");
+    let tp = TopicPartition::new(&topic, 0);
+    produce(&bs, &topic, 20);
+    commit_as_departed_member(&bs, &group, &topic, 15); // backlog 5 < min lag 10
+    let c = recovery_member(&bs, &group, &[]);
+    c.subscribe(&[&topic], None).unwrap();
+    let got = poll_n(&c, 5, Duration::from_secs(60));
+    assert_eq!(
+        got.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        (15..20).collect::<Vec<_>>()
+    );
+    assert!(got.iter().all(|r| !r.from_recovery));
+    assert!(!c.recovery_active(&tp).unwrap());
+    c.close(None).unwrap();
+
+    // A big backlog gets a recovery stream; seek() cancels it and reads from the seek on.
+    produce(&bs, &topic, 100);
+    let c = recovery_member(&bs, &group, &[("max.poll.records", "5")]);
+    c.subscribe(&[&topic], None).unwrap();
+    wait_assigned(&c, Duration::from_secs(60));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !c.recovery_active(&tp).unwrap() {
+        assert!(
+            Instant::now() < deadline,
+            "no recovery stream for a backlog of 100"
+        );
+        c.poll(Duration::from_millis(50)).unwrap();
+    }
+    assert_eq!(
+        c.position(&tp, None).unwrap(),
+        120,
+        "the main stream starts at the log end"
+    );
+    c.seek(&tp, 100).unwrap();
+    assert!(
+        !c.recovery_active(&tp).unwrap(),
+        "seek cancels the recovery ranges"
+    );
+    let got = poll_n(&c, 20, Duration::from_secs(30));
+    assert_eq!(
+        got.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        (100..120).collect::<Vec<_>>()
+    );
+    assert!(got.iter().all(|r| !r.from_recovery));
+    c.close(None).unwrap();
+}
+
+fn poll_n(c: &Consumer, n: usize, within: Duration) -> Vec<ConsumerRecord> {
+    let deadline = Instant::now() + within;
+    let mut out = Vec::new();
+    while out.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "got {} of {n} records",
+            out.len()
+        );
+        out.extend(c.poll(Duration::from_millis(100)).unwrap());
+    }
+    out
+}
+
+// ---- A member that crashes in the middle of a recovery ----
+
+/// What the crashing member (a child process) delivered, as it wrote it down after each
+/// successful commit: `offset recovery|main`, then `PAUSED` once it stopped polling.
+struct ChildLog {
+    delivered: BTreeSet<i64>,
+    recovery: usize,
+    main: usize,
+    paused: bool,
+}
+
+fn read_child_log(path: &Path) -> ChildLog {
+    let mut log = ChildLog {
+        delivered: BTreeSet::new(),
+        recovery: 0,
+        main: 0,
+        paused: false,
+    };
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        if line == "PAUSED" {
+            log.paused = true;
+            continue;
+        }
+        let mut it = line.split(' ');
+        let (Some(o), Some(kind)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let Ok(o) = o.parse() else { continue };
+        log.delivered.insert(o);
+        if kind == "recovery" {
+            log.recovery += 1;
+        } else {
+            log.main += 1;
+        }
+    }
+    log
+}
+
+/// The crashing member, run as its own process by [`crash_mid_recovery`]; does nothing in a
+/// normal test run. It drains slowly, commits after every poll, writes down what it delivered,
+/// and once it has delivered `LAGLESS_CHILD_RECOVERY` recovery records and
+/// `LAGLESS_CHILD_MAIN` main-stream records it stops polling (still a live member) and waits to
+/// be killed.
+#[test]
+fn child_recovering_member() {
+    let (Ok(bs), Ok(topic), Ok(group), Ok(out), Ok(want_recovery), Ok(want_main)) = (
+        std::env::var("LAGLESS_BOOTSTRAP"),
+        std::env::var("LAGLESS_CHILD_TOPIC"),
+        std::env::var("LAGLESS_CHILD_GROUP"),
+        std::env::var("LAGLESS_CHILD_OUT"),
+        std::env::var("LAGLESS_CHILD_RECOVERY"),
+        std::env::var("LAGLESS_CHILD_MAIN"),
+    ) else {
+        return;
+    };
+    let (want_recovery, want_main): (usize, usize) =
+        (want_recovery.parse().unwrap(), want_main.parse().unwrap());
+    let c = recovery_member(&bs, &group, &[("max.poll.records", "20")]);
+    c.subscribe(&[topic.as_str()], None).unwrap();
+    let mut f = std::fs::File::create(out).unwrap();
+    writeln!(f, "started").unwrap();
+    let (mut recovery, mut main) = (0, 0);
+    loop {
+        let records = c.poll(Duration::from_millis(100)).unwrap();
+        if records.is_empty() {
+            continue;
+        }
+        // Commit first, then write down: everything written is committed.
+        c.commit_sync(None, None).unwrap();
+        for r in &records {
+            let kind = if r.from_recovery { "recovery" } else { "main" };
+            writeln!(f, "{} {kind}", r.offset).unwrap();
+            if r.from_recovery {
+                recovery += 1;
+            } else {
+                main += 1;
+            }
+        }
+        f.flush().unwrap();
+        if recovery >= want_recovery && main >= want_main {
+            writeln!(f, "PAUSED").unwrap();
+            f.flush().unwrap();
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Commits 70 for a fresh topic whose log then ends at `70 + backlog`, starts the crashing
+/// member, writes `fresh` records once it is assigned, waits until it paused with its backlog
+/// range unfinished, and kills it (SIGKILL: no LeaveGroup, no last commit). Returns the topic,
+/// the group, the log end at the first takeover, and the child's log.
+fn crash_mid_recovery(
+    prefix: &str,
+    backlog: usize,
+    fresh: usize,
+) -> (String, String, i64, ChildLog) {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, prefix, 1);
+    let group = unique_name(prefix);
+    produce(&bs, &topic, 70);
+    commit_as_departed_member(&bs, &group, &topic, 70);
+    produce(&bs, &topic, backlog);
+    let first_end = 70 + backlog as i64;
+    let out: PathBuf = std::env::temp_dir().join(format!("{group}.child"));
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_recovering_member",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LAGLESS_CHILD_TOPIC", &topic)
+        .env("LAGLESS_CHILD_GROUP", &group)
+        .env("LAGLESS_CHILD_OUT", &out)
+        .env("LAGLESS_CHILD_RECOVERY", "300")
+        .env("LAGLESS_CHILD_MAIN", fresh.to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    // Fresh records once the child has its assignment (its first delivery).
+    while read_child_log(&out).delivered.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the crashing member delivered nothing"
+        );
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "the crashing member exited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    produce(&bs, &topic, fresh);
+    while !read_child_log(&out).paused {
+        assert!(
+            Instant::now() < deadline,
+            "the crashing member never paused"
+        );
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "the crashing member exited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(child); // SIGKILL
+    let log = read_child_log(&out);
+    let _ = std::fs::remove_file(&out);
+    assert!(
+        log.delivered.range(70..first_end).count() < backlog,
+        "the crashing member finished its backlog: the test needs it unfinished"
+    );
+    (topic, group, first_end, log)
+}
+
+/// Polls `c` until every offset of `want` was delivered (by `c` or in `before`), and returns
+/// what `c` delivered with the stream flags.
+fn drain_until(
+    c: &Consumer,
+    before: &BTreeSet<i64>,
+    want: std::ops::Range<i64>,
+) -> Vec<(i64, bool)> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut got: Vec<(i64, bool)> = Vec::new();
+    loop {
+        let all: BTreeSet<i64> = got
+            .iter()
+            .map(|(o, _)| *o)
+            .chain(before.iter().copied())
+            .collect();
+        if want.clone().all(|o| all.contains(&o)) {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "missing offsets: {:?}",
+            want.clone()
+                .filter(|o| !all.contains(o))
+                .take(10)
+                .collect::<Vec<_>>()
+        );
+        for r in c.poll(Duration::from_millis(200)).unwrap() {
+            got.push((r.offset, r.from_recovery));
+        }
+    }
+}
+
+/// The seed's second crash: the member draining a backlog dies with its range unfinished, and
+/// more records arrive before the partition is taken over again. The new owner resumes the old
+/// range from the token and adds a range for the new backlog; nothing is lost, and since the
+/// dead member committed everything it delivered, nothing it delivered comes again.
+#[test]
+fn a_second_crash_resumes_both_ranges_from_the_token() {
+    let bs = bootstrap();
+    let (topic, group, first_end, child) = crash_mid_recovery("recovery-crash2", 5_000, 100);
+    let tp = TopicPartition::new(&topic, 0);
+    let child_main_next = first_end + child.main as i64;
+    assert_eq!(child.main, 100);
+    produce(&bs, &topic, 500);
+    let second_end = child_main_next + 500;
+
+    let c = recovery_member(&bs, &group, &[]);
+    let before = committed(&c, &tp);
+    assert!(
+        before.metadata.starts_with("lagless1;"),
+        "{:?}",
+        before.metadata
+    );
+    let lowest_undelivered = (70..).find(|o| !child.delivered.contains(o)).unwrap();
+    assert_eq!(
+        before.offset, lowest_undelivered,
+        "the dead member committed its low-water mark"
+    );
+    c.subscribe(&[&topic], None).unwrap();
+    let got = drain_until(&c, &child.delivered, 70..second_end);
+    let mine: BTreeSet<i64> = got.iter().map(|(o, _)| *o).collect();
+    assert_eq!(mine.len(), got.len(), "an offset came twice");
+    let again: Vec<&i64> = mine.intersection(&child.delivered).collect();
+    assert!(
+        again.is_empty(),
+        "re-delivered what the dead member committed: {again:?}"
+    );
+    for (o, from_recovery) in &got {
+        let in_backlog = (70..first_end).contains(o) || (child_main_next..second_end).contains(o);
+        assert_eq!(*from_recovery, in_backlog, "offset {o}: recovery flag");
+    }
+    // Both ranges were resumed: records from the old range and the new one.
+    assert!(got.iter().any(|(o, _)| (70..first_end).contains(o)));
+    assert!(got
+        .iter()
+        .any(|(o, _)| (child_main_next..second_end).contains(o)));
+    c.commit_sync(None, None).unwrap();
+    assert_eq!(committed(&c, &tp).offset, second_end);
+    c.close(None).unwrap();
+}
+
+/// A consumer with the mode off (any other client, as far as the group is concerned) that takes
+/// over in mid-recovery starts at the committed low-water mark: nothing is lost, and it
+/// re-delivers only what the dead member delivered above that mark.
+#[test]
+fn a_consumer_without_the_mode_resumes_at_the_low_water_mark() {
+    let bs = bootstrap();
+    let (topic, group, first_end, child) = crash_mid_recovery("recovery-off", 2_000, 50);
+    let tp = TopicPartition::new(&topic, 0);
+    let end = first_end + child.main as i64;
+    let c = member(&bs, &group, &[]);
+    let low = committed(&c, &tp).offset;
+    assert_eq!(low, (70..).find(|o| !child.delivered.contains(o)).unwrap());
+    c.subscribe(&[&topic], None).unwrap();
+    let got = drain_until(&c, &BTreeSet::new(), low..end);
+    assert_eq!(
+        got.first().map(|g| g.0),
+        Some(low),
+        "starts at the low-water mark"
+    );
+    assert!(
+        got.iter().all(|(_, r)| !r),
+        "no recovery stream with the mode off"
+    );
+    let offsets: Vec<i64> = got.iter().map(|(o, _)| *o).collect();
+    assert_eq!(
+        offsets,
+        (low..end).collect::<Vec<_>>(),
+        "in order, once each"
+    );
+    let all: BTreeSet<i64> = offsets
+        .iter()
+        .copied()
+        .chain(child.delivered.iter().copied())
+        .collect();
+    assert_eq!(all, (70..end).collect::<BTreeSet<_>>(), "nothing lost");
+    c.close(None).unwrap();
+}
