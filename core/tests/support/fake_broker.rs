@@ -5,6 +5,8 @@
 //! ApiVersions, Metadata, ListOffsets and Fetch, decoding requests with kafka-protocol's broker
 //! side decoders and encoding answers at the version the client asked for. Each partition has a
 //! [`Behavior`]: a log of records that grows at a fixed rate, or a fetch error on every request.
+//! For a consumer with a `group.id` and manual assignment it is also the group coordinator as
+//! far as committed offsets go (FindCoordinator, OffsetFetch, OffsetCommit; no membership).
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,16 +16,24 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
-    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    FindCoordinatorRequest, FindCoordinatorResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 use lagless::protocol::records::{BatchBuilder, Compression};
@@ -43,6 +53,18 @@ pub enum Behavior {
     FetchError(i16),
     /// Metadata says the partition has no leader (-1).
     NoLeader,
+    /// A log of `initial` records from the start, growing by `per_sec` a second up to `total`,
+    /// whose fetches at offsets below `fail_below` answer `code` for the first `fail_for` of the
+    /// broker's life: a backlog a recovery stream cannot read for a while, above which the main
+    /// stream reads normally.
+    Backlog {
+        initial: i64,
+        per_sec: u64,
+        total: i64,
+        fail_below: i64,
+        fail_for: Duration,
+        code: i16,
+    },
     /// `total` records, all there from the start, each fetch answer ending with the first half
     /// of the batch after its complete one, as a broker cuts the last batch at the size limit
     /// (KIP-74).
@@ -62,6 +84,8 @@ struct State {
     started: Instant,
     port: u16,
     fetches: Vec<AtomicUsize>,
+    /// Committed offset and metadata per partition (any group).
+    committed: std::sync::Mutex<Vec<Option<(i64, String)>>>,
 }
 
 impl State {
@@ -76,6 +100,15 @@ impl State {
                     let grown = self.started.elapsed().as_millis() as u64 * per_sec / 1000;
                     total.min(grown as i64)
                 }
+            }
+            Behavior::Backlog {
+                initial,
+                per_sec,
+                total,
+                ..
+            } => {
+                let grown = self.started.elapsed().as_millis() as u64 * per_sec / 1000;
+                total.min(initial + grown as i64)
             }
             _ => 0,
         }
@@ -109,6 +142,7 @@ impl FakeBroker {
         std_listener.set_nonblocking(true).unwrap();
         let port = std_listener.local_addr().unwrap().port();
         let state = Arc::new(State {
+            committed: std::sync::Mutex::new(vec![None; partitions.len()]),
             topic: topic.to_string(),
             fetches: partitions.iter().map(|_| AtomicUsize::new(0)).collect(),
             partitions,
@@ -136,6 +170,16 @@ impl FakeBroker {
             state,
             runtime: Some(runtime),
         }
+    }
+
+    /// Sets the committed offset (and metadata) of partition `p`, as OffsetFetch answers it.
+    pub fn set_committed(&self, p: usize, offset: i64, metadata: &str) {
+        self.state.committed.lock().unwrap()[p] = Some((offset, metadata.to_string()));
+    }
+
+    /// The committed offset and metadata of partition `p`.
+    pub fn committed(&self, p: usize) -> Option<(i64, String)> {
+        self.state.committed.lock().unwrap()[p].clone()
     }
 
     /// How many fetch requests asked for partition `p`.
@@ -185,6 +229,18 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
                 let req = FetchRequest::decode(&mut buf, version)?;
                 fetch(&st, &req).await.encode(&mut body, version)?;
             }
+            ApiKey::FindCoordinator => {
+                let req = FindCoordinatorRequest::decode(&mut buf, version)?;
+                find_coordinator(&st, &req, version).encode(&mut body, version)?;
+            }
+            ApiKey::OffsetFetch => {
+                let req = OffsetFetchRequest::decode(&mut buf, version)?;
+                offset_fetch(&st, &req).encode(&mut body, version)?;
+            }
+            ApiKey::OffsetCommit => {
+                let req = OffsetCommitRequest::decode(&mut buf, version)?;
+                offset_commit(&st, &req).encode(&mut body, version)?;
+            }
             other => anyhow::bail!("the fake broker does not serve {other:?}"),
         }
         let mut out = BytesMut::new();
@@ -211,6 +267,9 @@ fn api_versions(fetch_max_version: Option<i16>) -> ApiVersionsResponse {
         v::<ApiVersionsRequest>(ApiKey::ApiVersions),
         v::<MetadataRequest>(ApiKey::Metadata),
         v::<ListOffsetsRequest>(ApiKey::ListOffsets),
+        v::<FindCoordinatorRequest>(ApiKey::FindCoordinator),
+        v::<OffsetFetchRequest>(ApiKey::OffsetFetch),
+        v::<OffsetCommitRequest>(ApiKey::OffsetCommit),
         match fetch_max_version {
             Some(max) => ApiVersion::default()
                 .with_api_key(ApiKey::Fetch as i16)
@@ -384,7 +443,19 @@ async fn fetch(st: &State, req: &FetchRequest) -> FetchResponse {
                                 }
                                 pd.with_records(Some(records.freeze()))
                             }
-                            Behavior::Records { .. } => {
+                            Behavior::Backlog {
+                                fail_below,
+                                fail_for,
+                                code,
+                                ..
+                            } if fp.fetch_offset < fail_below
+                                && st.started.elapsed() < fail_for =>
+                            {
+                                pd.with_error_code(code)
+                                    .with_high_watermark(-1)
+                                    .with_records(Some(Bytes::new()))
+                            }
+                            Behavior::Records { .. } | Behavior::Backlog { .. } => {
                                 let end = st.available(i);
                                 let pd = pd.with_high_watermark(end).with_last_stable_offset(end);
                                 if fp.fetch_offset > end || fp.fetch_offset < 0 {
@@ -419,4 +490,94 @@ async fn fetch(st: &State, req: &FetchRequest) -> FetchResponse {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// This node coordinates every group.
+fn find_coordinator(
+    st: &State,
+    req: &FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    if version < 4 {
+        return FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(NODE_ID))
+            .with_host(StrBytes::from_static_str("127.0.0.1"))
+            .with_port(st.port as i32);
+    }
+    let coordinators = req
+        .coordinator_keys
+        .iter()
+        .map(|k| {
+            Coordinator::default()
+                .with_key(k.clone())
+                .with_node_id(BrokerId(NODE_ID))
+                .with_host(StrBytes::from_static_str("127.0.0.1"))
+                .with_port(st.port as i32)
+        })
+        .collect();
+    FindCoordinatorResponse::default().with_coordinators(coordinators)
+}
+
+fn offset_fetch(st: &State, req: &OffsetFetchRequest) -> OffsetFetchResponse {
+    let committed = st.committed.lock().unwrap();
+    let topics = req
+        .topics
+        .iter()
+        .flatten()
+        .map(|t| {
+            let partitions = t
+                .partition_indexes
+                .iter()
+                .map(|&p| {
+                    let (offset, metadata) = committed
+                        .get(p as usize)
+                        .cloned()
+                        .flatten()
+                        .unwrap_or((-1, String::new()));
+                    OffsetFetchResponsePartition::default()
+                        .with_partition_index(p)
+                        .with_committed_offset(offset)
+                        .with_metadata(Some(StrBytes::from_string(metadata)))
+                })
+                .collect();
+            OffsetFetchResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_topics(topics)
+}
+
+fn offset_commit(st: &State, req: &OffsetCommitRequest) -> OffsetCommitResponse {
+    let mut committed = st.committed.lock().unwrap();
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let r = OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index);
+                    match committed.get_mut(p.partition_index as usize) {
+                        Some(slot) if t.name.0.as_str() == st.topic => {
+                            let metadata = p
+                                .committed_metadata
+                                .as_ref()
+                                .map(|m| m.to_string())
+                                .unwrap_or_default();
+                            *slot = Some((p.committed_offset, metadata));
+                            r
+                        }
+                        _ => r.with_error_code(3),
+                    }
+                })
+                .collect();
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
 }
