@@ -30,7 +30,8 @@
 //! partitions incrementally, so `assignment` is the one to track ownership with). Without a group,
 //! or with `--assign-all`, it assigns every partition of the topic and reads from the earliest
 //! offset (with a group, from the committed one). Each record is printed as
-//! `{"partition":p,"offset":o,"key":k,"value":v,"headers":{"name":value,...}}` with keys, values
+//! `{"partition":p,"offset":o,"key":k,"value":v,"headers":{"name":value,...}}` (plus
+//! `"recovery":true` for a record of a KIP-333 recovery stream) with keys, values
 //! and header values as JSON strings (`null` when absent); `--hex` prints them as lowercase hex of
 //! the raw bytes instead, for byte-exact comparisons.
 //!
@@ -155,12 +156,17 @@ fn record_line(r: &ConsumerRecord, hex: bool) -> String {
         })
         .collect();
     format!(
-        "{{\"partition\":{},\"offset\":{},\"key\":{},\"value\":{},\"headers\":{{{}}}}}",
+        "{{\"partition\":{},\"offset\":{},\"key\":{},\"value\":{},\"headers\":{{{}}}{}}}",
         r.partition,
         r.offset,
         json_bytes(r.key.as_deref(), hex),
         json_bytes(r.value.as_deref(), hex),
-        headers.join(",")
+        headers.join(","),
+        if r.from_recovery {
+            ",\"recovery\":true"
+        } else {
+            ""
+        }
     )
 }
 

@@ -315,3 +315,51 @@ def test_group_offsets_carry_over_between_clients(clients, make_topic):
             assert key not in read_by, f"{r.name} read {rec} again (first read by {read_by[key]})"
             read_by[key] = r.name
     assert set(read_by) == set(placement)
+
+
+# ---------------------------------------------------------------------------------------------
+# KIP-333: a Java consumer takes over a partition in mid-recovery
+# ---------------------------------------------------------------------------------------------
+
+def test_java_takes_over_a_partition_in_mid_recovery(clients, make_topic):
+    """A lagless member with enable.parallel.rebalance takes over a partition with a backlog,
+    reads fresh records and part of the backlog, and leaves (committing on revocation). The
+    group's committed offset is its low-water mark, not its main-stream position: the Java
+    consumer that takes over next starts at the first offset lagless did not deliver and reads
+    every record from there, so nothing is lost."""
+    topic = make_topic(1)
+    group = f"interop-recovery-{uuid.uuid4().hex[:8]}"
+    clients.run("lagless", "produce", topic, "--count", 70, "--quiet")
+    first = clients.run("lagless", "consume", topic, "--group", group, "--count", 70, "--commit",
+                        "--timeout-ms", 30000, "--session-timeout-ms", SESSION_TIMEOUT_MS)
+    assert [r["offset"] for r in first.records()] == list(range(70))
+    backlog = 300_000
+    clients.run("lagless", "produce", topic, "--count", backlog, "--quiet", timeout=300)
+    end = 70 + backlog
+    member = clients.start("lagless", "consume", topic, "--group", group, "--commit",
+                           "--session-timeout-ms", SESSION_TIMEOUT_MS,
+                           "--config", "enable.parallel.rebalance=true",
+                           "--config", "parallel.rebalance.min.lag=10",
+                           "--config", "max.poll.records=50")
+    wait_until(lambda: member.assignment() == {0}, 60, "the lagless member got the partition",
+               details=member.stderr_tail)
+    clients.run("lagless", "produce", topic, "--count", 100, "--quiet")
+    total = end + 100
+    wait_until(lambda: any(r["offset"] >= end for r in member.records()), 60,
+               "fresh records reached the lagless member", details=member.stderr_tail)
+    assert member.terminate() == 0, member.stderr_tail()
+    got = member.records()
+    printed = {r["offset"] for r in got}
+    assert min(printed) >= 70
+    assert all(r.get("recovery", False) == (r["offset"] < end) for r in got), \
+        "the recovery flag marks exactly the backlog's records"
+    assert any(r.get("recovery") for r in got), "no record came from the recovery stream"
+    low = next(o for o in range(70, total) if o not in printed)
+    assert low < end, "the lagless member drained the whole backlog; the test needs it unfinished"
+    java = clients.run("java", "consume", topic, "--group", group, "--count", total - low,
+                       "--commit", "--timeout-ms", 60000, "--session-timeout-ms", SESSION_TIMEOUT_MS,
+                       timeout=300)
+    offsets = [r["offset"] for r in java.records()]
+    assert offsets[:1] == [low], f"Java started at {offsets[:1]}, the low-water mark is {low}"
+    assert offsets == list(range(low, total)), "Java read every record from the low-water mark on"
+    assert printed | set(offsets) == set(range(70, total)), "nothing lost"
