@@ -58,6 +58,10 @@ fn recovery_member(bs: &str, group: &str, extra: &[(&str, &str)]) -> Consumer {
 /// Commits `offset` for partition 0 of `topic` as a member of `group` that then leaves: the
 /// group's state when its previous owner is gone.
 fn commit_as_departed_member(bs: &str, group: &str, topic: &str, offset: i64) {
+    commit_with_metadata(bs, group, topic, offset, "")
+}
+
+fn commit_with_metadata(bs: &str, group: &str, topic: &str, offset: i64, metadata: &str) {
     let c = member(bs, group, &[]);
     c.subscribe(&[topic], None).unwrap();
     let tp = TopicPartition::new(topic, 0);
@@ -74,7 +78,7 @@ fn commit_as_departed_member(bs: &str, group: &str, topic: &str, offset: i64) {
             tp,
             lagless::OffsetAndMetadata {
                 offset,
-                metadata: String::new(),
+                metadata: metadata.to_string(),
             },
         )]),
         None,
@@ -316,6 +320,48 @@ fn small_backlogs_and_seeks_use_the_main_stream_alone() {
     );
     assert!(got.iter().all(|r| !r.from_recovery));
     c.close(None).unwrap();
+}
+
+/// Commit metadata that is not a token lagless can trust (another client's, a corrupt one, a
+/// token whose low-water mark is not the committed offset) is ignored with a warning: the
+/// takeover starts from the committed offset, and nothing below the log end is skipped.
+#[test]
+fn untrusted_commit_metadata_resumes_at_the_committed_offset() {
+    let bs = bootstrap();
+    for metadata in [
+        "written by another client",
+        "lagless1;m=50;r=10-20@15", // low-water mark 15, committed 70: stale
+        "lagless1;m=200;r=90-80@85", // corrupt: a range that ends before it starts
+        "lagless9;m=200;r=",        // a version this client does not read
+    ] {
+        let topic = new_topic(&bs, "recovery-untrusted", 1);
+        let group = unique_name("recovery-untrusted");
+        let tp = TopicPartition::new(&topic, 0);
+        produce(&bs, &topic, 70);
+        commit_with_metadata(&bs, &group, &topic, 70, metadata);
+        produce(&bs, &topic, 130);
+        let c = recovery_member(&bs, &group, &[]);
+        assert_eq!(committed(&c, &tp).metadata, metadata);
+        c.subscribe(&[&topic], None).unwrap();
+        let got = poll_n(&c, 130, Duration::from_secs(60));
+        let offsets: BTreeSet<i64> = got.iter().map(|r| r.offset).collect();
+        assert_eq!(
+            offsets,
+            (70..200).collect::<BTreeSet<_>>(),
+            "metadata {metadata:?}"
+        );
+        assert_eq!(
+            offsets.len(),
+            got.len(),
+            "metadata {metadata:?}: an offset came twice"
+        );
+        assert!(
+            got.iter().all(|r| r.from_recovery == (r.offset < 200)),
+            "metadata {metadata:?}: the backlog [70, 200) is drained by a recovery stream"
+        );
+        assert!(!c.recovery_active(&tp).unwrap());
+        c.close(None).unwrap();
+    }
 }
 
 fn poll_n(c: &Consumer, n: usize, within: Duration) -> Vec<ConsumerRecord> {
