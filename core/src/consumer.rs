@@ -4,7 +4,7 @@
 //! `poll()` for records the fetch task has buffered.
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,7 +17,7 @@ use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
 use crate::group::coordinator::GroupDriver;
 use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
-use crate::subscription::GroupLocal;
+use crate::subscription::{CommitCallback, CommitResults, GroupLocal};
 use crate::TopicPartition;
 
 /// A record as `poll()` returns it.
@@ -55,6 +55,9 @@ pub struct Consumer {
     pub(crate) group: Mutex<Option<GroupLocal>>,
     /// Commits of a manually assigned consumer with a `group.id`.
     pub(crate) simple_committer: Mutex<Option<Arc<GroupDriver>>>,
+    /// Finished asynchronous commits whose callbacks wait for the caller's thread.
+    pub(crate) commits_tx: mpsc::Sender<(CommitCallback, Result<CommitResults>)>,
+    pub(crate) commits_done: Mutex<mpsc::Receiver<(CommitCallback, Result<CommitResults>)>>,
 }
 
 impl Consumer {
@@ -73,12 +76,15 @@ impl Consumer {
         let cluster = Cluster::new(config.common.clone());
         let shared = Shared::new(cluster, config);
         runtime.spawn(fetch::run(shared.clone()));
+        let (commits_tx, commits_done) = mpsc::channel();
         Ok(Consumer {
             shared,
             runtime: Some(runtime),
             closed: AtomicBool::new(false),
             group: Mutex::new(None),
             simple_committer: Mutex::new(None),
+            commits_tx,
+            commits_done: Mutex::new(commits_done),
         })
     }
 
@@ -176,7 +182,9 @@ impl Consumer {
         let max = max.clamp(1, self.shared.config.max_poll_records.max(1));
         loop {
             // Group steps first (rejoin, listener callbacks, auto-commit of the previous poll's
-            // records), on this thread and outside the fetch lock.
+            // records) and finished async commits' callbacks, on this thread and outside the
+            // fetch lock.
+            self.run_commit_callbacks();
             self.group_poll()?;
             let mut st = self.shared.lock();
             if st.wakeup {
@@ -261,28 +269,32 @@ impl Consumer {
     pub fn position(&self, tp: &TopicPartition, timeout: Option<Duration>) -> Result<i64> {
         self.check_open()?;
         let deadline = self.api_deadline(timeout);
+        let mut st = self.shared.lock();
         loop {
-            {
-                let mut st = self.shared.lock();
-                let p = st.partitions.get(tp).ok_or_else(|| {
-                    Error::IllegalState(format!("{tp} is not assigned to this consumer"))
-                })?;
-                if let Some(pos) = p.position {
-                    return Ok(pos);
+            let p = st.partitions.get(tp).ok_or_else(|| {
+                Error::IllegalState(format!("{tp} is not assigned to this consumer"))
+            })?;
+            if let Some(pos) = p.position {
+                return Ok(pos);
+            }
+            if p.lookup.is_none() {
+                // auto.offset.reset=none found nothing: the error waits in the queue.
+                if let Some(i) = st.errors.iter().position(|e| matches!(e, Error::NoOffset(x) if x.topic == tp.topic && x.partition == tp.partition)) {
+                    return Err(st.errors.remove(i).expect("index from position()"));
                 }
-                if p.lookup.is_none() {
-                    // auto.offset.reset=none found nothing: the error waits in the queue.
-                    if let Some(i) = st.errors.iter().position(|e| matches!(e, Error::NoOffset(x) if x.topic == tp.topic && x.partition == tp.partition)) {
-                        return Err(st.errors.remove(i).expect("index from position()"));
-                    }
-                    return Err(Error::NoOffset(crate::error::ErrorPartition {
-                        topic: tp.topic.clone(),
-                        partition: tp.partition,
-                    }));
-                }
+                return Err(Error::NoOffset(crate::error::ErrorPartition {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                }));
             }
             deadline.check(&format!("position of {tp}"))?;
-            std::thread::sleep(Duration::from_millis(5));
+            // The fetch task signals data_ready when a lookup gives positions.
+            st = self
+                .shared
+                .data_ready
+                .wait_timeout(st, deadline.remaining())
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -466,6 +478,9 @@ impl Consumer {
         }
         let callback_error =
             self.leave_group_now("the consumer is being closed", deadline, callbacks);
+        if callbacks {
+            self.run_commit_callbacks();
+        }
         if let Some(d) = self
             .simple_committer
             .lock()

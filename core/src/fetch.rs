@@ -1106,6 +1106,8 @@ fn handle_lookup(
         }
     }
     st.buffered_bytes -= freed;
+    // position() waits for lookups on data_ready.
+    shared.data_ready.notify_all();
     for t in unknown {
         if st.reported_unknown.insert(t.clone()) {
             errors.push(Error::UnknownTopic(t));

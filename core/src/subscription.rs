@@ -5,7 +5,7 @@
 //! `unsubscribe()`, never on a library thread; no lock is held while they run, so a callback
 //! may call back into the consumer (commit inside `on_partitions_revoked`).
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use regex::Regex;
@@ -73,8 +73,6 @@ pub(crate) struct GroupLocal {
     pub owned: BTreeSet<TopicPartition>,
     pub next_auto_commit: Instant,
     pub last_committed: HashMap<TopicPartition, OffsetAndMetadata>,
-    pub commits_done: mpsc::Receiver<(CommitCallback, Result<CommitResults>)>,
-    pub commits_tx: mpsc::Sender<(CommitCallback, Result<CommitResults>)>,
 }
 
 /// What the caller's thread must do after looking at the group (outside the lock).
@@ -141,7 +139,6 @@ impl Consumer {
                 Arc::new(move || shared.data_ready.notify_all()),
             )?;
             self.runtime()?.spawn(driver.clone().heartbeat_loop());
-            let (tx, rx) = mpsc::channel();
             *g = Some(GroupLocal {
                 driver,
                 topics: Topics::Names(BTreeSet::new()),
@@ -152,8 +149,6 @@ impl Consumer {
                 owned: BTreeSet::new(),
                 next_auto_commit: Instant::now() + self.shared.config.auto_commit_interval,
                 last_committed: HashMap::new(),
-                commits_done: rx,
-                commits_tx: tx,
             });
         }
         let local = g.as_mut().expect("created above");
@@ -361,10 +356,9 @@ impl Consumer {
         };
         let driver = self.commit_driver()?;
         let deadline = self.api_deadline(None);
-        let tx = {
-            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-            g.as_ref().map(|l| l.commits_tx.clone())
-        };
+        // The callback waits for the caller's thread (subscribed or manually assigned alike):
+        // callbacks never run on the library's I/O threads.
+        let tx = self.commits_tx.clone();
         let shared = self.shared.clone();
         self.runtime()?.spawn(async move {
             let res = driver.commit(&offsets, deadline).await;
@@ -372,27 +366,21 @@ impl Consumer {
                 tracing::warn!(error = %e, "asynchronous commit failed");
             }
             if let Some(cb) = callback {
-                match tx {
-                    Some(tx) => {
-                        let _ = tx.send((cb, res));
-                        shared.data_ready.notify_all();
-                    }
-                    // No group: no poll loop to run it in a group sense; run it here.
-                    None => cb(res),
-                }
+                let _ = tx.send((cb, res));
+                shared.data_ready.notify_all();
             }
         });
         Ok(())
     }
 
-    fn run_commit_callbacks(&self) {
-        let done: Vec<_> = {
-            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-            match g.as_ref() {
-                Some(l) => l.commits_done.try_iter().collect(),
-                None => Vec::new(),
-            }
-        };
+    /// Runs the callbacks of finished asynchronous commits, on this (the caller's) thread.
+    pub(crate) fn run_commit_callbacks(&self) {
+        let done: Vec<_> = self
+            .commits_done
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .try_iter()
+            .collect();
         for (cb, res) in done {
             cb(res);
         }

@@ -510,3 +510,58 @@ fn wakeup_ends_a_blocked_poll_at_once() {
         vec![0, 1, 2]
     );
 }
+
+/// A manually assigned consumer with a `group.id` commits through the group coordinator without
+/// joining; the callback of its asynchronous commit runs on the caller's thread, inside a later
+/// `poll()`, never on an I/O thread, and the commit is visible through `committed()`.
+#[test]
+fn async_commit_callback_of_a_manually_assigned_consumer_runs_inside_poll() {
+    use std::sync::{Arc, Mutex};
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "api-async-commit", 1);
+    let tp = TopicPartition::new(&topic, 0);
+    produce(&bs, &topic, 0, 0..10, now_ms());
+    let group = unique_name("api-async-commit");
+    let c = consumer(
+        &bs,
+        &[
+            ("group.id", group.as_str()),
+            ("auto.offset.reset", "earliest"),
+            ("enable.auto.commit", "false"),
+        ],
+    );
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    assert_eq!(
+        offsets(&poll_exactly(&c, 10, Duration::from_secs(30))),
+        (0..10).collect::<Vec<_>>()
+    );
+    let ran: Arc<Mutex<Vec<(std::thread::ThreadId, bool)>>> = Arc::default();
+    let ran2 = ran.clone();
+    c.commit_async(
+        None,
+        Some(Box::new(move |r| {
+            ran2.lock()
+                .unwrap()
+                .push((std::thread::current().id(), r.is_ok()));
+        })),
+    )
+    .unwrap();
+    // The commit completes meanwhile, but its callback waits for this thread.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        ran.lock().unwrap().is_empty(),
+        "the callback ran outside poll()"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ran.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the callback never ran");
+        c.poll(Duration::from_millis(100)).unwrap();
+    }
+    assert_eq!(
+        *ran.lock().unwrap(),
+        vec![(std::thread::current().id(), true)]
+    );
+    let committed = c.committed(std::slice::from_ref(&tp), None).unwrap();
+    assert_eq!(committed[0].1.as_ref().map(|o| o.offset), Some(10));
+    c.close(None).unwrap();
+}
