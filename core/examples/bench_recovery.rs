@@ -435,7 +435,7 @@ fn main() -> Result<()> {
         None => log_ends(&probe, &tps)?,
     };
     let missing = seen.missing(&end);
-    let recovery_records_left = consumer.child_consumer_is_alive();
+    let recovery_still_active = consumer.child_consumer_is_alive();
     consumer.close(Some(Duration::from_secs(10)))?;
     probe.close(Some(Duration::from_secs(5)))?;
 
@@ -469,7 +469,7 @@ fn main() -> Result<()> {
          fresh_via_recovery={fresh_via_recovery} join_max_ms={join_max_ms:.1} \
          backlog_offsets_s={:.3} drained_s={:.3} recovery_end_s={:.3} from_recovery={from_recovery} \
          from_main={from_main} redelivered={again} below_committed={below_committed} \
-         delivered={distinct} missing={missing} recovery_still_active={recovery_records_left}",
+         delivered={distinct} missing={missing} recovery_still_active={recovery_still_active}",
         args[2],
         join_time.len(),
         produced.0,
