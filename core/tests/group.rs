@@ -698,3 +698,37 @@ fn enforce_rebalance_starts_a_new_generation() {
         &c
     ) > g));
 }
+
+/// A member dropped without `close()` still leaves the group (LeaveGroup from `Drop`): with a
+/// 30 s session timeout, the survivor gets the partitions long before the session would expire.
+#[test]
+fn a_member_dropped_without_close_leaves_the_group() {
+    let t = topic(2);
+    let group = unique("drop");
+    let long_session = [
+        ("session.timeout.ms", "30000"),
+        ("max.poll.interval.ms", "60000"),
+    ];
+    let a = consumer(&group, &long_session);
+    let b = consumer(&group, &long_session);
+    a.subscribe(&[&t], None).unwrap();
+    b.subscribe(&[&t], None).unwrap();
+    assert!(
+        poll_until(&[&a, &b], Duration::from_secs(60), || a.assignment().len()
+            == 1
+            && b.assignment().len() == 1),
+        "the two members never shared the partitions"
+    );
+    let dropped = Instant::now();
+    drop(b);
+    assert!(
+        poll_until(&[&a], Duration::from_secs(20), || a.assignment().len() == 2),
+        "the survivor did not get the dropped member's partition within 20 s"
+    );
+    assert!(
+        dropped.elapsed() < Duration::from_secs(20),
+        "took {:?}: the dropped member waited out its session",
+        dropped.elapsed()
+    );
+    a.close(None).unwrap();
+}

@@ -69,6 +69,9 @@ pub enum Behavior {
     /// of the batch after its complete one, as a broker cuts the last batch at the size limit
     /// (KIP-74).
     TruncatedTail { total: i64 },
+    /// `total` records, all there from the start, every batch with a wrong CRC field (the records
+    /// themselves intact), as a damaged checksum would look.
+    CorruptCrc { total: i64 },
 }
 
 pub const BASE_TIMESTAMP: i64 = 1_600_000_000_000;
@@ -92,7 +95,7 @@ impl State {
     /// How many records partition `p` has now.
     fn available(&self, p: usize) -> i64 {
         match self.partitions[p] {
-            Behavior::TruncatedTail { total } => total,
+            Behavior::TruncatedTail { total } | Behavior::CorruptCrc { total } => total,
             Behavior::Records { total, per_sec } => {
                 if per_sec == 0 {
                     total
@@ -454,6 +457,23 @@ async fn fetch(st: &State, req: &FetchRequest) -> FetchResponse {
                                 pd.with_error_code(code)
                                     .with_high_watermark(-1)
                                     .with_records(Some(Bytes::new()))
+                            }
+                            Behavior::CorruptCrc { .. } => {
+                                let end = st.available(i);
+                                let pd = pd.with_high_watermark(end).with_last_stable_offset(end);
+                                if fp.fetch_offset > end || fp.fetch_offset < 0 {
+                                    return pd.with_error_code(1);
+                                }
+                                let to = end.min(fp.fetch_offset + RECORDS_PER_FETCH);
+                                if to <= fp.fetch_offset {
+                                    return pd.with_records(Some(Bytes::new()));
+                                }
+                                any_data = true;
+                                let mut bytes = batch(fp.fetch_offset, to).to_vec();
+                                // The CRC follows base offset (8), length (4), leader epoch
+                                // (4) and magic (1).
+                                bytes[17] ^= 0xff;
+                                pd.with_records(Some(Bytes::from(bytes)))
                             }
                             Behavior::Records { .. } | Behavior::Backlog { .. } => {
                                 let end = st.available(i);
