@@ -233,7 +233,7 @@ fn takeover_delivers_fresh_records_at_once_while_the_backlog_drains() {
             }
         }
         // Simulated processing time: the backlog takes seconds to drain at this pace.
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(Duration::from_millis(5));
         if !c.recovery_active(&tp).unwrap() && last_recovery == end - 1 && last_main > end + 20 {
             break;
         }
@@ -662,4 +662,49 @@ fn a_consumer_without_the_mode_resumes_at_the_low_water_mark() {
         .collect();
     assert_eq!(all, (70..end).collect::<BTreeSet<_>>(), "nothing lost");
     c.close(None).unwrap();
+}
+
+/// With auto-commit, close() commits the low-water mark and the token, not the main stream's
+/// position: the next lagless owner resumes both streams exactly where this one stopped.
+#[test]
+fn close_with_auto_commit_commits_the_token() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "recovery-close", 1);
+    let group = unique_name("recovery-close");
+    let tp = TopicPartition::new(&topic, 0);
+    produce(&bs, &topic, 70);
+    commit_as_departed_member(&bs, &group, &topic, 70);
+    produce(&bs, &topic, 5_000);
+    let c = recovery_member(
+        &bs,
+        &group,
+        &[("enable.auto.commit", "true"), ("max.poll.records", "10")],
+    );
+    c.subscribe(&[&topic], None).unwrap();
+    wait_assigned(&c, Duration::from_secs(60));
+    produce(&bs, &topic, 20);
+    let mut delivered: BTreeSet<i64> = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Some of the backlog and all 20 fresh records.
+    while delivered.range(5_070..).count() < 20 || delivered.range(..5_070).count() < 100 {
+        assert!(Instant::now() < deadline, "not enough records");
+        for r in c.poll(Duration::from_millis(100)).unwrap() {
+            assert!(delivered.insert(r.offset));
+        }
+        // Simulated processing time, so the backlog is still draining when the fresh records come.
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    assert!(
+        c.recovery_active(&tp).unwrap(),
+        "the backlog drained too soon for this test"
+    );
+    c.close(None).unwrap();
+    let low = (70..).find(|o| !delivered.contains(o)).unwrap();
+    let after = member(&bs, &group, &[]);
+    let com = committed(&after, &tp);
+    assert_eq!(com.offset, low);
+    let st = lagless::recovery::RecoveryState::parse_token(&com.metadata).unwrap();
+    assert_eq!(st.main_next, 5_090);
+    assert_eq!(st.low_water_mark(), low);
+    after.close(None).unwrap();
 }
