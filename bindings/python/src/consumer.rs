@@ -568,6 +568,25 @@ impl Consumer {
         tp_list(py, out)
     }
 
+    /// KIP-333 (`enable.parallel.rebalance`): whether `partition` has a recovery stream still
+    /// draining the backlog it was taken over with. IllegalStateError if it is not assigned.
+    fn recovery_active(
+        &self,
+        py: Python<'_>,
+        partition: &Bound<'_, TopicPartition>,
+    ) -> PyResult<bool> {
+        let tp = partition.borrow().core();
+        let core = self.core();
+        let r = py.detach(|| core.recovery_active(&tp));
+        self.check(py, r)
+    }
+
+    /// KIP-333: whether any assigned partition has a recovery stream still draining a backlog.
+    fn child_consumer_is_alive(&self, py: Python<'_>) -> bool {
+        let core = self.core();
+        py.detach(|| core.child_consumer_is_alive())
+    }
+
     /// Moves the next read of `partition.topic`/`partition.partition` to `partition.offset`
     /// (or OFFSET_BEGINNING / OFFSET_END).
     fn seek(&self, py: Python<'_>, partition: &Bound<'_, TopicPartition>) -> PyResult<()> {
