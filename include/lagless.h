@@ -380,6 +380,23 @@ lagless_error *lagless_consumer_committed(lagless_consumer *consumer, lagless_tp
 lagless_error *lagless_consumer_position(lagless_consumer *consumer, const char *topic, int32_t partition, int32_t timeout_ms, int64_t *out_offset);
 
 /**
+ * KIP-333 (`enable.parallel.rebalance`): whether (`topic`, `partition`) has a recovery stream
+ * still draining the backlog it was taken over with, i.e. whether messages with
+ * `lagless_message_from_recovery` true may still come for it. On success `*out_active`
+ * receives the answer (always false with the mode off). `LAGLESS_ERR_ILLEGAL_STATE` when the
+ * partition is not assigned to this consumer; `LAGLESS_ERR_CLOSED` after
+ * `lagless_consumer_close`. Does not wait.
+ */
+lagless_error *lagless_consumer_recovery_active(lagless_consumer *consumer, const char *topic, int32_t partition, bool *out_active);
+
+/**
+ * KIP-333 (`enable.parallel.rebalance`): whether any assigned partition has a recovery stream
+ * still draining a backlog (the proposal's "child consumer"). False with the mode off, for a
+ * closed consumer and for NULL. Does not wait.
+ */
+bool lagless_consumer_child_consumer_is_alive(lagless_consumer *consumer);
+
+/**
  * Makes the next record returned for (`topic`, `partition`) the one at `offset` (>= 0). The
  * partition must be assigned.
  */

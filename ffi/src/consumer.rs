@@ -427,6 +427,45 @@ pub extern "C" fn lagless_consumer_position(
     }
 }
 
+/// KIP-333 (`enable.parallel.rebalance`): whether (`topic`, `partition`) has a recovery stream
+/// still draining the backlog it was taken over with, i.e. whether messages with
+/// `lagless_message_from_recovery` true may still come for it. On success `*out_active`
+/// receives the answer (always false with the mode off). `LAGLESS_ERR_ILLEGAL_STATE` when the
+/// partition is not assigned to this consumer; `LAGLESS_ERR_CLOSED` after
+/// `lagless_consumer_close`. Does not wait.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_recovery_active(
+    consumer: *mut lagless_consumer,
+    topic: *const c_char,
+    partition: i32,
+    out_active: *mut bool,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let topic = try_str!(topic);
+        try_out!(out_active);
+        let active = h.open()?.recovery_active(&TopicPartition::new(topic, partition))?;
+        write_out(out_active, active);
+        Ok(())
+    }
+}
+
+/// KIP-333 (`enable.parallel.rebalance`): whether any assigned partition has a recovery stream
+/// still draining a backlog (the proposal's "child consumer"). False with the mode off, for a
+/// closed consumer and for NULL. Does not wait.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_child_consumer_is_alive(
+    consumer: *mut lagless_consumer,
+) -> bool {
+    ffi_panic_boundary! {
+        // SAFETY: the header requires NULL or a live consumer.
+        match unsafe { consumer.as_ref() } {
+            Some(h) => h.open().is_ok_and(Consumer::child_consumer_is_alive),
+            None => false,
+        }
+    }
+}
+
 /// Makes the next record returned for (`topic`, `partition`) the one at `offset` (>= 0). The
 /// partition must be assigned.
 #[no_mangle]

@@ -56,6 +56,7 @@ static void null_arguments(void) {
     EXPECT_ERR(lagless_consumer_commit_async(NULL, NULL, NULL, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_committed(NULL, l, 0), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_position(NULL, "t", 0, 0, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
+    EXPECT_ERR(lagless_consumer_recovery_active(NULL, "t", 0, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_seek(NULL, "t", 0, 0), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_pause(NULL, l), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_resume(NULL, l), LAGLESS_ERR_INVALID_ARGUMENT);
@@ -91,6 +92,7 @@ static void null_arguments(void) {
     CHECK(lagless_message_value(NULL, NULL) == NULL);
     CHECK(lagless_message_header_count(NULL) == 0);
     CHECK(!lagless_message_from_recovery(NULL));
+    CHECK(!lagless_consumer_child_consumer_is_alive(NULL));
     CHECK(lagless_error_code(NULL) == 0);
     CHECK(strcmp(lagless_error_name(NULL), "NONE") == 0);
     CHECK(strcmp(lagless_error_message(NULL), "") == 0);
@@ -267,6 +269,7 @@ static void use_after_close(const char *bootstrap, const char *topic) {
     lagless_error *e;
     int64_t off = 0;
     size_t n = 0;
+    bool active = false;
 
     topics[0] = topic;
     cc[1] = bootstrap;
@@ -290,6 +293,8 @@ static void use_after_close(const char *bootstrap, const char *topic) {
     EXPECT_ERR(lagless_consumer_commit_async(c, NULL, NULL, NULL), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_committed(c, l, 1000), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_position(c, topic, 0, 1000, &off), LAGLESS_ERR_CLOSED);
+    EXPECT_ERR(lagless_consumer_recovery_active(c, topic, 0, &active), LAGLESS_ERR_CLOSED);
+    CHECK(!lagless_consumer_child_consumer_is_alive(c));
     EXPECT_ERR(lagless_consumer_seek(c, topic, 0, 0), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_pause(c, l), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_resume(c, l), LAGLESS_ERR_CLOSED);

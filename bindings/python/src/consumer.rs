@@ -7,14 +7,10 @@
 //! calling thread; the Rust listener attaches to the interpreter again to call Python, stashes a
 //! Python exception, and the method that ran the core call re-raises it once the core returns.
 //!
-//! The core returns up to `max.poll.records` records per poll; `poll()` hands out one and
-//! `consume(n)` up to n, so the rest wait in `pending`. The core already counts them as
-//! consumed, so before anything that commits or moves positions by itself (close, unsubscribe,
-//! a drop, assign, pause, seek) they are given back with a seek to the first one not handed
-//! out; `commit()` without offsets and `position()` account for them too. The core's own
-//! periodic and pre-revocation auto-commits only run inside its poll, which is only called
-//! when `pending` is empty, so they never commit a record the application has not seen.
-use std::collections::{BTreeMap, VecDeque};
+//! No records are kept here: `poll()`, `consume(n)` and iteration each take from the core exactly
+//! the records they return (`poll_at_most`), so the core's positions, `commit()` without
+//! offsets, auto-commit and the KIP-333 commit token count only records Python has received,
+//! and every call is a poll of the member for `max.poll.interval.ms`.
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -164,7 +160,6 @@ impl RebalanceListener for PyListener {
 pub struct Consumer {
     /// Always Some but while dropping.
     inner: Option<CoreConsumer>,
-    pending: Mutex<VecDeque<ConsumerRecord>>,
     callbacks: Arc<Mutex<Callbacks>>,
     stash: Stash,
 }
@@ -200,50 +195,18 @@ impl Consumer {
         Ok(v)
     }
 
-    /// Gives the records not handed out yet back to the core (see the module docs), for the
-    /// partitions `which` selects.
-    fn rewind_pending(&self, py: Python<'_>, which: impl Fn(&lagless::TopicPartition) -> bool) {
-        let mut first: BTreeMap<lagless::TopicPartition, i64> = BTreeMap::new();
-        {
-            let mut pending = lock(&self.pending);
-            pending.retain(|r| {
-                let tp = lagless::TopicPartition::new(r.topic.to_string(), r.partition);
-                if which(&tp) {
-                    let e = first.entry(tp).or_insert(r.offset);
-                    *e = (*e).min(r.offset);
-                    false
-                } else {
-                    true
-                }
-            });
-        }
-        if first.is_empty() {
-            return;
-        }
-        let core = self.core();
-        py.detach(|| {
-            for (tp, offset) in first {
-                // The partition may be gone already; nothing to give back then.
-                let _ = core.seek(&tp, offset);
-            }
-        });
-    }
-
-    /// The offset of the first record of `tp` waiting in `pending`.
-    fn first_pending(&self, tp: &lagless::TopicPartition) -> Option<i64> {
-        lock(&self.pending)
-            .iter()
-            .filter(|r| r.partition == tp.partition && *r.topic == *tp.topic)
-            .map(|r| r.offset)
-            .min()
-    }
-
-    /// Waits up to `timeout` (None: without limit) until `pending` has records. Returns whether
-    /// it has.
-    fn fill(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<bool> {
-        if !lock(&self.pending).is_empty() {
-            return Ok(true);
-        }
+    /// One poll of the core for up to `max` records (and at most `max.poll.records`), waiting up
+    /// to `timeout` (None: without limit) in slices with a check for signals in between. Empty
+    /// when the timeout passed. The core counts the records returned as consumed, so they are
+    /// always handed to the caller: a callback's exception raised during the poll that returned
+    /// them waits for the next call.
+    fn poll_records(
+        &self,
+        py: Python<'_>,
+        timeout: Option<Duration>,
+        max: usize,
+    ) -> PyResult<Vec<ConsumerRecord>> {
+        self.raise_stashed()?;
         let deadline = timeout.map(|t| Instant::now() + t);
         let core = self.core();
         loop {
@@ -251,50 +214,16 @@ impl Consumer {
                 Some(d) => d.saturating_duration_since(Instant::now()).min(SLICE),
                 None => SLICE,
             };
-            let r = py.detach(|| core.poll(slice));
-            match r {
-                Ok(records) if !records.is_empty() => {
-                    lock(&self.pending).extend(records);
-                    self.raise_stashed()?;
-                    return Ok(true);
-                }
-                Ok(_) => self.raise_stashed()?,
-                Err(e) => return Err(self.error(py, e)),
+            let records = py
+                .detach(|| core.poll_at_most(slice, max))
+                .map_err(|e| self.error(py, e))?;
+            if !records.is_empty() {
+                return Ok(records);
             }
+            self.raise_stashed()?;
             py.check_signals()?;
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(false);
-            }
-        }
-    }
-
-    /// Takes up to `max` records from `pending`, topping it up from what the core has buffered
-    /// (without waiting).
-    fn take(&self, py: Python<'_>, max: usize) -> PyResult<Vec<ConsumerRecord>> {
-        let mut out = Vec::with_capacity(max.min(4096));
-        loop {
-            {
-                let mut pending = lock(&self.pending);
-                let n = (max - out.len()).min(pending.len());
-                out.extend(pending.drain(..n));
-            }
-            if out.len() >= max {
-                return Ok(out);
-            }
-            let core = self.core();
-            match py.detach(|| core.poll(Duration::ZERO)) {
-                Ok(records) if !records.is_empty() => lock(&self.pending).extend(records),
-                Ok(_) => {
-                    self.raise_stashed()?;
-                    return Ok(out);
-                }
-                // What was taken is handed out; the error comes from the next call.
-                Err(e) if !out.is_empty() => {
-                    let err = self.error(py, e);
-                    stash_error(&self.stash, err);
-                    return Ok(out);
-                }
-                Err(e) => return Err(self.error(py, e)),
+                return Ok(Vec::new());
             }
         }
     }
@@ -343,7 +272,6 @@ impl Consumer {
         let core = py.detach(|| CoreConsumer::from_config(&config)).py(py)?;
         Ok(Consumer {
             inner: Some(core),
-            pending: Mutex::new(VecDeque::new()),
             callbacks: Arc::new(Mutex::new(Callbacks::default())),
             stash: Arc::new(Mutex::new(None)),
         })
@@ -408,7 +336,6 @@ impl Consumer {
 
     /// Leaves the group (committing first with auto-commit, revoking through the listener).
     fn unsubscribe(&self, py: Python<'_>) -> PyResult<()> {
-        self.rewind_pending(py, |_| true);
         let core = self.core();
         let r = py.detach(|| core.unsubscribe());
         self.check(py, r)
@@ -419,7 +346,6 @@ impl Consumer {
     /// offset (with a group.id) or auto.offset.reset decides.
     fn assign(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
         let tps = extract_tps(partitions)?;
-        self.rewind_pending(py, |_| true);
         let core = self.core();
         let r = py.detach(|| -> lagless::Result<()> {
             let list: Vec<lagless::TopicPartition> = tps.iter().map(|t| t.0.clone()).collect();
@@ -456,18 +382,15 @@ impl Consumer {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, Message>>> {
-        if !self.fill(py, duration(timeout))? {
-            return Ok(None);
-        }
-        let r = lock(&self.pending).pop_front();
-        match r {
+        match self.poll_records(py, duration(timeout), 1)?.pop() {
             Some(r) => Ok(Some(MessageBuilder::default().build(py, r)?)),
             None => Ok(None),
         }
     }
 
-    /// Up to `num_messages` messages: waits up to `timeout` seconds (negative: without limit)
-    /// for the first, then takes what is already buffered without waiting further.
+    /// Up to `num_messages` messages (and at most `max.poll.records`): waits up to `timeout`
+    /// seconds (negative: without limit) for the first, then takes what is already buffered
+    /// without waiting further.
     #[pyo3(signature = (num_messages=1, timeout=-1.0))]
     fn consume<'py>(
         &self,
@@ -475,10 +398,10 @@ impl Consumer {
         num_messages: usize,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        if num_messages == 0 || !self.fill(py, duration(timeout))? {
+        if num_messages == 0 {
             return Ok(PyList::empty(py));
         }
-        let records = self.take(py, num_messages)?;
+        let records = self.poll_records(py, duration(timeout), num_messages)?;
         let mut b = MessageBuilder::default();
         let msgs = records
             .into_iter()
@@ -494,8 +417,12 @@ impl Consumer {
     /// Waits for the next message; the iteration ends when the consumer is closed.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Message>> {
         loop {
-            match self.fill(py, None) {
-                Ok(_) => {}
+            match self.poll_records(py, None, 1) {
+                Ok(mut records) => {
+                    if let Some(r) = records.pop() {
+                        return MessageBuilder::default().build(py, r);
+                    }
+                }
                 Err(e)
                     if e.value(py)
                         .getattr("name")
@@ -504,10 +431,6 @@ impl Consumer {
                     return Err(PyStopIteration::new_err(()));
                 }
                 Err(e) => return Err(e),
-            }
-            let r = lock(&self.pending).pop_front();
-            if let Some(r) = r {
-                return MessageBuilder::default().build(py, r);
             }
         }
     }
@@ -554,13 +477,7 @@ impl Consumer {
             }
             (None, None) => {
                 let core = self.core();
-                let mut o = py.detach(|| core.consumed_offsets());
-                for (tp, om) in o.iter_mut() {
-                    if let Some(first) = self.first_pending(tp) {
-                        om.offset = first;
-                    }
-                }
-                o
+                py.detach(|| core.consumed_offsets())
             }
         };
         let core = self.core();
@@ -642,18 +559,32 @@ impl Consumer {
     ) -> PyResult<Bound<'py, PyList>> {
         let tps = extract_tps(partitions)?;
         let mut out = Vec::with_capacity(tps.len());
+        let core = self.core();
         for (tp, _, _) in tps {
-            let offset = match self.first_pending(&tp) {
-                Some(o) => o,
-                None => {
-                    let core = self.core();
-                    let r = py.detach(|| core.position(&tp, duration(timeout)));
-                    self.check(py, r)?
-                }
-            };
+            let r = py.detach(|| core.position(&tp, duration(timeout)));
+            let offset = self.check(py, r)?;
             out.push(TopicPartition::from_core(&tp, offset));
         }
         tp_list(py, out)
+    }
+
+    /// KIP-333 (`enable.parallel.rebalance`): whether `partition` has a recovery stream still
+    /// draining the backlog it was taken over with. IllegalStateError if it is not assigned.
+    fn recovery_active(
+        &self,
+        py: Python<'_>,
+        partition: &Bound<'_, TopicPartition>,
+    ) -> PyResult<bool> {
+        let tp = partition.borrow().core();
+        let core = self.core();
+        let r = py.detach(|| core.recovery_active(&tp));
+        self.check(py, r)
+    }
+
+    /// KIP-333: whether any assigned partition has a recovery stream still draining a backlog.
+    fn child_consumer_is_alive(&self, py: Python<'_>) -> bool {
+        let core = self.core();
+        py.detach(|| core.child_consumer_is_alive())
     }
 
     /// Moves the next read of `partition.topic`/`partition.partition` to `partition.offset`
@@ -663,10 +594,6 @@ impl Consumer {
             let p = partition.borrow();
             (p.core(), p.offset)
         };
-        {
-            let mut pending = lock(&self.pending);
-            pending.retain(|r| !(r.partition == tp.partition && *r.topic == *tp.topic));
-        }
         let core = self.core();
         let r = py.detach(|| match offset {
             OFFSET_BEGINNING => core.seek_to_beginning(std::slice::from_ref(&tp)),
@@ -680,7 +607,6 @@ impl Consumer {
     fn pause(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
         let tps: Vec<lagless::TopicPartition> =
             extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
-        self.rewind_pending(py, |tp| tps.contains(tp));
         let core = self.core();
         let r = py.detach(|| core.pause(&tps));
         self.check(py, r)
@@ -752,7 +678,6 @@ impl Consumer {
     /// ClosedError; closing again does nothing.
     #[pyo3(signature = (timeout=None))]
     fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        self.rewind_pending(py, |_| true);
         let core = self.core();
         let r = py.detach(|| core.close(duration(timeout)));
         self.check(py, r)
@@ -795,33 +720,13 @@ impl Drop for Consumer {
         let Some(core) = self.inner.take() else {
             return;
         };
-        let pending = std::mem::take(&mut *lock(&self.pending));
-        let give_back = move |core: CoreConsumer| {
-            let mut first: BTreeMap<lagless::TopicPartition, i64> = BTreeMap::new();
-            for r in pending {
-                let tp = lagless::TopicPartition::new(r.topic.to_string(), r.partition);
-                let e = first.entry(tp).or_insert(r.offset);
-                *e = (*e).min(r.offset);
-            }
-            for (tp, offset) in first {
-                let _ = core.seek(&tp, offset);
-            }
-            drop(core);
-        };
         let mut core = Some(core);
-        let mut give_back = Some(give_back);
         Python::try_attach(|py| {
-            let (c, g) = (core.take(), give_back.take());
-            py.detach(move || {
-                if let (Some(c), Some(g)) = (c, g) {
-                    g(c)
-                }
-            })
+            let c = core.take();
+            py.detach(move || drop(c))
         });
         // The interpreter is finalizing: log events are dropped by then, nothing to wait for.
-        if let (Some(c), Some(g)) = (core, give_back) {
-            g(c)
-        }
+        drop(core);
     }
 }
 

@@ -78,6 +78,67 @@ def test_poll_one_at_a_time_and_position_counts_only_handed_out(bootstrap, make_
     assert [m.offset for m in rest] == list(range(2, 20))
 
 
+def test_commit_without_offsets_counts_only_the_records_poll_returned(bootstrap, make_topic, group, consumers):
+    topic = make_topic(1)
+    produce(bootstrap, topic, 50)
+    c = lagless.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
+    consumers.append(c)
+    tp = lagless.TopicPartition(topic, 0)
+    c.assign([tp])
+    m = None
+    deadline = time.monotonic() + 20
+    while m is None:
+        assert time.monotonic() < deadline
+        m = c.poll(0.5)
+    # The broker had all 50 records to give; poll() returned one, and only it counts as consumed.
+    res = c.commit()
+    assert res is not None and [(x.partition, x.offset) for x in res] == [(0, m.offset + 1)]
+    assert c.committed([tp], timeout=10)[0].offset == m.offset + 1
+    assert c.position([tp])[0].offset == m.offset + 1
+    assert [x.offset for x in consume_n(c, 49)] == list(range(m.offset + 1, 50))
+
+
+def test_polling_one_record_at_a_time_counts_for_max_poll_interval(bootstrap, make_topic, group, consumers):
+    """Each poll() is a poll of the member (KIP-62): handing out records one at a time, slower
+    than max.poll.interval.ms in total, keeps the member in the group."""
+    topic = make_topic(1)
+    produce(bootstrap, topic, 12)
+    events: List[str] = []
+    c = lagless.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "max.poll.interval.ms": 2000,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+    consumers.append(c)
+    c.subscribe([topic], on_revoke=lambda _c, p: events.append("revoked"), on_lost=lambda _c, p: events.append("lost"))
+    offsets: List[int] = []
+    deadline = time.monotonic() + 60
+    while not offsets:
+        assert time.monotonic() < deadline, "no record"
+        m = c.poll(0.2)
+        if m is not None:
+            offsets.append(m.offset)
+    member = c.member_id()
+    assert member is not None
+    while len(offsets) < 12:
+        assert time.monotonic() < deadline, f"got {len(offsets)} of 12 records"
+        time.sleep(0.5)  # processing: 12 records take three times max.poll.interval.ms
+        m = c.poll(1)
+        if m is not None:
+            offsets.append(m.offset)
+    assert offsets == list(range(12))
+    extra = c.poll(0.5)  # runs the callbacks of anything that happened meanwhile
+    assert events == [] and c.member_id() == member, "the member left the group while polling"
+    assert extra is None, "a record came twice"
+
+
 def test_iteration_and_context_manager(bootstrap, make_topic):
     topic = make_topic(1)
     produce(bootstrap, topic, 5)

@@ -115,6 +115,14 @@ class Consumer:
     def position(
         self, partitions: Iterable[TopicPartition], timeout: Optional[float] = None
     ) -> List[TopicPartition]: ...
+    def recovery_active(self, partition: TopicPartition) -> bool:
+        """Whether ``partition`` has a recovery stream still draining the backlog it was taken
+        over with (KIP-333, ``enable.parallel.rebalance``): while True, messages with
+        ``from_recovery`` set may still come for it. Always False with the mode off. Raises
+        IllegalStateError if the partition is not assigned, ClosedError after ``close()``."""
+    def child_consumer_is_alive(self) -> bool:
+        """Whether any assigned partition has a recovery stream still draining a backlog
+        (KIP-333's "child consumer"). Always False with the mode off."""
     def seek(self, partition: TopicPartition) -> None: ...
     def pause(self, partitions: Iterable[TopicPartition]) -> None: ...
     def resume(self, partitions: Iterable[TopicPartition]) -> None: ...
