@@ -310,8 +310,11 @@ impl Consumer {
     }
 
     /// KIP-333: whether any assigned partition has a recovery stream still draining a backlog
-    /// (the draft's "child consumer").
+    /// (the draft's "child consumer"). False once the consumer is closed.
     pub fn child_consumer_is_alive(&self) -> bool {
+        if self.check_open().is_err() {
+            return false;
+        }
         self.shared
             .lock()
             .partitions
