@@ -104,6 +104,8 @@ const ASSIGNORS: &[(&str, &str)] = &[
         "cooperative-sticky",
         "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
     ),
+    // Learner assignments; lagless only, so it has no Java class name.
+    ("learner-sticky", "learner-sticky"),
 ];
 
 // Built with a `const fn` so each table row stays one readable call.
@@ -358,7 +360,7 @@ static KEYS: &[KeyInfo] = &[
         Some("cooperative-sticky,range"),
         Consumer,
         Assignors,
-        "Assignors this member offers, preferred first: cooperative-sticky, range, roundrobin (or their Java class names).",
+        "Assignors this member offers, preferred first: cooperative-sticky, range, roundrobin (or their Java class names), and learner-sticky (lagless only: a partition moves to a new member once it has warmed up for it).",
     ),
     key(
         "enable.parallel.rebalance",

@@ -40,6 +40,19 @@ pub trait RebalanceListener: Send {
     ) -> Result<()> {
         Ok(())
     }
+    /// Learner assignments (`partition.assignment.strategy=learner-sticky`): partitions this
+    /// member will own once it is ready, while their current owners keep consuming them. Warm
+    /// up here (load state, caches, connections); returning `Ok` says this member is ready, and
+    /// it rejoins so the group moves them to it. An error leaves it not ready (the owners keep
+    /// the partitions) and comes out of `poll()`; the callback runs again for them in a later
+    /// rebalance. Without learner assignments it is never called.
+    fn on_partitions_learning(
+        &mut self,
+        _consumer: &Consumer,
+        _partitions: &[TopicPartition],
+    ) -> Result<()> {
+        Ok(())
+    }
     /// Partitions that may already belong to another member (the generation was lost, e.g.
     /// after `max.poll.interval.ms`): committing them is no longer possible.
     fn on_partitions_lost(
@@ -73,6 +86,10 @@ pub(crate) struct GroupLocal {
     pub owned: BTreeSet<TopicPartition>,
     pub next_auto_commit: Instant,
     pub last_committed: HashMap<TopicPartition, OffsetAndMetadata>,
+    /// Learner assignments: the partitions this member learns, and those of them it is ready
+    /// to own (its `on_partitions_learning` returned `Ok`).
+    pub learning: BTreeSet<TopicPartition>,
+    pub ready: BTreeSet<TopicPartition>,
 }
 
 /// What the caller's thread must do after looking at the group (outside the lock).
@@ -149,6 +166,8 @@ impl Consumer {
                 owned: BTreeSet::new(),
                 next_auto_commit: Instant::now() + self.shared.config.auto_commit_interval,
                 last_committed: HashMap::new(),
+                learning: BTreeSet::new(),
+                ready: BTreeSet::new(),
             });
         }
         let local = g.as_mut().expect("created above");
@@ -604,6 +623,7 @@ impl Consumer {
         let input = JoinInput {
             topics: local.subscribed.iter().cloned().collect(),
             owned: local.owned.clone(),
+            ready: local.ready.clone(),
             reason,
         };
         {
@@ -651,6 +671,51 @@ impl Consumer {
         let list: Vec<TopicPartition> = added.into_iter().collect();
         if let Some(e) = self.with_listener(|l, c| l.on_partitions_assigned(c, &list)) {
             errors.get_or_insert(e);
+        }
+        self.apply_learning(outcome.learning, errors);
+    }
+
+    /// Learner assignments: keeps the partitions this member learns, warms up for the new ones
+    /// through the listener, and once ready rejoins so the group moves them here.
+    fn apply_learning(&self, learning: BTreeSet<TopicPartition>, errors: &mut Option<Error>) {
+        let new: Vec<TopicPartition> = {
+            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(l) = g.as_mut() else { return };
+            l.ready.retain(|tp| learning.contains(tp));
+            let new = learning.difference(&l.learning).cloned().collect();
+            l.learning = learning;
+            new
+        };
+        if new.is_empty() {
+            return;
+        }
+        tracing::info!(partitions = ?new, "learning partitions before their owners hand them over");
+        // Part of warming up: the metadata (and so the leaders) of what this member will fetch.
+        self.shared
+            .cluster
+            .add_interest(new.iter().map(|tp| &tp.topic));
+        match self.with_listener(|l, c| l.on_partitions_learning(c, &new)) {
+            None => {
+                let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(l) = g.as_mut() {
+                    l.ready.extend(new.iter().cloned());
+                }
+                drop(g);
+                if let Some(d) = self.driver() {
+                    d.membership()
+                        .request_rejoin("learned partitions are ready to be handed over");
+                }
+            }
+            Some(e) => {
+                // Not ready: forget them as learned, so the callback runs again next time.
+                let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(l) = g.as_mut() {
+                    for tp in &new {
+                        l.learning.remove(tp);
+                    }
+                }
+                errors.get_or_insert(e);
+            }
         }
     }
 

@@ -20,7 +20,8 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::protocol::consumer_protocol::{
-    encode_cooperative_user_data, subscription_generation, Assignment, Subscription,
+    decode_learner_subscription_data, encode_cooperative_user_data, encode_learner_assignment_data,
+    encode_learner_subscription_data, subscription_generation, Assignment, Subscription,
     TopicPartitions, UNKNOWN_GENERATION,
 };
 
@@ -51,8 +52,13 @@ pub trait Assignor: Send + Sync {
         RebalanceProtocol::Eager
     }
     /// The `user_data` this member puts in its subscription, given the generation it is in
-    /// ([`UNKNOWN_GENERATION`] if none).
-    fn subscription_user_data(&self, _generation: i32) -> Option<Bytes> {
+    /// ([`UNKNOWN_GENERATION`] if none) and the partitions it has learned and is ready to own
+    /// (learner assignments; empty otherwise).
+    fn subscription_user_data(
+        &self,
+        _generation: i32,
+        _ready: &[TopicPartitions],
+    ) -> Option<Bytes> {
         None
     }
     /// Assigns the partitions of `partitions_per_topic` (topic → partition count) to `members`.
@@ -77,6 +83,7 @@ pub fn assignor_by_name(name: &str) -> Option<Box<dyn Assignor>> {
         "cooperative-sticky" | "org.apache.kafka.clients.consumer.CooperativeStickyAssignor" => {
             Some(Box::new(CooperativeStickyAssignor))
         }
+        "learner-sticky" => Some(Box::new(LearnerStickyAssignor)),
         _ => None,
     }
 }
@@ -278,7 +285,7 @@ impl Assignor for CooperativeStickyAssignor {
 
     /// Java still sends the generation in user data so that leaders reading subscription v0/v1
     /// (without `generation_id`) can apply the stale-ownership rules.
-    fn subscription_user_data(&self, generation: i32) -> Option<Bytes> {
+    fn subscription_user_data(&self, generation: i32, _ready: &[TopicPartitions]) -> Option<Bytes> {
         Some(encode_cooperative_user_data(generation))
     }
 
@@ -287,7 +294,7 @@ impl Assignor for CooperativeStickyAssignor {
         partitions_per_topic: &BTreeMap<String, i32>,
         members: &[MemberSubscription],
     ) -> Result<BTreeMap<String, Assignment>> {
-        let plan = StickyPlan::compute(partitions_per_topic, members)?;
+        let plan = StickyPlan::compute(partitions_per_topic, members, &BTreeMap::new())?;
         let assigned = plan
             .target
             .iter()
@@ -298,6 +305,114 @@ impl Assignor for CooperativeStickyAssignor {
                 owner.map(|m| (plan.members[m].member_id.as_str(), plan.topics[t], p))
             });
         Ok(build_result(members, assigned))
+    }
+}
+
+/// Learner assignments (seed 002): cooperative-sticky, except that a partition moves to a new
+/// owner only once that owner has warmed up for it, so scaling stops nobody while the new member
+/// gets ready.
+///
+/// 1. The balanced, sticky target is computed as by [`CooperativeStickyAssignor`].
+/// 2. A partition whose target is another member than its current owner stays with its owner,
+///    and the target member gets it as a *learner* (in its assignment's user data): it prepares
+///    (the application's `on_partitions_learning` callback) while the owner keeps consuming.
+/// 3. A learner that is ready says so in its next subscription's user data and rejoins. The
+///    partition then moves as cooperative-sticky moves it: left out of this generation (its owner
+///    revokes it and rejoins) and given to the ready learner in the next.
+///
+/// Only lagless offers this protocol; a group with other clients agrees on another assignor in
+/// the member's list. Malformed user data from a member counts as "nothing ready", with a
+/// warning, so one member's bad bytes cannot stop the group's assignment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LearnerStickyAssignor;
+
+impl Assignor for LearnerStickyAssignor {
+    fn name(&self) -> &'static str {
+        "learner-sticky"
+    }
+
+    fn protocol(&self) -> RebalanceProtocol {
+        RebalanceProtocol::Cooperative
+    }
+
+    fn subscription_user_data(&self, generation: i32, ready: &[TopicPartitions]) -> Option<Bytes> {
+        Some(encode_learner_subscription_data(generation, ready))
+    }
+
+    fn assign(
+        &self,
+        partitions_per_topic: &BTreeMap<String, i32>,
+        members: &[MemberSubscription],
+    ) -> Result<BTreeMap<String, Assignment>> {
+        let mut ready: BTreeMap<(String, i32), String> = BTreeMap::new();
+        for m in sorted_members(members)? {
+            match decode_learner_subscription_data(m.subscription.user_data.as_ref()) {
+                Ok(tps) => {
+                    for tp in tps {
+                        for p in tp.partitions {
+                            ready
+                                .entry((tp.topic.clone(), p))
+                                .or_insert_with(|| m.member_id.clone());
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    member = %m.member_id,
+                    error = %e,
+                    "malformed learner data in a member's subscription; taking it as nothing ready"
+                ),
+            }
+        }
+        let plan = StickyPlan::compute(partitions_per_topic, members, &ready)?;
+        let mut owned: Vec<(&str, &str, i32)> = Vec::new();
+        let mut learning: BTreeMap<&str, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
+        for (g, target) in plan.target.iter().enumerate() {
+            let (t, p) = plan.partition(g);
+            let topic = plan.topics[t];
+            if plan.conflicted[g] {
+                continue;
+            }
+            match (plan.prev_owner[g], *target) {
+                (Some(from), Some(to)) if from != to => {
+                    let to_id = plan.members[to].member_id.as_str();
+                    let is_ready = ready
+                        .get(&(topic.to_string(), p))
+                        .is_some_and(|m| m == to_id);
+                    // An owner that no longer subscribes to the topic cannot keep it meanwhile.
+                    let owner_keeps = topic_set(plan.members[from]).contains(topic);
+                    if !is_ready && owner_keeps {
+                        // The owner keeps it while the new member warms up.
+                        owned.push((plan.members[from].member_id.as_str(), topic, p));
+                    }
+                    // Ready or not, the new member stays its learner until it owns it, so it
+                    // keeps saying it is ready through the generation that moves it. (A
+                    // partition that moves at once, its owner gone from the topic, is not
+                    // learned: it is the new member's in the next generation anyway.)
+                    if !is_ready && !owner_keeps {
+                        continue;
+                    }
+                    learning
+                        .entry(to_id)
+                        .or_default()
+                        .entry(topic)
+                        .or_default()
+                        .push(p);
+                }
+                (_, Some(to)) => owned.push((plan.members[to].member_id.as_str(), topic, p)),
+                (_, None) => {}
+            }
+        }
+        let mut result = build_result(members, owned);
+        for (member, topics) in learning {
+            if let Some(a) = result.get_mut(member) {
+                let tps: Vec<TopicPartitions> = topics
+                    .into_iter()
+                    .map(|(t, ps)| TopicPartitions::new(t, ps))
+                    .collect();
+                a.user_data = Some(encode_learner_assignment_data(&tps));
+            }
+        }
+        Ok(result)
     }
 }
 
@@ -329,9 +444,12 @@ impl<'a> StickyPlan<'a> {
             || matches!((self.prev_owner[g], self.target[g]), (Some(a), Some(b)) if a != b)
     }
 
+    /// `ready` maps a partition to a member that has learned it and is ready to own it
+    /// (learner-sticky): an unowned partition goes to that member first.
     fn compute(
         partitions_per_topic: &'a BTreeMap<String, i32>,
         members: &'a [MemberSubscription],
+        ready: &BTreeMap<(String, i32), String>,
     ) -> Result<StickyPlan<'a>> {
         let members = sorted_members(members)?;
         let subscribed: Vec<BTreeSet<&str>> = members.iter().map(|m| topic_set(m)).collect();
@@ -412,7 +530,26 @@ impl<'a> StickyPlan<'a> {
             }
         }
 
-        // Step 3: unowned partitions to the least-loaded subscriber, most constrained first.
+        // Step 3: unowned partitions to a member ready for them (learner-sticky), then to the
+        // least-loaded subscriber, most constrained first.
+        for ((topic, p), member_id) in ready {
+            let (Some(&t), Some(m)) = (
+                topic_index.get(topic.as_str()),
+                members.iter().position(|m| &m.member_id == member_id),
+            ) else {
+                continue;
+            };
+            let count = topic_start[t + 1] - topic_start[t];
+            if *p < 0 || *p as usize >= count || !member_topics[m][t] {
+                continue;
+            }
+            let g = topic_start[t] + *p as usize;
+            if target[g].is_none() && !conflicted[g] {
+                target[g] = Some(m);
+                load[m] += 1;
+                held[m][t].insert(g);
+            }
+        }
         let mut free: Vec<usize> = (0..total).filter(|g| target[*g].is_none()).collect();
         free.sort_by_key(|g| (subscribers[topic_of(*g)].len(), *g));
         for g in free {
@@ -618,9 +755,9 @@ mod tests {
         }
         assert!(assignor_by_name("sticky").is_none());
         assert!(assignor_by_name("nope").is_none());
-        assert_eq!(RangeAssignor.subscription_user_data(3), None);
+        assert_eq!(RangeAssignor.subscription_user_data(3, &[]), None);
         assert_eq!(
-            CooperativeStickyAssignor.subscription_user_data(3),
+            CooperativeStickyAssignor.subscription_user_data(3, &[]),
             Some(encode_cooperative_user_data(3))
         );
     }
@@ -1087,5 +1224,141 @@ mod tests {
                 assert_eq!(assigned_set(&r), all_subscribed(&p, &members));
             }
         }
+    }
+
+    fn learning_of(a: &Assignment) -> Vec<String> {
+        crate::protocol::consumer_protocol::decode_learner_assignment_data(a.user_data.as_ref())
+            .unwrap()
+            .iter()
+            .flat_map(|tp| {
+                tp.partitions
+                    .iter()
+                    .map(move |p| format!("{}-{p}", tp.topic))
+            })
+            .collect()
+    }
+
+    /// A learner-sticky member owning `owned` in `generation`, ready for `ready`.
+    fn learner(
+        id: &str,
+        owned: &[(&str, i32)],
+        ready: &[(&str, i32)],
+        generation: i32,
+    ) -> MemberSubscription {
+        let mut m = owning(id, &["t"], owned, generation);
+        let ready = to_topic_partitions(ready.iter().map(|(t, p)| (t.to_string(), *p)));
+        m.subscription.user_data = LearnerStickyAssignor.subscription_user_data(generation, &ready);
+        m
+    }
+
+    /// A scale-up from two members to three with learner assignments: while the new member warms
+    /// up, the owners keep every partition and it only learns; once it says it is ready, the
+    /// partitions it learned leave their owners (cooperative), and in the next generation they
+    /// are its own. At no generation is a partition given to two members.
+    #[test]
+    fn learner_sticky_moves_a_partition_only_once_its_learner_is_ready() {
+        let a = LearnerStickyAssignor;
+        let topics = ppt(&[("t", 6)]);
+        let owned_a = [("t", 0), ("t", 1), ("t", 2)];
+        let owned_b = [("t", 3), ("t", 4), ("t", 5)];
+
+        // Generation 2: c joins. Owners keep everything; c learns one partition of each.
+        let members = vec![
+            learner("a", &owned_a, &[], 1),
+            learner("b", &owned_b, &[], 1),
+            learner("c", &[], &[], UNKNOWN_GENERATION),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(
+            layout(&r),
+            expect(&[
+                ("a", &["t-0", "t-1", "t-2"]),
+                ("b", &["t-3", "t-4", "t-5"]),
+                ("c", &[])
+            ])
+        );
+        let learned = learning_of(&r["c"]);
+        assert_eq!(learned.len(), 2, "{learned:?}");
+        assert!(learning_of(&r["a"]).is_empty() && learning_of(&r["b"]).is_empty());
+        let learned_tp: Vec<(&str, i32)> = learned
+            .iter()
+            .map(|s| ("t", s.trim_start_matches("t-").parse().unwrap()))
+            .collect();
+
+        // The same group again before c is ready (another member's rejoin): nothing moves.
+        let r2 = a.assign(&topics, &members).unwrap();
+        assert_eq!(layout(&r2), layout(&r));
+
+        // Generation 3: c is ready. The learned partitions leave their owners, nobody gets
+        // them yet (their owners revoke them first), and c still learns them.
+        let members = vec![
+            learner("a", &owned_a, &[], 2),
+            learner("b", &owned_b, &[], 2),
+            learner("c", &[], &learned_tp, 2),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        let mut everyone: Vec<String> = r.values().flat_map(|x| layout_of(x)).collect();
+        everyone.sort();
+        assert_eq!(
+            everyone.len(),
+            4,
+            "two partitions withheld: {:?}",
+            layout(&r)
+        );
+        for l in &learned {
+            assert!(
+                !everyone.contains(l),
+                "{l} given out while its owner still has it"
+            );
+        }
+        assert_eq!(learning_of(&r["c"]), learned);
+
+        // Generation 4: the owners gave them up; c, still ready, gets exactly them.
+        let keep_a: Vec<(&str, i32)> = owned_a
+            .iter()
+            .copied()
+            .filter(|tp| !learned_tp.contains(tp))
+            .collect();
+        let keep_b: Vec<(&str, i32)> = owned_b
+            .iter()
+            .copied()
+            .filter(|tp| !learned_tp.contains(tp))
+            .collect();
+        let members = vec![
+            learner("a", &keep_a, &[], 3),
+            learner("b", &keep_b, &[], 3),
+            learner("c", &[], &learned_tp, 3),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(layout_of(&r["c"]), learned);
+        assert!(learning_of(&r["c"]).is_empty());
+        assert_eq!(layout_of(&r["a"]).len(), 2);
+        assert_eq!(layout_of(&r["b"]).len(), 2);
+    }
+
+    fn layout_of(a: &Assignment) -> Vec<String> {
+        flat(a).iter().map(|(t, p)| format!("{t}-{p}")).collect()
+    }
+
+    /// An owner that stops subscribing to the topic cannot keep a partition for a learner: it
+    /// moves as cooperative-sticky moves it. Bad learner user data from a member is read as
+    /// nothing ready; the group still gets a valid assignment.
+    #[test]
+    fn learner_sticky_edge_cases() {
+        let a = LearnerStickyAssignor;
+        let topics = ppt(&[("t", 2), ("u", 1)]);
+        let mut gone = owning("a", &["u"], &[("t", 0), ("t", 1)], 1);
+        gone.subscription.user_data = a.subscription_user_data(1, &[]);
+        let mut garbled = member("b", &["t", "u"]);
+        garbled.subscription.user_data = Some(Bytes::from_static(&[0, 0, 0, 1, 0xff, 0xff]));
+        let members = vec![gone, garbled];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        // t-0 and t-1 were owned by a, which no longer subscribes to t: withheld now, not kept.
+        assert_eq!(layout(&r), expect(&[("a", &["u-0"]), ("b", &[])]));
+        assert!(learning_of(&r["b"]).is_empty());
     }
 }

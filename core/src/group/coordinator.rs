@@ -19,8 +19,8 @@ use crate::group::member::{Generation, MemberState, Membership, Next};
 use crate::net::Connection;
 use crate::offsets::OffsetAndMetadata;
 use crate::protocol::consumer_protocol::{
-    decode_assignment, decode_subscription, encode_assignment, encode_subscription, Assignment,
-    Subscription, TopicPartitions, HIGHEST_VERSION,
+    decode_assignment, decode_learner_assignment_data, decode_subscription, encode_assignment,
+    encode_subscription, Assignment, Subscription, TopicPartitions, HIGHEST_VERSION,
 };
 use crate::protocol::msg::describe_configs_request::DescribeConfigsResource;
 use crate::protocol::msg::join_group_request::JoinGroupRequestProtocol;
@@ -43,6 +43,8 @@ const JOIN_GROUP_TIMEOUT_LAPSE: Duration = Duration::from_secs(5);
 pub(crate) struct JoinInput {
     pub topics: Vec<String>,
     pub owned: BTreeSet<TopicPartition>,
+    /// Learned partitions this member is ready to own (learner-sticky).
+    pub ready: BTreeSet<TopicPartition>,
     pub reason: String,
 }
 
@@ -52,6 +54,8 @@ pub(crate) struct JoinOutcome {
     #[allow(dead_code)] // kept for logs and the learner assignments to come
     pub generation: Generation,
     pub assigned: BTreeSet<TopicPartition>,
+    /// Partitions this member learns while their owners keep them (learner-sticky).
+    pub learning: BTreeSet<TopicPartition>,
     pub protocol: RebalanceProtocol,
 }
 
@@ -330,7 +334,8 @@ impl GroupDriver {
             .map(|a| {
                 let sub = Subscription {
                     topics: input.topics.clone(),
-                    user_data: a.subscription_user_data(generation_id),
+                    user_data: a
+                        .subscription_user_data(generation_id, &to_topic_partitions(&input.ready)),
                     owned_partitions: to_topic_partitions(&input.owned),
                     generation_id,
                     rack_id: self.config.common.client_rack.clone(),
@@ -487,9 +492,27 @@ impl GroupDriver {
             partitions = assigned.len(),
             "joined the group"
         );
+        let learning: BTreeSet<TopicPartition> = if assignor.name() == "learner-sticky" {
+            decode_learner_assignment_data(assignment.user_data.as_ref())
+                .unwrap_or_else(|e| {
+                    tracing::warn!(group = %self.group_id, error = %e, "malformed learner data in the assignment; learning nothing");
+                    Vec::new()
+                })
+                .iter()
+                .flat_map(|tp| {
+                    tp.partitions
+                        .iter()
+                        .map(move |p| TopicPartition::new(tp.topic.clone(), *p))
+                })
+                .filter(|tp| !assigned.contains(tp))
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         Ok(Some(JoinOutcome {
             generation,
             assigned,
+            learning,
             protocol: assignor.protocol(),
         }))
     }

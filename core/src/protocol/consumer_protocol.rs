@@ -212,6 +212,71 @@ pub fn subscription_generation(s: &Subscription) -> Option<i32> {
     decode_cooperative_user_data(s.user_data.as_ref())
 }
 
+/// The learner-sticky assignor's subscription user data (a lagless format; only lagless members
+/// offer that assignor): the member's generation as a big-endian `int32` first, exactly like
+/// cooperative-sticky's (so [`subscription_generation`] reads it the same way), then the
+/// partitions this member has learned and is ready to own, as `int32` topic count, then per topic
+/// a `string` name, an `int32` partition count and the `int32` partitions.
+pub fn encode_learner_subscription_data(generation: i32, ready: &[TopicPartitions]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_i32(generation);
+    put_topic_partitions(&mut b, ready);
+    b.freeze()
+}
+
+/// The ready partitions in learner-sticky subscription user data (see
+/// [`encode_learner_subscription_data`]). No user data is no ready partitions; bytes that do not
+/// parse are [`Error::Corrupt`] naming the field.
+pub fn decode_learner_subscription_data(user_data: Option<&Bytes>) -> Result<Vec<TopicPartitions>> {
+    let Some(b) = user_data else {
+        return Ok(Vec::new());
+    };
+    let mut r = Reader::new(b.clone(), "learner subscription user data");
+    r.i32("generation")?;
+    read_topic_partitions(&mut r, "ready")
+}
+
+/// The learner-sticky assignor's assignment user data: the partitions this member learns (warms
+/// up for) while their current owners keep them, in the same topic-partitions layout.
+pub fn encode_learner_assignment_data(learning: &[TopicPartitions]) -> Bytes {
+    let mut b = BytesMut::new();
+    put_topic_partitions(&mut b, learning);
+    b.freeze()
+}
+
+/// The learning partitions in learner-sticky assignment user data; none without user data.
+pub fn decode_learner_assignment_data(user_data: Option<&Bytes>) -> Result<Vec<TopicPartitions>> {
+    let Some(b) = user_data else {
+        return Ok(Vec::new());
+    };
+    let mut r = Reader::new(b.clone(), "learner assignment user data");
+    read_topic_partitions(&mut r, "learning")
+}
+
+fn put_topic_partitions(b: &mut BytesMut, tps: &[TopicPartitions]) {
+    b.put_i32(tps.len() as i32);
+    for tp in tps {
+        b.put_i16(tp.topic.len() as i16);
+        b.put_slice(tp.topic.as_bytes());
+        b.put_i32(tp.partitions.len() as i32);
+        for p in &tp.partitions {
+            b.put_i32(*p);
+        }
+    }
+}
+
+fn read_topic_partitions(r: &mut Reader, field: &str) -> Result<Vec<TopicPartitions>> {
+    let tps = r.array(field, 6, |r| {
+        let topic = r.string("topic")?;
+        let partitions = r.array("partitions", 4, |r| r.i32("partition"))?;
+        Ok(TopicPartitions { topic, partitions })
+    })?;
+    if r.buf.has_remaining() {
+        return Err(r.corrupt(field, format!("{} bytes after the end", r.buf.remaining())));
+    }
+    Ok(tps)
+}
+
 fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
 }
@@ -670,5 +735,37 @@ mod tests {
         assert_eq!(subscription_generation(&v1), Some(5));
         s.user_data = None;
         assert_eq!(subscription_generation(&s), None);
+    }
+
+    #[test]
+    fn learner_user_data_round_trips_and_rejects_garbage() {
+        let ready = vec![
+            TopicPartitions::new("orders", vec![0, 5]),
+            TopicPartitions::new("t", vec![]),
+        ];
+        let b = encode_learner_subscription_data(9, &ready);
+        assert_eq!(decode_learner_subscription_data(Some(&b)).unwrap(), ready);
+        // The generation sits where cooperative-sticky's does.
+        assert_eq!(decode_cooperative_user_data(Some(&b)), Some(9));
+        assert_eq!(decode_learner_subscription_data(None).unwrap(), vec![]);
+        let a = encode_learner_assignment_data(&ready);
+        assert_eq!(decode_learner_assignment_data(Some(&a)).unwrap(), ready);
+
+        for bad in [
+            &b[..b.len() - 1],                         // truncated
+            &[0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff][..], // a topic count no bytes can hold
+            &[0, 0, 0, 1][..],                         // no topic count
+        ] {
+            let e =
+                decode_learner_subscription_data(Some(&Bytes::copy_from_slice(bad))).unwrap_err();
+            assert!(
+                matches!(&e, Error::Corrupt(m) if m.contains("learner subscription user data")),
+                "{e}"
+            );
+        }
+        let mut trailing = a.to_vec();
+        trailing.push(0);
+        let e = decode_learner_assignment_data(Some(&Bytes::from(trailing))).unwrap_err();
+        assert!(e.to_string().contains("after the end"), "{e}");
     }
 }
