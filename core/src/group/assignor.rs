@@ -1299,7 +1299,7 @@ mod tests {
         ];
         let r = a.assign(&topics, &members).unwrap();
         check_valid(&topics, &members, &r);
-        let mut everyone: Vec<String> = r.values().flat_map(|x| layout_of(x)).collect();
+        let mut everyone: Vec<String> = r.values().flat_map(layout_of).collect();
         everyone.sort();
         assert_eq!(
             everyone.len(),
