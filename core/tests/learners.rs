@@ -277,6 +277,17 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
         owner_records.iter().any(|at| *at >= ready),
         "the owner stopped consuming partition {p} before c was ready"
     );
+    let revoked_at = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Revoked(m, ps, at) if *m != "c" && ps.contains(&p) => Some(*at),
+            _ => None,
+        })
+        .expect("the owner never gave the partition up");
+    assert!(
+        revoked_at > ready,
+        "partition {p} was revoked before c was ready"
+    );
     // Nothing lost: every produced offset of every partition was delivered.
     let mut seen: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
     for e in &events {
