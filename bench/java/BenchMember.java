@@ -1,10 +1,14 @@
 // A group member for the rebalance figure of bench/run (the Java twin of
-// core/examples/bench_member.rs): BenchMember <bootstrap> <topic> <group> <strategy> <seconds>.
-// After every poll that returned records prints "D <partition> <unix ms>" once per partition.
+// core/examples/bench_member.rs): BenchMember <bootstrap> <topic> <group> <strategy> <seconds>
+// [<warm-up ms>]. After every poll that returned records prints "D <partition> <unix ms>" once per
+// partition. With a warm-up it sleeps that long in onPartitionsAssigned for newly assigned
+// partitions (preparing for them, as an application loading state would).
 import java.time.Duration;
+import java.util.Collection;
 import java.util.List;
 import java.util.Properties;
 
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
@@ -27,7 +31,22 @@ public class BenchMember {
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         long end = System.nanoTime() + (long) (Double.parseDouble(args[4]) * 1e9);
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
-            c.subscribe(List.of(args[1]));
+            long warmUpMs = args.length > 5 ? Long.parseLong(args[5]) : 0;
+            c.subscribe(List.of(args[1]), new ConsumerRebalanceListener() {
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> partitions) {}
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                    if (warmUpMs > 0 && !partitions.isEmpty()) {
+                        try {
+                            Thread.sleep(warmUpMs);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    }
+                }
+            });
             StringBuilder sb = new StringBuilder();
             while (System.nanoTime() < end) {
                 ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(100));

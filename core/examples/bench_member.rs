@@ -1,13 +1,37 @@
 //! A group member for the rebalance figure of `bench/run`:
-//! `bench_member <bootstrap> <topic> <group> <strategy> <seconds>`.
-//! Subscribes with `partition.assignment.strategy` = strategy (range, cooperative-sticky), polls for
-//! `seconds`, and after every poll that returned records prints `D <partition> <unix ms>` once per
-//! partition in it. Then closes (leaving the group).
+//! `bench_member <bootstrap> <topic> <group> <strategy> <seconds> [<warm-up ms>]`.
+//! Subscribes with `partition.assignment.strategy` = strategy (range, cooperative-sticky,
+//! learner-sticky,cooperative-sticky), polls for `seconds`, and after every poll that returned
+//! records prints `D <partition> <unix ms>` once per partition in it. Then closes (leaving the
+//! group). With a warm-up, the member spends that long preparing for partitions it is about to
+//! own (loading state, say) before it consumes them: in `on_partitions_learning` with
+//! learner-sticky, else in `on_partitions_assigned`.
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lagless::{Config, Consumer};
+use lagless::{Config, Consumer, RebalanceListener, TopicPartition};
+
+/// Sleeps `warm_up` for partitions the member is about to own.
+struct WarmUp {
+    warm_up: Duration,
+    learner: bool,
+}
+
+impl RebalanceListener for WarmUp {
+    fn on_partitions_assigned(&mut self, _: &Consumer, tps: &[TopicPartition]) -> lagless::Result<()> {
+        if !self.learner && !tps.is_empty() {
+            std::thread::sleep(self.warm_up);
+        }
+        Ok(())
+    }
+    fn on_partitions_learning(&mut self, _: &Consumer, tps: &[TopicPartition]) -> lagless::Result<()> {
+        if !tps.is_empty() {
+            std::thread::sleep(self.warm_up);
+        }
+        Ok(())
+    }
+}
 
 fn main() -> lagless::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -16,6 +40,7 @@ fn main() -> lagless::Result<()> {
         std::process::exit(2);
     }
     let seconds: f64 = args[5].parse().expect("seconds");
+    let warm_up = Duration::from_millis(args.get(6).map_or(0, |a| a.parse().expect("warm-up ms")));
     let config = Config::from_pairs([
         ("bootstrap.servers", args[1].as_str()),
         ("client.id", "bench-member"),
@@ -26,7 +51,11 @@ fn main() -> lagless::Result<()> {
         ("fetch.max.wait.ms", "500"),
     ])?;
     let consumer = Consumer::from_config(&config)?;
-    consumer.subscribe(&[args[2].as_str()], None)?;
+    let listener = WarmUp {
+        warm_up,
+        learner: args[4].starts_with("learner-sticky"),
+    };
+    consumer.subscribe(&[args[2].as_str()], Some(Box::new(listener)))?;
     let end = Instant::now() + Duration::from_secs_f64(seconds);
     let mut out = std::io::stdout().lock();
     while Instant::now() < end {
