@@ -19,13 +19,21 @@ struct WarmUp {
 }
 
 impl RebalanceListener for WarmUp {
-    fn on_partitions_assigned(&mut self, _: &Consumer, tps: &[TopicPartition]) -> lagless::Result<()> {
+    fn on_partitions_assigned(
+        &mut self,
+        _: &Consumer,
+        tps: &[TopicPartition],
+    ) -> lagless::Result<()> {
         if !self.learner && !tps.is_empty() {
             std::thread::sleep(self.warm_up);
         }
         Ok(())
     }
-    fn on_partitions_learning(&mut self, _: &Consumer, tps: &[TopicPartition]) -> lagless::Result<()> {
+    fn on_partitions_learning(
+        &mut self,
+        _: &Consumer,
+        tps: &[TopicPartition],
+    ) -> lagless::Result<()> {
         if !tps.is_empty() {
             std::thread::sleep(self.warm_up);
         }

@@ -21,8 +21,8 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::protocol::consumer_protocol::{
     decode_learner_subscription_data, encode_cooperative_user_data, encode_learner_assignment_data,
-    encode_learner_subscription_data, subscription_generation, Assignment, Subscription,
-    TopicPartitions, UNKNOWN_GENERATION,
+    encode_learner_subscription_data, subscription_generation, Assignment, LearnerAssignmentData,
+    Subscription, TopicPartitions, UNKNOWN_GENERATION,
 };
 
 /// How a group moves partitions in a rebalance.
@@ -402,15 +402,20 @@ impl Assignor for LearnerStickyAssignor {
                 (_, None) => {}
             }
         }
+        // Anything left out of this generation moves in the next one.
+        let follow_up = (0..plan.target.len()).any(|g| plan.withheld(g));
         let mut result = build_result(members, owned);
-        for (member, topics) in learning {
-            if let Some(a) = result.get_mut(member) {
-                let tps: Vec<TopicPartitions> = topics
-                    .into_iter()
-                    .map(|(t, ps)| TopicPartitions::new(t, ps))
-                    .collect();
-                a.user_data = Some(encode_learner_assignment_data(&tps));
-            }
+        for (member, a) in result.iter_mut() {
+            let learning: Vec<TopicPartitions> = learning
+                .remove(member.as_str())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(t, ps)| TopicPartitions::new(t, ps))
+                .collect();
+            a.user_data = Some(encode_learner_assignment_data(&LearnerAssignmentData {
+                learning,
+                follow_up,
+            }));
         }
         Ok(result)
     }
@@ -1229,6 +1234,7 @@ mod tests {
     fn learning_of(a: &Assignment) -> Vec<String> {
         crate::protocol::consumer_protocol::decode_learner_assignment_data(a.user_data.as_ref())
             .unwrap()
+            .learning
             .iter()
             .flat_map(|tp| {
                 tp.partitions

@@ -20,7 +20,8 @@ use crate::net::Connection;
 use crate::offsets::OffsetAndMetadata;
 use crate::protocol::consumer_protocol::{
     decode_assignment, decode_learner_assignment_data, decode_subscription, encode_assignment,
-    encode_subscription, Assignment, Subscription, TopicPartitions, HIGHEST_VERSION,
+    encode_subscription, Assignment, LearnerAssignmentData, Subscription, TopicPartitions,
+    HIGHEST_VERSION,
 };
 use crate::protocol::msg::describe_configs_request::DescribeConfigsResource;
 use crate::protocol::msg::join_group_request::JoinGroupRequestProtocol;
@@ -70,7 +71,14 @@ pub(crate) struct GroupDriver {
     closed: AtomicBool,
     /// Woken when the membership changes in a way `poll()` must see.
     pub on_change: Arc<dyn Fn() + Send + Sync>,
+    /// Set when the last assignment said a follow-up rebalance is coming (learner-sticky).
+    follow_up_since: Mutex<Option<Instant>>,
 }
+
+/// How often a member heartbeats while it expects a follow-up rebalance.
+const FOLLOW_UP_HEARTBEAT: Duration = Duration::from_millis(100);
+/// How long it does so at most (the follow-up normally starts within a second).
+const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(10);
 
 impl GroupDriver {
     pub fn new(
@@ -104,6 +112,7 @@ impl GroupDriver {
             assignors,
             closed: AtomicBool::new(false),
             on_change,
+            follow_up_since: Mutex::new(None),
         }))
     }
 
@@ -187,6 +196,7 @@ impl GroupDriver {
         let mut retry = Retry::new(self.cluster.backoff());
         let mut next_heartbeat = Instant::now();
         let mut last_ok = Instant::now();
+        let mut last_sent = Instant::now();
         let tick = Duration::from_millis(50).min(self.config.heartbeat_interval);
         while !self.closed.load(Ordering::Acquire) {
             tokio::time::sleep(tick).await;
@@ -230,9 +240,19 @@ impl GroupDriver {
                 self.coordinator_unknown("session timed out without a successful heartbeat");
                 last_ok = Instant::now();
             }
+            if let Some(since) = *self
+                .follow_up_since
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+            {
+                if since.elapsed() < FOLLOW_UP_WINDOW {
+                    next_heartbeat = next_heartbeat.min(last_sent + FOLLOW_UP_HEARTBEAT);
+                }
+            }
             if Instant::now() < next_heartbeat {
                 continue;
             }
+            last_sent = Instant::now();
             let deadline = Deadline::after(
                 self.config
                     .common
@@ -492,23 +512,32 @@ impl GroupDriver {
             partitions = assigned.len(),
             "joined the group"
         );
-        let learning: BTreeSet<TopicPartition> = if assignor.name() == "learner-sticky" {
-            decode_learner_assignment_data(assignment.user_data.as_ref())
-                .unwrap_or_else(|e| {
-                    tracing::warn!(group = %self.group_id, error = %e, "malformed learner data in the assignment; learning nothing");
-                    Vec::new()
-                })
-                .iter()
-                .flat_map(|tp| {
-                    tp.partitions
-                        .iter()
-                        .map(move |p| TopicPartition::new(tp.topic.clone(), *p))
-                })
-                .filter(|tp| !assigned.contains(tp))
-                .collect()
+        let learner = if assignor.name() == "learner-sticky" {
+            decode_learner_assignment_data(assignment.user_data.as_ref()).unwrap_or_else(|e| {
+                tracing::warn!(group = %self.group_id, error = %e, "malformed learner data in the assignment; learning nothing");
+                LearnerAssignmentData::default()
+            })
         } else {
-            BTreeSet::new()
+            LearnerAssignmentData::default()
         };
+        // A follow-up rebalance is coming (partitions were left out to move): heartbeat often
+        // until it starts, so this member notices it in tens of milliseconds rather than up to
+        // heartbeat.interval.ms, and the partitions in transit are without an owner that much
+        // less.
+        *self
+            .follow_up_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = learner.follow_up.then(Instant::now);
+        let learning: BTreeSet<TopicPartition> = learner
+            .learning
+            .iter()
+            .flat_map(|tp| {
+                tp.partitions
+                    .iter()
+                    .map(move |p| TopicPartition::new(tp.topic.clone(), *p))
+            })
+            .filter(|tp| !assigned.contains(tp))
+            .collect();
         Ok(Some(JoinOutcome {
             generation,
             assigned,

@@ -236,21 +236,46 @@ pub fn decode_learner_subscription_data(user_data: Option<&Bytes>) -> Result<Vec
     read_topic_partitions(&mut r, "ready")
 }
 
-/// The learner-sticky assignor's assignment user data: the partitions this member learns (warms
-/// up for) while their current owners keep them, in the same topic-partitions layout.
-pub fn encode_learner_assignment_data(learning: &[TopicPartitions]) -> Bytes {
+/// What the learner-sticky leader tells one member besides its partitions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LearnerAssignmentData {
+    /// Partitions this member learns (warms up for) while their current owners keep them.
+    pub learning: Vec<TopicPartitions>,
+    /// Partitions were left out of this generation to move (cooperatively): a follow-up
+    /// rebalance is coming, so members should notice it sooner than `heartbeat.interval.ms`.
+    pub follow_up: bool,
+}
+
+/// The learner-sticky assignor's assignment user data: `int16` version (0), `int8` follow-up
+/// flag, then the learning partitions in the topic-partitions layout above.
+pub fn encode_learner_assignment_data(data: &LearnerAssignmentData) -> Bytes {
     let mut b = BytesMut::new();
-    put_topic_partitions(&mut b, learning);
+    b.put_i16(0);
+    b.put_i8(i8::from(data.follow_up));
+    put_topic_partitions(&mut b, &data.learning);
     b.freeze()
 }
 
-/// The learning partitions in learner-sticky assignment user data; none without user data.
-pub fn decode_learner_assignment_data(user_data: Option<&Bytes>) -> Result<Vec<TopicPartitions>> {
+/// Reads learner-sticky assignment user data; no user data is nothing to learn, no follow-up.
+pub fn decode_learner_assignment_data(user_data: Option<&Bytes>) -> Result<LearnerAssignmentData> {
     let Some(b) = user_data else {
-        return Ok(Vec::new());
+        return Ok(LearnerAssignmentData::default());
     };
     let mut r = Reader::new(b.clone(), "learner assignment user data");
-    read_topic_partitions(&mut r, "learning")
+    let version = r.i16("version")?;
+    if version != 0 {
+        return Err(r.corrupt(
+            "version",
+            format!("{version} is not a version this client reads"),
+        ));
+    }
+    r.need("follow_up", 1)?;
+    let follow_up = r.buf.get_i8() != 0;
+    let learning = read_topic_partitions(&mut r, "learning")?;
+    Ok(LearnerAssignmentData {
+        learning,
+        follow_up,
+    })
 }
 
 fn put_topic_partitions(b: &mut BytesMut, tps: &[TopicPartitions]) {
@@ -748,8 +773,14 @@ mod tests {
         // The generation sits where cooperative-sticky's does.
         assert_eq!(decode_cooperative_user_data(Some(&b)), Some(9));
         assert_eq!(decode_learner_subscription_data(None).unwrap(), vec![]);
-        let a = encode_learner_assignment_data(&ready);
-        assert_eq!(decode_learner_assignment_data(Some(&a)).unwrap(), ready);
+        let data = LearnerAssignmentData {
+            learning: ready.clone(),
+            follow_up: true,
+        };
+        let a = encode_learner_assignment_data(&data);
+        assert_eq!(decode_learner_assignment_data(Some(&a)).unwrap(), data);
+        let e = decode_learner_assignment_data(Some(&Bytes::from_static(&[0, 1, 0]))).unwrap_err();
+        assert!(e.to_string().contains("version"), "{e}");
 
         for bad in [
             &b[..b.len() - 1],                         // truncated
