@@ -203,7 +203,9 @@ typedef int (*lagless_rebalance_cb)(void *opaque, lagless_consumer *consumer, co
  * The rebalance listener given to `lagless_consumer_subscribe`. Its callbacks run only inside
  * `lagless_consumer_poll`/`_poll_batch`, `_close` and `_unsubscribe`, on the thread that called
  * them. Any callback may be NULL. `opaque` is passed to each callback untouched and must stay
- * valid until the consumer is closed or unsubscribed (or a new listener replaces it).
+ * valid until the consumer is closed or unsubscribed (or a new listener replaces it). The
+ * layout is fixed; the learner-assignment callback is set with
+ * `lagless_consumer_set_learning_callback`.
  */
 typedef struct {
   void *opaque;
@@ -314,6 +316,23 @@ lagless_error *lagless_consumer_new(const lagless_config *config, lagless_consum
  * `lagless_rebalance_listener`). The group is joined inside the following polls.
  */
 lagless_error *lagless_consumer_subscribe(lagless_consumer *consumer, const char *const *topics, size_t topic_count, const lagless_rebalance_listener *listener);
+
+/**
+ * Learner assignments (`partition.assignment.strategy=learner-sticky,cooperative-sticky`): sets
+ * the callback told of partitions this member will own once it is ready, while their current
+ * owners keep consuming them. Warm up inside it (load state, fill caches); return 0 when ready:
+ * the member then rejoins and the partitions move to it (their owners revoke them, a later
+ * rebalance assigns them here, with `on_assigned`). Any other value leaves the member not ready
+ * (the owners keep the partitions) and makes the poll that ran the callback return
+ * `LAGLESS_ERR_CALLBACK`; the callback runs again for them in a later rebalance, which this
+ * member does not start itself (a new subscribe does, for one). It runs under the thread rules
+ * of `lagless_rebalance_listener` (inside poll, on the caller's thread), with `opaque` passed
+ * untouched; `opaque` must stay valid until the consumer is closed or the callback is replaced.
+ * May be called before or after `lagless_consumer_subscribe`, which keeps it; `on_learning`
+ * NULL clears it (learned partitions are then ready at once). Without learner-sticky chosen by
+ * the group it is never called.
+ */
+lagless_error *lagless_consumer_set_learning_callback(lagless_consumer *consumer, lagless_rebalance_cb on_learning, void *opaque);
 
 /**
  * Reads exactly the partitions in `partitions` (manual assignment, no group rebalancing).

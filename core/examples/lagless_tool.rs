@@ -24,10 +24,12 @@
 //!
 //! `consume` with `--group` (and without `--assign-all`) subscribes to the topic as a member of
 //! group G; its rebalance listener prints
-//! `{"event":"assigned"|"revoked"|"lost","partitions":[["t",p],...],"assignment":[...],"generation":g}`
-//! where `partitions` is what the callback was given and `assignment` the member's whole
+//! `{"event":"assigned"|"revoked"|"lost"|"learning","partitions":[["t",p],...],"assignment":[...],"generation":g,"protocol":"a"}`
+//! where `partitions` is what the callback was given, `assignment` the member's whole
 //! assignment after the callback's change (cooperative rebalancing hands out and takes back
-//! partitions incrementally, so `assignment` is the one to track ownership with). Without a group,
+//! partitions incrementally, so `assignment` is the one to track ownership with) and `protocol`
+//! the assignor the group agreed on (`null` before). `learning` (learner-sticky only) lists the
+//! partitions the member learns before they move to it; it is ready at once. Without a group,
 //! or with `--assign-all`, it assigns every partition of the topic and reads from the earliest
 //! offset (with a group, from the committed one). Each record is printed as
 //! `{"partition":p,"offset":o,"key":k,"value":v,"headers":{"name":value,...}}` (plus
@@ -350,9 +352,13 @@ impl PrintingListener {
             // The callback runs before the consumer drops them: report the state after.
             assignment.retain(|tp| !parts.contains(tp));
         }
-        let generation = c.group_metadata().map_or(-1, |g| g.generation_id);
+        let meta = c.group_metadata();
+        let generation = meta.as_ref().map_or(-1, |g| g.generation_id);
+        let protocol = meta
+            .and_then(|g| g.protocol)
+            .map_or_else(|| "null".to_string(), |p| json_str(&p));
         emit(&format!(
-            "{{\"event\":\"{event}\",\"partitions\":{},\"assignment\":{},\"generation\":{generation}}}",
+            "{{\"event\":\"{event}\",\"partitions\":{},\"assignment\":{},\"generation\":{generation},\"protocol\":{protocol}}}",
             json_partitions(parts),
             json_partitions(&assignment)
         ));
@@ -381,6 +387,15 @@ impl RebalanceListener for PrintingListener {
 
     fn on_partitions_lost(&mut self, c: &Consumer, p: &[TopicPartition]) -> lagless::Result<()> {
         self.report("lost", c, p, true);
+        Ok(())
+    }
+
+    fn on_partitions_learning(
+        &mut self,
+        c: &Consumer,
+        p: &[TopicPartition],
+    ) -> lagless::Result<()> {
+        self.report("learning", c, p, false);
         Ok(())
     }
 }

@@ -30,6 +30,8 @@ pub struct lagless_consumer {
     topics: Mutex<HashMap<Arc<str>, Arc<CString>>>,
     /// Finished asynchronous commits whose callbacks wait for the polling thread.
     commits_done: Arc<Mutex<VecDeque<CommitDone>>>,
+    /// The rebalance callbacks, shared with the listener the core holds.
+    callbacks: Arc<Mutex<CCallbacks>>,
 }
 
 /// A rebalance callback: `partitions` is borrowed for the duration of the call. Return 0 on
@@ -48,7 +50,9 @@ pub type lagless_rebalance_cb = Option<
 /// The rebalance listener given to `lagless_consumer_subscribe`. Its callbacks run only inside
 /// `lagless_consumer_poll`/`_poll_batch`, `_close` and `_unsubscribe`, on the thread that called
 /// them. Any callback may be NULL. `opaque` is passed to each callback untouched and must stay
-/// valid until the consumer is closed or unsubscribed (or a new listener replaces it).
+/// valid until the consumer is closed or unsubscribed (or a new listener replaces it). The
+/// layout is fixed; the learner-assignment callback is set with
+/// `lagless_consumer_set_learning_callback`.
 #[repr(C)]
 pub struct lagless_rebalance_listener {
     pub opaque: *mut c_void,
@@ -69,11 +73,35 @@ pub type lagless_commit_cb =
 /// A finished asynchronous commit: the C callback, its opaque pointer, the outcome.
 type CommitDone = (lagless_commit_cb, Opaque, Result<()>);
 
-struct CListener {
+/// The C callbacks of a consumer: the listener of the current subscription and the learning
+/// callback, which is set on its own so `lagless_rebalance_listener` keeps its layout.
+#[derive(Clone, Copy)]
+struct CCallbacks {
     opaque: Opaque,
     on_assigned: lagless_rebalance_cb,
     on_revoked: lagless_rebalance_cb,
     on_lost: lagless_rebalance_cb,
+    on_learning: lagless_rebalance_cb,
+    learning_opaque: Opaque,
+}
+
+impl Default for CCallbacks {
+    fn default() -> Self {
+        CCallbacks {
+            opaque: Opaque(std::ptr::null_mut()),
+            on_assigned: None,
+            on_revoked: None,
+            on_lost: None,
+            on_learning: None,
+            learning_opaque: Opaque(std::ptr::null_mut()),
+        }
+    }
+}
+
+/// The listener the core holds; it reads the consumer's callbacks at each call, so a learning
+/// callback set after `lagless_consumer_subscribe` is seen.
+struct CListener {
+    callbacks: Arc<Mutex<CCallbacks>>,
     handle: *mut lagless_consumer,
 }
 
@@ -82,12 +110,24 @@ struct CListener {
 unsafe impl Send for CListener {}
 
 impl CListener {
-    fn call(&self, which: &str, cb: lagless_rebalance_cb, parts: &[TopicPartition]) -> Result<()> {
+    /// The callbacks as they are now; no lock is held while one runs, so a callback may set the
+    /// learning callback or subscribe again.
+    fn now(&self) -> CCallbacks {
+        *self.callbacks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn call(
+        &self,
+        which: &str,
+        cb: lagless_rebalance_cb,
+        opaque: Opaque,
+        parts: &[TopicPartition],
+    ) -> Result<()> {
         let Some(cb) = cb else { return Ok(()) };
         let list = lagless_tplist::from_partitions(parts);
         // SAFETY: a C function pointer the caller gave us, called with the caller's opaque
         // pointer, the live consumer and a list that outlives the call.
-        let rc = unsafe { cb(self.opaque.0, self.handle, &list) };
+        let rc = unsafe { cb(opaque.0, self.handle, &list) };
         if rc == 0 {
             Ok(())
         } else {
@@ -100,15 +140,22 @@ impl CListener {
 
 impl RebalanceListener for CListener {
     fn on_partitions_revoked(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
-        self.call("on_revoked", self.on_revoked, p)
+        let cbs = self.now();
+        self.call("on_revoked", cbs.on_revoked, cbs.opaque, p)
     }
     fn on_partitions_assigned(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
-        self.call("on_assigned", self.on_assigned, p)
+        let cbs = self.now();
+        self.call("on_assigned", cbs.on_assigned, cbs.opaque, p)
+    }
+    fn on_partitions_learning(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
+        let cbs = self.now();
+        self.call("learning", cbs.on_learning, cbs.learning_opaque, p)
     }
     fn on_partitions_lost(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
-        match self.on_lost {
-            Some(_) => self.call("on_lost", self.on_lost, p),
-            None => self.call("on_revoked", self.on_revoked, p),
+        let cbs = self.now();
+        match cbs.on_lost {
+            Some(_) => self.call("on_lost", cbs.on_lost, cbs.opaque, p),
+            None => self.call("on_revoked", cbs.on_revoked, cbs.opaque, p),
         }
     }
 }
@@ -185,6 +232,7 @@ pub extern "C" fn lagless_consumer_new(
             closed: AtomicBool::new(false),
             topics: Mutex::new(HashMap::new()),
             commits_done: Arc::new(Mutex::new(VecDeque::new())),
+            callbacks: Arc::new(Mutex::new(CCallbacks::default())),
         });
         write_out(out_consumer, Box::into_raw(h));
         Ok(())
@@ -215,17 +263,51 @@ pub extern "C" fn lagless_consumer_subscribe(
             // SAFETY: each must be NULL or NUL-terminated.
             names.push(unsafe { crate::boundary::c_str(t, &format!("topics[{i}]")) }?);
         }
-        // SAFETY: NULL or a listener struct the caller owns for this call.
-        let listener = unsafe { listener.as_ref() }.map(|l| {
-            Box::new(CListener {
-                opaque: Opaque(l.opaque),
-                on_assigned: l.on_assigned,
-                on_revoked: l.on_revoked,
-                on_lost: l.on_lost,
-                handle: consumer,
-            }) as Box<dyn RebalanceListener>
+        // The core always holds a listener reading `callbacks`, so the learning callback works
+        // with or without a `listener` here; NULL keeps the earlier listener's callbacks.
+        let core_listener = Box::new(CListener {
+            callbacks: h.callbacks.clone(),
+            handle: consumer,
         });
-        c.subscribe(&names, listener)
+        c.subscribe(&names, Some(core_listener))?;
+        // SAFETY: NULL or a listener struct the caller owns for this call.
+        if let Some(l) = unsafe { listener.as_ref() } {
+            let mut cbs = h.callbacks.lock().unwrap_or_else(|p| p.into_inner());
+            cbs.opaque = Opaque(l.opaque);
+            cbs.on_assigned = l.on_assigned;
+            cbs.on_revoked = l.on_revoked;
+            cbs.on_lost = l.on_lost;
+        }
+        Ok(())
+    }
+}
+
+/// Learner assignments (`partition.assignment.strategy=learner-sticky,cooperative-sticky`): sets
+/// the callback told of partitions this member will own once it is ready, while their current
+/// owners keep consuming them. Warm up inside it (load state, fill caches); return 0 when ready:
+/// the member then rejoins and the partitions move to it (their owners revoke them, a later
+/// rebalance assigns them here, with `on_assigned`). Any other value leaves the member not ready
+/// (the owners keep the partitions) and makes the poll that ran the callback return
+/// `LAGLESS_ERR_CALLBACK`; the callback runs again for them in a later rebalance, which this
+/// member does not start itself (a new subscribe does, for one). It runs under the thread rules
+/// of `lagless_rebalance_listener` (inside poll, on the caller's thread), with `opaque` passed
+/// untouched; `opaque` must stay valid until the consumer is closed or the callback is replaced.
+/// May be called before or after `lagless_consumer_subscribe`, which keeps it; `on_learning`
+/// NULL clears it (learned partitions are then ready at once). Without learner-sticky chosen by
+/// the group it is never called.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_set_learning_callback(
+    consumer: *mut lagless_consumer,
+    on_learning: lagless_rebalance_cb,
+    opaque: *mut c_void,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        h.open()?;
+        let mut cbs = h.callbacks.lock().unwrap_or_else(|p| p.into_inner());
+        cbs.on_learning = on_learning;
+        cbs.learning_opaque = Opaque(opaque);
+        Ok(())
     }
 }
 

@@ -2,9 +2,9 @@
 # The C ABI's acceptance tests, against the live broker at LAGLESS_BOOTSTRAP:
 #   build liblagless (release), check the committed header, install to a temporary prefix and
 #   build every C program through pkg-config with -std=c99 -Wall -Wextra -Werror -pedantic;
-#   check the exports and soname; run produce / error-path / two-process group / recovery-stream
-#   tests plainly, under AddressSanitizer and (produce, errors) under valgrind; the C++ consumer;
-#   the example; the Python ctypes test.
+#   check the exports and soname; run produce / error-path / two-process group / recovery-stream /
+#   learner-assignment tests plainly, under AddressSanitizer and (produce, errors) under valgrind;
+#   the C++ consumer; the example; the Python ctypes test.
 # Usage: LAGLESS_BOOTSTRAP=host:port tests/c/run.sh
 #   or:  python3 tests/kafka_broker.py run -- bash tests/c/run.sh
 # LAGLESS_C_SKIP_VALGRIND=1 skips the valgrind runs; LAGLESS_VALGRIND_GROUP=1 adds the group test.
@@ -38,7 +38,7 @@ step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
 read -r -a PC <<<"$(pkg-config --cflags --libs lagless)"
-for t in test_produce test_errors group_member produce_n test_recovery; do
+for t in test_produce test_errors group_member produce_n test_recovery test_learners; do
   cc "${CFLAGS[@]}" -o "$work/$t" "tests/c/$t.c" "${PC[@]}" -pthread
   cc "${CFLAGS[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$work/asan-$t" "tests/c/$t.c" "${PC[@]}" -pthread
 done
@@ -109,6 +109,8 @@ step "two-process group with rebalance"
 group_test group_member plain
 step "recovery streams (KIP-333)"
 "$work/test_recovery" "lagless-c-recovery-$run_id" "lagless-c-recovery-g-$run_id"
+step "learner assignments"
+"$work/test_learners" "lagless-c-learners-$run_id" "lagless-c-learners-g-$run_id"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
 step "AddressSanitizer: produce"
@@ -119,6 +121,8 @@ step "AddressSanitizer: two-process group"
 group_test asan-group_member asan
 step "AddressSanitizer: recovery streams"
 "$work/asan-test_recovery" "lagless-c-recovery-asan-$run_id" "lagless-c-recovery-g-asan-$run_id"
+step "AddressSanitizer: learner assignments"
+"$work/asan-test_learners" "lagless-c-learners-asan-$run_id" "lagless-c-learners-g-asan-$run_id"
 unset ASAN_OPTIONS
 
 if [[ "${LAGLESS_C_SKIP_VALGRIND:-0}" != 1 ]]; then

@@ -27,6 +27,14 @@ static void ignore_log(void *opaque, int32_t level, const char *target, const ch
     (void)message;
 }
 
+static int not_called(void *opaque, lagless_consumer *c, const lagless_tplist *parts) {
+    (void)opaque;
+    (void)c;
+    (void)parts;
+    fprintf(stderr, "a rebalance callback ran where none should\n");
+    exit(1);
+}
+
 static void null_arguments(void) {
     lagless_config *cfg = lagless_config_new();
     lagless_consumer *c = NULL;
@@ -49,6 +57,10 @@ static void null_arguments(void) {
     EXPECT_ERR(lagless_producer_new(NULL, &p), LAGLESS_ERR_INVALID_ARGUMENT);
     CHECK(c == NULL && p == NULL); /* outputs are written only on success */
     EXPECT_ERR(lagless_consumer_subscribe(NULL, NULL, 0, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
+    e = lagless_consumer_set_learning_callback(NULL, not_called, NULL);
+    CHECK(lagless_error_code(e) == LAGLESS_ERR_INVALID_ARGUMENT && message_contains(e, "consumer"));
+    lagless_error_destroy(e);
+    EXPECT_ERR(lagless_consumer_set_learning_callback(NULL, NULL, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_assign(NULL, l), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_poll(NULL, 0, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_poll_batch(NULL, 0, NULL, 1, &n), LAGLESS_ERR_INVALID_ARGUMENT);
@@ -281,6 +293,10 @@ static void use_after_close(const char *bootstrap, const char *topic) {
     e = lagless_consumer_poll(c, 5000, &m);
     CHECK(lagless_error_code(e) == LAGLESS_ERR_WAKEUP && m == NULL);
     lagless_error_destroy(e);
+    /* The learning callback may be set, replaced and cleared (NULL) before subscribing. */
+    CHECK_OK(lagless_consumer_set_learning_callback(c, not_called, &n));
+    CHECK_OK(lagless_consumer_set_learning_callback(c, not_called, NULL));
+    CHECK_OK(lagless_consumer_set_learning_callback(c, NULL, NULL));
     /* commit without an assignment to commit is fine; after close nothing is. */
     CHECK_OK(lagless_consumer_close(c, 5000));
     CHECK_OK(lagless_consumer_close(c, 5000)); /* closing again is a no-op */
@@ -288,6 +304,8 @@ static void use_after_close(const char *bootstrap, const char *topic) {
     EXPECT_ERR(lagless_consumer_poll(c, 0, &m), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_poll_batch(c, 0, &m, 1, &n), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_subscribe(c, topics, 1, NULL), LAGLESS_ERR_CLOSED);
+    EXPECT_ERR(lagless_consumer_set_learning_callback(c, not_called, NULL), LAGLESS_ERR_CLOSED);
+    EXPECT_ERR(lagless_consumer_set_learning_callback(c, NULL, NULL), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_assign(c, l), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_commit_sync(c, NULL, 1000), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_commit_async(c, NULL, NULL, NULL), LAGLESS_ERR_CLOSED);

@@ -190,21 +190,34 @@ def produce_more(clients, topic: str, count: int, start: int, totals: dict[int, 
         totals[int(p)] = totals.get(int(p), 0) + n
 
 
-def start_group(clients, topic: str, strategy: str, leader: str):
+def start_group(clients, topic: str, strategy: str, leader: str, lagless_strategy: str | None = None):
     """2 lagless, 1 Java and 1 librdkafka member of a new group; `leader` joins first (and so
-    leads the group and computes its assignments). Returns the members, lagless-1 first."""
+    leads the group and computes its assignments). The lagless members offer `lagless_strategy`
+    when given (a list, preferred first), else `strategy` as the others do. Returns the members,
+    lagless-1 first."""
     group = f"interop-{strategy}-{uuid.uuid4().hex[:8]}"
-    common = ["--group", group, "--strategy", strategy, "--session-timeout-ms", SESSION_TIMEOUT_MS,
+    common = ["--group", group, "--session-timeout-ms", SESSION_TIMEOUT_MS,
               "--max-poll-interval-ms", 30000, "--commit"]
     kinds = {"lagless-1": "lagless", "java": "java", "rdkafka": "rdkafka", "lagless-2": "lagless"}
+
+    def start(name: str):
+        offer = lagless_strategy if kinds[name] == "lagless" and lagless_strategy else strategy
+        return clients.start(kinds[name], "consume", topic, *common, "--strategy", offer, name=name)
+
     first = {"lagless": "lagless-1", "java": "java", "rdkafka": "rdkafka"}[leader]
-    members = {first: clients.start(kinds[first], "consume", topic, *common, name=first)}
+    members = {first: start(first)}
     wait_until(lambda: members[first].assignment(), 60, f"{first} to own the partitions",
                details=lambda: describe(list(members.values())))
-    for name, kind in kinds.items():
+    for name in kinds:
         if name not in members:
-            members[name] = clients.start(kind, "consume", topic, *common, name=name)
+            members[name] = start(name)
     return [members[n] for n in kinds]
+
+
+def latest_protocol(member) -> str | None:
+    """The assignor the group agreed on, as a lagless member's latest listener event says."""
+    protocols = [e["protocol"] for e in member.events() if e.get("protocol")]
+    return protocols[-1] if protocols else None
 
 
 STRATEGIES = ["range", "cooperative-sticky"]
@@ -234,6 +247,70 @@ def test_mixed_consumer_group(clients, make_topic, strategy, leader):
     produce_more(clients, topic, 1200, 6000, totals)
     wait_consumed(members + [leaving], totals)
     assert sum(totals.values()) == 7200
+
+
+@pytest.mark.parametrize("leader", ["lagless", "java"])
+def test_mixed_group_offering_learner_sticky_agrees_on_cooperative_sticky(clients, make_topic, leader):
+    """lagless members offer learner-sticky (lagless only) before cooperative-sticky; the Java
+    and librdkafka members offer cooperative-sticky. The group agrees on cooperative-sticky
+    (also when the lagless members were alone on learner-sticky first) and works: every
+    partition has one owner once stable, and every record is read."""
+    topic = make_topic(PARTITIONS)
+    totals: dict[int, int] = {}
+    produce_more(clients, topic, 3000, 0, totals)
+    members = start_group(clients, topic, "cooperative-sticky", leader,
+                          lagless_strategy="learner-sticky,cooperative-sticky")
+    owners = wait_stable(members, PARTITIONS)
+    assert sorted(len(ms) for ms in owners.values()) == [1] * PARTITIONS
+    produce_more(clients, topic, 3000, 3000, totals)
+    wait_consumed(members, totals)
+    for m in members:
+        if m.name.startswith("lagless"):
+            assert latest_protocol(m) == "cooperative-sticky", describe(members)
+    if leader == "lagless":
+        # Alone, the lagless member had the group on learner-sticky; the others' joining moved it.
+        first = next(e for e in members[0].events() if e.get("protocol"))
+        assert first["protocol"] == "learner-sticky", members[0].events()[:3]
+    lost = [e for m in members for e in m.events() if e["event"] == "lost"]
+    assert not lost, f"a member lost its partitions: {lost}"
+
+
+def test_lagless_group_on_learner_sticky(clients, make_topic):
+    """Three lagless members on learner-sticky join one after another under production: each
+    joiner first learns the partitions it then gets (their owner revokes them only in a later
+    generation), the group ends balanced, and every record is read exactly once (members commit
+    what they read, and in the revoked callback)."""
+    topic = make_topic(PARTITIONS)
+    group = f"interop-learners-{uuid.uuid4().hex[:8]}"
+    totals: dict[int, int] = {}
+    produce_more(clients, topic, 3000, 0, totals)
+    members = []
+    for i in range(3):
+        members.append(clients.start("lagless", "consume", topic, "--group", group,
+                                     "--strategy", "learner-sticky,cooperative-sticky",
+                                     "--session-timeout-ms", SESSION_TIMEOUT_MS, "--commit",
+                                     name=f"lagless-{i + 1}"))
+        wait_stable(members, PARTITIONS)
+        produce_more(clients, topic, 600, 3000 + 600 * i, totals)
+    wait_consumed(members, totals)
+    assert all(latest_protocol(m) == "learner-sticky" for m in members), describe(members)
+    assert sorted(len(m.assignment()) for m in members) == [2, 2, 2], describe(members)
+    for joiner in members[1:]:
+        events = joiner.events()
+        learning = [e for e in events if e["event"] == "learning"]
+        assert learning, f"{joiner.name} learned nothing\n" + describe(members)
+        learned = {p for e in learning for _t, p in e["partitions"]}
+        learned_at = min(e["generation"] for e in learning)
+        got = [e for e in events if e["event"] == "assigned" and e["partitions"]]
+        # What it got, it had learned first; the owner gave it up after that, before it moved.
+        assert got and {p for _t, p in got[0]["partitions"]} <= learned, events
+        assert got[0]["generation"] > learned_at, events
+        for _t, p in got[0]["partitions"]:
+            revoked = [e["generation"] for m in members if m is not joiner for e in m.events()
+                       if e["event"] == "revoked" and [topic, p] in e["partitions"]]
+            assert any(learned_at < g < got[0]["generation"] for g in revoked), (p, revoked, events)
+    read = [(r["partition"], r["offset"]) for m in members for r in m.records()]
+    assert len(read) == len(set(read)) == sum(totals.values()), "every record read exactly once"
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -77,6 +77,8 @@ enum Event {
     Assigned,
     Revoked,
     Lost,
+    /// Learner assignments: only a listener object's optional `on_partitions_learning`.
+    Learning,
 }
 
 impl PyListener {
@@ -90,6 +92,7 @@ impl PyListener {
                         Event::Revoked => cbs.on_revoke.as_ref(),
                         // As the Java client: lost partitions go to "revoked" unless told apart.
                         Event::Lost => cbs.on_lost.as_ref().or(cbs.on_revoke.as_ref()),
+                        Event::Learning => None,
                     };
                     (
                         cbs.listener.as_ref().map(|l| l.clone_ref(py)),
@@ -110,12 +113,17 @@ impl PyListener {
                     )
                 };
                 if let Some(l) = method {
+                    let l = l.bind(py);
                     let name = match event {
                         Event::Assigned => "on_partitions_assigned",
                         Event::Revoked => "on_partitions_revoked",
                         Event::Lost => "on_partitions_lost",
+                        Event::Learning => "on_partitions_learning",
                     };
-                    l.bind(py).call_method1(name, (consumer.clone(), list()?))?;
+                    // The learning method is optional: a listener without it is ready at once.
+                    if !matches!(event, Event::Learning) || l.hasattr(name)? {
+                        l.call_method1(name, (consumer.clone(), list()?))?;
+                    }
                 }
                 if let Some(c) = callable {
                     c.bind(py).call1((consumer, list()?))?;
@@ -152,6 +160,13 @@ impl RebalanceListener for PyListener {
         partitions: &[lagless::TopicPartition],
     ) -> lagless::Result<()> {
         self.call(Event::Lost, partitions)
+    }
+    fn on_partitions_learning(
+        &mut self,
+        _: &CoreConsumer,
+        partitions: &[lagless::TopicPartition],
+    ) -> lagless::Result<()> {
+        self.call(Event::Learning, partitions)
     }
 }
 

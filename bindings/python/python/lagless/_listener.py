@@ -29,6 +29,18 @@ class RebalanceListener:
     ) -> None:
         """Partitions this member gives up; commit their offsets here if you commit by hand."""
 
+    def on_partitions_learning(
+        self, consumer: "Consumer", partitions: List["TopicPartition"]
+    ) -> None:
+        """Learner assignments (``"partition.assignment.strategy":
+        "learner-sticky,cooperative-sticky"``): partitions this member will own once it is ready,
+        while their current owners keep consuming them. Warm up here (load state, fill caches);
+        returning says this member is ready, and the partitions then move to it
+        (``on_partitions_assigned`` follows in a later rebalance). An exception leaves it not
+        ready (the owners keep them) and is raised from that ``poll()``; the method runs again for
+        them in a later rebalance, which this member does not start itself. Optional on a
+        listener that does not subclass this class; without learner-sticky it is never called."""
+
     def on_partitions_lost(self, consumer: "Consumer", partitions: List["TopicPartition"]) -> None:
         """Partitions that may already belong to another member; committing them is no longer
         possible. Calls ``on_partitions_revoked`` unless overridden, as the Java client does."""
