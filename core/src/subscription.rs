@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 
-use crate::backoff::Deadline;
+use crate::backoff::{Deadline, Retry};
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::fetch::PositionLookup;
@@ -44,8 +44,9 @@ pub trait RebalanceListener: Send {
     /// member will own once it is ready, while their current owners keep consuming them. Warm
     /// up here (load state, caches, connections); returning `Ok` says this member is ready, and
     /// it rejoins so the group moves them to it. An error leaves it not ready (the owners keep
-    /// the partitions) and comes out of `poll()`; the callback runs again for them in a later
-    /// rebalance. Without learner assignments it is never called.
+    /// the partitions) and comes out of `poll()`; a later `poll()` calls it again for them after
+    /// a backoff (`retry.backoff.ms` growing to `retry.backoff.max.ms`). It runs inside `poll()`:
+    /// keep it within `max.poll.interval.ms`. Without learner assignments it is never called.
     fn on_partitions_learning(
         &mut self,
         _consumer: &Consumer,
@@ -90,6 +91,10 @@ pub(crate) struct GroupLocal {
     /// to own (its `on_partitions_learning` returned `Ok`).
     pub learning: BTreeSet<TopicPartition>,
     pub ready: BTreeSet<TopicPartition>,
+    /// Learned partitions whose callback failed, called again at `learning_retry_at`.
+    pub unready: BTreeSet<TopicPartition>,
+    pub learning_retry: Retry,
+    pub learning_retry_at: Instant,
 }
 
 /// What the caller's thread must do after looking at the group (outside the lock).
@@ -168,6 +173,9 @@ impl Consumer {
                 last_committed: HashMap::new(),
                 learning: BTreeSet::new(),
                 ready: BTreeSet::new(),
+                unready: BTreeSet::new(),
+                learning_retry: Retry::new(self.shared.backoff()),
+                learning_retry_at: Instant::now(),
             });
         }
         let local = g.as_mut().expect("created above");
@@ -534,6 +542,7 @@ impl Consumer {
                 Step::Join(outcome) => self.apply_join(*outcome, deadline, &mut errors),
             }
         }
+        self.retry_learning(&mut errors);
         self.maybe_auto_commit(&driver);
         errors.map_or(Ok(()), Err)
     }
@@ -682,6 +691,7 @@ impl Consumer {
             let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             let Some(l) = g.as_mut() else { return };
             l.ready.retain(|tp| learning.contains(tp));
+            l.unready.retain(|tp| learning.contains(tp));
             let new = learning.difference(&l.learning).cloned().collect();
             l.learning = learning;
             new
@@ -694,12 +704,29 @@ impl Consumer {
         self.shared
             .cluster
             .add_interest(new.iter().map(|tp| &tp.topic));
-        match self.with_listener(|l, c| l.on_partitions_learning(c, &new)) {
+        self.warm_up(new, errors);
+    }
+
+    /// Runs `on_partitions_learning` for `partitions`. Ready: rejoin so the group moves them
+    /// here. Not ready (the callback failed): its error comes out of this `poll()`, and a later
+    /// `poll()` calls it again after a backoff (KIP-580), so a transient failure does not leave
+    /// the partitions with their old owners for good.
+    fn warm_up(&self, partitions: Vec<TopicPartition>, errors: &mut Option<Error>) {
+        let result = self.with_listener(|l, c| l.on_partitions_learning(c, &partitions));
+        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(l) = g.as_mut() else { return };
+        // A rebalance inside the callback may have changed what this member learns.
+        let still: Vec<TopicPartition> = partitions
+            .into_iter()
+            .filter(|tp| l.learning.contains(tp))
+            .collect();
+        match result {
             None => {
-                let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(l) = g.as_mut() {
-                    l.ready.extend(new.iter().cloned());
+                l.learning_retry.succeeded();
+                for tp in &still {
+                    l.unready.remove(tp);
                 }
+                l.ready.extend(still);
                 drop(g);
                 if let Some(d) = self.driver() {
                     d.membership()
@@ -707,16 +734,26 @@ impl Consumer {
                 }
             }
             Some(e) => {
-                // Not ready: forget them as learned, so the callback runs again next time.
-                let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(l) = g.as_mut() {
-                    for tp in &new {
-                        l.learning.remove(tp);
-                    }
-                }
+                l.unready.extend(still);
+                l.learning_retry_at = Instant::now() + l.learning_retry.failed();
                 errors.get_or_insert(e);
             }
         }
+    }
+
+    /// Calls `on_partitions_learning` again for partitions it was not ready for, once their
+    /// backoff has passed.
+    fn retry_learning(&self, errors: &mut Option<Error>) {
+        let due: Vec<TopicPartition> = {
+            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            match g.as_ref() {
+                Some(l) if !l.unready.is_empty() && Instant::now() >= l.learning_retry_at => {
+                    l.unready.iter().cloned().collect()
+                }
+                _ => return,
+            }
+        };
+        self.warm_up(due, errors);
     }
 
     /// Auto-commit of what the previous `poll()` returned (nothing unprocessed is committed).

@@ -288,8 +288,8 @@ pub extern "C" fn lagless_consumer_subscribe(
 /// the member then rejoins and the partitions move to it (their owners revoke them, a later
 /// rebalance assigns them here, with `on_assigned`). Any other value leaves the member not ready
 /// (the owners keep the partitions) and makes the poll that ran the callback return
-/// `LAGLESS_ERR_CALLBACK`; the callback runs again for them in a later rebalance, which this
-/// member does not start itself (a new subscribe does, for one). It runs under the thread rules
+/// `LAGLESS_ERR_CALLBACK`; a later poll calls it again for them after a backoff
+/// (`retry.backoff.ms`, growing to `retry.backoff.max.ms`). It runs under the thread rules
 /// of `lagless_rebalance_listener` (inside poll, on the caller's thread), with `opaque` passed
 /// untouched; `opaque` must stay valid until the consumer is closed or the callback is replaced.
 /// May be called before or after `lagless_consumer_subscribe`, which keeps it; `on_learning`

@@ -2,7 +2,7 @@
  * partition.assignment.strategy=learner-sticky,cooperative-sticky share a 4-partition topic under
  * steady production, in one process and on one thread: A alone owns everything, then B joins.
  * B's learning callback (set before subscribing; A's after) answers "not ready" the first time
- * and "ready" after a warm-up the second time (B subscribes again to start that rebalance).
+ * and "ready" after a warm-up the second time (a later poll calls it again after a backoff).
  * Checks: only B learns; B learns while A owns the partitions and B does not; "not ready" makes
  * B's poll return LAGLESS_ERR_CALLBACK and leaves A the owner; "ready" moves exactly the learned
  * partitions, A revoking them and B getting them in on_assigned only after the callback returned
@@ -305,7 +305,6 @@ static int all_read(struct member *a, struct member *b) {
 
 int main(int argc, char **argv) {
     const char *pc[] = {"bootstrap.servers", NULL, "linger.ms", "5", NULL};
-    const char *topics[1];
     struct member a, b;
     lagless_config *cfg;
     int p, learned_n = 0;
@@ -314,7 +313,6 @@ int main(int argc, char **argv) {
     CHECK(argc == 3);
     bootstrap = test_bootstrap();
     topic = argv[1];
-    topics[0] = topic;
     poller = pthread_self();
     CHECK_OK(lagless_admin_create_topic(bootstrap, topic, PARTITIONS, 1));
     pc[1] = bootstrap;
@@ -336,16 +334,13 @@ int main(int argc, char **argv) {
     subscribe(&b);
     /* B joins: it learns, is not ready, and A keeps everything. */
     run(&a, &b, b_said_not_ready, 60, "B learns and says it is not ready");
-    settle_until = now_s() + 3;
-    run(&a, &b, settled, 10, "3 s passed");
     CHECK(b.learning_calls == 1 && b_errors == 1);
     CHECK(owned_count(&a) == PARTITIONS && owned_count(&b) == 0);
     for (p = 0; p < PARTITIONS; p++) CHECK(b.revoked_step[p] == 0 && a.revoked_step[p] == 0);
 
-    /* Subscribing again (listener NULL: the earlier one, and the learning callback, stay)
-     * starts a rebalance; B learns the same partitions again and is ready after its warm-up. */
-    CHECK_OK(lagless_consumer_subscribe(b.c, topics, 1, NULL));
-    run(&a, &b, b_learned_twice, 60, "B learns again");
+    /* Not ready: a later poll calls B's learning callback again, after a backoff, for the same
+     * partitions (still owned by A: on_learning checks it); B is ready after its warm-up. */
+    run(&a, &b, b_learned_twice, 60, "B learns again after a backoff");
     run(&a, &b, b_got_what_it_learned, 60, "B is assigned what it learned");
     CHECK(b_errors == 1);
     CHECK(a.learning_calls == 0); /* A owned from the start: nothing to learn */

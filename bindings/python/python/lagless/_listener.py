@@ -37,8 +37,8 @@ class RebalanceListener:
         while their current owners keep consuming them. Warm up here (load state, fill caches);
         returning says this member is ready, and the partitions then move to it
         (``on_partitions_assigned`` follows in a later rebalance). An exception leaves it not
-        ready (the owners keep them) and is raised from that ``poll()``; the method runs again for
-        them in a later rebalance, which this member does not start itself. Optional on a
+        ready (the owners keep them) and is raised from that ``poll()``; a later ``poll()`` calls
+        the method again for them after a backoff. Optional on a
         listener that does not subclass this class; without learner-sticky it is never called."""
 
     def on_partitions_lost(self, consumer: "Consumer", partitions: List["TopicPartition"]) -> None:
