@@ -24,6 +24,19 @@
         }                                                                                 \
     } while (0)
 
+/* Checks that `expr` fails with `code`, and frees the error. */
+#define EXPECT_ERR(expr, code)                                                            \
+    do {                                                                                  \
+        lagless_error *e_ = (expr);                                                       \
+        if (e_ == NULL || lagless_error_code(e_) != (code)) {                             \
+            fprintf(stderr, "%s:%d: %s: expected error %d, got %d (%s)\n", __FILE__,      \
+                    __LINE__, #expr, (int)(code), (int)lagless_error_code(e_),            \
+                    lagless_error_message(e_));                                           \
+            exit(1);                                                                      \
+        }                                                                                 \
+        lagless_error_destroy(e_);                                                        \
+    } while (0)
+
 #define CHECK(cond)                                                                       \
     do {                                                                                  \
         if (!(cond)) {                                                                    \

@@ -3,19 +3,6 @@
  * with the right code, never a crash. Usage: test_errors TOPIC (an existing topic) */
 #include "common.h"
 
-/* Checks that `expr` fails with `code`, and frees the error. */
-#define EXPECT_ERR(expr, code)                                                            \
-    do {                                                                                  \
-        lagless_error *e_ = (expr);                                                       \
-        if (e_ == NULL || lagless_error_code(e_) != (code)) {                             \
-            fprintf(stderr, "%s:%d: %s: expected error %d, got %d (%s)\n", __FILE__,      \
-                    __LINE__, #expr, (int)(code), (int)lagless_error_code(e_),            \
-                    lagless_error_message(e_));                                           \
-            exit(1);                                                                      \
-        }                                                                                 \
-        lagless_error_destroy(e_);                                                        \
-    } while (0)
-
 static int message_contains(lagless_error *e, const char *needle) {
     return e != NULL && strstr(lagless_error_message(e), needle) != NULL;
 }

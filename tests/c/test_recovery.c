@@ -15,19 +15,6 @@
 #define FRESH 100    /* records produced after the takeover */
 #define TOTAL_END (LOG_END + FRESH)
 
-/* Checks that `expr` fails with `code`, and frees the error. */
-#define EXPECT_ERR(expr, code)                                                            \
-    do {                                                                                  \
-        lagless_error *e_ = (expr);                                                       \
-        if (e_ == NULL || lagless_error_code(e_) != (code)) {                             \
-            fprintf(stderr, "%s:%d: %s: expected error %d, got %d (%s)\n", __FILE__,      \
-                    __LINE__, #expr, (int)(code), (int)lagless_error_code(e_),            \
-                    lagless_error_message(e_));                                           \
-            exit(1);                                                                      \
-        }                                                                                 \
-        lagless_error_destroy(e_);                                                        \
-    } while (0)
-
 static const char *bootstrap;
 
 /* Appends `n` records to partition 0 of `topic`. */
