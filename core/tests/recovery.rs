@@ -632,7 +632,7 @@ fn a_second_crash_resumes_both_ranges_from_the_token() {
 #[test]
 fn a_consumer_without_the_mode_resumes_at_the_low_water_mark() {
     let bs = bootstrap();
-    let (topic, group, first_end, child) = crash_mid_recovery("recovery-off", 2_000, 50);
+    let (topic, group, first_end, child) = crash_mid_recovery("recovery-off", 5_000, 50);
     let tp = TopicPartition::new(&topic, 0);
     let end = first_end + child.main as i64;
     let c = member(&bs, &group, &[]);

@@ -390,10 +390,9 @@ impl GroupDriver {
             JoinErr::classify(e)
         })?;
         if resp.error_code != codes::NONE {
-            let next = self
-                .membership()
-                .on_join_error(resp.error_code, resp.member_id.as_str());
             if resp.error_code == codes::INVALID_SESSION_TIMEOUT {
+                // Ask for the allowed range before the membership turns fatal: poll() reports
+                // the fatal error as soon as it is set, and it should name the range.
                 let range = self.session_timeout_range(&conn).await;
                 let e = Error::kafka(
                     resp.error_code,
@@ -402,9 +401,14 @@ impl GroupDriver {
                         self.config.session_timeout.as_millis()
                     ),
                 );
-                self.membership().fatal = Some(e.clone());
+                let mut m = self.membership();
+                m.on_join_error(resp.error_code, resp.member_id.as_str());
+                m.fatal = Some(e.clone());
                 return Err(JoinErr::Fatal(e));
             }
+            let next = self
+                .membership()
+                .on_join_error(resp.error_code, resp.member_id.as_str());
             return self.follow(next, resp.error_code, "JoinGroup");
         }
         let protocol = resp.protocol_name.as_ref().map(|p| p.to_string());
