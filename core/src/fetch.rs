@@ -77,7 +77,9 @@ impl StreamKind {
 pub(crate) struct Stream {
     /// The next offset to fetch: the stream's delivery position plus what is buffered.
     pub fetch_offset: Option<i64>,
-    pub buffer: VecDeque<Record>,
+    /// Fetched records with the bytes each counts against the buffer limits (computed once,
+    /// when buffered, and given back when the record is taken).
+    pub buffer: VecDeque<(Record, usize)>,
     pub buffered_bytes: usize,
     pub in_flight: bool,
     pub retry: Retry,
@@ -305,16 +307,14 @@ impl PartitionState {
     pub fn pop(&mut self, kind: StreamKind) -> Option<(Record, usize)> {
         let (r, size) = match kind {
             StreamKind::Main => {
-                let r = self.main.buffer.pop_front()?;
-                let size = record_size(&r);
+                let (r, size) = self.main.buffer.pop_front()?;
                 self.main.buffered_bytes -= size;
                 self.position = Some(r.offset + 1);
                 (r, size)
             }
             StreamKind::Recovery => {
                 let rc = self.recovery.as_mut()?;
-                let r = rc.stream.buffer.pop_front()?;
-                let size = record_size(&r);
+                let (r, size) = rc.stream.buffer.pop_front()?;
                 rc.stream.buffered_bytes -= size;
                 rc.state.recovery_delivered(r.offset);
                 (r, size)
@@ -387,7 +387,7 @@ impl PartitionState {
 }
 
 /// Approximate memory a record holds in the prefetch buffer.
-pub(crate) fn record_size(r: &Record) -> usize {
+fn record_size(r: &Record) -> usize {
     64 + r.key.as_ref().map_or(0, |k| k.len())
         + r.value.as_ref().map_or(0, |v| v.len())
         + r.headers
@@ -907,8 +907,9 @@ fn handle_fetch(
                                     break 'batches;
                                 }
                                 next = r.offset + 1;
-                                added += record_size(&r);
-                                stream.buffer.push_back(r);
+                                let size = record_size(&r);
+                                added += size;
+                                stream.buffer.push_back((r, size));
                             }
                             // Compaction can leave a batch whose last records are gone.
                             next = next.max(batch.last_offset + 1);
