@@ -238,6 +238,17 @@ typedef void (*lagless_commit_cb)(void *opaque, const lagless_error *err);
 typedef void (*lagless_log_cb)(void *opaque, int32_t level, const char *target, const char *message);
 
 /**
+ * A record header for `lagless_producer_send_with_headers`: `key` is a NUL-terminated UTF-8
+ * string; `value` (NULL with `value_len` 0 for a null value) holds `value_len` bytes. Both are
+ * copied during the call.
+ */
+typedef struct {
+  const char *key;
+  const uint8_t *value;
+  size_t value_len;
+} lagless_header;
+
+/**
  * A delivery report: `err` is NULL when the record was written at (`partition`, `offset`);
  * otherwise it says why not (borrowed for the duration of the call) and `offset` is -1. Runs
  * inside `lagless_producer_poll` or `_flush`, on the thread that called it. It must not unwind
@@ -318,6 +329,37 @@ lagless_error *lagless_consumer_new(const lagless_config *config, lagless_consum
 lagless_error *lagless_consumer_subscribe(lagless_consumer *consumer, const char *const *topics, size_t topic_count, const lagless_rebalance_listener *listener);
 
 /**
+ * Like `lagless_consumer_subscribe`, for every topic whose whole name matches `pattern`, a
+ * regular expression (Rust `regex` syntax, anchored at both ends: `orders-.*` matches
+ * `orders-eu`, not `old-orders-eu`). Topics created later that match join the subscription when
+ * metadata is next refreshed (`metadata.max.age.ms`). A pattern that does not compile gives
+ * `LAGLESS_ERR_INVALID_ARGUMENT` naming it.
+ */
+lagless_error *lagless_consumer_subscribe_pattern(lagless_consumer *consumer, const char *pattern, const lagless_rebalance_listener *listener);
+
+/**
+ * The topics of the current subscription (for a pattern: those it matched so far), each with
+ * partition -1, in a new list the caller frees with `lagless_tplist_destroy`; empty when not
+ * subscribed.
+ */
+lagless_error *lagless_consumer_subscription(lagless_consumer *consumer, lagless_tplist **out_topics);
+
+/**
+ * The member's place in its group: the generation it belongs to (-1 before it has joined) and
+ * its member id, a new string the caller frees with `lagless_string_destroy` (empty before the
+ * first join). Either out-parameter may be NULL. `LAGLESS_ERR_ILLEGAL_STATE` without a
+ * subscription.
+ */
+lagless_error *lagless_consumer_group_metadata(lagless_consumer *consumer, int32_t *out_generation_id, char **out_member_id);
+
+/**
+ * Asks the group for a rebalance (e.g. after the member's capacity changed); the next poll
+ * starts it. `reason` (may be NULL) is logged and sent to the coordinator.
+ * `LAGLESS_ERR_ILLEGAL_STATE` without a subscription.
+ */
+lagless_error *lagless_consumer_enforce_rebalance(lagless_consumer *consumer, const char *reason);
+
+/**
  * Learner assignments (`partition.assignment.strategy=learner-sticky,cooperative-sticky`): sets
  * the callback told of partitions this member will own once it is ready, while their current
  * owners keep consuming them. Warm up inside it (load state, fill caches); return 0 when ready:
@@ -371,7 +413,10 @@ lagless_error *lagless_consumer_poll_batch(lagless_consumer *consumer, int32_t t
 /**
  * Commits and waits (up to `timeout_ms`; negative: `default.api.timeout.ms`). `offsets` NULL
  * commits the consumed positions of every assigned partition (the offset after the last message
- * polled); otherwise each entry's offset (set with `lagless_tplist_set_offset`) is committed.
+ * polled); otherwise each entry's offset (set with `lagless_tplist_set_offset`) is committed,
+ * with its metadata (`lagless_tplist_set_metadata`). With `enable.parallel.rebalance`, an offset
+ * past the low-water mark of a partition whose recovery stream still runs is committed as the
+ * low-water mark with the recovery token: the group's offset never passes undelivered records.
  * Allowed inside rebalance callbacks.
  */
 lagless_error *lagless_consumer_commit_sync(lagless_consumer *consumer, const lagless_tplist *offsets, int32_t timeout_ms);
@@ -386,7 +431,8 @@ lagless_error *lagless_consumer_commit_async(lagless_consumer *consumer, const l
 
 /**
  * Fills in, for each entry of `partitions`, the group's committed offset (or
- * `LAGLESS_OFFSET_INVALID` when there is none), waiting up to `timeout_ms` (negative:
+ * `LAGLESS_OFFSET_INVALID` when there is none) and its commit metadata (see
+ * `lagless_tplist_get_metadata`; with `enable.parallel.rebalance` it may be the recovery token), waiting up to `timeout_ms` (negative:
  * `default.api.timeout.ms`). The list's offsets are written only on success.
  */
 lagless_error *lagless_consumer_committed(lagless_consumer *consumer, lagless_tplist *partitions, int32_t timeout_ms);
@@ -420,6 +466,49 @@ bool lagless_consumer_child_consumer_is_alive(lagless_consumer *consumer);
  * partition must be assigned.
  */
 lagless_error *lagless_consumer_seek(lagless_consumer *consumer, const char *topic, int32_t partition, int64_t offset);
+
+/**
+ * Makes the next record returned for each partition of `partitions` (assigned ones) the first
+ * one still in the log (`lagless_consumer_seek_to_beginning`) or the next one written after the
+ * call (`_seek_to_end`). The position is looked up lazily, by the next poll or position call.
+ * Like `lagless_consumer_seek`, it ends any recovery stream of the partition.
+ */
+lagless_error *lagless_consumer_seek_to_beginning(lagless_consumer *consumer, const lagless_tplist *partitions);
+
+/**
+ * See `lagless_consumer_seek_to_beginning`.
+ */
+lagless_error *lagless_consumer_seek_to_end(lagless_consumer *consumer, const lagless_tplist *partitions);
+
+/**
+ * Looks up offsets by time: each entry of `partitions` carries a timestamp (milliseconds since
+ * the epoch, >= 0) in its offset field and, on success, gets the offset of the earliest record
+ * whose timestamp is at or after it, or `LAGLESS_OFFSET_INVALID` when the partition has no such
+ * record. The partitions need not be assigned. Waits up to `timeout_ms` (negative:
+ * `default.api.timeout.ms`); the list is changed only on success.
+ */
+lagless_error *lagless_consumer_offsets_for_times(lagless_consumer *consumer, lagless_tplist *partitions, int32_t timeout_ms);
+
+/**
+ * The log start offset (`*out_low`) and high watermark (`*out_high`: the offset the next record
+ * written will get) of (`topic`, `partition`), asked of its leader; the partition need not be
+ * assigned. Either out-parameter may be NULL. Waits up to `timeout_ms` (negative:
+ * `default.api.timeout.ms`). An unknown topic gives `LAGLESS_ERR_UNKNOWN_TOPIC`.
+ */
+lagless_error *lagless_consumer_watermarks(lagless_consumer *consumer, const char *topic, int32_t partition, int32_t timeout_ms, int64_t *out_low, int64_t *out_high);
+
+/**
+ * The partitions of `topic`, offsets `LAGLESS_OFFSET_INVALID`, in a new list the caller frees
+ * with `lagless_tplist_destroy`. Waits up to `timeout_ms` (negative: `default.api.timeout.ms`)
+ * for metadata; an unknown topic gives `LAGLESS_ERR_UNKNOWN_TOPIC`.
+ */
+lagless_error *lagless_consumer_partitions_for(lagless_consumer *consumer, const char *topic, int32_t timeout_ms, lagless_tplist **out_partitions);
+
+/**
+ * The partitions paused by `lagless_consumer_pause` (and still assigned), in a new list the
+ * caller frees with `lagless_tplist_destroy`.
+ */
+lagless_error *lagless_consumer_paused(lagless_consumer *consumer, lagless_tplist **out_partitions);
 
 /**
  * Stops returning records of `partitions` (assigned ones) until `lagless_consumer_resume`;
@@ -580,6 +669,14 @@ lagless_error *lagless_producer_new(const lagless_config *config, lagless_produc
 lagless_error *lagless_producer_send_sync(lagless_producer *producer, const char *topic, int32_t partition, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, int32_t *out_partition, int64_t *out_offset);
 
 /**
+ * Like `lagless_producer_send`, with `header_count` headers (`headers` may be NULL when the
+ * count is 0; a key may repeat, order is kept) and the record's timestamp, `timestamp_ms`
+ * milliseconds since the epoch (-1: the time of the call; for topics with
+ * `message.timestamp.type=LogAppendTime` the broker sets its own).
+ */
+lagless_error *lagless_producer_send_with_headers(lagless_producer *producer, const char *topic, int32_t partition, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len, const lagless_header *headers, size_t header_count, int64_t timestamp_ms, lagless_delivery_cb callback, void *opaque);
+
+/**
  * Queues one record and returns without waiting for the broker (it blocks only to fetch a new
  * topic's metadata or while `buffer.memory` is full). Arguments as for
  * `lagless_producer_send_sync`. `callback` (may be NULL) is called exactly once with the
@@ -642,6 +739,21 @@ lagless_error *lagless_tplist_get(const lagless_tplist *list, size_t index, cons
  * Sets the offset of entry `index` (for commits: the offset of the next record to read).
  */
 lagless_error *lagless_tplist_set_offset(lagless_tplist *list, size_t index, int64_t offset);
+
+/**
+ * Sets the commit metadata of entry `index` (copied; NULL clears it): a string the group keeps
+ * beside the committed offset, up to the broker's `offset.metadata.max.bytes` (4096 by
+ * default). With `enable.parallel.rebalance`, a commit of a partition whose recovery stream
+ * still runs carries the recovery token instead (the offset is held at the low-water mark, see
+ * `lagless_consumer_commit_sync`).
+ */
+lagless_error *lagless_tplist_set_metadata(lagless_tplist *list, size_t index, const char *metadata);
+
+/**
+ * The commit metadata of entry `index` (empty when none): borrowed from the list, valid until
+ * the list is destroyed or the entry's metadata is set again.
+ */
+lagless_error *lagless_tplist_get_metadata(const lagless_tplist *list, size_t index, const char **out_metadata);
 
 /**
  * Frees a list the caller owns. NULL is ignored. Never call it on a list a callback received.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use lagless::{Consumer, ConsumerRecord, Error, RebalanceListener, Result, TopicPartition};
 
-use crate::boundary::{api_timeout, write_out, Opaque};
+use crate::boundary::{api_timeout, write_opt, write_out, Opaque};
 use crate::config::lagless_config;
 use crate::error::{cstring_lossy, lagless_error};
 use crate::message::lagless_message;
@@ -179,6 +179,30 @@ impl lagless_consumer {
         Box::into_raw(Box::new(lagless_message { record, topic }))
     }
 
+    /// Subscribes through `subscribe` with a core listener that reads this handle's callbacks,
+    /// then takes the C listener's callbacks (NULL keeps the earlier ones). The core always holds
+    /// such a listener, so the learning callback works with or without a C listener.
+    fn subscribe_with(
+        &self,
+        handle: *mut lagless_consumer,
+        listener: *const lagless_rebalance_listener,
+        subscribe: impl FnOnce(Option<Box<dyn RebalanceListener>>) -> Result<()>,
+    ) -> Result<()> {
+        subscribe(Some(Box::new(CListener {
+            callbacks: self.callbacks.clone(),
+            handle,
+        })))?;
+        // SAFETY: NULL or a listener struct the caller owns for this call.
+        if let Some(l) = unsafe { listener.as_ref() } {
+            let mut cbs = self.callbacks.lock().unwrap_or_else(|p| p.into_inner());
+            cbs.opaque = Opaque(l.opaque);
+            cbs.on_assigned = l.on_assigned;
+            cbs.on_revoked = l.on_revoked;
+            cbs.on_lost = l.on_lost;
+        }
+        Ok(())
+    }
+
     /// Runs the callbacks of finished asynchronous commits, on this (the caller's) thread.
     fn run_commit_callbacks(&self) {
         loop {
@@ -263,22 +287,82 @@ pub extern "C" fn lagless_consumer_subscribe(
             // SAFETY: each must be NULL or NUL-terminated.
             names.push(unsafe { crate::boundary::c_str(t, &format!("topics[{i}]")) }?);
         }
-        // The core always holds a listener reading `callbacks`, so the learning callback works
-        // with or without a `listener` here; NULL keeps the earlier listener's callbacks.
-        let core_listener = Box::new(CListener {
-            callbacks: h.callbacks.clone(),
-            handle: consumer,
-        });
-        c.subscribe(&names, Some(core_listener))?;
-        // SAFETY: NULL or a listener struct the caller owns for this call.
-        if let Some(l) = unsafe { listener.as_ref() } {
-            let mut cbs = h.callbacks.lock().unwrap_or_else(|p| p.into_inner());
-            cbs.opaque = Opaque(l.opaque);
-            cbs.on_assigned = l.on_assigned;
-            cbs.on_revoked = l.on_revoked;
-            cbs.on_lost = l.on_lost;
+        h.subscribe_with(consumer, listener, |l| c.subscribe(&names, l))
+    }
+}
+
+/// Like `lagless_consumer_subscribe`, for every topic whose whole name matches `pattern`, a
+/// regular expression (Rust `regex` syntax, anchored at both ends: `orders-.*` matches
+/// `orders-eu`, not `old-orders-eu`). Topics created later that match join the subscription when
+/// metadata is next refreshed (`metadata.max.age.ms`). A pattern that does not compile gives
+/// `LAGLESS_ERR_INVALID_ARGUMENT` naming it.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_subscribe_pattern(
+    consumer: *mut lagless_consumer,
+    pattern: *const c_char,
+    listener: *const lagless_rebalance_listener,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let pattern = try_str!(pattern);
+        let c = h.open()?;
+        h.subscribe_with(consumer, listener, |l| c.subscribe_pattern(pattern, l))
+    }
+}
+
+/// The topics of the current subscription (for a pattern: those it matched so far), each with
+/// partition -1, in a new list the caller frees with `lagless_tplist_destroy`; empty when not
+/// subscribed.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_subscription(
+    consumer: *mut lagless_consumer,
+    out_topics: *mut *mut lagless_tplist,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_topics);
+        let topics = h.open()?.subscription();
+        let list = lagless_tplist::from_entries(topics.iter().map(|t| (TopicPartition::new(t, -1), LAGLESS_OFFSET_INVALID)));
+        write_out(out_topics, Box::into_raw(Box::new(list)));
+        Ok(())
+    }
+}
+
+/// The member's place in its group: the generation it belongs to (-1 before it has joined) and
+/// its member id, a new string the caller frees with `lagless_string_destroy` (empty before the
+/// first join). Either out-parameter may be NULL. `LAGLESS_ERR_ILLEGAL_STATE` without a
+/// subscription.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_group_metadata(
+    consumer: *mut lagless_consumer,
+    out_generation_id: *mut i32,
+    out_member_id: *mut *mut c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let md = h.open()?.group_metadata().ok_or_else(|| {
+            Error::IllegalState("group metadata needs a subscription".into())
+        })?;
+        write_opt(out_generation_id, md.generation_id);
+        if !out_member_id.is_null() {
+            write_out(out_member_id, cstring_lossy(&md.member_id).into_raw());
         }
         Ok(())
+    }
+}
+
+/// Asks the group for a rebalance (e.g. after the member's capacity changed); the next poll
+/// starts it. `reason` (may be NULL) is logged and sent to the coordinator.
+/// `LAGLESS_ERR_ILLEGAL_STATE` without a subscription.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_enforce_rebalance(
+    consumer: *mut lagless_consumer,
+    reason: *const c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let reason = if reason.is_null() { "requested by the application" } else { try_str!(reason) };
+        h.open()?.enforce_rebalance(reason)
     }
 }
 
@@ -410,7 +494,10 @@ pub extern "C" fn lagless_consumer_poll_batch(
 
 /// Commits and waits (up to `timeout_ms`; negative: `default.api.timeout.ms`). `offsets` NULL
 /// commits the consumed positions of every assigned partition (the offset after the last message
-/// polled); otherwise each entry's offset (set with `lagless_tplist_set_offset`) is committed.
+/// polled); otherwise each entry's offset (set with `lagless_tplist_set_offset`) is committed,
+/// with its metadata (`lagless_tplist_set_metadata`). With `enable.parallel.rebalance`, an offset
+/// past the low-water mark of a partition whose recovery stream still runs is committed as the
+/// low-water mark with the recovery token: the group's offset never passes undelivered records.
 /// Allowed inside rebalance callbacks.
 #[no_mangle]
 pub extern "C" fn lagless_consumer_commit_sync(
@@ -467,7 +554,8 @@ pub extern "C" fn lagless_consumer_commit_async(
 }
 
 /// Fills in, for each entry of `partitions`, the group's committed offset (or
-/// `LAGLESS_OFFSET_INVALID` when there is none), waiting up to `timeout_ms` (negative:
+/// `LAGLESS_OFFSET_INVALID` when there is none) and its commit metadata (see
+/// `lagless_tplist_get_metadata`; with `enable.parallel.rebalance` it may be the recovery token), waiting up to `timeout_ms` (negative:
 /// `default.api.timeout.ms`). The list's offsets are written only on success.
 #[no_mangle]
 pub extern "C" fn lagless_consumer_committed(
@@ -481,7 +569,9 @@ pub extern "C" fn lagless_consumer_committed(
         let c = h.open()?;
         let res = c.committed(&list.partitions(), api_timeout(timeout_ms))?;
         for (e, (_, om)) in list.items.iter_mut().zip(res) {
-            e.offset = om.map_or(LAGLESS_OFFSET_INVALID, |o| o.offset);
+            let (offset, metadata) = om.map_or((LAGLESS_OFFSET_INVALID, String::new()), |o| (o.offset, o.metadata));
+            e.offset = offset;
+            e.metadata = cstring_lossy(&metadata);
         }
         Ok(())
     }
@@ -561,6 +651,119 @@ pub extern "C" fn lagless_consumer_seek(
         let h = try_ref!(consumer);
         let topic = try_str!(topic);
         h.open()?.seek(&TopicPartition::new(topic, partition), offset)
+    }
+}
+
+/// Makes the next record returned for each partition of `partitions` (assigned ones) the first
+/// one still in the log (`lagless_consumer_seek_to_beginning`) or the next one written after the
+/// call (`_seek_to_end`). The position is looked up lazily, by the next poll or position call.
+/// Like `lagless_consumer_seek`, it ends any recovery stream of the partition.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_seek_to_beginning(
+    consumer: *mut lagless_consumer,
+    partitions: *const lagless_tplist,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let list = try_ref!(partitions);
+        h.open()?.seek_to_beginning(&list.partitions())
+    }
+}
+
+/// See `lagless_consumer_seek_to_beginning`.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_seek_to_end(
+    consumer: *mut lagless_consumer,
+    partitions: *const lagless_tplist,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let list = try_ref!(partitions);
+        h.open()?.seek_to_end(&list.partitions())
+    }
+}
+
+/// Looks up offsets by time: each entry of `partitions` carries a timestamp (milliseconds since
+/// the epoch, >= 0) in its offset field and, on success, gets the offset of the earliest record
+/// whose timestamp is at or after it, or `LAGLESS_OFFSET_INVALID` when the partition has no such
+/// record. The partitions need not be assigned. Waits up to `timeout_ms` (negative:
+/// `default.api.timeout.ms`); the list is changed only on success.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_offsets_for_times(
+    consumer: *mut lagless_consumer,
+    partitions: *mut lagless_tplist,
+    timeout_ms: i32,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let list = try_mut!(partitions);
+        let query: Vec<(TopicPartition, i64)> =
+            list.items.iter().map(|e| (e.tp.clone(), e.offset)).collect();
+        let res = h.open()?.offsets_for_times(&query, api_timeout(timeout_ms))?;
+        for (e, (_, found)) in list.items.iter_mut().zip(res) {
+            e.offset = found.map_or(LAGLESS_OFFSET_INVALID, |o| o.0);
+        }
+        Ok(())
+    }
+}
+
+/// The log start offset (`*out_low`) and high watermark (`*out_high`: the offset the next record
+/// written will get) of (`topic`, `partition`), asked of its leader; the partition need not be
+/// assigned. Either out-parameter may be NULL. Waits up to `timeout_ms` (negative:
+/// `default.api.timeout.ms`). An unknown topic gives `LAGLESS_ERR_UNKNOWN_TOPIC`.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_watermarks(
+    consumer: *mut lagless_consumer,
+    topic: *const c_char,
+    partition: i32,
+    timeout_ms: i32,
+    out_low: *mut i64,
+    out_high: *mut i64,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let topic = try_str!(topic);
+        let w = h.open()?.watermarks(&TopicPartition::new(topic, partition), api_timeout(timeout_ms))?;
+        write_opt(out_low, w.low);
+        write_opt(out_high, w.high);
+        Ok(())
+    }
+}
+
+/// The partitions of `topic`, offsets `LAGLESS_OFFSET_INVALID`, in a new list the caller frees
+/// with `lagless_tplist_destroy`. Waits up to `timeout_ms` (negative: `default.api.timeout.ms`)
+/// for metadata; an unknown topic gives `LAGLESS_ERR_UNKNOWN_TOPIC`.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_partitions_for(
+    consumer: *mut lagless_consumer,
+    topic: *const c_char,
+    timeout_ms: i32,
+    out_partitions: *mut *mut lagless_tplist,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let topic = try_str!(topic);
+        try_out!(out_partitions);
+        let parts = h.open()?.partitions_for(topic, api_timeout(timeout_ms))?;
+        let list = lagless_tplist::from_entries(parts.into_iter().map(|p| (TopicPartition::new(topic, p), LAGLESS_OFFSET_INVALID)));
+        write_out(out_partitions, Box::into_raw(Box::new(list)));
+        Ok(())
+    }
+}
+
+/// The partitions paused by `lagless_consumer_pause` (and still assigned), in a new list the
+/// caller frees with `lagless_tplist_destroy`.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_paused(
+    consumer: *mut lagless_consumer,
+    out_partitions: *mut *mut lagless_tplist,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_partitions);
+        let list = lagless_tplist::from_partitions(&h.open()?.paused());
+        write_out(out_partitions, Box::into_raw(Box::new(list)));
+        Ok(())
     }
 }
 

@@ -57,6 +57,26 @@ impl lagless_producer {
         }
     }
 
+    /// Sends `rec`; its delivery report waits in the queue for `lagless_producer_poll`/`_flush`.
+    fn queue(
+        &self,
+        p: &Producer,
+        rec: ProducerRecord,
+        callback: lagless_delivery_cb,
+        opaque: *mut c_void,
+    ) -> Result<()> {
+        let reports = self.reports.clone();
+        let opaque = Opaque(opaque);
+        p.send_with_callback(rec, move |res| {
+            reports
+                .queue
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_back((callback, opaque, res));
+            reports.ready.notify_all();
+        })
+    }
+
     /// Runs queued delivery callbacks, waiting up to `timeout` for the first. Returns how many ran.
     fn serve(&self, timeout: Duration) -> usize {
         let deadline = Instant::now() + timeout;
@@ -173,6 +193,64 @@ pub extern "C" fn lagless_producer_send_sync(
     }
 }
 
+/// A record header for `lagless_producer_send_with_headers`: `key` is a NUL-terminated UTF-8
+/// string; `value` (NULL with `value_len` 0 for a null value) holds `value_len` bytes. Both are
+/// copied during the call.
+#[repr(C)]
+pub struct lagless_header {
+    pub key: *const c_char,
+    pub value: *const u8,
+    pub value_len: usize,
+}
+
+/// Like `lagless_producer_send`, with `header_count` headers (`headers` may be NULL when the
+/// count is 0; a key may repeat, order is kept) and the record's timestamp, `timestamp_ms`
+/// milliseconds since the epoch (-1: the time of the call; for topics with
+/// `message.timestamp.type=LogAppendTime` the broker sets its own).
+#[no_mangle]
+pub extern "C" fn lagless_producer_send_with_headers(
+    producer: *mut lagless_producer,
+    topic: *const c_char,
+    partition: i32,
+    key: *const u8,
+    key_len: usize,
+    value: *const u8,
+    value_len: usize,
+    headers: *const lagless_header,
+    header_count: usize,
+    timestamp_ms: i64,
+    callback: lagless_delivery_cb,
+    opaque: *mut c_void,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        let p = h.open()?;
+        let mut rec = record(topic, partition, key, key_len, value, value_len)?;
+        if headers.is_null() && header_count > 0 {
+            return Err(crate::boundary::null_arg("headers"));
+        }
+        for i in 0..header_count {
+            // SAFETY: the header requires `headers` to hold `header_count` entries.
+            let hd = unsafe { &*headers.add(i) };
+            // SAFETY: each key must be NULL or NUL-terminated.
+            let k = unsafe { crate::boundary::c_str(hd.key, &format!("headers[{i}].key")) }?;
+            // SAFETY: NULL or `value_len` readable bytes.
+            let v = unsafe { bytes(hd.value, hd.value_len, &format!("headers[{i}].value")) }?;
+            rec = rec.with_header(k, v.map(Bytes::copy_from_slice));
+        }
+        match timestamp_ms {
+            -1 => {}
+            t if t >= 0 => rec = rec.with_timestamp(t),
+            t => {
+                return Err(Error::InvalidArgument(format!(
+                    "timestamp_ms must be >= 0, or -1 for the time of the call; got {t}"
+                )))
+            }
+        }
+        h.queue(p, rec, callback, opaque)
+    }
+}
+
 /// Queues one record and returns without waiting for the broker (it blocks only to fetch a new
 /// topic's metadata or while `buffer.memory` is full). Arguments as for
 /// `lagless_producer_send_sync`. `callback` (may be NULL) is called exactly once with the
@@ -194,12 +272,7 @@ pub extern "C" fn lagless_producer_send(
         let h = try_ref!(producer);
         let p = h.open()?;
         let rec = record(topic, partition, key, key_len, value, value_len)?;
-        let reports = h.reports.clone();
-        let opaque = Opaque(opaque);
-        p.send_with_callback(rec, move |res| {
-            reports.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back((callback, opaque, res));
-            reports.ready.notify_all();
-        })
+        h.queue(p, rec, callback, opaque)
     }
 }
 

@@ -4,7 +4,7 @@ use std::ffi::{c_char, CString};
 
 use lagless::{Error, OffsetAndMetadata, TopicPartition};
 
-use crate::boundary::write_opt;
+use crate::boundary::{write_opt, write_out};
 use crate::error::{cstring_lossy, lagless_error};
 
 /// "No offset": what a new entry holds, and what `lagless_consumer_committed` writes for a
@@ -22,18 +22,22 @@ pub(crate) struct TpEntry {
     pub topic: CString,
     pub tp: TopicPartition,
     pub offset: i64,
+    /// Commit metadata: sent with a commit, filled in by `lagless_consumer_committed`.
+    pub metadata: CString,
 }
 
 impl lagless_tplist {
     pub(crate) fn from_partitions(parts: &[TopicPartition]) -> lagless_tplist {
+        Self::from_entries(parts.iter().map(|tp| (tp.clone(), LAGLESS_OFFSET_INVALID)))
+    }
+
+    pub(crate) fn from_entries(
+        entries: impl IntoIterator<Item = (TopicPartition, i64)>,
+    ) -> lagless_tplist {
         lagless_tplist {
-            items: parts
-                .iter()
-                .map(|tp| TpEntry {
-                    topic: cstring_lossy(&tp.topic),
-                    tp: tp.clone(),
-                    offset: LAGLESS_OFFSET_INVALID,
-                })
+            items: entries
+                .into_iter()
+                .map(|(tp, offset)| TpEntry::new(tp, offset))
                 .collect(),
         }
     }
@@ -53,15 +57,29 @@ impl lagless_tplist {
                         e.tp
                     )));
                 }
+                let metadata = e.metadata.to_str().map_err(|_| {
+                    Error::InvalidArgument(format!("the commit metadata of {} is not UTF-8", e.tp))
+                })?;
                 Ok((
                     e.tp.clone(),
                     OffsetAndMetadata {
                         offset: e.offset,
-                        metadata: String::new(),
+                        metadata: metadata.to_string(),
                     },
                 ))
             })
             .collect()
+    }
+}
+
+impl TpEntry {
+    fn new(tp: TopicPartition, offset: i64) -> TpEntry {
+        TpEntry {
+            topic: cstring_lossy(&tp.topic),
+            tp,
+            offset,
+            metadata: CString::default(),
+        }
     }
 }
 
@@ -89,11 +107,7 @@ pub extern "C" fn lagless_tplist_add(
         if partition < 0 {
             return Err(Error::InvalidArgument(format!("partition must be >= 0, got {partition}")));
         }
-        list.items.push(TpEntry {
-            topic: cstring_lossy(topic),
-            tp: TopicPartition::new(topic, partition),
-            offset: LAGLESS_OFFSET_INVALID,
-        });
+        list.items.push(TpEntry::new(TopicPartition::new(topic, partition), LAGLESS_OFFSET_INVALID));
         Ok(())
     }
 }
@@ -107,13 +121,24 @@ pub extern "C" fn lagless_tplist_count(list: *const lagless_tplist) -> usize {
     }
 }
 
+fn out_of_range(index: usize, len: usize) -> Error {
+    Error::InvalidArgument(format!(
+        "index {index} is out of range: the list has {len} entries"
+    ))
+}
+
 fn entry(list: &lagless_tplist, index: usize) -> Result<&TpEntry, Error> {
-    list.items.get(index).ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "index {index} is out of range: the list has {} entries",
-            list.items.len()
-        ))
-    })
+    let len = list.items.len();
+    list.items
+        .get(index)
+        .ok_or_else(|| out_of_range(index, len))
+}
+
+fn entry_mut(list: &mut lagless_tplist, index: usize) -> Result<&mut TpEntry, Error> {
+    let len = list.items.len();
+    list.items
+        .get_mut(index)
+        .ok_or_else(|| out_of_range(index, len))
 }
 
 /// Entry `index`: its topic (borrowed from the list, valid until the list is destroyed),
@@ -145,11 +170,42 @@ pub extern "C" fn lagless_tplist_set_offset(
 ) -> *mut lagless_error {
     ffi_panic_boundary! { fallible:
         let list = try_mut!(list);
-        let len = list.items.len();
-        let e = list.items.get_mut(index).ok_or_else(|| {
-            Error::InvalidArgument(format!("index {index} is out of range: the list has {len} entries"))
-        })?;
-        e.offset = offset;
+        entry_mut(list, index)?.offset = offset;
+        Ok(())
+    }
+}
+
+/// Sets the commit metadata of entry `index` (copied; NULL clears it): a string the group keeps
+/// beside the committed offset, up to the broker's `offset.metadata.max.bytes` (4096 by
+/// default). With `enable.parallel.rebalance`, a commit of a partition whose recovery stream
+/// still runs carries the recovery token instead (the offset is held at the low-water mark, see
+/// `lagless_consumer_commit_sync`).
+#[no_mangle]
+pub extern "C" fn lagless_tplist_set_metadata(
+    list: *mut lagless_tplist,
+    index: usize,
+    metadata: *const c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let list = try_mut!(list);
+        let metadata = if metadata.is_null() { "" } else { try_str!(metadata) };
+        entry_mut(list, index)?.metadata = cstring_lossy(metadata);
+        Ok(())
+    }
+}
+
+/// The commit metadata of entry `index` (empty when none): borrowed from the list, valid until
+/// the list is destroyed or the entry's metadata is set again.
+#[no_mangle]
+pub extern "C" fn lagless_tplist_get_metadata(
+    list: *const lagless_tplist,
+    index: usize,
+    out_metadata: *mut *const c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let list = try_ref!(list);
+        try_out!(out_metadata);
+        write_out(out_metadata, entry(list, index)?.metadata.as_ptr());
         Ok(())
     }
 }

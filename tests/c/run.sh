@@ -38,7 +38,7 @@ step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
 read -r -a PC <<<"$(pkg-config --cflags --libs lagless)"
-for t in test_produce test_errors group_member produce_n test_recovery test_learners; do
+for t in test_produce test_errors group_member produce_n test_recovery test_learners test_lookups; do
   cc "${CFLAGS[@]}" -o "$work/$t" "tests/c/$t.c" "${PC[@]}" -pthread
   cc "${CFLAGS[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$work/asan-$t" "tests/c/$t.c" "${PC[@]}" -pthread
 done
@@ -111,6 +111,8 @@ step "recovery streams (KIP-333)"
 "$work/test_recovery" "lagless-c-recovery-$run_id" "lagless-c-recovery-g-$run_id"
 step "learner assignments"
 "$work/test_learners" "lagless-c-learners-$run_id" "lagless-c-learners-g-$run_id"
+step "lookups and group controls"
+"$work/test_lookups" "lagless-c-lookups-$run_id" "lagless-c-lookups-g-$run_id"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
 step "AddressSanitizer: produce"
@@ -123,6 +125,8 @@ step "AddressSanitizer: recovery streams"
 "$work/asan-test_recovery" "lagless-c-recovery-asan-$run_id" "lagless-c-recovery-g-asan-$run_id"
 step "AddressSanitizer: learner assignments"
 "$work/asan-test_learners" "lagless-c-learners-asan-$run_id" "lagless-c-learners-g-asan-$run_id"
+step "AddressSanitizer: lookups and group controls"
+"$work/asan-test_lookups" "lagless-c-lookups-asan-$run_id" "lagless-c-lookups-g-asan-$run_id"
 unset ASAN_OPTIONS
 
 if [[ "${LAGLESS_C_SKIP_VALGRIND:-0}" != 1 ]]; then
@@ -132,6 +136,8 @@ if [[ "${LAGLESS_C_SKIP_VALGRIND:-0}" != 1 ]]; then
   "${VG[@]}" "$work/test_produce" "$topic-vg"
   step "valgrind: error paths"
   "${VG[@]}" "$work/test_errors" "$topic"
+  step "valgrind: lookups and group controls"
+  "${VG[@]}" "$work/test_lookups" "lagless-c-lookups-vg-$run_id" "lagless-c-lookups-g-vg-$run_id"
   if [[ "${LAGLESS_VALGRIND_GROUP:-0}" == 1 ]]; then
     step "valgrind: two-process group"
     WAIT_S=300 group_test group_member valgrind "${VG[@]}"
