@@ -239,6 +239,24 @@ impl lagless_consumer {
     }
 }
 
+/// The body of the exports that apply one consumer operation to a list of partitions.
+fn on_partitions(
+    consumer: *mut lagless_consumer,
+    partitions: *const lagless_tplist,
+    op: fn(&Consumer, &[TopicPartition]) -> Result<()>,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let list = try_ref!(partitions);
+        op(h.open()?, &list.partitions())
+    }
+}
+
+/// Hands a new list to the caller (who frees it with `lagless_tplist_destroy`).
+fn give_list(out: *mut *mut lagless_tplist, list: lagless_tplist) {
+    write_out(out, Box::into_raw(Box::new(list)));
+}
+
 /// A consumer from `config` (copied; it may be destroyed afterwards). A bad setting gives
 /// `LAGLESS_ERR_CONFIG` naming the key. No connection is made before the first call that needs
 /// one. On success `*out_consumer` receives the new handle.
@@ -323,7 +341,7 @@ pub extern "C" fn lagless_consumer_subscription(
         try_out!(out_topics);
         let topics = h.open()?.subscription();
         let list = lagless_tplist::from_entries(topics.iter().map(|t| (TopicPartition::new(t, -1), LAGLESS_OFFSET_INVALID)));
-        write_out(out_topics, Box::into_raw(Box::new(list)));
+        give_list(out_topics, list);
         Ok(())
     }
 }
@@ -422,7 +440,7 @@ pub extern "C" fn lagless_consumer_assignment(
         try_out!(out_partitions);
         let c = h.open()?;
         let list = lagless_tplist::from_partitions(&c.assignment());
-        write_out(out_partitions, Box::into_raw(Box::new(list)));
+        give_list(out_partitions, list);
         Ok(())
     }
 }
@@ -663,11 +681,7 @@ pub extern "C" fn lagless_consumer_seek_to_beginning(
     consumer: *mut lagless_consumer,
     partitions: *const lagless_tplist,
 ) -> *mut lagless_error {
-    ffi_panic_boundary! { fallible:
-        let h = try_ref!(consumer);
-        let list = try_ref!(partitions);
-        h.open()?.seek_to_beginning(&list.partitions())
-    }
+    on_partitions(consumer, partitions, Consumer::seek_to_beginning)
 }
 
 /// See `lagless_consumer_seek_to_beginning`.
@@ -676,11 +690,7 @@ pub extern "C" fn lagless_consumer_seek_to_end(
     consumer: *mut lagless_consumer,
     partitions: *const lagless_tplist,
 ) -> *mut lagless_error {
-    ffi_panic_boundary! { fallible:
-        let h = try_ref!(consumer);
-        let list = try_ref!(partitions);
-        h.open()?.seek_to_end(&list.partitions())
-    }
+    on_partitions(consumer, partitions, Consumer::seek_to_end)
 }
 
 /// Looks up offsets by time: each entry of `partitions` carries a timestamp (milliseconds since
@@ -746,7 +756,7 @@ pub extern "C" fn lagless_consumer_partitions_for(
         try_out!(out_partitions);
         let parts = h.open()?.partitions_for(topic, api_timeout(timeout_ms))?;
         let list = lagless_tplist::from_entries(parts.into_iter().map(|p| (TopicPartition::new(topic, p), LAGLESS_OFFSET_INVALID)));
-        write_out(out_partitions, Box::into_raw(Box::new(list)));
+        give_list(out_partitions, list);
         Ok(())
     }
 }
@@ -762,7 +772,7 @@ pub extern "C" fn lagless_consumer_paused(
         let h = try_ref!(consumer);
         try_out!(out_partitions);
         let list = lagless_tplist::from_partitions(&h.open()?.paused());
-        write_out(out_partitions, Box::into_raw(Box::new(list)));
+        give_list(out_partitions, list);
         Ok(())
     }
 }
@@ -774,11 +784,7 @@ pub extern "C" fn lagless_consumer_pause(
     consumer: *mut lagless_consumer,
     partitions: *const lagless_tplist,
 ) -> *mut lagless_error {
-    ffi_panic_boundary! { fallible:
-        let h = try_ref!(consumer);
-        let list = try_ref!(partitions);
-        h.open()?.pause(&list.partitions())
-    }
+    on_partitions(consumer, partitions, Consumer::pause)
 }
 
 /// Resumes partitions paused by `lagless_consumer_pause`.
@@ -787,11 +793,7 @@ pub extern "C" fn lagless_consumer_resume(
     consumer: *mut lagless_consumer,
     partitions: *const lagless_tplist,
 ) -> *mut lagless_error {
-    ffi_panic_boundary! { fallible:
-        let h = try_ref!(consumer);
-        let list = try_ref!(partitions);
-        h.open()?.resume(&list.partitions())
-    }
+    on_partitions(consumer, partitions, Consumer::resume)
 }
 
 /// Makes a blocked poll (or the next one) return `LAGLESS_ERR_WAKEUP` at once.
