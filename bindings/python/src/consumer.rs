@@ -11,6 +11,7 @@
 //! the records they return (`poll_at_most`), so the core's positions, `commit()` without
 //! offsets, auto-commit and the KIP-333 commit token count only records Python has received,
 //! and every call is a poll of the member for `max.poll.interval.ms`.
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -661,6 +662,68 @@ impl Consumer {
         Ok((w.low, w.high))
     }
 
+    /// For each of `partitions`, the earliest offset whose record timestamp is at or after the
+    /// partition's `.offset`, read as milliseconds since the epoch (confluent-kafka's convention).
+    /// OFFSET_END (-1) where no record is that recent: the broker has no such record, and seeking
+    /// there reads from the end. The partitions need not be assigned.
+    #[pyo3(signature = (partitions, timeout=None))]
+    fn offsets_for_times<'py>(
+        &self,
+        py: Python<'py>,
+        partitions: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let query: Vec<(lagless::TopicPartition, i64)> = extract_tps(partitions)?
+            .into_iter()
+            .map(|(tp, ts, _)| (tp, ts))
+            .collect();
+        let core = self.core();
+        let r = py.detach(|| core.offsets_for_times(&query, duration(timeout)));
+        let found = self.check(py, r)?;
+        let tps: Vec<lagless::TopicPartition> = query.into_iter().map(|(tp, _)| tp).collect();
+        in_given_order(
+            py,
+            &tps,
+            found
+                .into_iter()
+                .map(|(tp, hit)| (tp, hit.map_or(OFFSET_END, |(offset, _timestamp)| offset))),
+        )
+    }
+
+    /// The log start offset of each of `partitions` (the first offset still in the log). The
+    /// partitions need not be assigned.
+    #[pyo3(signature = (partitions, timeout=None))]
+    fn beginning_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        partitions: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.beginning_offsets(&tps, duration(timeout)));
+        let found = self.check(py, r)?;
+        in_given_order(py, &tps, found)
+    }
+
+    /// The high watermark of each of `partitions` (the offset the next record will get). The
+    /// partitions need not be assigned.
+    #[pyo3(signature = (partitions, timeout=None))]
+    fn end_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        partitions: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.end_offsets(&tps, duration(timeout)));
+        let found = self.check(py, r)?;
+        in_given_order(py, &tps, found)
+    }
+
     /// The partition ids of `topic`.
     #[pyo3(signature = (topic, timeout=None))]
     fn partitions_for(
@@ -743,6 +806,23 @@ impl Drop for Consumer {
         // The interpreter is finalizing: log events are dropped by then, nothing to wait for.
         drop(core);
     }
+}
+
+/// One TopicPartition per partition asked for, in the order asked, with the offset the core found
+/// for it: the core answers in partition order, and Python callers zip the answer with what they
+/// passed, as with `committed()` and `position()`.
+fn in_given_order<'py>(
+    py: Python<'py>,
+    asked: &[lagless::TopicPartition],
+    found: impl IntoIterator<Item = (lagless::TopicPartition, i64)>,
+) -> PyResult<Bound<'py, PyList>> {
+    let found: HashMap<lagless::TopicPartition, i64> = found.into_iter().collect();
+    tp_list(
+        py,
+        asked.iter().map(|tp| {
+            TopicPartition::from_core(tp, found.get(tp).copied().unwrap_or(OFFSET_INVALID))
+        }),
+    )
 }
 
 /// (error or None, list of TopicPartition) for a commit callback.

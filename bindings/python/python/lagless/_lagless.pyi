@@ -130,6 +130,24 @@ class Consumer:
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: Optional[float] = None
     ) -> Tuple[int, int]: ...
+    def offsets_for_times(
+        self, partitions: Iterable[TopicPartition], timeout: Optional[float] = None
+    ) -> List[TopicPartition]:
+        """For each partition, whose ``offset`` holds a timestamp in milliseconds since the epoch,
+        the earliest offset whose record timestamp is at or after it, in the order given;
+        ``OFFSET_END`` (-1) where no record is that recent. The partitions need not be assigned.
+        A negative timestamp or partition, a partition the topic does not have, or one given
+        twice with two timestamps raises InvalidArgumentError; an unknown topic UnknownTopicError."""
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: Optional[float] = None
+    ) -> List[TopicPartition]:
+        """The log start offset of each partition, in the order given. The partitions need not be
+        assigned. Errors as ``offsets_for_times``."""
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: Optional[float] = None
+    ) -> List[TopicPartition]:
+        """The high watermark of each partition (the offset the next record gets), in the order
+        given. The partitions need not be assigned. Errors as ``offsets_for_times``."""
     def partitions_for(self, topic: str, timeout: Optional[float] = None) -> List[int]: ...
     def member_id(self) -> Optional[str]: ...
     def wakeup(self) -> None: ...
