@@ -619,6 +619,26 @@ impl Consumer {
         self.check(py, r)
     }
 
+    /// Moves the next read of each of `partitions` (assigned ones; their `.offset` is ignored)
+    /// to the log start offset, looked up before the next fetch.
+    fn seek_to_beginning(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.seek_to_beginning(&tps));
+        self.check(py, r)
+    }
+
+    /// Moves the next read of each of `partitions` (assigned ones; their `.offset` is ignored)
+    /// to the log end, looked up before the next fetch: only records produced after that come.
+    fn seek_to_end(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.seek_to_end(&tps));
+        self.check(py, r)
+    }
+
     /// Stops returning messages of `partitions` until `resume()`.
     fn pause(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
         let tps: Vec<lagless::TopicPartition> =

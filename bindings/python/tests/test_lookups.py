@@ -1,5 +1,5 @@
-"""Offset lookups against a real broker: offsets_for_times, beginning_offsets and end_offsets,
-and the exceptions bad input raises."""
+"""Offset lookups and moves against a real broker: offsets_for_times, beginning_offsets and
+end_offsets, seek_to_beginning and seek_to_end, and the exceptions bad input raises."""
 
 from __future__ import annotations
 
@@ -143,3 +143,46 @@ def test_beginning_and_end_offsets_reject_bad_partitions(bootstrap, make_topic, 
         with pytest.raises(lagless.UnknownTopicError) as e:
             lookup(tps(missing, 0), timeout=10)
         assert e.value.topic == missing
+
+
+def test_seek_to_end_skips_what_is_there_and_seek_to_beginning_reads_it_again(
+    bootstrap, make_topic, consumers
+):
+    topic = make_topic(2)
+    produce(bootstrap, topic, 10, partition=0)
+    produce(bootstrap, topic, 5, partition=1)
+    c = lagless.Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"})
+    consumers.append(c)
+    both = tps(topic, 0, 1)
+    c.assign(both)
+    assert len(consume_n(c, 3)) == 3
+
+    c.seek_to_end(both)
+    assert [tp.offset for tp in c.position(both, timeout=10)] == [10, 5]
+    assert c.consume(100, timeout=1.0) == []
+    produce(bootstrap, topic, 1, partition=0, prefix="fresh")
+    (m,) = consume_n(c, 1)
+    assert (m.partition, m.offset, m.value) == (0, 10, b"fresh0")
+
+    # The offsets given are ignored: the log start is looked up.
+    c.seek_to_beginning([at(topic, 0, 7), at(topic, 1, 3)])
+    got = {(m.partition, m.offset) for m in consume_n(c, 16)}
+    assert got == {(0, o) for o in range(11)} | {(1, o) for o in range(5)}
+    assert c.consume(100, timeout=0.5) == []
+
+
+def test_seek_to_beginning_and_end_raise_for_a_partition_not_assigned(bootstrap, make_topic, consumers):
+    topic = make_topic(2)
+    c = lagless.Consumer({"bootstrap.servers": bootstrap})
+    consumers.append(c)
+    c.assign(tps(topic, 0))
+    for seek in (c.seek_to_beginning, c.seek_to_end):
+        with pytest.raises(lagless.IllegalStateError, match=rf"{topic}-1 is not assigned to this consumer"):
+            seek(tps(topic, 0, 1))
+        with pytest.raises(lagless.IllegalStateError, match="py-not-assigned-0 is not assigned"):
+            seek(tps("py-not-assigned", 0))
+        with pytest.raises(TypeError, match="TopicPartition"):
+            seek([topic])  # type: ignore[list-item]
+    c.close()
+    with pytest.raises(lagless.ClosedError):
+        c.seek_to_end(tps(topic, 0))

@@ -124,6 +124,13 @@ class Consumer:
         """Whether any assigned partition has a recovery stream still draining a backlog
         (KIP-333's "child consumer"). Always False with the mode off."""
     def seek(self, partition: TopicPartition) -> None: ...
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
+        """Moves the next read of each partition (their ``offset`` is ignored) to the log start.
+        Raises IllegalStateError naming the first partition that is not assigned; the ones before
+        it have moved."""
+    def seek_to_end(self, partitions: Iterable[TopicPartition]) -> None:
+        """Moves the next read of each partition (their ``offset`` is ignored) to the log end:
+        only records produced after the lookup come. Errors as ``seek_to_beginning``."""
     def pause(self, partitions: Iterable[TopicPartition]) -> None: ...
     def resume(self, partitions: Iterable[TopicPartition]) -> None: ...
     def paused(self) -> List[TopicPartition]: ...
