@@ -765,6 +765,16 @@ impl Consumer {
             .filter(|m| !m.is_empty())
     }
 
+    /// Asks the group for a rebalance, which the next `poll()` starts; `reason` goes into the
+    /// log and the JoinGroup request. IllegalStateError without a subscription.
+    #[pyo3(signature = (reason=None))]
+    fn enforce_rebalance(&self, py: Python<'_>, reason: Option<String>) -> PyResult<()> {
+        let reason = reason.unwrap_or_else(|| "requested by the application".to_string());
+        let core = self.core();
+        let r = py.detach(|| core.enforce_rebalance(&reason));
+        self.check(py, r)
+    }
+
     /// Makes a blocked (or the next) `poll()` raise WakeupError. Safe from any thread.
     fn wakeup(&self, py: Python<'_>) {
         let core = self.core();

@@ -1,8 +1,10 @@
 """Offset lookups and moves against a real broker: offsets_for_times, beginning_offsets and
-end_offsets, seek_to_beginning and seek_to_end, and the exceptions bad input raises."""
+end_offsets, seek_to_beginning and seek_to_end, enforce_rebalance, and the exceptions bad input
+raises."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import List
 
@@ -186,3 +188,43 @@ def test_seek_to_beginning_and_end_raise_for_a_partition_not_assigned(bootstrap,
     c.close()
     with pytest.raises(lagless.ClosedError):
         c.seek_to_end(tps(topic, 0))
+
+
+def test_enforce_rebalance_makes_the_listener_see_a_new_assignment(
+    bootstrap, make_topic, group, consumers, caplog
+):
+    topic = make_topic(2)
+    assigned: List[List[int]] = []
+    c = lagless.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumers.append(c)
+    with pytest.raises(lagless.IllegalStateError, match="needs a subscription"):
+        c.enforce_rebalance()
+    c.subscribe([topic], on_assign=lambda _c, parts: assigned.append(sorted(p.partition for p in parts)))
+    deadline = time.monotonic() + 60
+    while not assigned:
+        assert time.monotonic() < deadline, "no first assignment"
+        c.poll(0.1)
+    assert assigned[-1] == [0, 1]
+    member = c.member_id()
+    before = len(assigned)
+    level = logging.getLogger("lagless").getEffectiveLevel()
+    caplog.set_level(logging.INFO, logger="lagless")
+    lagless.set_log_level(logging.INFO)
+    try:
+        c.enforce_rebalance("py-lookups asked")
+        deadline = time.monotonic() + 60
+        while len(assigned) == before:
+            assert time.monotonic() < deadline, "enforce_rebalance() started no rebalance"
+            c.poll(0.1)
+    finally:
+        lagless.set_log_level(level)
+    # cooperative-sticky, one member: it keeps both partitions and newly gets none.
+    assert assigned[before:] == [[]]
+    assert sorted(p.partition for p in c.assignment()) == [0, 1]
+    assert c.member_id() == member
+    # The reason reaches the log (and the JoinGroup request).
+    joins = [r.getMessage() for r in caplog.records if "joining the group" in r.getMessage()]
+    assert any("reason=enforced: py-lookups asked" in j for j in joins), joins
+    c.close()
+    with pytest.raises(lagless.ClosedError):
+        c.enforce_rebalance()
