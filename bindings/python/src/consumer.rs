@@ -451,8 +451,9 @@ impl Consumer {
         }
     }
 
-    /// Commits `offsets` (TopicPartitions whose offset is the next one to read), or a message's
-    /// offset + 1, or else the positions of everything handed out so far. Synchronous commits
+    /// Commits `offsets` (TopicPartitions whose offset is the next one to read, with their
+    /// `metadata`), or a message's offset + 1, or else the positions of everything handed out so
+    /// far. A partition's running KIP-333 recovery stream keeps its token instead (see README). Synchronous commits
     /// return the committed partitions and raise if any failed; asynchronous ones return None
     /// and call `callback(error_or_None, partitions)` on the polling thread inside a later call.
     #[pyo3(signature = (offsets=None, asynchronous=false, callback=None, *, message=None))]
