@@ -2,7 +2,7 @@
 //!
 //! I/O runs on a tokio runtime in library-owned threads; the caller's thread only waits in
 //! `poll()` for records the fetch task has buffered.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -357,13 +357,18 @@ impl Consumer {
     }
 
     /// For each partition, the earliest offset whose timestamp is at or after the given one, with
-    /// that record's timestamp; `None` when no such record exists.
+    /// that record's timestamp; `None` when no such record exists. One answer per partition, in
+    /// partition order; a partition given twice with different timestamps is
+    /// `Error::InvalidArgument`.
     pub fn offsets_for_times(
         &self,
         query: &[(TopicPartition, i64)],
         timeout: Option<Duration>,
     ) -> Result<Vec<(TopicPartition, Option<OffsetAndTimestamp>)>> {
         self.check_open()?;
+        // A partition named twice in one ListOffsets request makes the broker refuse all of it
+        // (INVALID_REQUEST): ask once per partition.
+        let mut asked: BTreeMap<&TopicPartition, i64> = BTreeMap::new();
         for (tp, ts) in query {
             validate_tp(tp)?;
             if *ts < 0 {
@@ -371,16 +376,27 @@ impl Consumer {
                     "timestamp for {tp} must be >= 0, got {ts}"
                 )));
             }
+            match asked.insert(tp, *ts) {
+                Some(earlier) if earlier != *ts => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{tp} is given twice, with timestamps {earlier} and {ts}"
+                    )))
+                }
+                _ => {}
+            }
         }
+        let query: Vec<(TopicPartition, i64)> =
+            asked.into_iter().map(|(tp, ts)| (tp.clone(), ts)).collect();
         let deadline = self.api_deadline(timeout);
         let cluster = self.shared.cluster.clone();
         let res =
-            self.block_on(async move { offsets::list_offsets(&cluster, query, deadline).await })??;
+            self.block_on(async move { offsets::list_offsets(&cluster, &query, deadline).await })??;
         res.into_iter()
             .map(|(tp, r)| r.map(|(o, t)| (tp, (o >= 0).then_some((o, t)))))
             .collect()
     }
 
+    /// The log start offset of each partition, once per partition, in partition order.
     pub fn beginning_offsets(
         &self,
         partitions: &[TopicPartition],
@@ -389,6 +405,7 @@ impl Consumer {
         self.list_at(partitions, EARLIEST_TIMESTAMP, timeout)
     }
 
+    /// The high watermark of each partition, once per partition, in partition order.
     pub fn end_offsets(
         &self,
         partitions: &[TopicPartition],
@@ -404,7 +421,16 @@ impl Consumer {
         timeout: Option<Duration>,
     ) -> Result<Vec<(TopicPartition, i64)>> {
         self.check_open()?;
-        let q: Vec<(TopicPartition, i64)> = partitions.iter().map(|tp| (tp.clone(), ts)).collect();
+        for tp in partitions {
+            validate_tp(tp)?;
+        }
+        // Once per partition, as in offsets_for_times.
+        let q: Vec<(TopicPartition, i64)> = partitions
+            .iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(|tp| (tp.clone(), ts))
+            .collect();
         let deadline = self.api_deadline(timeout);
         let cluster = self.shared.cluster.clone();
         let res =

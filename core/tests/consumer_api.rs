@@ -208,7 +208,20 @@ fn watermarks_beginning_and_end_offsets() {
             (tps[2].clone(), 0)
         ]
     );
-    // A partition the topic does not have, and a topic the cluster does not have.
+    // A partition given twice is asked once (the broker refuses a request that names it twice).
+    assert_eq!(
+        c.end_offsets(&[tps[1].clone(), tps[0].clone(), tps[1].clone()], None)
+            .unwrap(),
+        vec![(tps[0].clone(), 30), (tps[1].clone(), 7)]
+    );
+    // A negative partition, one the topic does not have, and a topic the cluster does not have.
+    let e = c
+        .beginning_offsets(&[TopicPartition::new(&topic, -1)], None)
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("must be >= 0")),
+        "{e}"
+    );
     assert!(c
         .end_offsets(&[TopicPartition::new(&topic, 9)], None)
         .is_err());
@@ -253,6 +266,19 @@ fn offsets_for_times() {
         c.offsets_for_times(&[(tp0.clone(), -5)], None),
         Err(Error::InvalidArgument(_))
     ));
+    // A partition given twice: asked once with the same timestamp, refused with two.
+    assert_eq!(
+        c.offsets_for_times(&[(tp0.clone(), base + 55), (tp0.clone(), base + 55)], None)
+            .unwrap(),
+        vec![(tp0.clone(), Some((6, base + 60)))]
+    );
+    let e = c
+        .offsets_for_times(&[(tp0.clone(), base), (tp0.clone(), base + 55)], None)
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("given twice")),
+        "{e}"
+    );
     // The answer is usable for seek.
     let c = consumer(&bs, &[("auto.offset.reset", "earliest")]);
     c.assign(std::slice::from_ref(&tp0)).unwrap();

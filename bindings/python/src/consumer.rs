@@ -11,6 +11,7 @@
 //! the records they return (`poll_at_most`), so the core's positions, `commit()` without
 //! offsets, auto-commit and the KIP-333 commit token count only records Python has received,
 //! and every call is a poll of the member for `max.poll.interval.ms`.
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -450,8 +451,9 @@ impl Consumer {
         }
     }
 
-    /// Commits `offsets` (TopicPartitions whose offset is the next one to read), or a message's
-    /// offset + 1, or else the positions of everything handed out so far. Synchronous commits
+    /// Commits `offsets` (TopicPartitions whose offset is the next one to read, with their
+    /// `metadata`), or a message's offset + 1, or else the positions of everything handed out so
+    /// far. A partition's running KIP-333 recovery stream keeps its token instead (see README). Synchronous commits
     /// return the committed partitions and raise if any failed; asynchronous ones return None
     /// and call `callback(error_or_None, partitions)` on the polling thread inside a later call.
     #[pyo3(signature = (offsets=None, asynchronous=false, callback=None, *, message=None))]
@@ -618,6 +620,26 @@ impl Consumer {
         self.check(py, r)
     }
 
+    /// Moves the next read of each of `partitions` (assigned ones; their `.offset` is ignored)
+    /// to the log start offset, looked up before the next fetch.
+    fn seek_to_beginning(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.seek_to_beginning(&tps));
+        self.check(py, r)
+    }
+
+    /// Moves the next read of each of `partitions` (assigned ones; their `.offset` is ignored)
+    /// to the log end, looked up before the next fetch: only records produced after that come.
+    fn seek_to_end(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.seek_to_end(&tps));
+        self.check(py, r)
+    }
+
     /// Stops returning messages of `partitions` until `resume()`.
     fn pause(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
         let tps: Vec<lagless::TopicPartition> =
@@ -661,6 +683,68 @@ impl Consumer {
         Ok((w.low, w.high))
     }
 
+    /// For each of `partitions`, the earliest offset whose record timestamp is at or after the
+    /// partition's `.offset`, read as milliseconds since the epoch (confluent-kafka's convention).
+    /// OFFSET_END (-1) where no record is that recent: the broker has no such record, and seeking
+    /// there reads from the end. The partitions need not be assigned.
+    #[pyo3(signature = (partitions, timeout=None))]
+    fn offsets_for_times<'py>(
+        &self,
+        py: Python<'py>,
+        partitions: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let query: Vec<(lagless::TopicPartition, i64)> = extract_tps(partitions)?
+            .into_iter()
+            .map(|(tp, ts, _)| (tp, ts))
+            .collect();
+        let core = self.core();
+        let r = py.detach(|| core.offsets_for_times(&query, duration(timeout)));
+        let found = self.check(py, r)?;
+        let tps: Vec<lagless::TopicPartition> = query.into_iter().map(|(tp, _)| tp).collect();
+        in_given_order(
+            py,
+            &tps,
+            found
+                .into_iter()
+                .map(|(tp, hit)| (tp, hit.map_or(OFFSET_END, |(offset, _timestamp)| offset))),
+        )
+    }
+
+    /// The log start offset of each of `partitions` (the first offset still in the log). The
+    /// partitions need not be assigned.
+    #[pyo3(signature = (partitions, timeout=None))]
+    fn beginning_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        partitions: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.beginning_offsets(&tps, duration(timeout)));
+        let found = self.check(py, r)?;
+        in_given_order(py, &tps, found)
+    }
+
+    /// The high watermark of each of `partitions` (the offset the next record will get). The
+    /// partitions need not be assigned.
+    #[pyo3(signature = (partitions, timeout=None))]
+    fn end_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        partitions: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| core.end_offsets(&tps, duration(timeout)));
+        let found = self.check(py, r)?;
+        in_given_order(py, &tps, found)
+    }
+
     /// The partition ids of `topic`.
     #[pyo3(signature = (topic, timeout=None))]
     fn partitions_for(
@@ -680,6 +764,16 @@ impl Consumer {
         py.detach(|| core.group_metadata())
             .map(|m| m.member_id)
             .filter(|m| !m.is_empty())
+    }
+
+    /// Asks the group for a rebalance, which the next `poll()` starts; `reason` goes into the
+    /// log and the JoinGroup request. IllegalStateError without a subscription.
+    #[pyo3(signature = (reason=None))]
+    fn enforce_rebalance(&self, py: Python<'_>, reason: Option<String>) -> PyResult<()> {
+        let reason = reason.unwrap_or_else(|| "requested by the application".to_string());
+        let core = self.core();
+        let r = py.detach(|| core.enforce_rebalance(&reason));
+        self.check(py, r)
     }
 
     /// Makes a blocked (or the next) `poll()` raise WakeupError. Safe from any thread.
@@ -743,6 +837,23 @@ impl Drop for Consumer {
         // The interpreter is finalizing: log events are dropped by then, nothing to wait for.
         drop(core);
     }
+}
+
+/// One TopicPartition per partition asked for, in the order asked, with the offset the core found
+/// for it: the core answers in partition order, and Python callers zip the answer with what they
+/// passed, as with `committed()` and `position()`.
+fn in_given_order<'py>(
+    py: Python<'py>,
+    asked: &[lagless::TopicPartition],
+    found: impl IntoIterator<Item = (lagless::TopicPartition, i64)>,
+) -> PyResult<Bound<'py, PyList>> {
+    let found: HashMap<lagless::TopicPartition, i64> = found.into_iter().collect();
+    tp_list(
+        py,
+        asked.iter().map(|tp| {
+            TopicPartition::from_core(tp, found.get(tp).copied().unwrap_or(OFFSET_INVALID))
+        }),
+    )
 }
 
 /// (error or None, list of TopicPartition) for a commit callback.

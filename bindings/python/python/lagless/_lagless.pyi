@@ -124,14 +124,42 @@ class Consumer:
         """Whether any assigned partition has a recovery stream still draining a backlog
         (KIP-333's "child consumer"). Always False with the mode off."""
     def seek(self, partition: TopicPartition) -> None: ...
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
+        """Moves the next read of each partition (their ``offset`` is ignored) to the log start.
+        Raises IllegalStateError naming the first partition that is not assigned; the ones before
+        it have moved."""
+    def seek_to_end(self, partitions: Iterable[TopicPartition]) -> None:
+        """Moves the next read of each partition (their ``offset`` is ignored) to the log end:
+        only records produced after the lookup come. Errors as ``seek_to_beginning``."""
     def pause(self, partitions: Iterable[TopicPartition]) -> None: ...
     def resume(self, partitions: Iterable[TopicPartition]) -> None: ...
     def paused(self) -> List[TopicPartition]: ...
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: Optional[float] = None
     ) -> Tuple[int, int]: ...
+    def offsets_for_times(
+        self, partitions: Iterable[TopicPartition], timeout: Optional[float] = None
+    ) -> List[TopicPartition]:
+        """For each partition, whose ``offset`` holds a timestamp in milliseconds since the epoch,
+        the earliest offset whose record timestamp is at or after it, in the order given;
+        ``OFFSET_END`` (-1) where no record is that recent. The partitions need not be assigned.
+        A negative timestamp or partition, a partition the topic does not have, or one given
+        twice with two timestamps raises InvalidArgumentError; an unknown topic UnknownTopicError."""
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: Optional[float] = None
+    ) -> List[TopicPartition]:
+        """The log start offset of each partition, in the order given. The partitions need not be
+        assigned. Errors as ``offsets_for_times``."""
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout: Optional[float] = None
+    ) -> List[TopicPartition]:
+        """The high watermark of each partition (the offset the next record gets), in the order
+        given. The partitions need not be assigned. Errors as ``offsets_for_times``."""
     def partitions_for(self, topic: str, timeout: Optional[float] = None) -> List[int]: ...
     def member_id(self) -> Optional[str]: ...
+    def enforce_rebalance(self, reason: Optional[str] = None) -> None:
+        """Asks the group for a rebalance, which the next ``poll()`` starts; ``reason`` goes into
+        the log and the JoinGroup request. Raises IllegalStateError without a subscription."""
     def wakeup(self) -> None: ...
     def close(self, timeout: Optional[float] = None) -> None: ...
     def __enter__(self) -> "Consumer": ...
