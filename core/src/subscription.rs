@@ -65,8 +65,10 @@ pub trait RebalanceListener: Send {
     }
 }
 
-/// The result of a commit, per partition.
-pub type CommitResults = Vec<(TopicPartition, Result<()>)>;
+/// The result of a commit, per partition: the offset and metadata sent for it (with
+/// `enable.parallel.rebalance`, a partition whose recovery stream still runs is held at its
+/// low-water mark with the recovery token, whatever was asked), and whether the group took it.
+pub type CommitResults = Vec<(TopicPartition, OffsetAndMetadata, Result<()>)>;
 /// Called on the polling thread when an asynchronous commit completes.
 pub type CommitCallback = Box<dyn FnOnce(Result<CommitResults>) + Send>;
 
@@ -338,7 +340,7 @@ impl Consumer {
         offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
         timeout: Option<Duration>,
     ) -> Result<()> {
-        for (_, r) in self.commit_sync_detailed(offsets, timeout)? {
+        for (_, _, r) in self.commit_sync_detailed(offsets, timeout)? {
             r?;
         }
         Ok(())
@@ -360,9 +362,11 @@ impl Consumer {
         let driver = self.commit_driver()?;
         let deadline = self.api_deadline(timeout);
         self.run_commit_callbacks();
-        let sent = offsets.clone();
-        let res = self.block_on(async move { driver.commit(&offsets, deadline).await })??;
-        self.note_committed(&sent, &res);
+        let res = self.block_on(async move {
+            let res = driver.commit(&offsets, deadline).await;
+            res.map(|r| with_sent(offsets, r))
+        })??;
+        self.note_committed(&res);
         Ok(res)
     }
 
@@ -388,7 +392,10 @@ impl Consumer {
         let tx = self.commits_tx.clone();
         let shared = self.shared.clone();
         self.runtime()?.spawn(async move {
-            let res = driver.commit(&offsets, deadline).await;
+            let res = driver
+                .commit(&offsets, deadline)
+                .await
+                .map(|r| with_sent(offsets, r));
             if let Err(e) = &res {
                 tracing::warn!(error = %e, "asynchronous commit failed");
             }
@@ -414,14 +421,12 @@ impl Consumer {
     }
 
     /// Remembers what was committed, so auto-commit sends only what changed since.
-    fn note_committed(&self, sent: &[(TopicPartition, OffsetAndMetadata)], res: &CommitResults) {
+    fn note_committed(&self, res: &CommitResults) {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(l) = g.as_mut() {
-            for (tp, r) in res {
+            for (tp, om, r) in res {
                 if r.is_ok() {
-                    if let Some((_, om)) = sent.iter().find(|(x, _)| x == tp) {
-                        l.last_committed.insert(tp.clone(), om.clone());
-                    }
+                    l.last_committed.insert(tp.clone(), om.clone());
                 }
             }
         }
@@ -463,16 +468,19 @@ impl Consumer {
             return;
         }
         let offsets = self.shared.commit_offsets(partitions.iter());
-        let sent = offsets.clone();
         if let Ok(d) = self.commit_driver() {
-            match self.block_on(async move { d.commit(&offsets, deadline).await }) {
+            let commit = async move {
+                let res = d.commit(&offsets, deadline).await;
+                res.map(|r| with_sent(offsets, r))
+            };
+            match self.block_on(commit) {
                 Ok(Ok(res)) => {
-                    for (tp, r) in &res {
+                    for (tp, _, r) in &res {
                         if let Err(e) = r {
                             tracing::warn!(partition = %tp, error = %e, "auto-commit before revocation failed");
                         }
                     }
-                    self.note_committed(&sent, &res);
+                    self.note_committed(&res);
                 }
                 Ok(Err(e)) => tracing::warn!(error = %e, "auto-commit before revocation failed"),
                 Err(_) => {}
@@ -830,6 +838,18 @@ pub struct GroupMetadata {
     pub member_id: String,
     pub group_instance_id: Option<String>,
     pub protocol: Option<String>,
+}
+
+/// Pairs each partition's commit result with what was sent for it.
+fn with_sent(
+    sent: Vec<(TopicPartition, OffsetAndMetadata)>,
+    results: Vec<(TopicPartition, Result<()>)>,
+) -> CommitResults {
+    let mut sent: HashMap<TopicPartition, OffsetAndMetadata> = sent.into_iter().collect();
+    results
+        .into_iter()
+        .filter_map(|(tp, r)| sent.remove(&tp).map(|om| (tp, om, r)))
+        .collect()
 }
 
 fn validate_offsets(offsets: &[(TopicPartition, OffsetAndMetadata)]) -> Result<()> {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lagless::{Consumer, ConsumerRecord, ProducerRecord, TopicPartition};
+use lagless::{Consumer, ConsumerRecord, OffsetAndMetadata, ProducerRecord, TopicPartition};
 use support::*;
 
 const MIN_LAG: &str = "10";
@@ -216,13 +216,27 @@ fn takeover_delivers_fresh_records_at_once_while_the_backlog_drains() {
             }
         }
         if !records.is_empty() {
-            c.commit_sync(None, None).unwrap();
+            // An explicit commit of the main stream's position is held at the low-water mark
+            // while the backlog drains, and the results say what was stored.
+            let asked = OffsetAndMetadata {
+                offset: last_main.max(end - 1) + 1,
+                metadata: "mine".into(),
+            };
+            let done = c
+                .commit_sync_detailed(Some(&[(tp.clone(), asked.clone())]), None)
+                .unwrap();
             let lowest_undelivered = (70..).find(|o| !delivered.contains(o)).unwrap();
             let com = committed(&c, &tp);
             assert_eq!(
                 com.offset, lowest_undelivered,
                 "committed offset vs. deliveries"
             );
+            assert_eq!(done.len(), 1);
+            assert!(done[0].2.is_ok());
+            assert_eq!(done[0].1, com, "the commit's result vs. what was stored");
+            if lowest_undelivered < end {
+                assert_ne!(done[0].1, asked, "a commit passed the unfinished backlog");
+            }
             assert_eq!(c.position(&tp, None).unwrap(), last_main.max(end - 1) + 1);
             if c.recovery_active(&tp).unwrap() {
                 assert!(

@@ -563,7 +563,7 @@ pub extern "C" fn lagless_consumer_commit_async(
         // the caller's next poll.
         let cb: lagless::CommitCallback = Box::new(move |res| {
             let res = res.and_then(|per_partition| {
-                per_partition.into_iter().try_for_each(|(_, r)| r)
+                per_partition.into_iter().try_for_each(|(_, _, r)| r)
             });
             done.lock().unwrap_or_else(|p| p.into_inner()).push_back((callback, opaque, res));
         });

@@ -453,9 +453,10 @@ impl Consumer {
 
     /// Commits `offsets` (TopicPartitions whose offset is the next one to read, with their
     /// `metadata`), or a message's offset + 1, or else the positions of everything handed out so
-    /// far. A partition's running KIP-333 recovery stream keeps its token instead (see README). Synchronous commits
-    /// return the committed partitions and raise if any failed; asynchronous ones return None
-    /// and call `callback(error_or_None, partitions)` on the polling thread inside a later call.
+    /// far. A partition's running KIP-333 recovery stream keeps its token instead (see README).
+    /// Synchronous commits return the partitions with what was committed (offset, metadata) and
+    /// raise if any failed; asynchronous ones return None and call
+    /// `callback(error_or_None, partitions)` on the polling thread inside a later call.
     #[pyo3(signature = (offsets=None, asynchronous=false, callback=None, *, message=None))]
     fn commit<'py>(
         &self,
@@ -520,20 +521,7 @@ impl Consumer {
         }
         let r = py.detach(|| core.commit_sync_detailed(Some(&list), None));
         let results = self.check(py, r)?;
-        let mut out = Vec::with_capacity(results.len());
-        let mut first_err = None;
-        for (tp, r) in results {
-            let mut t = TopicPartition::from_core(&tp, 0);
-            if let Some((_, om)) = list.iter().find(|(x, _)| *x == tp) {
-                t.offset = om.offset;
-            }
-            if let Err(e) = r {
-                let err = to_py(py, &e);
-                t.error = Some(err.value(py).clone().into_any().unbind());
-                first_err.get_or_insert(err);
-            }
-            out.push(t);
-        }
+        let (out, first_err) = commit_result_list(py, results);
         if let Some(e) = first_err {
             return Err(e);
         }
@@ -856,6 +844,27 @@ fn in_given_order<'py>(
     )
 }
 
+/// A commit's per-partition results as TopicPartitions carrying what was committed (offset and
+/// metadata: with a running KIP-333 recovery stream, the low-water mark and its token) and, for
+/// a partition that failed, its error; with the first error.
+fn commit_result_list(py: Python<'_>, results: CommitResults) -> (Vec<TopicPartition>, Option<PyErr>) {
+    let mut first = None;
+    let out = results
+        .into_iter()
+        .map(|(tp, om, r)| {
+            let mut t = TopicPartition::from_core(&tp, om.offset);
+            t.metadata = Some(om.metadata);
+            if let Err(e) = r {
+                let err = to_py(py, &e);
+                t.error = Some(err.value(py).clone().into_any().unbind());
+                first.get_or_insert(err);
+            }
+            t
+        })
+        .collect();
+    (out, first)
+}
+
 /// (error or None, list of TopicPartition) for a commit callback.
 fn commit_outcome<'py>(
     py: Python<'py>,
@@ -867,18 +876,9 @@ fn commit_outcome<'py>(
             PyList::empty(py),
         )),
         Ok(results) => {
-            let mut first: Option<Py<PyAny>> = None;
-            let mut out = Vec::new();
-            for (tp, r) in results {
-                let mut t = TopicPartition::from_core(&tp, OFFSET_INVALID);
-                if let Err(e) = r {
-                    let v = to_py(py, &e).value(py).clone().into_any().unbind();
-                    first.get_or_insert_with(|| v.clone_ref(py));
-                    t.error = Some(v);
-                }
-                out.push(t);
-            }
-            Ok((first.unwrap_or_else(|| py.None()), tp_list(py, out)?))
+            let (out, first) = commit_result_list(py, results);
+            let first = first.map_or_else(|| py.None(), |e| e.value(py).clone().into_any().unbind());
+            Ok((first, tp_list(py, out)?))
         }
     }
 }

@@ -435,6 +435,7 @@ def test_commit_and_committed_round_trip(bootstrap, make_topic, group, consumers
     c.assign([lagless.TopicPartition(topic, 0), lagless.TopicPartition(topic, 1)])
     res = c.commit([lagless.TopicPartition(topic, 0, 5, "meta")])
     assert res is not None and res[0].offset == 5 and res[0].error is None
+    assert res[0].metadata == "meta"
     done = threading.Event()
     results = []
 
@@ -448,6 +449,8 @@ def test_commit_and_committed_round_trip(bootstrap, make_topic, group, consumers
         assert time.monotonic() < deadline
         c.poll(0.1)
     assert results[0][0] is None
+    # The callback gets what was committed.
+    assert [(tp.partition, tp.offset, tp.error) for tp in results[0][1]] == [(1, 3, None)]
     got = {tp.partition: tp for tp in c.committed(c.assignment(), timeout=10)}
     assert got[0].offset == 5 and got[0].metadata == "meta" and got[1].offset == 3
 

@@ -338,11 +338,13 @@ def test_a_commit_into_a_running_recovery_keeps_the_token_not_the_user_metadata(
     first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 5, "mine")])
     (com,) = first.committed([tp], timeout=10)
     assert (com.offset, com.metadata) == (COMMITTED + 5, token)
-    first.commit([lagless.TopicPartition(topic, 0, LOG_END, "mine")])
+    (done,) = first.commit([lagless.TopicPartition(topic, 0, LOG_END, "mine")])
+    assert (done.offset, done.metadata) == (COMMITTED + 5, token)  # what was stored
     (com,) = first.committed([tp], timeout=10)
     assert (com.offset, com.metadata) == (COMMITTED + 5, token)
     # Below it: committed as given, metadata included; the next owner starts there.
-    first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 2, "mine")])
+    (done,) = first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 2, "mine")])
+    assert (done.offset, done.metadata) == (COMMITTED + 2, "mine")
     (com,) = first.committed([tp], timeout=10)
     assert (com.offset, com.metadata) == (COMMITTED + 2, "mine")
     first.close()
