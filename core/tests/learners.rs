@@ -7,6 +7,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use lagless::{Consumer, ProducerRecord, RebalanceListener, TopicPartition};
@@ -24,8 +25,8 @@ enum Event {
         offset: i64,
         at: Instant,
     },
-    LearningStarted(Vec<i32>, Instant),
-    LearningDone(Instant),
+    LearningStarted(&'static str, Vec<i32>, Instant),
+    LearningDone(&'static str, Instant),
     Assigned(&'static str, Vec<i32>, Instant),
     Revoked(&'static str, Vec<i32>, Instant),
 }
@@ -38,6 +39,20 @@ struct Listener {
     warm_up: Duration,
 }
 
+impl Listener {
+    fn new(member: &'static str, log: &Log) -> Listener {
+        Listener {
+            member,
+            log: log.clone(),
+            warm_up: Duration::ZERO,
+        }
+    }
+
+    fn push(&self, e: Event) {
+        self.log.lock().unwrap().push(e);
+    }
+}
+
 impl RebalanceListener for Listener {
     fn on_partitions_assigned(
         &mut self,
@@ -45,10 +60,7 @@ impl RebalanceListener for Listener {
         tps: &[TopicPartition],
     ) -> lagless::Result<()> {
         let ps = tps.iter().map(|tp| tp.partition).collect();
-        self.log
-            .lock()
-            .unwrap()
-            .push(Event::Assigned(self.member, ps, Instant::now()));
+        self.push(Event::Assigned(self.member, ps, Instant::now()));
         Ok(())
     }
     fn on_partitions_revoked(
@@ -64,10 +76,7 @@ impl RebalanceListener for Listener {
             Err(e) => return Err(e),
         }
         let ps = tps.iter().map(|tp| tp.partition).collect();
-        self.log
-            .lock()
-            .unwrap()
-            .push(Event::Revoked(self.member, ps, Instant::now()));
+        self.push(Event::Revoked(self.member, ps, Instant::now()));
         Ok(())
     }
     fn on_partitions_learning(
@@ -76,93 +85,129 @@ impl RebalanceListener for Listener {
         tps: &[TopicPartition],
     ) -> lagless::Result<()> {
         let ps = tps.iter().map(|tp| tp.partition).collect();
-        self.log
-            .lock()
-            .unwrap()
-            .push(Event::LearningStarted(ps, Instant::now()));
+        self.push(Event::LearningStarted(self.member, ps, Instant::now()));
         // Loading state, filling caches: the owners keep consuming meanwhile.
         std::thread::sleep(self.warm_up);
-        self.log
-            .lock()
-            .unwrap()
-            .push(Event::LearningDone(Instant::now()));
+        self.push(Event::LearningDone(self.member, Instant::now()));
         Ok(())
     }
 }
 
+/// A learner-sticky member of `group` with short liveness timeouts, manual commits and `extra`
+/// (which replaces a default of the same key).
 fn member(
     bs: &str,
     group: &str,
     topic: &str,
-    name: &'static str,
-    log: &Log,
-    warm_up: Duration,
+    listener: Listener,
+    extra: &[(&str, &str)],
 ) -> Consumer {
-    let c = consumer(
-        bs,
-        &[
-            ("group.id", group),
-            (
-                "partition.assignment.strategy",
-                "learner-sticky,cooperative-sticky",
-            ),
-            ("auto.offset.reset", "earliest"),
-            ("enable.auto.commit", "false"),
-            ("session.timeout.ms", "10000"),
-            ("heartbeat.interval.ms", "300"),
-            ("max.poll.interval.ms", "30000"),
-        ],
-    );
-    let listener = Listener {
-        member: name,
-        log: log.clone(),
-        warm_up,
-    };
+    let mut pairs = vec![
+        ("group.id", group),
+        (
+            "partition.assignment.strategy",
+            "learner-sticky,cooperative-sticky",
+        ),
+        ("auto.offset.reset", "earliest"),
+        ("enable.auto.commit", "false"),
+        ("session.timeout.ms", "10000"),
+        ("heartbeat.interval.ms", "300"),
+        ("max.poll.interval.ms", "30000"),
+    ];
+    for (k, v) in extra {
+        pairs.retain(|(pk, _)| pk != k);
+        pairs.push((k, v));
+    }
+    let c = consumer(bs, &pairs);
     c.subscribe(&[topic], Some(Box::new(listener))).unwrap();
     c
 }
 
-/// Polls until `stop`, logging every record and committing after every poll.
-fn run_member(c: Consumer, name: &'static str, log: Log, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Relaxed) {
-        let records = c.poll(Duration::from_millis(50)).unwrap();
-        let now = Instant::now();
-        {
-            let mut l = log.lock().unwrap();
-            for r in &records {
-                l.push(Event::Record {
-                    member: name,
-                    partition: r.partition,
-                    offset: r.offset,
-                    at: now,
-                });
+/// Polls `c` on a thread of its own until `stop`, logging every record and committing after
+/// every poll that returned records.
+fn run_member(
+    c: Consumer,
+    name: &'static str,
+    log: &Log,
+    stop: &Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    let (log, stop) = (log.clone(), stop.clone());
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let records = c.poll(Duration::from_millis(50)).unwrap();
+            let now = Instant::now();
+            {
+                let mut l = log.lock().unwrap();
+                for r in &records {
+                    l.push(Event::Record {
+                        member: name,
+                        partition: r.partition,
+                        offset: r.offset,
+                        at: now,
+                    });
+                }
+            }
+            if !records.is_empty() {
+                // A commit during a rebalance fails (and is retried after it, or made in
+                // on_partitions_revoked): re-delivery, never loss.
+                let _ = c.commit_sync(None, None);
             }
         }
-        if !records.is_empty() {
-            // A commit during a rebalance fails (and is retried after it, or made in
-            // on_partitions_revoked): re-delivery, never loss.
-            let _ = c.commit_sync(None, None);
-        }
-    }
-    c.close(None).unwrap();
+        c.close(None).unwrap();
+    })
 }
 
-#[test]
-fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
-    let bs = bootstrap();
-    let topic = new_topic(&bs, "learners", PARTITIONS);
-    let group = unique_name("learners");
-    let log: Log = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
+/// What each member owns by its assigned and revoked callbacks so far.
+fn owners(log: &Log) -> BTreeMap<&'static str, BTreeSet<i32>> {
+    let mut owned: BTreeMap<&'static str, BTreeSet<i32>> = BTreeMap::new();
+    for e in log.lock().unwrap().iter() {
+        match e {
+            Event::Assigned(m, ps, _) => owned.entry(m).or_default().extend(ps),
+            Event::Revoked(m, ps, _) => {
+                let o = owned.entry(m).or_default();
+                for p in ps {
+                    o.remove(p);
+                }
+            }
+            _ => {}
+        }
+    }
+    owned
+}
 
-    // A steady producer: a record on every partition every 10 ms.
-    let producing = Arc::new(AtomicBool::new(true));
-    let produced = {
-        let (bs, topic, producing) = (bs.clone(), topic.clone(), producing.clone());
-        std::thread::spawn(move || {
+fn wait_until(
+    log: &Log,
+    what: &str,
+    cond: impl Fn(&BTreeMap<&'static str, BTreeSet<i32>>) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let owned = owners(log);
+        if cond(&owned) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never happened: {owned:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A steady producer: a record on every partition every 10 ms until stopped.
+struct Producing {
+    on: Arc<AtomicBool>,
+    thread: JoinHandle<i64>,
+}
+
+impl Producing {
+    fn start(bs: &str, topic: &str) -> Producing {
+        let on = Arc::new(AtomicBool::new(true));
+        let (bs, topic, on2) = (bs.to_string(), topic.to_string(), on.clone());
+        let thread = std::thread::spawn(move || {
             let p = producer(&bs, &[("linger.ms", "0")]);
             let mut n = 0i64;
-            while producing.load(Ordering::Relaxed) {
+            while on2.load(Ordering::Relaxed) {
                 for part in 0..PARTITIONS {
                     p.send(ProducerRecord::new(&topic, "x").with_partition(part))
                         .unwrap();
@@ -172,130 +217,21 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
             }
             p.flush(Duration::from_secs(30)).unwrap();
             n
-        })
-    };
-
-    let a = member(&bs, &group, &topic, "a", &log, Duration::ZERO);
-    let b = member(&bs, &group, &topic, "b", &log, Duration::ZERO);
-    let (la, lb, sa, sb) = (log.clone(), log.clone(), stop.clone(), stop.clone());
-    let ta = std::thread::spawn(move || run_member(a, "a", la, sa));
-    let tb = std::thread::spawn(move || run_member(b, "b", lb, sb));
-
-    // Both owners consuming everything.
-    let owners = |log: &Log| {
-        let mut owned: BTreeMap<&'static str, BTreeSet<i32>> = BTreeMap::new();
-        for e in log.lock().unwrap().iter() {
-            match e {
-                Event::Assigned(m, ps, _) => owned.entry(m).or_default().extend(ps),
-                Event::Revoked(m, ps, _) => {
-                    let o = owned.entry(m).or_default();
-                    for p in ps {
-                        o.remove(p);
-                    }
-                }
-                _ => {}
-            }
-        }
-        owned
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while owners(&log).values().map(|s| s.len()).collect::<Vec<_>>() != vec![2, 2] {
-        assert!(
-            Instant::now() < deadline,
-            "a and b never split the partitions: {:?}",
-            owners(&log)
-        );
-        std::thread::sleep(Duration::from_millis(50));
+        });
+        Producing { on, thread }
     }
 
-    // c joins and warms up for WARM_UP.
-    let c = member(&bs, &group, &topic, "c", &log, WARM_UP);
-    let (lc, sc) = (log.clone(), stop.clone());
-    let tc = std::thread::spawn(move || run_member(c, "c", lc, sc));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while owners(&log).get("c").is_none_or(|s| s.is_empty()) {
-        assert!(
-            Instant::now() < deadline,
-            "c never got a partition: {:?}",
-            owners(&log)
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    /// Stops and returns how many records it wrote to each partition.
+    fn stop(self) -> i64 {
+        self.on.store(false, Ordering::Relaxed);
+        self.thread.join().unwrap()
     }
-    std::thread::sleep(Duration::from_secs(1)); // c consumes a little
-    producing.store(false, Ordering::Relaxed);
-    let rounds = produced.join().unwrap();
-    std::thread::sleep(Duration::from_secs(2)); // the tail is read
-    stop.store(true, Ordering::Relaxed);
-    for t in [ta, tb, tc] {
-        t.join().unwrap();
-    }
+}
 
-    let events = log.lock().unwrap().clone();
-    let (learned, started) = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningStarted(ps, at) => Some((ps.clone(), *at)),
-            _ => None,
-        })
-        .expect("c never learned anything");
-    let ready = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningDone(at) => Some(*at),
-            _ => None,
-        })
-        .unwrap();
-    // Balance says one partition of four moves to the third member; the checks below hold for
-    // whatever set it learns.
-    assert!(!learned.is_empty());
-    // c got exactly what it learned, and only after it was ready.
-    let (c_got, c_assigned_at) = events
-        .iter()
-        .find_map(|e| match e {
-            Event::Assigned("c", ps, at) if !ps.is_empty() => Some((ps.clone(), *at)),
-            _ => None,
-        })
-        .unwrap();
-    assert_eq!(c_got, learned);
-    assert!(
-        c_assigned_at > ready,
-        "c owned partitions {learned:?} before it was ready"
-    );
-    for &p in &learned {
-        // The owner kept consuming p through the whole warm-up: it delivered records of p after c
-        // started learning and after c was ready (it gives p up only in the rebalance that follows).
-        let owner_records: Vec<Instant> = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Record {
-                    member,
-                    partition,
-                    at,
-                    ..
-                } if *member != "c" && *partition == p => Some(*at),
-                _ => None,
-            })
-            .collect();
-        assert!(owner_records.iter().any(|at| *at > started && *at < ready));
-        assert!(
-            owner_records.iter().any(|at| *at >= ready),
-            "the owner stopped consuming partition {p} before c was ready"
-        );
-        let revoked_at = events
-            .iter()
-            .find_map(|e| match e {
-                Event::Revoked(m, ps, at) if *m != "c" && ps.contains(&p) => Some(*at),
-                _ => None,
-            })
-            .expect("the owner never gave the partition up");
-        assert!(
-            revoked_at > ready,
-            "partition {p} was revoked before c was ready"
-        );
-    }
-    // Nothing lost: every produced offset of every partition was delivered.
+/// Nothing lost: every offset below `rounds` of every partition was delivered.
+fn assert_every_offset_delivered(events: &[Event], rounds: i64) {
     let mut seen: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
-    for e in &events {
+    for e in events {
         if let Event::Record {
             partition, offset, ..
         } = e
@@ -312,4 +248,127 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
             "partition {part}: missing offsets {missing:?}"
         );
     }
+}
+
+/// `member`'s first non-empty assignment and when it came.
+fn first_assignment(events: &[Event], member: &str) -> (Vec<i32>, Instant) {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::Assigned(m, ps, at) if *m == member && !ps.is_empty() => Some((ps.clone(), *at)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{member} never got a partition"))
+}
+
+/// When a member other than `learner` revoked partition `p`.
+fn revoked_at(events: &[Event], learner: &str, p: i32) -> Instant {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::Revoked(m, ps, at) if *m != learner && ps.contains(&p) => Some(*at),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the owner never gave partition {p} up"))
+}
+
+/// When a member other than `learner` delivered records of `p`.
+fn owner_records(events: &[Event], learner: &str, p: i32) -> Vec<Instant> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Record {
+                member,
+                partition,
+                at,
+                ..
+            } if *member != learner && *partition == p => Some(*at),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners", PARTITIONS);
+    let group = unique_name("learners");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let producing = Producing::start(&bs, &topic);
+
+    // a and b may join in one generation or one after the other (then b learns a's partitions
+    // first): either way they end up with two partitions each.
+    let a = member(&bs, &group, &topic, Listener::new("a", &log), &[]);
+    let b = member(&bs, &group, &topic, Listener::new("b", &log), &[]);
+    let ta = run_member(a, "a", &log, &stop);
+    let tb = run_member(b, "b", &log, &stop);
+    wait_until(&log, "a and b splitting the partitions", |o| {
+        o.values().map(|s| s.len()).collect::<Vec<_>>() == vec![2, 2]
+    });
+
+    // c joins and warms up for WARM_UP.
+    let c = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            warm_up: WARM_UP,
+            ..Listener::new("c", &log)
+        },
+        &[],
+    );
+    let tc = run_member(c, "c", &log, &stop);
+    wait_until(&log, "c getting a partition", |o| {
+        o.get("c").is_some_and(|s| !s.is_empty())
+    });
+    std::thread::sleep(Duration::from_secs(1)); // c consumes a little
+    let rounds = producing.stop();
+    std::thread::sleep(Duration::from_secs(2)); // the tail is read
+    stop.store(true, Ordering::Relaxed);
+    for t in [ta, tb, tc] {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    let (learned, started) = events
+        .iter()
+        .find_map(|e| match e {
+            Event::LearningStarted("c", ps, at) => Some((ps.clone(), *at)),
+            _ => None,
+        })
+        .expect("c never learned anything");
+    let ready = events
+        .iter()
+        .find_map(|e| match e {
+            Event::LearningDone("c", at) => Some(*at),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        learned.len(),
+        1,
+        "4 partitions over 3 members: c learns one: {learned:?}"
+    );
+    let p = learned[0];
+    // c got exactly what it learned, and only after it was ready.
+    let (c_got, c_assigned_at) = first_assignment(&events, "c");
+    assert_eq!(c_got, learned);
+    assert!(
+        c_assigned_at > ready,
+        "c owned partition {p} before it was ready"
+    );
+    // The owner kept consuming p through the whole warm-up: it delivered records of p after c
+    // started learning and after c was ready (it gives p up only in the rebalance that follows).
+    let owner_records = owner_records(&events, "c", p);
+    assert!(owner_records.iter().any(|at| *at > started && *at < ready));
+    assert!(
+        owner_records.iter().any(|at| *at >= ready),
+        "the owner stopped consuming partition {p} before c was ready"
+    );
+    assert!(
+        revoked_at(&events, "c", p) > ready,
+        "partition {p} was revoked before c was ready"
+    );
+    assert_every_offset_delivered(&events, rounds);
 }
