@@ -1,7 +1,8 @@
 //! Learner assignments (`partition.assignment.strategy=learner-sticky`) against a real broker:
 //! a member that joins a busy group first learns the partitions it will own and warms up
 //! (`on_partitions_learning`) while their owners keep consuming them; only once it is ready do
-//! they move. Every record is counted.
+//! they move. A member whose warm-up fails stays not ready, gets the error from `poll()` and is
+//! asked again after a backoff. Every record is counted.
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,8 +28,10 @@ enum Event {
     },
     LearningStarted(&'static str, Vec<i32>, Instant),
     LearningDone(&'static str, Instant),
+    LearningFailed(&'static str, Instant),
     Assigned(&'static str, Vec<i32>, Instant),
     Revoked(&'static str, Vec<i32>, Instant),
+    PollError(&'static str, lagless::Error, Instant),
 }
 
 type Log = Arc<Mutex<Vec<Event>>>;
@@ -37,6 +40,8 @@ struct Listener {
     member: &'static str,
     log: Log,
     warm_up: Duration,
+    /// How many calls of `on_partitions_learning` fail before one succeeds.
+    not_ready: usize,
 }
 
 impl Listener {
@@ -45,6 +50,7 @@ impl Listener {
             member,
             log: log.clone(),
             warm_up: Duration::ZERO,
+            not_ready: 0,
         }
     }
 
@@ -86,6 +92,13 @@ impl RebalanceListener for Listener {
     ) -> lagless::Result<()> {
         let ps = tps.iter().map(|tp| tp.partition).collect();
         self.push(Event::LearningStarted(self.member, ps, Instant::now()));
+        if self.not_ready > 0 {
+            self.not_ready -= 1;
+            self.push(Event::LearningFailed(self.member, Instant::now()));
+            return Err(lagless::Error::Callback(
+                "not ready: state store still loading".into(),
+            ));
+        }
         // Loading state, filling caches: the owners keep consuming meanwhile.
         std::thread::sleep(self.warm_up);
         self.push(Event::LearningDone(self.member, Instant::now()));
@@ -123,8 +136,8 @@ fn member(
     c
 }
 
-/// Polls `c` on a thread of its own until `stop`, logging every record and committing after
-/// every poll that returned records.
+/// Polls `c` on a thread of its own until `stop`, logging every record and every error `poll()`
+/// returns, and committing after every poll that returned records.
 fn run_member(
     c: Consumer,
     name: &'static str,
@@ -134,7 +147,15 @@ fn run_member(
     let (log, stop) = (log.clone(), stop.clone());
     std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
-            let records = c.poll(Duration::from_millis(50)).unwrap();
+            let records = match c.poll(Duration::from_millis(50)) {
+                Ok(records) => records,
+                Err(e) => {
+                    log.lock()
+                        .unwrap()
+                        .push(Event::PollError(name, e, Instant::now()));
+                    continue;
+                }
+            };
             let now = Instant::now();
             {
                 let mut l = log.lock().unwrap();
@@ -370,5 +391,113 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
         revoked_at(&events, "c", p) > ready,
         "partition {p} was revoked before c was ready"
     );
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::PollError(..))),
+        "{events:?}"
+    );
+    assert_every_offset_delivered(&events, rounds);
+}
+
+/// A learner whose `on_partitions_learning` fails is not ready: the owner keeps the partitions
+/// and goes on consuming them, the error comes out of the learner's `poll()`, and a later poll
+/// calls the callback again, for the same partitions, once `retry.backoff.ms` has passed. When
+/// that call succeeds, the partitions move.
+#[test]
+fn a_learner_that_is_not_ready_is_asked_again_after_a_backoff() {
+    const BACKOFF: Duration = Duration::from_secs(2);
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners-retry", PARTITIONS);
+    let group = unique_name("learners-retry");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let producing = Producing::start(&bs, &topic);
+
+    let a = member(&bs, &group, &topic, Listener::new("a", &log), &[]);
+    let ta = run_member(a, "a", &log, &stop);
+    wait_until(&log, "a owning every partition", |o| {
+        o.get("a").is_some_and(|s| s.len() == PARTITIONS as usize)
+    });
+    let backoff_ms = BACKOFF.as_millis().to_string();
+    let c = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            not_ready: 1,
+            ..Listener::new("c", &log)
+        },
+        &[
+            ("retry.backoff.ms", &backoff_ms),
+            ("retry.backoff.max.ms", &backoff_ms),
+        ],
+    );
+    let tc = run_member(c, "c", &log, &stop);
+    wait_until(&log, "c getting a partition", |o| {
+        o.get("c").is_some_and(|s| !s.is_empty())
+    });
+    std::thread::sleep(Duration::from_secs(1)); // c consumes a little
+    let rounds = producing.stop();
+    std::thread::sleep(Duration::from_secs(2)); // the tail is read
+    stop.store(true, Ordering::Relaxed);
+    for t in [ta, tc] {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    let learning: Vec<&Event> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::LearningStarted("c", ..)
+                    | Event::LearningFailed("c", _)
+                    | Event::LearningDone("c", _)
+            )
+        })
+        .collect();
+    let (learned, failed, retried, ready) = match learning[..] {
+        [Event::LearningStarted(_, first, _), Event::LearningFailed(_, failed), Event::LearningStarted(_, again, retried), Event::LearningDone(_, ready)] =>
+        {
+            assert_eq!(first, again, "the retry learns the same partitions");
+            (first.clone(), *failed, *retried, *ready)
+        }
+        _ => panic!("c's learning: one failure, then one retry that succeeds: {learning:?}"),
+    };
+    assert_eq!(learned.len(), 2, "4 partitions over 2 members: {learned:?}");
+    // Asked again after the backoff (KIP-580 jitter: 0.8 to 1.2 times retry.backoff.ms).
+    let waited = retried - failed;
+    assert!(
+        waited >= BACKOFF.mul_f64(0.75),
+        "asked again after {waited:?}, before the backoff"
+    );
+    // The callback's error came out of c's poll, once, between the failure and the retry.
+    let errors: Vec<(&str, &lagless::Error, Instant)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::PollError(m, err, at) => Some((*m, err, *at)),
+            _ => None,
+        })
+        .collect();
+    match errors[..] {
+        [("c", lagless::Error::Callback(msg), at)] => {
+            assert!(msg.contains("not ready"), "{msg}");
+            assert!(failed <= at && at <= retried);
+        }
+        _ => panic!("one callback error from c's poll: {errors:?}"),
+    }
+    // Not ready meanwhile: a kept consuming what c learned, gave nothing up before c was
+    // ready, and c got exactly what it learned after it was ready.
+    for &p in &learned {
+        assert!(
+            owner_records(&events, "c", p)
+                .iter()
+                .any(|at| failed < *at && *at < retried),
+            "a stopped consuming partition {p} while c was not ready"
+        );
+        assert!(revoked_at(&events, "c", p) > ready);
+    }
+    let (c_got, c_assigned_at) = first_assignment(&events, "c");
+    assert_eq!(c_got, learned);
+    assert!(c_assigned_at > ready);
     assert_every_offset_delivered(&events, rounds);
 }
