@@ -2,7 +2,8 @@
 //! a member that joins a busy group first learns the partitions it will own and warms up
 //! (`on_partitions_learning`) while their owners keep consuming them; only once it is ready do
 //! they move. A member whose warm-up fails stays not ready, gets the error from `poll()` and is
-//! asked again after a backoff. Every record is counted.
+//! asked again after a backoff. Once it is ready, the rebalances that move the partitions start
+//! at once, not at the next `heartbeat.interval.ms`. Every record is counted.
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,6 +43,8 @@ struct Listener {
     warm_up: Duration,
     /// How many calls of `on_partitions_learning` fail before one succeeds.
     not_ready: usize,
+    /// How long giving partitions up takes (flushing state) after the commit.
+    give_up: Duration,
 }
 
 impl Listener {
@@ -51,6 +54,7 @@ impl Listener {
             log: log.clone(),
             warm_up: Duration::ZERO,
             not_ready: 0,
+            give_up: Duration::ZERO,
         }
     }
 
@@ -81,6 +85,7 @@ impl RebalanceListener for Listener {
             Ok(_) | Err(lagless::Error::CommitFailed(_)) => {}
             Err(e) => return Err(e),
         }
+        std::thread::sleep(self.give_up);
         let ps = tps.iter().map(|tp| tp.partition).collect();
         self.push(Event::Revoked(self.member, ps, Instant::now()));
         Ok(())
@@ -500,4 +505,76 @@ fn a_learner_that_is_not_ready_is_asked_again_after_a_backoff() {
     assert_eq!(c_got, learned);
     assert!(c_assigned_at > ready);
     assert_every_offset_delivered(&events, rounds);
+}
+
+/// Once a learner is ready, the rebalances that move its partitions start at once: the
+/// assignment says a follow-up rebalance is coming, so members heartbeat every 100 ms instead of
+/// every `heartbeat.interval.ms`. The learner here heartbeats every 20 s and the owner takes 2 s
+/// to give the partitions up, so the learner's regular heartbeat falls before the owner rejoins:
+/// without the follow-up it would notice the rebalance that hands it the partitions only 20 s
+/// later.
+#[test]
+fn partitions_move_to_a_ready_learner_without_waiting_for_its_heartbeat_interval() {
+    const HEARTBEAT: Duration = Duration::from_secs(20);
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners-follow-up", PARTITIONS);
+    let group = unique_name("learners-follow-up");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+
+    let a = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            give_up: Duration::from_secs(2),
+            ..Listener::new("a", &log)
+        },
+        &[],
+    );
+    let ta = run_member(a, "a", &log, &stop);
+    wait_until(&log, "a owning every partition", |o| {
+        o.get("a").is_some_and(|s| s.len() == PARTITIONS as usize)
+    });
+    let heartbeat_ms = HEARTBEAT.as_millis().to_string();
+    let c = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            warm_up: Duration::from_millis(500),
+            ..Listener::new("c", &log)
+        },
+        &[
+            ("heartbeat.interval.ms", &heartbeat_ms),
+            ("session.timeout.ms", "60000"),
+        ],
+    );
+    let tc = run_member(c, "c", &log, &stop);
+    wait_until(&log, "c getting a partition", |o| {
+        o.get("c").is_some_and(|s| !s.is_empty())
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in [ta, tc] {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    let ready = events
+        .iter()
+        .find_map(|e| match e {
+            Event::LearningDone("c", at) => Some(*at),
+            _ => None,
+        })
+        .expect("c was never ready");
+    let (c_got, c_assigned_at) = first_assignment(&events, "c");
+    for &p in &c_got {
+        assert!(revoked_at(&events, "c", p) > ready);
+    }
+    let took = c_assigned_at - ready;
+    eprintln!("the partitions moved {took:?} after c was ready");
+    assert!(
+        took < HEARTBEAT / 2,
+        "the partitions moved {took:?} after c was ready: the rebalance waited for a heartbeat"
+    );
 }
