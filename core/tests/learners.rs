@@ -1,12 +1,15 @@
 //! Learner assignments (`partition.assignment.strategy=learner-sticky`) against a real broker:
 //! a member that joins a busy group first learns the partitions it will own and warms up
 //! (`on_partitions_learning`) while their owners keep consuming them; only once it is ready do
-//! they move. Every record is counted.
+//! they move. A member whose warm-up fails stays not ready, gets the error from `poll()` and is
+//! asked again after a backoff. Once it is ready, the rebalances that move the partitions start
+//! at once, not at the next `heartbeat.interval.ms`. Every record is counted.
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use lagless::{Consumer, ProducerRecord, RebalanceListener, TopicPartition};
@@ -24,10 +27,12 @@ enum Event {
         offset: i64,
         at: Instant,
     },
-    LearningStarted(Vec<i32>, Instant),
-    LearningDone(Instant),
+    LearningStarted(&'static str, Vec<i32>, Instant),
+    LearningDone(&'static str, Instant),
+    LearningFailed(&'static str, Instant),
     Assigned(&'static str, Vec<i32>, Instant),
     Revoked(&'static str, Vec<i32>, Instant),
+    PollError(&'static str, lagless::Error, Instant),
 }
 
 type Log = Arc<Mutex<Vec<Event>>>;
@@ -36,6 +41,26 @@ struct Listener {
     member: &'static str,
     log: Log,
     warm_up: Duration,
+    /// How many calls of `on_partitions_learning` fail before one succeeds.
+    not_ready: usize,
+    /// How long giving partitions up takes (flushing state) after the commit.
+    give_up: Duration,
+}
+
+impl Listener {
+    fn new(member: &'static str, log: &Log) -> Listener {
+        Listener {
+            member,
+            log: log.clone(),
+            warm_up: Duration::ZERO,
+            not_ready: 0,
+            give_up: Duration::ZERO,
+        }
+    }
+
+    fn push(&self, e: Event) {
+        self.log.lock().unwrap().push(e);
+    }
 }
 
 impl RebalanceListener for Listener {
@@ -45,10 +70,7 @@ impl RebalanceListener for Listener {
         tps: &[TopicPartition],
     ) -> lagless::Result<()> {
         let ps = tps.iter().map(|tp| tp.partition).collect();
-        self.log
-            .lock()
-            .unwrap()
-            .push(Event::Assigned(self.member, ps, Instant::now()));
+        self.push(Event::Assigned(self.member, ps, Instant::now()));
         Ok(())
     }
     fn on_partitions_revoked(
@@ -63,11 +85,9 @@ impl RebalanceListener for Listener {
             Ok(_) | Err(lagless::Error::CommitFailed(_)) => {}
             Err(e) => return Err(e),
         }
+        std::thread::sleep(self.give_up);
         let ps = tps.iter().map(|tp| tp.partition).collect();
-        self.log
-            .lock()
-            .unwrap()
-            .push(Event::Revoked(self.member, ps, Instant::now()));
+        self.push(Event::Revoked(self.member, ps, Instant::now()));
         Ok(())
     }
     fn on_partitions_learning(
@@ -76,93 +96,144 @@ impl RebalanceListener for Listener {
         tps: &[TopicPartition],
     ) -> lagless::Result<()> {
         let ps = tps.iter().map(|tp| tp.partition).collect();
-        self.log
-            .lock()
-            .unwrap()
-            .push(Event::LearningStarted(ps, Instant::now()));
+        self.push(Event::LearningStarted(self.member, ps, Instant::now()));
+        if self.not_ready > 0 {
+            self.not_ready -= 1;
+            self.push(Event::LearningFailed(self.member, Instant::now()));
+            return Err(lagless::Error::Callback(
+                "not ready: state store still loading".into(),
+            ));
+        }
         // Loading state, filling caches: the owners keep consuming meanwhile.
         std::thread::sleep(self.warm_up);
-        self.log
-            .lock()
-            .unwrap()
-            .push(Event::LearningDone(Instant::now()));
+        self.push(Event::LearningDone(self.member, Instant::now()));
         Ok(())
     }
 }
 
+/// A learner-sticky member of `group` with short liveness timeouts, manual commits and `extra`
+/// (which replaces a default of the same key).
 fn member(
     bs: &str,
     group: &str,
     topic: &str,
-    name: &'static str,
-    log: &Log,
-    warm_up: Duration,
+    listener: Listener,
+    extra: &[(&str, &str)],
 ) -> Consumer {
-    let c = consumer(
-        bs,
-        &[
-            ("group.id", group),
-            (
-                "partition.assignment.strategy",
-                "learner-sticky,cooperative-sticky",
-            ),
-            ("auto.offset.reset", "earliest"),
-            ("enable.auto.commit", "false"),
-            ("session.timeout.ms", "10000"),
-            ("heartbeat.interval.ms", "300"),
-            ("max.poll.interval.ms", "30000"),
-        ],
-    );
-    let listener = Listener {
-        member: name,
-        log: log.clone(),
-        warm_up,
-    };
+    let mut pairs = vec![
+        ("group.id", group),
+        (
+            "partition.assignment.strategy",
+            "learner-sticky,cooperative-sticky",
+        ),
+        ("auto.offset.reset", "earliest"),
+        ("enable.auto.commit", "false"),
+        ("session.timeout.ms", "10000"),
+        ("heartbeat.interval.ms", "300"),
+        ("max.poll.interval.ms", "30000"),
+    ];
+    for (k, v) in extra {
+        pairs.retain(|(pk, _)| pk != k);
+        pairs.push((k, v));
+    }
+    let c = consumer(bs, &pairs);
     c.subscribe(&[topic], Some(Box::new(listener))).unwrap();
     c
 }
 
-/// Polls until `stop`, logging every record and committing after every poll.
-fn run_member(c: Consumer, name: &'static str, log: Log, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Relaxed) {
-        let records = c.poll(Duration::from_millis(50)).unwrap();
-        let now = Instant::now();
-        {
-            let mut l = log.lock().unwrap();
-            for r in &records {
-                l.push(Event::Record {
-                    member: name,
-                    partition: r.partition,
-                    offset: r.offset,
-                    at: now,
-                });
+/// Polls `c` on a thread of its own until `stop`, logging every record and every error `poll()`
+/// returns, and committing after every poll that returned records.
+fn run_member(
+    c: Consumer,
+    name: &'static str,
+    log: &Log,
+    stop: &Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    let (log, stop) = (log.clone(), stop.clone());
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let records = match c.poll(Duration::from_millis(50)) {
+                Ok(records) => records,
+                Err(e) => {
+                    log.lock()
+                        .unwrap()
+                        .push(Event::PollError(name, e, Instant::now()));
+                    continue;
+                }
+            };
+            let now = Instant::now();
+            {
+                let mut l = log.lock().unwrap();
+                for r in &records {
+                    l.push(Event::Record {
+                        member: name,
+                        partition: r.partition,
+                        offset: r.offset,
+                        at: now,
+                    });
+                }
+            }
+            if !records.is_empty() {
+                // A commit during a rebalance fails (and is retried after it, or made in
+                // on_partitions_revoked): re-delivery, never loss.
+                let _ = c.commit_sync(None, None);
             }
         }
-        if !records.is_empty() {
-            // A commit during a rebalance fails (and is retried after it, or made in
-            // on_partitions_revoked): re-delivery, never loss.
-            let _ = c.commit_sync(None, None);
-        }
-    }
-    c.close(None).unwrap();
+        c.close(None).unwrap();
+    })
 }
 
-#[test]
-fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
-    let bs = bootstrap();
-    let topic = new_topic(&bs, "learners", PARTITIONS);
-    let group = unique_name("learners");
-    let log: Log = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
+/// What each member owns by its assigned and revoked callbacks so far.
+fn owners(log: &Log) -> BTreeMap<&'static str, BTreeSet<i32>> {
+    let mut owned: BTreeMap<&'static str, BTreeSet<i32>> = BTreeMap::new();
+    for e in log.lock().unwrap().iter() {
+        match e {
+            Event::Assigned(m, ps, _) => owned.entry(m).or_default().extend(ps),
+            Event::Revoked(m, ps, _) => {
+                let o = owned.entry(m).or_default();
+                for p in ps {
+                    o.remove(p);
+                }
+            }
+            _ => {}
+        }
+    }
+    owned
+}
 
-    // A steady producer: a record on every partition every 10 ms.
-    let producing = Arc::new(AtomicBool::new(true));
-    let produced = {
-        let (bs, topic, producing) = (bs.clone(), topic.clone(), producing.clone());
-        std::thread::spawn(move || {
+fn wait_until(
+    log: &Log,
+    what: &str,
+    cond: impl Fn(&BTreeMap<&'static str, BTreeSet<i32>>) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let owned = owners(log);
+        if cond(&owned) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} never happened: {owned:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A steady producer: a record on every partition every 10 ms until stopped.
+struct Producing {
+    on: Arc<AtomicBool>,
+    thread: JoinHandle<i64>,
+}
+
+impl Producing {
+    fn start(bs: &str, topic: &str) -> Producing {
+        let on = Arc::new(AtomicBool::new(true));
+        let (bs, topic, on2) = (bs.to_string(), topic.to_string(), on.clone());
+        let thread = std::thread::spawn(move || {
             let p = producer(&bs, &[("linger.ms", "0")]);
             let mut n = 0i64;
-            while producing.load(Ordering::Relaxed) {
+            while on2.load(Ordering::Relaxed) {
                 for part in 0..PARTITIONS {
                     p.send(ProducerRecord::new(&topic, "x").with_partition(part))
                         .unwrap();
@@ -172,130 +243,21 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
             }
             p.flush(Duration::from_secs(30)).unwrap();
             n
-        })
-    };
-
-    let a = member(&bs, &group, &topic, "a", &log, Duration::ZERO);
-    let b = member(&bs, &group, &topic, "b", &log, Duration::ZERO);
-    let (la, lb, sa, sb) = (log.clone(), log.clone(), stop.clone(), stop.clone());
-    let ta = std::thread::spawn(move || run_member(a, "a", la, sa));
-    let tb = std::thread::spawn(move || run_member(b, "b", lb, sb));
-
-    // Both owners consuming everything.
-    let owners = |log: &Log| {
-        let mut owned: BTreeMap<&'static str, BTreeSet<i32>> = BTreeMap::new();
-        for e in log.lock().unwrap().iter() {
-            match e {
-                Event::Assigned(m, ps, _) => owned.entry(m).or_default().extend(ps),
-                Event::Revoked(m, ps, _) => {
-                    let o = owned.entry(m).or_default();
-                    for p in ps {
-                        o.remove(p);
-                    }
-                }
-                _ => {}
-            }
-        }
-        owned
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while owners(&log).values().map(|s| s.len()).collect::<Vec<_>>() != vec![2, 2] {
-        assert!(
-            Instant::now() < deadline,
-            "a and b never split the partitions: {:?}",
-            owners(&log)
-        );
-        std::thread::sleep(Duration::from_millis(50));
+        });
+        Producing { on, thread }
     }
 
-    // c joins and warms up for WARM_UP.
-    let c = member(&bs, &group, &topic, "c", &log, WARM_UP);
-    let (lc, sc) = (log.clone(), stop.clone());
-    let tc = std::thread::spawn(move || run_member(c, "c", lc, sc));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while owners(&log).get("c").is_none_or(|s| s.is_empty()) {
-        assert!(
-            Instant::now() < deadline,
-            "c never got a partition: {:?}",
-            owners(&log)
-        );
-        std::thread::sleep(Duration::from_millis(50));
+    /// Stops and returns how many records it wrote to each partition.
+    fn stop(self) -> i64 {
+        self.on.store(false, Ordering::Relaxed);
+        self.thread.join().unwrap()
     }
-    std::thread::sleep(Duration::from_secs(1)); // c consumes a little
-    producing.store(false, Ordering::Relaxed);
-    let rounds = produced.join().unwrap();
-    std::thread::sleep(Duration::from_secs(2)); // the tail is read
-    stop.store(true, Ordering::Relaxed);
-    for t in [ta, tb, tc] {
-        t.join().unwrap();
-    }
+}
 
-    let events = log.lock().unwrap().clone();
-    let (learned, started) = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningStarted(ps, at) => Some((ps.clone(), *at)),
-            _ => None,
-        })
-        .expect("c never learned anything");
-    let ready = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningDone(at) => Some(*at),
-            _ => None,
-        })
-        .unwrap();
-    // Balance says one partition of four moves to the third member; the checks below hold for
-    // whatever set it learns.
-    assert!(!learned.is_empty());
-    // c got exactly what it learned, and only after it was ready.
-    let (c_got, c_assigned_at) = events
-        .iter()
-        .find_map(|e| match e {
-            Event::Assigned("c", ps, at) if !ps.is_empty() => Some((ps.clone(), *at)),
-            _ => None,
-        })
-        .unwrap();
-    assert_eq!(c_got, learned);
-    assert!(
-        c_assigned_at > ready,
-        "c owned partitions {learned:?} before it was ready"
-    );
-    for &p in &learned {
-        // The owner kept consuming p through the whole warm-up: it delivered records of p after c
-        // started learning and after c was ready (it gives p up only in the rebalance that follows).
-        let owner_records: Vec<Instant> = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Record {
-                    member,
-                    partition,
-                    at,
-                    ..
-                } if *member != "c" && *partition == p => Some(*at),
-                _ => None,
-            })
-            .collect();
-        assert!(owner_records.iter().any(|at| *at > started && *at < ready));
-        assert!(
-            owner_records.iter().any(|at| *at >= ready),
-            "the owner stopped consuming partition {p} before c was ready"
-        );
-        let revoked_at = events
-            .iter()
-            .find_map(|e| match e {
-                Event::Revoked(m, ps, at) if *m != "c" && ps.contains(&p) => Some(*at),
-                _ => None,
-            })
-            .expect("the owner never gave the partition up");
-        assert!(
-            revoked_at > ready,
-            "partition {p} was revoked before c was ready"
-        );
-    }
-    // Nothing lost: every produced offset of every partition was delivered.
+/// Nothing lost: every offset below `rounds` of every partition was delivered.
+fn assert_every_offset_delivered(events: &[Event], rounds: i64) {
     let mut seen: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
-    for e in &events {
+    for e in events {
         if let Event::Record {
             partition, offset, ..
         } = e
@@ -312,4 +274,307 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
             "partition {part}: missing offsets {missing:?}"
         );
     }
+}
+
+/// `member`'s first non-empty assignment and when it came.
+fn first_assignment(events: &[Event], member: &str) -> (Vec<i32>, Instant) {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::Assigned(m, ps, at) if *m == member && !ps.is_empty() => Some((ps.clone(), *at)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{member} never got a partition"))
+}
+
+/// When a member other than `learner` revoked partition `p`.
+fn revoked_at(events: &[Event], learner: &str, p: i32) -> Instant {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::Revoked(m, ps, at) if *m != learner && ps.contains(&p) => Some(*at),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the owner never gave partition {p} up"))
+}
+
+/// When a member other than `learner` delivered records of `p`.
+fn owner_records(events: &[Event], learner: &str, p: i32) -> Vec<Instant> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Record {
+                member,
+                partition,
+                at,
+                ..
+            } if *member != learner && *partition == p => Some(*at),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners", PARTITIONS);
+    let group = unique_name("learners");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let producing = Producing::start(&bs, &topic);
+
+    // a and b may join in one generation or one after the other (then b learns a's partitions
+    // first): either way they end up with two partitions each.
+    let a = member(&bs, &group, &topic, Listener::new("a", &log), &[]);
+    let b = member(&bs, &group, &topic, Listener::new("b", &log), &[]);
+    let ta = run_member(a, "a", &log, &stop);
+    let tb = run_member(b, "b", &log, &stop);
+    wait_until(&log, "a and b splitting the partitions", |o| {
+        o.values().map(|s| s.len()).collect::<Vec<_>>() == vec![2, 2]
+    });
+
+    // c joins and warms up for WARM_UP.
+    let c = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            warm_up: WARM_UP,
+            ..Listener::new("c", &log)
+        },
+        &[],
+    );
+    let tc = run_member(c, "c", &log, &stop);
+    wait_until(&log, "c getting a partition", |o| {
+        o.get("c").is_some_and(|s| !s.is_empty())
+    });
+    std::thread::sleep(Duration::from_secs(1)); // c consumes a little
+    let rounds = producing.stop();
+    std::thread::sleep(Duration::from_secs(2)); // the tail is read
+    stop.store(true, Ordering::Relaxed);
+    for t in [ta, tb, tc] {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    let (learned, started) = events
+        .iter()
+        .find_map(|e| match e {
+            Event::LearningStarted("c", ps, at) => Some((ps.clone(), *at)),
+            _ => None,
+        })
+        .expect("c never learned anything");
+    let ready = events
+        .iter()
+        .find_map(|e| match e {
+            Event::LearningDone("c", at) => Some(*at),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        learned.len(),
+        1,
+        "4 partitions over 3 members: c learns one: {learned:?}"
+    );
+    let p = learned[0];
+    // c got exactly what it learned, and only after it was ready.
+    let (c_got, c_assigned_at) = first_assignment(&events, "c");
+    assert_eq!(c_got, learned);
+    assert!(
+        c_assigned_at > ready,
+        "c owned partition {p} before it was ready"
+    );
+    // The owner kept consuming p through the whole warm-up: it delivered records of p after c
+    // started learning and after c was ready (it gives p up only in the rebalance that follows).
+    let owner_records = owner_records(&events, "c", p);
+    assert!(owner_records.iter().any(|at| *at > started && *at < ready));
+    assert!(
+        owner_records.iter().any(|at| *at >= ready),
+        "the owner stopped consuming partition {p} before c was ready"
+    );
+    assert!(
+        revoked_at(&events, "c", p) > ready,
+        "partition {p} was revoked before c was ready"
+    );
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::PollError(..))),
+        "{events:?}"
+    );
+    assert_every_offset_delivered(&events, rounds);
+}
+
+/// A learner whose `on_partitions_learning` fails is not ready: the owner keeps the partitions
+/// and goes on consuming them, the error comes out of the learner's `poll()`, and a later poll
+/// calls the callback again, for the same partitions, once `retry.backoff.ms` has passed. When
+/// that call succeeds, the partitions move.
+#[test]
+fn a_learner_that_is_not_ready_is_asked_again_after_a_backoff() {
+    const BACKOFF: Duration = Duration::from_secs(2);
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners-retry", PARTITIONS);
+    let group = unique_name("learners-retry");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let producing = Producing::start(&bs, &topic);
+
+    let a = member(&bs, &group, &topic, Listener::new("a", &log), &[]);
+    let ta = run_member(a, "a", &log, &stop);
+    wait_until(&log, "a owning every partition", |o| {
+        o.get("a").is_some_and(|s| s.len() == PARTITIONS as usize)
+    });
+    let backoff_ms = BACKOFF.as_millis().to_string();
+    let c = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            not_ready: 1,
+            ..Listener::new("c", &log)
+        },
+        &[
+            ("retry.backoff.ms", &backoff_ms),
+            ("retry.backoff.max.ms", &backoff_ms),
+        ],
+    );
+    let tc = run_member(c, "c", &log, &stop);
+    wait_until(&log, "c getting a partition", |o| {
+        o.get("c").is_some_and(|s| !s.is_empty())
+    });
+    std::thread::sleep(Duration::from_secs(1)); // c consumes a little
+    let rounds = producing.stop();
+    std::thread::sleep(Duration::from_secs(2)); // the tail is read
+    stop.store(true, Ordering::Relaxed);
+    for t in [ta, tc] {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    let learning: Vec<&Event> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::LearningStarted("c", ..)
+                    | Event::LearningFailed("c", _)
+                    | Event::LearningDone("c", _)
+            )
+        })
+        .collect();
+    let (learned, failed, retried, ready) = match learning[..] {
+        [Event::LearningStarted(_, first, _), Event::LearningFailed(_, failed), Event::LearningStarted(_, again, retried), Event::LearningDone(_, ready)] =>
+        {
+            assert_eq!(first, again, "the retry learns the same partitions");
+            (first.clone(), *failed, *retried, *ready)
+        }
+        _ => panic!("c's learning: one failure, then one retry that succeeds: {learning:?}"),
+    };
+    assert_eq!(learned.len(), 2, "4 partitions over 2 members: {learned:?}");
+    // Asked again after the backoff (KIP-580 jitter: 0.8 to 1.2 times retry.backoff.ms).
+    let waited = retried - failed;
+    assert!(
+        waited >= BACKOFF.mul_f64(0.75),
+        "asked again after {waited:?}, before the backoff"
+    );
+    // The callback's error came out of c's poll, once, between the failure and the retry.
+    let errors: Vec<(&str, &lagless::Error, Instant)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::PollError(m, err, at) => Some((*m, err, *at)),
+            _ => None,
+        })
+        .collect();
+    match errors[..] {
+        [("c", lagless::Error::Callback(msg), at)] => {
+            assert!(msg.contains("not ready"), "{msg}");
+            assert!(failed <= at && at <= retried);
+        }
+        _ => panic!("one callback error from c's poll: {errors:?}"),
+    }
+    // Not ready meanwhile: a kept consuming what c learned, gave nothing up before c was
+    // ready, and c got exactly what it learned after it was ready.
+    for &p in &learned {
+        assert!(
+            owner_records(&events, "c", p)
+                .iter()
+                .any(|at| failed < *at && *at < retried),
+            "a stopped consuming partition {p} while c was not ready"
+        );
+        assert!(revoked_at(&events, "c", p) > ready);
+    }
+    let (c_got, c_assigned_at) = first_assignment(&events, "c");
+    assert_eq!(c_got, learned);
+    assert!(c_assigned_at > ready);
+    assert_every_offset_delivered(&events, rounds);
+}
+
+/// Once a learner is ready, the rebalances that move its partitions start at once: the
+/// assignment says a follow-up rebalance is coming, so members heartbeat every 100 ms instead of
+/// every `heartbeat.interval.ms`. The learner here heartbeats every 20 s and the owner takes 2 s
+/// to give the partitions up, so the learner's regular heartbeat falls before the owner rejoins:
+/// without the follow-up it would notice the rebalance that hands it the partitions only 20 s
+/// later.
+#[test]
+fn partitions_move_to_a_ready_learner_without_waiting_for_its_heartbeat_interval() {
+    const HEARTBEAT: Duration = Duration::from_secs(20);
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners-follow-up", PARTITIONS);
+    let group = unique_name("learners-follow-up");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+
+    let a = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            give_up: Duration::from_secs(2),
+            ..Listener::new("a", &log)
+        },
+        &[],
+    );
+    let ta = run_member(a, "a", &log, &stop);
+    wait_until(&log, "a owning every partition", |o| {
+        o.get("a").is_some_and(|s| s.len() == PARTITIONS as usize)
+    });
+    let heartbeat_ms = HEARTBEAT.as_millis().to_string();
+    let c = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            warm_up: Duration::from_millis(500),
+            ..Listener::new("c", &log)
+        },
+        &[
+            ("heartbeat.interval.ms", &heartbeat_ms),
+            ("session.timeout.ms", "60000"),
+        ],
+    );
+    let tc = run_member(c, "c", &log, &stop);
+    wait_until(&log, "c getting a partition", |o| {
+        o.get("c").is_some_and(|s| !s.is_empty())
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in [ta, tc] {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    let ready = events
+        .iter()
+        .find_map(|e| match e {
+            Event::LearningDone("c", at) => Some(*at),
+            _ => None,
+        })
+        .expect("c was never ready");
+    let (c_got, c_assigned_at) = first_assignment(&events, "c");
+    for &p in &c_got {
+        assert!(revoked_at(&events, "c", p) > ready);
+    }
+    let took = c_assigned_at - ready;
+    eprintln!("the partitions moved {took:?} after c was ready");
+    assert!(
+        took < HEARTBEAT / 2,
+        "the partitions moved {took:?} after c was ready: the rebalance waited for a heartbeat"
+    );
 }

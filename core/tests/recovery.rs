@@ -2,7 +2,8 @@
 //! with a backlog delivers fresh records at once while the backlog drains; the group's committed
 //! offset is the low-water mark and never passes an undelivered record; a second crash resumes
 //! both ranges from the commit token; a consumer with the mode off that takes over mid-recovery
-//! resumes at the low-water mark. Every test counts every offset.
+//! resumes at the low-water mark; a token with more ranges than the broker's metadata limit holds
+//! merges ranges rather than failing the commit. Every test counts every offset.
 mod support;
 
 use std::collections::BTreeSet;
@@ -721,4 +722,170 @@ fn close_with_auto_commit_commits_the_token() {
     assert_eq!(st.main_next, 5_090);
     assert_eq!(st.low_water_mark(), low);
     after.close(None).unwrap();
+}
+
+/// A token with more ranges than `offset.metadata.max.bytes` (4096) holds. Earlier owners left
+/// a long first range and a few hundred short ones with delivered gaps between them, in a token
+/// just under the limit; the takeover adds one range for the new backlog, so the state no longer
+/// fits and the token merges ranges across gaps. The broker takes the commit (no
+/// OFFSET_METADATA_TOO_LARGE), the committed metadata fits and parses, and the next owner, which
+/// resumes from the merged token, re-delivers the merged gaps: every offset comes at least once.
+#[test]
+fn a_token_too_long_for_the_broker_merges_ranges_and_loses_nothing() {
+    use lagless::recovery::{RecoveryRange, RecoveryState, MAX_TOKEN_BYTES};
+
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "recovery-merge", 1);
+    let group = unique_name("recovery-merge");
+    let tp = TopicPartition::new(&topic, 0);
+
+    // The state the earlier owners left: [0, 1000) untouched, then ranges of 5 records with gaps
+    // of 5 between them (delivered by main streams between takeovers), every other range drained
+    // by 2 records; the main stream 5 records past the last range.
+    let mut ranges = vec![RecoveryRange {
+        start: 0,
+        end: 1_000,
+        next: 0,
+    }];
+    loop {
+        let start = ranges.last().unwrap().end + 5;
+        let next = if ranges.len() % 2 == 0 {
+            start + 2
+        } else {
+            start
+        };
+        ranges.push(RecoveryRange {
+            start,
+            end: start + 5,
+            next,
+        });
+        let st = RecoveryState {
+            main_next: start + 10,
+            ranges: ranges.clone(),
+        };
+        if written_len(&st) > MAX_TOKEN_BYTES {
+            ranges.pop();
+            break;
+        }
+    }
+    let before = RecoveryState {
+        main_next: ranges.last().unwrap().end + 5,
+        ranges,
+    };
+    let token = before.token();
+    assert_eq!(
+        token.len(),
+        written_len(&before),
+        "no merge in the token we start from"
+    );
+    assert!(token.len() > MAX_TOKEN_BYTES - 20, "{} bytes", token.len());
+    assert_eq!(RecoveryState::parse_token(&token).unwrap(), before);
+    let m = before.main_next;
+    // What the earlier owners delivered: everything below m that no range still owes.
+    let delivered_before: BTreeSet<i64> = (0..m).filter(|o| !before.is_undelivered(*o)).collect();
+
+    produce(&bs, &topic, m as usize);
+    commit_with_metadata(&bs, &group, &topic, 0, &token);
+    // The new backlog the takeover finds: one more range, [m, end).
+    produce(&bs, &topic, 300);
+    let end = m + 300;
+    let mut after_takeover = before.clone();
+    after_takeover.ranges.push(RecoveryRange {
+        start: m,
+        end,
+        next: m,
+    });
+    after_takeover.main_next = end;
+    assert!(
+        written_len(&after_takeover) > MAX_TOKEN_BYTES,
+        "the takeover's state must not fit a token unmerged"
+    );
+
+    // b takes over, delivers one poll's worth of the first range and commits.
+    let b = recovery_member(&bs, &group, &[("max.poll.records", "100")]);
+    b.subscribe(&[&topic], None).unwrap();
+    let mut delivered_b: BTreeSet<i64> = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while delivered_b.is_empty() {
+        assert!(Instant::now() < deadline, "b delivered nothing");
+        for r in b.poll(Duration::from_millis(200)).unwrap() {
+            assert!(r.from_recovery && r.offset < 1_000, "offset {}", r.offset);
+            delivered_b.insert(r.offset);
+        }
+    }
+    assert!(b.recovery_active(&tp).unwrap());
+    b.commit_sync(None, None)
+        .expect("the broker takes the merged token");
+    let com = committed(&b, &tp);
+    assert!(
+        com.metadata.len() <= MAX_TOKEN_BYTES,
+        "{} bytes",
+        com.metadata.len()
+    );
+    let merged = RecoveryState::parse_token(&com.metadata).expect("the committed token parses");
+    assert_eq!(merged.low_water_mark(), com.offset);
+    assert_eq!(
+        com.offset,
+        (0..).find(|o| !delivered_b.contains(o)).unwrap()
+    );
+    assert_eq!(merged.main_next, end);
+    // Merged, not truncated: every offset still owed is owed by the committed token too, and at
+    // least one gap the earlier owners delivered is owed again.
+    for o in 0..end {
+        if !delivered_b.contains(&o) && after_takeover.is_undelivered(o) {
+            assert!(merged.is_undelivered(o), "offset {o} left out of the token");
+        }
+    }
+    let again: Vec<i64> = delivered_before
+        .iter()
+        .copied()
+        .filter(|o| merged.is_undelivered(*o))
+        .collect();
+    assert!(
+        !again.is_empty(),
+        "no range was merged: {} ranges, {} bytes",
+        merged.ranges.len(),
+        com.metadata.len()
+    );
+    // b goes away without committing more; c resumes from the merged token.
+    b.close(None).unwrap();
+
+    let c = recovery_member(&bs, &group, &[("max.poll.records", "500")]);
+    c.subscribe(&[&topic], None).unwrap();
+    let want: BTreeSet<i64> = (0..end)
+        .filter(|o| !delivered_before.contains(o) && !delivered_b.contains(o))
+        .collect();
+    let mut delivered_c: BTreeSet<i64> = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !want.is_subset(&delivered_c) {
+        assert!(
+            Instant::now() < deadline,
+            "missing offsets: {:?}",
+            want.difference(&delivered_c).take(10).collect::<Vec<_>>()
+        );
+        let records = c.poll(Duration::from_millis(200)).unwrap();
+        for r in &records {
+            assert!(r.offset < end, "offset {} was never produced", r.offset);
+            delivered_c.insert(r.offset);
+        }
+        if !records.is_empty() {
+            c.commit_sync(None, None).unwrap();
+            let com = committed(&c, &tp);
+            assert!(com.metadata.len() <= MAX_TOKEN_BYTES);
+        }
+    }
+    // Every offset came once at least (the loop above ends only then), and the gaps the merge
+    // covered came again: re-delivery, as the merge documents, never loss.
+    assert!(again.iter().all(|o| delivered_c.contains(o)));
+    c.close(None).unwrap();
+}
+
+/// The length of `st`'s token written out with every range, merged or not.
+fn written_len(st: &lagless::recovery::RecoveryState) -> usize {
+    let ranges: Vec<String> = st
+        .ranges
+        .iter()
+        .map(|r| format!("{}-{}@{}", r.start, r.end, r.next))
+        .collect();
+    format!("lagless1;m={};r={}", st.main_next, ranges.join(",")).len()
 }

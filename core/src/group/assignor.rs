@@ -1345,6 +1345,49 @@ mod tests {
         assert_eq!(layout_of(&r["b"]).len(), 2);
     }
 
+    /// A newcomer learns, in one generation, what balance moves to it: the second member of a
+    /// group whose only member owns four partitions learns two, a third member joining two
+    /// owners of two each learns one, whatever order the member ids sort in. (A group that forms
+    /// one member at a time therefore has its second member learn two partitions before a third
+    /// joins.)
+    #[test]
+    fn a_newcomer_learns_what_balance_moves_to_it() {
+        let a = LearnerStickyAssignor;
+        let topics = ppt(&[("t", 4)]);
+        let ids = ["a", "b", "c"];
+        for (x, y, z) in [
+            (0, 1, 2),
+            (0, 2, 1),
+            (1, 0, 2),
+            (1, 2, 0),
+            (2, 0, 1),
+            (2, 1, 0),
+        ] {
+            let (owner, other, newcomer) = (ids[x], ids[y], ids[z]);
+            let all = [("t", 0), ("t", 1), ("t", 2), ("t", 3)];
+            let members = vec![
+                learner(owner, &all, &[], 1),
+                learner(newcomer, &[], &[], UNKNOWN_GENERATION),
+            ];
+            let r = a.assign(&topics, &members).unwrap();
+            check_valid(&topics, &members, &r);
+            assert_eq!(layout_of(&r[owner]).len(), 4, "the owner keeps everything");
+            assert_eq!(learning_of(&r[newcomer]).len(), 2, "{r:?}");
+
+            let members = vec![
+                learner(owner, &all[..2], &[], 3),
+                learner(other, &all[2..], &[], 3),
+                learner(newcomer, &[], &[], UNKNOWN_GENERATION),
+            ];
+            let r = a.assign(&topics, &members).unwrap();
+            check_valid(&topics, &members, &r);
+            assert_eq!(layout_of(&r[owner]).len(), 2);
+            assert_eq!(layout_of(&r[other]).len(), 2);
+            assert_eq!(learning_of(&r[newcomer]).len(), 1, "{r:?}");
+            assert!(learning_of(&r[owner]).is_empty() && learning_of(&r[other]).is_empty());
+        }
+    }
+
     fn layout_of(a: &Assignment) -> Vec<String> {
         flat(a).iter().map(|(t, p)| format!("{t}-{p}")).collect()
     }
