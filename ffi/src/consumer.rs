@@ -709,9 +709,15 @@ pub extern "C" fn lagless_consumer_offsets_for_times(
         let list = try_mut!(partitions);
         let query: Vec<(TopicPartition, i64)> =
             list.items.iter().map(|e| (e.tp.clone(), e.offset)).collect();
-        let res = h.open()?.offsets_for_times(&query, api_timeout(timeout_ms))?;
-        for (e, (_, found)) in list.items.iter_mut().zip(res) {
-            e.offset = found.map_or(LAGLESS_OFFSET_INVALID, |o| o.0);
+        // The core answers once per partition, in partition order: match by partition.
+        let found: HashMap<TopicPartition, i64> = h
+            .open()?
+            .offsets_for_times(&query, api_timeout(timeout_ms))?
+            .into_iter()
+            .map(|(tp, o)| (tp, o.map_or(LAGLESS_OFFSET_INVALID, |o| o.0)))
+            .collect();
+        for e in &mut list.items {
+            e.offset = found.get(&e.tp).copied().unwrap_or(LAGLESS_OFFSET_INVALID);
         }
         Ok(())
     }

@@ -168,22 +168,23 @@ int main(int argc, char **argv) {
     EXPECT_ERR(lagless_consumer_watermarks(c, missing, 0, 5000, &lo, &hi),
                LAGLESS_ERR_UNKNOWN_TOPIC);
 
-    /* offsets_for_times: the timestamp goes in, the offset comes out */
+    /* offsets_for_times: the timestamp goes in, the offset comes out (partition 1 listed first:
+     * answers follow the list, not the partition order) */
     l = lagless_tplist_new();
-    CHECK_OK(lagless_tplist_add(l, topic, 0));
     CHECK_OK(lagless_tplist_add(l, topic, 1));
+    CHECK_OK(lagless_tplist_add(l, topic, 0));
     CHECK_OK(lagless_tplist_set_offset(l, 0, t_split));
     CHECK_OK(lagless_tplist_set_offset(l, 1, t_split));
     CHECK_OK(lagless_consumer_offsets_for_times(c, l, 30000));
-    CHECK_OK(lagless_tplist_get(l, 0, NULL, NULL, &off));
-    CHECK(off == 10); /* the first record written after t_split */
-    CHECK_OK(lagless_tplist_get(l, 1, NULL, NULL, &off));
-    CHECK(off == LAGLESS_OFFSET_INVALID); /* nothing on partition 1 after t_split */
-    CHECK_OK(lagless_tplist_set_offset(l, 1, 0));
+    CHECK_OK(lagless_tplist_get(l, 1, NULL, &part, &off));
+    CHECK(part == 0 && off == 10); /* the first record written after t_split */
+    CHECK_OK(lagless_tplist_get(l, 0, NULL, &part, &off));
+    CHECK(part == 1 && off == LAGLESS_OFFSET_INVALID); /* nothing on partition 1 after t_split */
+    CHECK_OK(lagless_tplist_set_offset(l, 0, 0));
     CHECK_OK(lagless_consumer_offsets_for_times(c, l, 30000));
-    CHECK_OK(lagless_tplist_get(l, 1, NULL, NULL, &off));
+    CHECK_OK(lagless_tplist_get(l, 0, NULL, NULL, &off));
     CHECK(off == 0);
-    CHECK_OK(lagless_tplist_set_offset(l, 1, -5));
+    CHECK_OK(lagless_tplist_set_offset(l, 0, -5));
     EXPECT_ERR(lagless_consumer_offsets_for_times(c, l, 5000), LAGLESS_ERR_INVALID_ARGUMENT);
     lagless_tplist_destroy(l);
 
