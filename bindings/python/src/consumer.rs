@@ -30,6 +30,13 @@ use crate::types::{
 };
 
 /// How long a waiting call stays detached before it checks for signals.
+/// `Consumer::beginning_offsets` or `Consumer::end_offsets` of the core.
+type LookupFn = fn(
+    &CoreConsumer,
+    &[lagless::TopicPartition],
+    Option<Duration>,
+) -> lagless::Result<Vec<(lagless::TopicPartition, i64)>>;
+
 const SLICE: Duration = Duration::from_millis(100);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -209,6 +216,23 @@ impl Consumer {
         let v = r.map_err(|e| self.error(py, e))?;
         self.raise_stashed()?;
         Ok(v)
+    }
+
+    /// An offset lookup of the core (`beginning_offsets`, `end_offsets`) for the partitions
+    /// given, answered as TopicPartitions in the order given.
+    fn list_offsets<'py>(
+        &self,
+        py: Python<'py>,
+        partitions: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+        lookup: LookupFn,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let tps: Vec<lagless::TopicPartition> =
+            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let core = self.core();
+        let r = py.detach(|| lookup(core, &tps, duration(timeout)));
+        let found = self.check(py, r)?;
+        in_given_order(py, &tps, found)
     }
 
     /// One poll of the core for up to `max` records (and at most `max.poll.records`), waiting up
@@ -708,12 +732,7 @@ impl Consumer {
         partitions: &Bound<'py, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let tps: Vec<lagless::TopicPartition> =
-            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
-        let core = self.core();
-        let r = py.detach(|| core.beginning_offsets(&tps, duration(timeout)));
-        let found = self.check(py, r)?;
-        in_given_order(py, &tps, found)
+        self.list_offsets(py, partitions, timeout, CoreConsumer::beginning_offsets)
     }
 
     /// The high watermark of each of `partitions` (the offset the next record will get). The
@@ -725,12 +744,7 @@ impl Consumer {
         partitions: &Bound<'py, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let tps: Vec<lagless::TopicPartition> =
-            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
-        let core = self.core();
-        let r = py.detach(|| core.end_offsets(&tps, duration(timeout)));
-        let found = self.check(py, r)?;
-        in_given_order(py, &tps, found)
+        self.list_offsets(py, partitions, timeout, CoreConsumer::end_offsets)
     }
 
     /// The partition ids of `topic`.
@@ -847,7 +861,10 @@ fn in_given_order<'py>(
 /// A commit's per-partition results as TopicPartitions carrying what was committed (offset and
 /// metadata: with a running KIP-333 recovery stream, the low-water mark and its token) and, for
 /// a partition that failed, its error; with the first error.
-fn commit_result_list(py: Python<'_>, results: CommitResults) -> (Vec<TopicPartition>, Option<PyErr>) {
+fn commit_result_list(
+    py: Python<'_>,
+    results: CommitResults,
+) -> (Vec<TopicPartition>, Option<PyErr>) {
     let mut first = None;
     let out = results
         .into_iter()
@@ -877,7 +894,8 @@ fn commit_outcome<'py>(
         )),
         Ok(results) => {
             let (out, first) = commit_result_list(py, results);
-            let first = first.map_or_else(|| py.None(), |e| e.value(py).clone().into_any().unbind());
+            let first =
+                first.map_or_else(|| py.None(), |e| e.value(py).clone().into_any().unbind());
             Ok((first, tp_list(py, out)?))
         }
     }
