@@ -19,6 +19,11 @@ use crate::TopicPartition;
 pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const LATEST_TIMESTAMP: i64 = -1;
 
+/// The result of a commit, per partition: the offset and metadata sent for it (with
+/// `enable.parallel.rebalance`, a partition whose recovery stream still runs is held at its
+/// low-water mark with the recovery token, whatever was asked), and whether the group took it.
+pub type CommitResults = Vec<(TopicPartition, OffsetAndMetadata, Result<()>)>;
+
 /// A committed offset and its metadata string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetAndMetadata {

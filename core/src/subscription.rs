@@ -65,10 +65,7 @@ pub trait RebalanceListener: Send {
     }
 }
 
-/// The result of a commit, per partition: the offset and metadata sent for it (with
-/// `enable.parallel.rebalance`, a partition whose recovery stream still runs is held at its
-/// low-water mark with the recovery token, whatever was asked), and whether the group took it.
-pub type CommitResults = Vec<(TopicPartition, OffsetAndMetadata, Result<()>)>;
+pub use crate::offsets::CommitResults;
 /// Called on the polling thread when an asynchronous commit completes.
 pub type CommitCallback = Box<dyn FnOnce(Result<CommitResults>) + Send>;
 
@@ -362,10 +359,7 @@ impl Consumer {
         let driver = self.commit_driver()?;
         let deadline = self.api_deadline(timeout);
         self.run_commit_callbacks();
-        let res = self.block_on(async move {
-            let res = driver.commit(&offsets, deadline).await;
-            res.map(|r| with_sent(offsets, r))
-        })??;
+        let res = self.block_on(async move { driver.commit(&offsets, deadline).await })??;
         self.note_committed(&res);
         Ok(res)
     }
@@ -392,10 +386,7 @@ impl Consumer {
         let tx = self.commits_tx.clone();
         let shared = self.shared.clone();
         self.runtime()?.spawn(async move {
-            let res = driver
-                .commit(&offsets, deadline)
-                .await
-                .map(|r| with_sent(offsets, r));
+            let res = driver.commit(&offsets, deadline).await;
             if let Err(e) = &res {
                 tracing::warn!(error = %e, "asynchronous commit failed");
             }
@@ -469,11 +460,7 @@ impl Consumer {
         }
         let offsets = self.shared.commit_offsets(partitions.iter());
         if let Ok(d) = self.commit_driver() {
-            let commit = async move {
-                let res = d.commit(&offsets, deadline).await;
-                res.map(|r| with_sent(offsets, r))
-            };
-            match self.block_on(commit) {
+            match self.block_on(async move { d.commit(&offsets, deadline).await }) {
                 Ok(Ok(res)) => {
                     for (tp, _, r) in &res {
                         if let Err(e) = r {
@@ -838,18 +825,6 @@ pub struct GroupMetadata {
     pub member_id: String,
     pub group_instance_id: Option<String>,
     pub protocol: Option<String>,
-}
-
-/// Pairs each partition's commit result with what was sent for it.
-fn with_sent(
-    sent: Vec<(TopicPartition, OffsetAndMetadata)>,
-    results: Vec<(TopicPartition, Result<()>)>,
-) -> CommitResults {
-    let mut sent: HashMap<TopicPartition, OffsetAndMetadata> = sent.into_iter().collect();
-    results
-        .into_iter()
-        .filter_map(|(tp, r)| sent.remove(&tp).map(|om| (tp, om, r)))
-        .collect()
 }
 
 fn validate_offsets(offsets: &[(TopicPartition, OffsetAndMetadata)]) -> Result<()> {

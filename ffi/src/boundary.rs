@@ -154,6 +154,17 @@ pub(crate) unsafe fn bytes<'a>(
     Ok(Some(std::slice::from_raw_parts(p, len)))
 }
 
+/// `len` elements at `p` (an array argument with its count); NULL is allowed only with `len` 0.
+pub(crate) unsafe fn array<'a, T>(p: *const T, len: usize, name: &str) -> Result<&'a [T], Error> {
+    if p.is_null() {
+        if len != 0 {
+            return Err(null_arg(name));
+        }
+        return Ok(&[]);
+    }
+    Ok(std::slice::from_raw_parts(p, len))
+}
+
 /// Writes an out-parameter that may be NULL (the caller does not want that output).
 pub(crate) fn write_opt<T>(p: *mut T, v: T) {
     if !p.is_null() {

@@ -295,13 +295,10 @@ pub extern "C" fn lagless_consumer_subscribe(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         let c = h.open()?;
-        if topics.is_null() && topic_count > 0 {
-            return Err(crate::boundary::null_arg("topics"));
-        }
+        // SAFETY: the header requires `topics` to hold `topic_count` pointers.
+        let topics = unsafe { crate::boundary::array(topics, topic_count, "topics") }?;
         let mut names = Vec::with_capacity(topic_count);
-        for i in 0..topic_count {
-            // SAFETY: the header requires `topics` to hold `topic_count` pointers.
-            let t = unsafe { *topics.add(i) };
+        for (i, &t) in topics.iter().enumerate() {
             // SAFETY: each must be NULL or NUL-terminated.
             names.push(unsafe { crate::boundary::c_str(t, &format!("topics[{i}]")) }?);
         }

@@ -57,26 +57,6 @@ impl lagless_producer {
         }
     }
 
-    /// Sends `rec`; its delivery report waits in the queue for `lagless_producer_poll`/`_flush`.
-    fn queue(
-        &self,
-        p: &Producer,
-        rec: ProducerRecord,
-        callback: lagless_delivery_cb,
-        opaque: *mut c_void,
-    ) -> Result<()> {
-        let reports = self.reports.clone();
-        let opaque = Opaque(opaque);
-        p.send_with_callback(rec, move |res| {
-            reports
-                .queue
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push_back((callback, opaque, res));
-            reports.ready.notify_all();
-        })
-    }
-
     /// Runs queued delivery callbacks, waiting up to `timeout` for the first. Returns how many ran.
     fn serve(&self, timeout: Duration) -> usize {
         let deadline = Instant::now() + timeout;
@@ -226,12 +206,9 @@ pub extern "C" fn lagless_producer_send_with_headers(
         let h = try_ref!(producer);
         let p = h.open()?;
         let mut rec = record(topic, partition, key, key_len, value, value_len)?;
-        if headers.is_null() && header_count > 0 {
-            return Err(crate::boundary::null_arg("headers"));
-        }
-        for i in 0..header_count {
-            // SAFETY: the header requires `headers` to hold `header_count` entries.
-            let hd = unsafe { &*headers.add(i) };
+        // SAFETY: the header requires `headers` to hold `header_count` entries.
+        let headers = unsafe { crate::boundary::array(headers, header_count, "headers") }?;
+        for (i, hd) in headers.iter().enumerate() {
             // SAFETY: each key must be NULL or NUL-terminated.
             let k = unsafe { crate::boundary::c_str(hd.key, &format!("headers[{i}].key")) }?;
             // SAFETY: NULL or `value_len` readable bytes.
@@ -247,7 +224,13 @@ pub extern "C" fn lagless_producer_send_with_headers(
                 )))
             }
         }
-        h.queue(p, rec, callback, opaque)
+        // The delivery report waits in the queue for lagless_producer_poll/_flush.
+        let reports = h.reports.clone();
+        let opaque = Opaque(opaque);
+        p.send_with_callback(rec, move |res| {
+            reports.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back((callback, opaque, res));
+            reports.ready.notify_all();
+        })
     }
 }
 
@@ -268,12 +251,20 @@ pub extern "C" fn lagless_producer_send(
     callback: lagless_delivery_cb,
     opaque: *mut c_void,
 ) -> *mut lagless_error {
-    ffi_panic_boundary! { fallible:
-        let h = try_ref!(producer);
-        let p = h.open()?;
-        let rec = record(topic, partition, key, key_len, value, value_len)?;
-        h.queue(p, rec, callback, opaque)
-    }
+    lagless_producer_send_with_headers(
+        producer,
+        topic,
+        partition,
+        key,
+        key_len,
+        value,
+        value_len,
+        std::ptr::null(),
+        0,
+        -1,
+        callback,
+        opaque,
+    )
 }
 
 /// Runs the delivery callbacks of records whose outcome is known, on this thread, waiting up to

@@ -25,11 +25,10 @@ use pyo3::PyTraverseError;
 
 use crate::errors::{to_py, IntoPyResult};
 use crate::types::{
-    extract_tps, tp_list, Message, MessageBuilder, TopicPartition, OFFSET_BEGINNING, OFFSET_END,
-    OFFSET_INVALID,
+    extract_partitions, extract_tps, tp_list, Message, MessageBuilder, TopicPartition,
+    OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
 };
 
-/// How long a waiting call stays detached before it checks for signals.
 /// `Consumer::beginning_offsets` or `Consumer::end_offsets` of the core.
 type LookupFn = fn(
     &CoreConsumer,
@@ -37,6 +36,7 @@ type LookupFn = fn(
     Option<Duration>,
 ) -> lagless::Result<Vec<(lagless::TopicPartition, i64)>>;
 
+/// How long a waiting call stays detached before it checks for signals.
 const SLICE: Duration = Duration::from_millis(100);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -218,6 +218,19 @@ impl Consumer {
         Ok(v)
     }
 
+    /// A core operation on a list of partitions (seek_to_*, pause, resume), GIL released.
+    fn on_partitions(
+        &self,
+        py: Python<'_>,
+        partitions: &Bound<'_, PyAny>,
+        op: fn(&CoreConsumer, &[lagless::TopicPartition]) -> lagless::Result<()>,
+    ) -> PyResult<()> {
+        let tps = extract_partitions(partitions)?;
+        let core = self.core();
+        let r = py.detach(|| op(core, &tps));
+        self.check(py, r)
+    }
+
     /// An offset lookup of the core (`beginning_offsets`, `end_offsets`) for the partitions
     /// given, answered as TopicPartitions in the order given.
     fn list_offsets<'py>(
@@ -227,8 +240,7 @@ impl Consumer {
         timeout: Option<f64>,
         lookup: LookupFn,
     ) -> PyResult<Bound<'py, PyList>> {
-        let tps: Vec<lagless::TopicPartition> =
-            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let tps = extract_partitions(partitions)?;
         let core = self.core();
         let r = py.detach(|| lookup(core, &tps, duration(timeout)));
         let found = self.check(py, r)?;
@@ -560,8 +572,7 @@ impl Consumer {
         partitions: &Bound<'py, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let tps: Vec<lagless::TopicPartition> =
-            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
+        let tps = extract_partitions(partitions)?;
         let core = self.core();
         let r = py.detach(|| core.committed(&tps, duration(timeout)));
         let res = self.check(py, r)?;
@@ -635,38 +646,22 @@ impl Consumer {
     /// Moves the next read of each of `partitions` (assigned ones; their `.offset` is ignored)
     /// to the log start offset, looked up before the next fetch.
     fn seek_to_beginning(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tps: Vec<lagless::TopicPartition> =
-            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
-        let core = self.core();
-        let r = py.detach(|| core.seek_to_beginning(&tps));
-        self.check(py, r)
+        self.on_partitions(py, partitions, CoreConsumer::seek_to_beginning)
     }
 
     /// Moves the next read of each of `partitions` (assigned ones; their `.offset` is ignored)
     /// to the log end, looked up before the next fetch: only records produced after that come.
     fn seek_to_end(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tps: Vec<lagless::TopicPartition> =
-            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
-        let core = self.core();
-        let r = py.detach(|| core.seek_to_end(&tps));
-        self.check(py, r)
+        self.on_partitions(py, partitions, CoreConsumer::seek_to_end)
     }
 
     /// Stops returning messages of `partitions` until `resume()`.
     fn pause(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tps: Vec<lagless::TopicPartition> =
-            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
-        let core = self.core();
-        let r = py.detach(|| core.pause(&tps));
-        self.check(py, r)
+        self.on_partitions(py, partitions, CoreConsumer::pause)
     }
 
     fn resume(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tps: Vec<lagless::TopicPartition> =
-            extract_tps(partitions)?.into_iter().map(|t| t.0).collect();
-        let core = self.core();
-        let r = py.detach(|| core.resume(&tps));
-        self.check(py, r)
+        self.on_partitions(py, partitions, CoreConsumer::resume)
     }
 
     /// The paused partitions.

@@ -106,6 +106,11 @@ impl TopicPartition {
     }
 }
 
+/// A list (any iterable) of `TopicPartition`, their partitions only (offsets ignored).
+pub fn extract_partitions(obj: &Bound<'_, PyAny>) -> PyResult<Vec<CoreTp>> {
+    Ok(extract_tps(obj)?.into_iter().map(|t| t.0).collect())
+}
+
 /// A list (any iterable) of `TopicPartition` as (partition, offset, metadata).
 pub fn extract_tps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(CoreTp, i64, Option<String>)>> {
     let mut out = Vec::new();

@@ -7,6 +7,7 @@ They need a running Kafka broker: LAGLESS_BOOTSTRAP=host:port (start one with
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Iterator, List
 
@@ -66,3 +67,13 @@ def produce(bootstrap: str, topic: str, n: int, partition: "int | None" = None, 
         for i in range(n):
             p.produce(topic, value=f"{prefix}{i}".encode(), key=f"k{i}".encode(), partition=partition)
         p.flush(30)
+
+
+def consume_n(c: lagless.Consumer, n: int, deadline_s: float = 30.0) -> List[lagless.Message]:
+    """`n` messages from `consume()`, failing the test after `deadline_s`."""
+    out: List[lagless.Message] = []
+    deadline = time.monotonic() + deadline_s
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"got {len(out)} of {n} messages"
+        out.extend(c.consume(min(500, n - len(out)), timeout=0.5))
+    return out

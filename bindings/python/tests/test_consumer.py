@@ -14,18 +14,9 @@ from typing import Dict, List, Set
 import pytest
 
 import lagless
-from conftest import produce
+from conftest import consume_n, produce
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def consume_n(c: lagless.Consumer, n: int, deadline_s: float = 30.0) -> List[lagless.Message]:
-    out: List[lagless.Message] = []
-    deadline = time.monotonic() + deadline_s
-    while len(out) < n:
-        assert time.monotonic() < deadline, f"got {len(out)} of {n} messages"
-        out.extend(c.consume(min(500, n - len(out)), timeout=0.5))
-    return out
 
 
 def test_produce_consume_round_trip_keeps_keys_values_headers(bootstrap, make_topic, consumers):

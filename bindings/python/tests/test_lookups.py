@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import List, Set
+from typing import List
 
 import pytest
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
 
 import lagless
-from conftest import produce, unique
+from conftest import consume_n, produce, unique
 
 # Timestamps of the records produced by `produce_timed`: an hour ago, then 10 ms apart.
 BASE = int(time.time() * 1000) - 3_600_000
@@ -24,15 +24,6 @@ def produce_timed(bootstrap: str, topic: str, partition: int, n: int) -> None:
         for i in range(n):
             p.produce(topic, value=f"v{i}".encode(), partition=partition, timestamp=BASE + 10 * i)
         p.flush(30)
-
-
-def consume_n(c: lagless.Consumer, n: int, deadline_s: float = 30.0) -> List[lagless.Message]:
-    out: List[lagless.Message] = []
-    deadline = time.monotonic() + deadline_s
-    while len(out) < n:
-        assert time.monotonic() < deadline, f"got {len(out)} of {n} messages"
-        out.extend(c.consume(min(500, n - len(out)), timeout=0.5))
-    return out
 
 
 def tps(topic: str, *partitions: int) -> List[lagless.TopicPartition]:
@@ -247,109 +238,3 @@ def test_commit_metadata_round_trips_and_an_oversized_one_raises_kafka_error(
     assert e.value.name == "OFFSET_METADATA_TOO_LARGE"
     assert (e.value.topic, e.value.partition) == (topic, 0)
     assert [(tp.offset, tp.metadata) for tp in c.committed(tps(topic, 0), timeout=10)] == [(5, meta)]
-
-
-# KIP-333 recovery streams keep their state in the commit metadata (the `lagless1;...` token).
-# What a user's own metadata does to them:
-COMMITTED = 20
-LOG_END = 420
-
-
-def recovery_member(bootstrap: str, group: str) -> lagless.Consumer:
-    return lagless.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "enable.parallel.rebalance": True,
-            "parallel.rebalance.min.lag": 10,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-        }
-    )
-
-
-def backlog_with_metadata(bootstrap: str, make_topic, group: str, metadata: str) -> str:
-    """A one-partition topic whose group committed COMMITTED with `metadata` (as a manually
-    assigned member, then gone) while the log ends at LOG_END."""
-    topic = make_topic(1, prefix="py-lookups-recovery")
-    produce(bootstrap, topic, LOG_END, partition=0)
-    with lagless.Consumer({"bootstrap.servers": bootstrap, "group.id": group}) as c:
-        c.assign(tps(topic, 0))
-        c.commit([lagless.TopicPartition(topic, 0, COMMITTED, metadata)])
-    return topic
-
-
-def drain(c: lagless.Consumer, first: int, end: int) -> Set[int]:
-    delivered: Set[int] = set()
-    deadline = time.monotonic() + 60
-    while len(delivered) < end - first:
-        assert time.monotonic() < deadline, f"got {len(delivered)} of {end - first} records"
-        for m in c.consume(500, timeout=0.5):
-            assert first <= m.offset < end, f"offset {m.offset} outside [{first}, {end})"
-            assert m.offset not in delivered, f"offset {m.offset} delivered twice"
-            # Nothing was produced after the takeover: every record is backlog, and the backlog
-            # goes to a recovery stream (so the metadata was read, as a token or not).
-            assert m.from_recovery, f"backlog record {m.offset} not from the recovery stream"
-            delivered.add(m.offset)
-    return delivered
-
-
-@pytest.mark.parametrize(
-    "metadata",
-    [
-        "checkpoint=41",  # not a token
-        "lagless1;garbage",  # a corrupt token
-        f"lagless1;m={LOG_END};r=",  # a token claiming more than the committed offset
-    ],
-)
-def test_user_metadata_cannot_make_a_recovery_takeover_skip_records(
-    bootstrap, make_topic, group, consumers, metadata
-):
-    topic = backlog_with_metadata(bootstrap, make_topic, group, metadata)
-    c = recovery_member(bootstrap, group)
-    consumers.append(c)
-    c.subscribe([topic])
-    # The metadata is ignored (with a warning): the takeover starts at the committed offset.
-    assert drain(c, COMMITTED, LOG_END) == set(range(COMMITTED, LOG_END))
-
-
-def test_a_commit_into_a_running_recovery_keeps_the_token_not_the_user_metadata(
-    bootstrap, make_topic, group, consumers
-):
-    topic = backlog_with_metadata(bootstrap, make_topic, group, "")
-    tp = lagless.TopicPartition(topic, 0)
-    first = recovery_member(bootstrap, group)
-    consumers.append(first)
-    first.subscribe([topic])
-    got: List[lagless.Message] = []
-    deadline = time.monotonic() + 60
-    while len(got) < 5:
-        assert time.monotonic() < deadline, f"got {len(got)} of 5 records"
-        m = first.poll(0.5)
-        if m is not None:
-            got.append(m)
-    assert [m.offset for m in got] == list(range(COMMITTED, COMMITTED + 5))
-    assert first.recovery_active(tp)
-    token = f"lagless1;m={LOG_END};r={COMMITTED}-{LOG_END}@{COMMITTED + 5}"
-    # At (or past) the low-water mark of a running recovery: the low-water mark and the token are
-    # committed instead of what was given.
-    first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 5, "mine")])
-    (com,) = first.committed([tp], timeout=10)
-    assert (com.offset, com.metadata) == (COMMITTED + 5, token)
-    (done,) = first.commit([lagless.TopicPartition(topic, 0, LOG_END, "mine")])
-    assert (done.offset, done.metadata) == (COMMITTED + 5, token)  # what was stored
-    (com,) = first.committed([tp], timeout=10)
-    assert (com.offset, com.metadata) == (COMMITTED + 5, token)
-    # Below it: committed as given, metadata included; the next owner starts there.
-    (done,) = first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 2, "mine")])
-    assert (done.offset, done.metadata) == (COMMITTED + 2, "mine")
-    (com,) = first.committed([tp], timeout=10)
-    assert (com.offset, com.metadata) == (COMMITTED + 2, "mine")
-    first.close()
-
-    second = recovery_member(bootstrap, group)
-    consumers.append(second)
-    second.subscribe([topic])
-    assert drain(second, COMMITTED + 2, LOG_END) == set(range(COMMITTED + 2, LOG_END))

@@ -32,25 +32,40 @@ def member(bootstrap: str, group: str, recovery: bool) -> lagless.Consumer:
     return lagless.Consumer(config)
 
 
-def commit_as_departed_member(bootstrap: str, topic: str, group: str, offset: int) -> None:
-    """Commits `offset` of partition 0 as a member that then leaves: the group's state when the
-    partition's previous owner is gone."""
+def commit_as_departed_member(
+    bootstrap: str, topic: str, group: str, offset: int, metadata: str = ""
+) -> None:
+    """Commits `offset` (with `metadata`) of partition 0 as a member that then leaves: the group's
+    state when the partition's previous owner is gone."""
     with member(bootstrap, group, recovery=False) as c:
         c.subscribe([topic])
         deadline = time.monotonic() + 60
         while not c.assignment():
             assert time.monotonic() < deadline, "the first member got no assignment"
             c.poll(0.1)
-        c.commit([lagless.TopicPartition(topic, 0, offset)])
+        c.commit([lagless.TopicPartition(topic, 0, offset, metadata)])
 
 
-def taken_over_with_backlog(bootstrap: str, make_topic, group: str) -> str:
-    """A one-partition topic whose group committed COMMITTED while the log ends at LOG_END."""
+def taken_over_with_backlog(bootstrap: str, make_topic, group: str, metadata: str = "") -> str:
+    """A one-partition topic whose group committed COMMITTED (with `metadata`) while the log ends
+    at LOG_END."""
     topic = make_topic(1, prefix="py-recovery")
     produce(bootstrap, topic, COMMITTED, partition=0)
-    commit_as_departed_member(bootstrap, topic, group, COMMITTED)
+    commit_as_departed_member(bootstrap, topic, group, COMMITTED, metadata)
     produce(bootstrap, topic, LOG_END - COMMITTED, partition=0)
     return topic
+
+
+def poll_one_at_a_time(c: lagless.Consumer, n: int) -> List[lagless.Message]:
+    """`n` records from `poll()`, which returns one at a time."""
+    got: List[lagless.Message] = []
+    deadline = time.monotonic() + 60
+    while len(got) < n:
+        assert time.monotonic() < deadline, f"got {len(got)} of {n} records"
+        m = c.poll(0.5)
+        if m is not None:
+            got.append(m)
+    return got
 
 
 def committed_offset(c: lagless.Consumer, tp: lagless.TopicPartition) -> int:
@@ -159,13 +174,7 @@ def test_a_commit_mid_recovery_makes_the_next_owner_resume_after_what_was_return
     first = member(bootstrap, group, recovery=True)
     consumers.append(first)
     first.subscribe([topic])
-    got: List[lagless.Message] = []
-    deadline = time.monotonic() + 60
-    while len(got) < 5:
-        assert time.monotonic() < deadline, f"got {len(got)} of 5 records"
-        m = first.poll(0.5)
-        if m is not None:
-            got.append(m)
+    got = poll_one_at_a_time(first, 5)
     # No record was produced after the takeover: all five come from the backlog, in order.
     assert [(m.offset, m.from_recovery) for m in got] == [(o, True) for o in range(COMMITTED, COMMITTED + 5)]
     assert first.recovery_active(tp)
@@ -191,3 +200,73 @@ def test_a_commit_mid_recovery_makes_the_next_owner_resume_after_what_was_return
             assert m.offset not in delivered, f"offset {m.offset} delivered twice"
             delivered.add(m.offset)
     assert delivered == set(range(COMMITTED + 5, LOG_END))
+
+
+# KIP-333 recovery streams keep their state in the commit metadata (the `lagless1;...` token).
+# What a user's own metadata does to them:
+def drain(c: lagless.Consumer, first: int, end: int) -> Set[int]:
+    delivered: Set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(delivered) < end - first:
+        assert time.monotonic() < deadline, f"got {len(delivered)} of {end - first} records"
+        for m in c.consume(500, timeout=0.5):
+            assert first <= m.offset < end, f"offset {m.offset} outside [{first}, {end})"
+            assert m.offset not in delivered, f"offset {m.offset} delivered twice"
+            # Nothing was produced after the takeover: every record is backlog, and the backlog
+            # goes to a recovery stream (so the metadata was read, as a token or not).
+            assert m.from_recovery, f"backlog record {m.offset} not from the recovery stream"
+            delivered.add(m.offset)
+    return delivered
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        "checkpoint=41",  # not a token
+        "lagless1;garbage",  # a corrupt token
+        f"lagless1;m={LOG_END};r=",  # a token claiming more than the committed offset
+    ],
+)
+def test_user_metadata_cannot_make_a_recovery_takeover_skip_records(
+    bootstrap, make_topic, group, consumers, metadata
+):
+    topic = taken_over_with_backlog(bootstrap, make_topic, group, metadata)
+    c = member(bootstrap, group, recovery=True)
+    consumers.append(c)
+    c.subscribe([topic])
+    # The metadata is ignored (with a warning): the takeover starts at the committed offset.
+    assert drain(c, COMMITTED, LOG_END) == set(range(COMMITTED, LOG_END))
+
+
+def test_a_commit_into_a_running_recovery_keeps_the_token_not_the_user_metadata(
+    bootstrap, make_topic, group, consumers
+):
+    topic = taken_over_with_backlog(bootstrap, make_topic, group)
+    tp = lagless.TopicPartition(topic, 0)
+    first = member(bootstrap, group, recovery=True)
+    consumers.append(first)
+    first.subscribe([topic])
+    got = poll_one_at_a_time(first, 5)
+    assert [m.offset for m in got] == list(range(COMMITTED, COMMITTED + 5))
+    assert first.recovery_active(tp)
+    token = f"lagless1;m={LOG_END};r={COMMITTED}-{LOG_END}@{COMMITTED + 5}"
+    # At (or past) the low-water mark of a running recovery: the low-water mark and the token are
+    # committed instead of what was given.
+    first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 5, "mine")])
+    (com,) = first.committed([tp], timeout=10)
+    assert (com.offset, com.metadata) == (COMMITTED + 5, token)
+    (done,) = first.commit([lagless.TopicPartition(topic, 0, LOG_END, "mine")])
+    assert (done.offset, done.metadata) == (COMMITTED + 5, token)  # what was stored
+    (com,) = first.committed([tp], timeout=10)
+    assert (com.offset, com.metadata) == (COMMITTED + 5, token)
+    # Below it: committed as given, metadata included; the next owner starts there.
+    (done,) = first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 2, "mine")])
+    assert (done.offset, done.metadata) == (COMMITTED + 2, "mine")
+    (com,) = first.committed([tp], timeout=10)
+    assert (com.offset, com.metadata) == (COMMITTED + 2, "mine")
+    first.close()
+
+    second = member(bootstrap, group, recovery=True)
+    consumers.append(second)
+    second.subscribe([topic])
+    assert drain(second, COMMITTED + 2, LOG_END) == set(range(COMMITTED + 2, LOG_END))

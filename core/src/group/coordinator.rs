@@ -17,7 +17,7 @@ use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, MemberSubscription, RebalanceProtocol};
 use crate::group::member::{Generation, MemberState, Membership, Next};
 use crate::net::Connection;
-use crate::offsets::OffsetAndMetadata;
+use crate::offsets::{CommitResults, OffsetAndMetadata};
 use crate::protocol::consumer_protocol::{
     decode_assignment, decode_learner_assignment_data, decode_subscription, encode_assignment,
     encode_subscription, Assignment, LearnerAssignmentData, Subscription, TopicPartitions,
@@ -698,12 +698,13 @@ impl GroupDriver {
     }
 
     /// OffsetCommit through the member's generation (or as a simple consumer when it has none).
-    /// Returns the result per partition; the whole call fails only when nothing was committed.
+    /// Returns the result per partition, with what was sent for it; the whole call fails only
+    /// when nothing was committed.
     pub async fn commit(
         &self,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
         deadline: Deadline,
-    ) -> Result<Vec<(TopicPartition, Result<()>)>> {
+    ) -> Result<CommitResults> {
         if offsets.is_empty() {
             return Ok(Vec::new());
         }
@@ -724,7 +725,7 @@ impl GroupDriver {
             }
         };
         let mut pending: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.to_vec();
-        let mut results: Vec<(TopicPartition, Result<()>)> = Vec::new();
+        let mut results: CommitResults = Vec::new();
         let mut retry = Retry::new(self.cluster.backoff());
         loop {
             let attempt = async {
@@ -788,7 +789,7 @@ impl GroupDriver {
                     };
                     let entry = pending[pos].clone();
                     if p.error_code == codes::NONE {
-                        results.push((tp, Ok(())));
+                        results.push((tp, entry.1, Ok(())));
                         continue;
                     }
                     let (next, err) = self.membership().on_commit_error(&generation, p.error_code);
@@ -798,7 +799,7 @@ impl GroupDriver {
                             rediscover = true;
                             again.push(entry)
                         }
-                        _ => results.push((tp, Err(with_partition(err, &entry.0)))),
+                        _ => results.push((tp, entry.1, Err(with_partition(err, &entry.0)))),
                     }
                 }
             }
@@ -811,8 +812,8 @@ impl GroupDriver {
             }
             let wait = retry.failed();
             if deadline.remaining() <= wait {
-                for (tp, _) in again {
-                    results.push((tp, Err(deadline.error("OffsetCommit"))));
+                for (tp, om) in again {
+                    results.push((tp, om, Err(deadline.error("OffsetCommit"))));
                 }
                 return Ok(results);
             }
