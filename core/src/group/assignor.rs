@@ -402,8 +402,10 @@ impl Assignor for LearnerStickyAssignor {
                 (_, None) => {}
             }
         }
-        // Anything left out of this generation moves in the next one.
-        let follow_up = (0..plan.target.len()).any(|g| plan.withheld(g));
+        // A partition with a target but no owner in this generation is in transit: it moves in
+        // the next one, which members should start soon. One kept by its owner while a learner
+        // warms up is not: the learner's rejoin, once ready, starts the move.
+        let follow_up = plan.target.iter().filter(|t| t.is_some()).count() > owned.len();
         let mut result = build_result(members, owned);
         for (member, a) in result.iter_mut() {
             let learning: Vec<TopicPartitions> = learning
@@ -1242,6 +1244,54 @@ mod tests {
                     .map(move |p| format!("{}-{p}", tp.topic))
             })
             .collect()
+    }
+
+    fn follow_up_of(a: &Assignment) -> bool {
+        crate::protocol::consumer_protocol::decode_learner_assignment_data(a.user_data.as_ref())
+            .unwrap()
+            .follow_up
+    }
+
+    /// The assignment says a follow-up rebalance is coming exactly when a partition is in
+    /// transit (owned by nobody this generation): not while a learner warms up (its owner keeps
+    /// it), but once the learner is ready and its owner gives the partition up.
+    #[test]
+    fn the_follow_up_flag_is_set_while_partitions_are_in_transit() {
+        let a = LearnerStickyAssignor;
+        let topics = ppt(&[("t", 4)]);
+        let all = [("t", 0), ("t", 1), ("t", 2), ("t", 3)];
+        let owners = || {
+            vec![
+                learner("a", &all[..2], &[], 3),
+                learner("b", &all[2..], &[], 3),
+            ]
+        };
+        let flags = |r: &BTreeMap<String, Assignment>| -> Vec<bool> {
+            r.values().map(follow_up_of).collect()
+        };
+
+        let r = a.assign(&topics, &owners()).unwrap();
+        assert_eq!(flags(&r), [false, false], "a stable group");
+
+        let mut members = owners();
+        members.push(learner("c", &[], &[], UNKNOWN_GENERATION));
+        let r = a.assign(&topics, &members).unwrap();
+        let learned = learning_of(&r["c"]);
+        assert_eq!(learned.len(), 1);
+        assert_eq!(
+            flags(&r),
+            [false; 3],
+            "c warms up, the owner keeps {learned:?}"
+        );
+
+        let p: i32 = learned[0].trim_start_matches("t-").parse().unwrap();
+        let mut members = owners();
+        members.push(learner("c", &[], &[("t", p)], UNKNOWN_GENERATION));
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        let owned_now = r.values().map(|x| flat(x).len()).sum::<usize>();
+        assert_eq!(owned_now, 3, "t-{p} leaves its owner: {r:?}");
+        assert_eq!(flags(&r), [true; 3], "t-{p} is in transit");
     }
 
     /// A learner-sticky member owning `owned` in `generation`, ready for `ready`.
