@@ -124,7 +124,7 @@ impl CListener {
         parts: &[TopicPartition],
     ) -> Result<()> {
         let Some(cb) = cb else { return Ok(()) };
-        let list = lagless_tplist::from_partitions(parts);
+        let list = lagless_tplist::from_partitions(parts.iter().cloned());
         // SAFETY: a C function pointer the caller gave us, called with the caller's opaque
         // pointer, the live consumer and a list that outlives the call.
         let rc = unsafe { cb(opaque.0, self.handle, &list) };
@@ -337,7 +337,7 @@ pub extern "C" fn lagless_consumer_subscription(
         let h = try_ref!(consumer);
         try_out!(out_topics);
         let topics = h.open()?.subscription();
-        let list = lagless_tplist::from_entries(topics.iter().map(|t| (TopicPartition::new(t, -1), LAGLESS_OFFSET_INVALID)));
+        let list = lagless_tplist::from_partitions(topics.iter().map(|t| TopicPartition::new(t, -1)));
         give_list(out_topics, list);
         Ok(())
     }
@@ -436,7 +436,7 @@ pub extern "C" fn lagless_consumer_assignment(
         let h = try_ref!(consumer);
         try_out!(out_partitions);
         let c = h.open()?;
-        let list = lagless_tplist::from_partitions(&c.assignment());
+        let list = lagless_tplist::from_partitions(c.assignment());
         give_list(out_partitions, list);
         Ok(())
     }
@@ -758,7 +758,7 @@ pub extern "C" fn lagless_consumer_partitions_for(
         let topic = try_str!(topic);
         try_out!(out_partitions);
         let parts = h.open()?.partitions_for(topic, api_timeout(timeout_ms))?;
-        let list = lagless_tplist::from_entries(parts.into_iter().map(|p| (TopicPartition::new(topic, p), LAGLESS_OFFSET_INVALID)));
+        let list = lagless_tplist::from_partitions(parts.into_iter().map(|p| TopicPartition::new(topic, p)));
         give_list(out_partitions, list);
         Ok(())
     }
@@ -774,7 +774,7 @@ pub extern "C" fn lagless_consumer_paused(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         try_out!(out_partitions);
-        let list = lagless_tplist::from_partitions(&h.open()?.paused());
+        let list = lagless_tplist::from_partitions(h.open()?.paused());
         give_list(out_partitions, list);
         Ok(())
     }

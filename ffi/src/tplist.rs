@@ -27,18 +27,12 @@ pub(crate) struct TpEntry {
 }
 
 impl lagless_tplist {
-    pub(crate) fn from_partitions(parts: &[TopicPartition]) -> lagless_tplist {
-        Self::from_entries(parts.iter().map(|tp| (tp.clone(), LAGLESS_OFFSET_INVALID)))
-    }
-
-    pub(crate) fn from_entries(
-        entries: impl IntoIterator<Item = (TopicPartition, i64)>,
+    /// A list of `parts`, each with offset `LAGLESS_OFFSET_INVALID`.
+    pub(crate) fn from_partitions(
+        parts: impl IntoIterator<Item = TopicPartition>,
     ) -> lagless_tplist {
         lagless_tplist {
-            items: entries
-                .into_iter()
-                .map(|(tp, offset)| TpEntry::new(tp, offset))
-                .collect(),
+            items: parts.into_iter().map(TpEntry::new).collect(),
         }
     }
 
@@ -73,11 +67,11 @@ impl lagless_tplist {
 }
 
 impl TpEntry {
-    fn new(tp: TopicPartition, offset: i64) -> TpEntry {
+    fn new(tp: TopicPartition) -> TpEntry {
         TpEntry {
             topic: cstring_lossy(&tp.topic),
             tp,
-            offset,
+            offset: LAGLESS_OFFSET_INVALID,
             metadata: CString::default(),
         }
     }
@@ -107,7 +101,7 @@ pub extern "C" fn lagless_tplist_add(
         if partition < 0 {
             return Err(Error::InvalidArgument(format!("partition must be >= 0, got {partition}")));
         }
-        list.items.push(TpEntry::new(TopicPartition::new(topic, partition), LAGLESS_OFFSET_INVALID));
+        list.items.push(TpEntry::new(TopicPartition::new(topic, partition)));
         Ok(())
     }
 }
