@@ -287,10 +287,13 @@ fn first_assignment(events: &[Event], member: &str) -> (Vec<i32>, Instant) {
         .unwrap_or_else(|| panic!("{member} never got a partition"))
 }
 
-/// When a member other than `learner` revoked partition `p`.
+/// When a member other than `learner` last revoked partition `p` (handing it to the learner).
 fn revoked_at(events: &[Event], learner: &str, p: i32) -> Instant {
+    // The last revocation: an earlier one may be a move between owners before the learner
+    // joined (a owned everything before b's first generation).
     events
         .iter()
+        .rev()
         .find_map(|e| match e {
             Event::Revoked(m, ps, at) if *m != learner && ps.contains(&p) => Some(*at),
             _ => None,
