@@ -123,6 +123,11 @@
 #define LAGLESS_ERR_ILLEGAL_STATE 14
 
 /**
+ * SASL authentication failed (wrong credentials, refused mechanism, no token); fatal.
+ */
+#define LAGLESS_ERR_AUTHENTICATION 15
+
+/**
  * lagless hit an internal bug (a Rust panic, caught at the C boundary).
  */
 #define LAGLESS_ERR_PANIC 100

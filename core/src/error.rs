@@ -54,6 +54,10 @@ pub enum Error {
     Callback(String),
     /// The caller is not in a state that allows the call (e.g. `commit` without a group).
     IllegalState(String),
+    /// SASL authentication failed: wrong credentials, a mechanism the broker refuses, a broker
+    /// that could not prove it knows the password (SCRAM), or no token to offer (OAUTHBEARER).
+    /// Fatal: trying again with the same credentials fails the same way.
+    Authentication(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -312,6 +316,7 @@ impl Error {
             Error::Closed => 12,
             Error::Callback(_) => 13,
             Error::IllegalState(_) => 14,
+            Error::Authentication(_) => 15,
         }
     }
 
@@ -332,6 +337,7 @@ impl Error {
             Error::Closed => "CLOSED",
             Error::Callback(_) => "CALLBACK",
             Error::IllegalState(_) => "ILLEGAL_STATE",
+            Error::Authentication(_) => "AUTHENTICATION",
         }
     }
 
@@ -375,7 +381,7 @@ impl Error {
     pub fn is_fatal(&self) -> bool {
         match self {
             Error::Kafka { code, .. } => kafka_error_action(*code) == Action::Fatal,
-            Error::Closed => true,
+            Error::Closed | Error::Authentication(_) => true,
             _ => false,
         }
     }
@@ -421,6 +427,7 @@ impl fmt::Display for Error {
             Error::Closed => write!(f, "the client is closed"),
             Error::Callback(m) => write!(f, "rebalance callback failed: {m}"),
             Error::IllegalState(m) => write!(f, "illegal state: {m}"),
+            Error::Authentication(m) => write!(f, "authentication failed: {m}"),
         }
     }
 }

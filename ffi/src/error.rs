@@ -32,6 +32,8 @@ pub const LAGLESS_ERR_CLOSED: i32 = 12;
 pub const LAGLESS_ERR_CALLBACK: i32 = 13;
 /// The call is not allowed in the handle's state (e.g. commit without `group.id`).
 pub const LAGLESS_ERR_ILLEGAL_STATE: i32 = 14;
+/// SASL authentication failed (wrong credentials, refused mechanism, no token); fatal.
+pub const LAGLESS_ERR_AUTHENTICATION: i32 = 15;
 /// lagless hit an internal bug (a Rust panic, caught at the C boundary).
 pub const LAGLESS_ERR_PANIC: i32 = 100;
 
@@ -203,6 +205,10 @@ mod tests {
             (Error::Closed, LAGLESS_ERR_CLOSED),
             (Error::Callback("x".into()), LAGLESS_ERR_CALLBACK),
             (Error::IllegalState("x".into()), LAGLESS_ERR_ILLEGAL_STATE),
+            (
+                Error::Authentication("x".into()),
+                LAGLESS_ERR_AUTHENTICATION,
+            ),
         ];
         for (e, code) in cases {
             assert_eq!(e.code(), code, "{e}");

@@ -26,6 +26,7 @@ fn class_name(code: i32) -> &'static str {
         12 => "ClosedError",
         13 => "CallbackError",
         14 => "IllegalStateError",
+        15 => "AuthenticationError",
         _ => "LaglessError",
     }
 }

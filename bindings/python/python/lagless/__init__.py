@@ -16,6 +16,7 @@ import atexit
 import logging
 
 from ._errors import (
+    AuthenticationError,
     CallbackError,
     ClosedError,
     CommitFailedError,
@@ -73,6 +74,7 @@ __all__ = [
     "ClosedError",
     "CallbackError",
     "IllegalStateError",
+    "AuthenticationError",
 ]
 
 _logger = logging.getLogger("lagless")

@@ -26,6 +26,7 @@ __all__ = [
     "ClosedError",
     "CallbackError",
     "IllegalStateError",
+    "AuthenticationError",
 ]
 
 
@@ -123,3 +124,7 @@ class CallbackError(LaglessError):
 
 class IllegalStateError(LaglessError):
     """The client is not in a state that allows the call (``commit`` without a group)."""
+
+
+class AuthenticationError(LaglessError, PermissionError):
+    """SASL authentication failed: wrong credentials, a refused mechanism or no token. Fatal."""
