@@ -18,6 +18,8 @@ pub mod offsets;
 pub mod producer;
 pub mod protocol;
 pub mod recovery;
+pub mod sasl;
+pub mod secret;
 pub mod subscription;
 
 pub use config::Config;
