@@ -27,6 +27,7 @@ use crate::secret::Secret;
 
 pub mod oauthbearer;
 mod plain;
+mod scram;
 
 pub use oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider, TokenSource};
 
@@ -183,10 +184,11 @@ pub async fn start_exchange(creds: &SaslCredentials) -> Result<Box<dyn SaslExcha
             Ok(Box::new(plain::PlainExchange::new(user, password)))
         }
         SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
-            let _ = creds.user_and_password()?;
-            Err(Error::Authentication(format!(
-                "{} is not available in this build",
-                creds.mechanism
+            let (user, password) = creds.user_and_password()?;
+            Ok(Box::new(scram::ScramExchange::new(
+                creds.mechanism,
+                user,
+                password,
             )))
         }
         SaslMechanism::OAuthBearer => {
