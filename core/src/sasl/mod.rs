@@ -25,6 +25,7 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 use crate::secret::Secret;
 
+pub mod jaas;
 pub mod oauthbearer;
 mod plain;
 mod scram;
