@@ -204,6 +204,15 @@ class _Reader:
     def i8(self): return self._take(">b")
     def i16(self): return self._take(">h")
     def i32(self): return self._take(">i")
+    def i64(self): return self._take(">q")
+
+    def bytes_(self):
+        n = self.i32()
+        if n < 0:
+            return None
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
 
     def string(self):
         n = self.i16()
