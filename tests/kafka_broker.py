@@ -9,8 +9,9 @@ CLI::
 
     python3 tests/kafka_broker.py fetch
     python3 tests/kafka_broker.py start [--nodes 1|3] [--port P] [--dir D] [--timeout S]
+                                        [--security [--reauth-ms N]]
     python3 tests/kafka_broker.py stop [--dir D] [--keep-data]
-    python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] -- CMD ARGS...
+    python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] [--security] -- CMD ARGS...
     python3 tests/kafka_broker.py create-topic NAME --partitions N [--replication-factor R] [--bootstrap B]
     python3 tests/kafka_broker.py list-topics [--bootstrap B]
     python3 tests/kafka_broker.py describe-cluster [--bootstrap B]
@@ -22,6 +23,14 @@ Python::
         cluster.bootstrap                  # "127.0.0.1:P" ("h:p1,h:p2,h:p3" for 3 nodes)
         cluster.create_topic("t", partitions=3)
         cluster.stop_node(2); cluster.start_node(2); cluster.kill_node(3)
+    with KafkaCluster(security=True) as cluster:   # TLS and SASL listeners too
+        cluster.listener_bootstrap("SASL_SSL"); cluster.env(); cluster.security_dir
+
+--security adds the SECURITY_LISTENERS (TLS with and without client certificates, an expired and
+a wrong-host broker certificate, SASL_PLAINTEXT and SASL_SSL with PLAIN, SCRAM-SHA-256/512 and
+OAUTHBEARER) with certificates made by `openssl` at start; `run` exports their bootstraps as
+LAGLESS_*_BOOTSTRAP and the certificates' directory as LAGLESS_SECURITY_DIR (security.json there
+lists every address, file, user and password).
 """
 
 from __future__ import annotations
