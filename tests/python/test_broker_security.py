@@ -1,0 +1,287 @@
+"""Tests of the security listeners of tests/kafka_broker.py (`--security`): each listener is
+checked with a real TLS handshake (Python's ssl module) or a real SASL exchange (SaslHandshake v1
+and SaslAuthenticate v1 encoded here), against one broker (`secure_kafka`: the one named by
+$LAGLESS_SECURITY_DIR, else one started for the session)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import ssl
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kafka_broker
+from kafka_broker import _Reader, _str, kafka_connect, kafka_exchange
+
+SCRIPT = Path(kafka_broker.__file__).resolve()
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+SASL_AUTHENTICATION_FAILED = 58
+
+
+# --------------------------------------------------------------------------------------------
+# TLS and SASL clients, just enough to prove each listener does what its name says
+# --------------------------------------------------------------------------------------------
+
+def tls_context(cafile: str, cert: str | None = None, key: str | None = None,
+                password: str | None = None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=cafile)  # verifies the chain and the host name
+    if cert:
+        ctx.load_cert_chain(cert, key, password)
+    return ctx
+
+
+def tls_error(address: str, ctx: ssl.SSLContext, server_hostname: str | None = None) -> Exception:
+    """The error of an ApiVersions request over TLS that must fail.  With TLS 1.3 a refused
+    client certificate shows only on the first read, so the request is part of the attempt."""
+    try:
+        with kafka_connect(address, tls=ctx, server_hostname=server_hostname) as s:
+            kafka_exchange(s, 18, 0, b"")
+    except (ssl.SSLError, OSError) as e:
+        return e
+    raise AssertionError(f"TLS to {address} succeeded")
+
+
+def sasl_handshake(sock, mechanism: str) -> tuple[int, list[str]]:
+    r = _Reader(kafka_exchange(sock, SASL_HANDSHAKE, 1, _str(mechanism)))
+    return r.i16(), r.array(r.string)
+
+
+def sasl_authenticate(sock, auth_bytes: bytes) -> dict:
+    """SaslAuthenticate v1 (v1 adds session_lifetime_ms, KIP-368)."""
+    r = _Reader(kafka_exchange(sock, SASL_AUTHENTICATE, 1, struct.pack(">i", len(auth_bytes)) + auth_bytes))
+    return {"error": r.i16(), "message": r.string(), "auth_bytes": r.bytes_(),
+            "session_lifetime_ms": r.i64()}
+
+
+def plain_login(sock, user: str, password: str) -> dict:
+    err, _ = sasl_handshake(sock, "PLAIN")
+    assert err == 0
+    return sasl_authenticate(sock, f"\0{user}\0{password}".encode())
+
+
+def scram_login(sock, mechanism: str, user: str, password: str) -> dict:
+    """RFC 5802 client side; checks the broker's signature when it accepts."""
+    err, _ = sasl_handshake(sock, mechanism)
+    assert err == 0
+    h = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
+    nonce = base64.b64encode(os.urandom(18)).decode()
+    first_bare = f"n={user},r={nonce}"
+    first = sasl_authenticate(sock, f"n,,{first_bare}".encode())
+    if first["error"]:
+        return first
+    server_first = first["auth_bytes"].decode()
+    attrs = dict(kv.split("=", 1) for kv in server_first.split(","))
+    assert attrs["r"].startswith(nonce)
+    salted = hashlib.pbkdf2_hmac(h, password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = hmac.new(salted, b"Client Key", h).digest()
+    final_bare = f"c=biws,r={attrs['r']}"
+    auth_message = f"{first_bare},{server_first},{final_bare}".encode()
+    signature = hmac.new(hashlib.new(h, client_key).digest(), auth_message, h).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    final = sasl_authenticate(sock, f"{final_bare},p={proof}".encode())
+    if final["error"] == 0:
+        server_key = hmac.new(salted, b"Server Key", h).digest()
+        expected = base64.b64encode(hmac.new(server_key, auth_message, h).digest()).decode()
+        assert final["auth_bytes"].decode() == f"v={expected}"
+    return final
+
+
+def unsecured_token(sub: str, lifetime_s: int = 3600) -> str:
+    """An unsigned JWS (alg none), what the broker's default OAUTHBEARER validator accepts."""
+    def b64(obj) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+    now = int(time.time())
+    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + lifetime_s})}."
+
+
+def oauthbearer_login(sock, token: str) -> dict:
+    err, _ = sasl_handshake(sock, "OAUTHBEARER")
+    assert err == 0
+    r = sasl_authenticate(sock, f"n,,\x01auth=Bearer {token}\x01\x01".encode())
+    if r["error"] == 0 and r["auth_bytes"]:  # RFC 7628: an error challenge, answered with ^A
+        r = sasl_authenticate(sock, b"\x01") | {"challenge": r["auth_bytes"].decode()}
+    return r
+
+
+def assert_authenticated(sock) -> None:
+    """After a successful SASL exchange the connection serves Kafka requests."""
+    r = _Reader(kafka_exchange(sock, 18, 0, b""))
+    assert r.i16() == 0
+
+
+# --------------------------------------------------------------------------------------------
+# TLS listeners
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_ssl_listener_verifies_against_the_test_ca(secure_kafka):
+    k = secure_kafka
+    ctx = tls_context(k.file("ca"))
+    for host in ("127.0.0.1", "localhost"):  # both names are in the certificate
+        with kafka_connect(k.listener("SSL"), tls=ctx, server_hostname=host) as s:
+            san = s.getpeercert()["subjectAltName"]
+            assert ("DNS", "localhost") in san and ("IP Address", "127.0.0.1") in san
+            assert _Reader(kafka_exchange(s, 18, 0, b"")).i16() == 0
+    assert 1 in kafka_broker.api_versions(k.listener("SSL"), tls=ctx)  # Metadata is listed
+    e = tls_error(k.listener("SSL"), tls_context(k.file("other_ca")))
+    assert isinstance(e, ssl.SSLCertVerificationError), e
+    assert "unable to get local issuer certificate" in e.verify_message
+
+
+@pytest.mark.slow
+def test_mtls_listener_wants_a_client_certificate(secure_kafka):
+    k = secure_kafka
+    e = tls_error(k.listener("MTLS"), tls_context(k.file("ca")))
+    assert "certificate" in str(e).lower(), e  # e.g. "alert certificate required"
+    ok = [tls_context(k.file("ca"), k.file("client_cert"), k.file("client_key")),
+          tls_context(k.file("ca"), k.file("client_chain"), k.file("client_key_encrypted"),
+                      k.info["client_key_password"])]
+    for ctx in ok:
+        assert 3 in kafka_broker.api_versions(k.listener("MTLS"), tls=ctx)
+    # client.p12 holds the same certificate and key, under its own password.
+    pem = subprocess.run(["openssl", "pkcs12", "-in", k.file("client_p12"), "-nodes",
+                          "-passin", f"pass:{k.info['client_p12_password']}"],
+                         capture_output=True, text=True, check=True).stdout
+    assert pem.count("BEGIN CERTIFICATE") == 2 and "BEGIN PRIVATE KEY" in pem
+    p12_pem = Path(k.dir) / "from-p12.pem"
+    try:
+        p12_pem.write_text(pem)
+        ctx = tls_context(k.file("ca"), str(p12_pem))
+        assert 3 in kafka_broker.api_versions(k.listener("MTLS"), tls=ctx)
+    finally:
+        p12_pem.unlink()
+    # The unencrypted and the encrypted key are the same key, the encrypted one needs the password.
+    with pytest.raises(ssl.SSLError):
+        tls_context(k.file("ca"), k.file("client_cert"), k.file("client_key_encrypted"), "wrong")
+
+
+@pytest.mark.slow
+def test_expired_and_wronghost_listeners_fail_verification_for_their_reason(secure_kafka):
+    k = secure_kafka
+    ctx = tls_context(k.file("ca"))
+    e = tls_error(k.listener("SSL_EXPIRED"), ctx)
+    assert isinstance(e, ssl.SSLCertVerificationError) and e.verify_code == 10, e
+    assert e.verify_message == "certificate has expired"
+    e = tls_error(k.listener("SSL_WRONGHOST"), ctx)
+    assert isinstance(e, ssl.SSLCertVerificationError), e
+    assert e.verify_message.startswith("IP address mismatch")
+    e = tls_error(k.listener("SSL_WRONGHOST"), ctx, server_hostname="localhost")
+    assert isinstance(e, ssl.SSLCertVerificationError), e
+    assert e.verify_message.startswith("Hostname mismatch"), e.verify_message
+    # Both certificates come from the test CA: only the date and the name are wrong.
+    lax = tls_context(k.file("ca"))
+    lax.check_hostname = False
+    assert kafka_broker.api_versions(k.listener("SSL_WRONGHOST"), tls=lax)
+    with kafka_connect(k.listener("SSL_WRONGHOST"), tls=lax) as s:
+        assert s.getpeercert()["subjectAltName"] == (("DNS", "wrong.example"),)
+
+
+# --------------------------------------------------------------------------------------------
+# SASL listeners
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_sasl_listener_offers_the_four_mechanisms_and_checks_plain_passwords(secure_kafka, listener):
+    k = secure_kafka
+    tls = tls_context(k.file("ca")) if listener == "SASL_SSL" else None
+    address = k.listener(listener)
+    with kafka_connect(address, tls=tls) as s:
+        err, mechanisms = sasl_handshake(s, "GSSAPI")
+        assert err == 33  # UNSUPPORTED_SASL_MECHANISM, with the list of those enabled
+        assert sorted(mechanisms) == ["OAUTHBEARER", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+    assert set(k.users) == {"alice", "bob"}
+    for user, password in k.users.items():
+        with kafka_connect(address, tls=tls) as s:
+            r = plain_login(s, user, password)
+            assert r["error"] == 0, r
+            assert r["session_lifetime_ms"] == (k.info["reauth_ms"] or 0)
+            assert_authenticated(s)
+        with kafka_connect(address, tls=tls) as s:
+            r = plain_login(s, user, password + "-wrong")
+            assert r["error"] == SASL_AUTHENTICATION_FAILED, r
+            assert "Invalid username or password" in r["message"]
+    with kafka_connect(address, tls=tls) as s:
+        assert plain_login(s, "alice", k.users["bob"])["error"] == SASL_AUTHENTICATION_FAILED
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_users_exist_for_both_mechanisms(secure_kafka, mechanism):
+    k = secure_kafka
+    for user, password in k.users.items():
+        with kafka_connect(k.listener("SASL_PLAINTEXT")) as s:
+            r = scram_login(s, mechanism, user, password)
+            assert r["error"] == 0, r
+            assert_authenticated(s)
+    with kafka_connect(k.listener("SASL_PLAINTEXT")) as s:
+        r = scram_login(s, mechanism, "alice", "not-" + k.users["alice"])
+        assert r["error"] == SASL_AUTHENTICATION_FAILED, r
+    with kafka_connect(k.listener("SASL_PLAINTEXT")) as s:  # unknown user: refused at once
+        assert scram_login(s, mechanism, "mallory", "x")["error"] == SASL_AUTHENTICATION_FAILED
+
+
+@pytest.mark.slow
+def test_oauthbearer_accepts_unsigned_tokens_until_they_expire(secure_kafka):
+    k = secure_kafka
+    with kafka_connect(k.listener("SASL_SSL"), tls=tls_context(k.file("ca"))) as s:
+        r = oauthbearer_login(s, unsecured_token("alice"))
+        assert r["error"] == 0, r
+        assert_authenticated(s)
+    with kafka_connect(k.listener("SASL_PLAINTEXT")) as s:
+        r = oauthbearer_login(s, unsecured_token("alice", lifetime_s=-60))
+        assert r["error"] == SASL_AUTHENTICATION_FAILED, r  # an expired token is refused
+        assert json.loads(r["challenge"])["status"] == "invalid_token"
+
+
+# --------------------------------------------------------------------------------------------
+# The CLI: `run --security --reauth-ms N -- CMD` exports every listener
+# --------------------------------------------------------------------------------------------
+
+ENV_VARS = ["LAGLESS_BOOTSTRAP", "LAGLESS_SSL_BOOTSTRAP", "LAGLESS_MTLS_BOOTSTRAP",
+            "LAGLESS_SSL_EXPIRED_BOOTSTRAP", "LAGLESS_SSL_WRONGHOST_BOOTSTRAP",
+            "LAGLESS_SASL_PLAINTEXT_BOOTSTRAP", "LAGLESS_SASL_SSL_BOOTSTRAP", "LAGLESS_SECURITY_DIR"]
+
+
+def probe(out: str) -> None:
+    """Runs inside `run --security`: what the environment names, and a SASL_SSL login."""
+    env = {v: os.environ.get(v) for v in ENV_VARS}
+    security_dir = Path(env["LAGLESS_SECURITY_DIR"])
+    info = json.loads((security_dir / "security.json").read_text())
+    with kafka_connect(env["LAGLESS_SASL_SSL_BOOTSTRAP"], tls=tls_context(str(security_dir / "ca.pem"))) as s:
+        login = plain_login(s, "alice", "alice-secret")
+    Path(out).write_text(json.dumps({"env": env, "info": info, "login": {
+        "error": login["error"], "session_lifetime_ms": login["session_lifetime_ms"]},
+        "files": sorted(p.name for p in security_dir.iterdir())}))
+
+
+@pytest.mark.slow
+def test_run_security_exports_every_listener_and_reauth_ms(tmp_path):
+    d, out = tmp_path / "sec", tmp_path / "probe.json"
+    code = (f"import sys; sys.path[:0] = {[str(SCRIPT.parent), str(Path(__file__).parent)]!r}; "
+            f"import test_broker_security as t; t.probe({str(out)!r})")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "run", "--security", "--reauth-ms", "4000",
+                           "--dir", str(d), "--", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text())
+    env, info = got["env"], got["info"]
+    assert all(env[v] for v in ENV_VARS), env
+    ports = [int(env[v].rsplit(":", 1)[1]) for v in ENV_VARS if v.endswith("_BOOTSTRAP")]
+    assert len(set(ports)) == len(ports) == 7
+    for name, listener in info["listeners"].items():
+        assert env[listener["env"]] == listener["bootstrap"]
+    assert info["reauth_ms"] == 4000 and got["login"] == {"error": 0, "session_lifetime_ms": 4000}
+    assert {"ca.pem", "other-ca.pem", "client.pem", "client.key", "client-encrypted.key",
+            "client.p12", "client-chain.pem", "security.json"} <= set(got["files"])
+    assert all(Path(f).parent == Path(env["LAGLESS_SECURITY_DIR"]) for f in info["files"].values())
+    assert not d.exists()  # stopped and removed, certificates included
