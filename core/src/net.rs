@@ -572,6 +572,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
         }
     };
     io.alive.store(false, Ordering::Release);
+    tracing::debug!(broker = %io.addr, error = %why, "connection lost");
     fail_all(&io.pending, why);
 }
 
