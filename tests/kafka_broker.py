@@ -1114,6 +1114,9 @@ logger.clients.level = WARN
             "client_principal": "CN=lagless-client",
             "sasl_mechanisms": SASL_MECHANISMS,
             "users": [{"name": u, "password": pw} for u, pw in SASL_USERS.items()],
+            # OAUTHBEARER: the broker's unsecured validator takes an unsigned JWS (header
+            # {"alg":"none"}) whose "sub" names the principal and whose "exp" is in the future.
+            "oauthbearer": {"validator": "unsecured", "principal_claim": "sub"},
             "reauth_ms": self.reauth_ms,
         }
         (self.security_dir / SECURITY_FILE).write_text(json.dumps(info, indent=2) + "\n")
