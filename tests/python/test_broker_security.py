@@ -359,13 +359,28 @@ def probe(out: str) -> None:
     info = json.loads((security_dir / "security.json").read_text())
     with kafka_connect(env["LAGLESS_SASL_SSL_BOOTSTRAP"], tls=tls_context(str(security_dir / "ca.pem"))) as s:
         login = plain_login(s, "alice", "alice-secret")
-    Path(out).write_text(json.dumps({"env": env, "info": info, "login": {
-        "error": login["error"], "session_lifetime_ms": login["session_lifetime_ms"]},
+        # KIP-368: re-authentication on the live connection is accepted and starts a new
+        # session; a connection that does not re-authenticate is closed once it expires.
+        relogin = plain_login(s, "alice", "alice-secret")
+        t0 = time.monotonic()
+        closed_after = None
+        while closed_after is None and time.monotonic() - t0 < 30:
+            try:
+                assert_authenticated(s)
+                time.sleep(0.2)
+            except OSError:
+                closed_after = time.monotonic() - t0
+    Path(out).write_text(json.dumps({
+        "env": env, "info": info, "closed_after_s": closed_after,
+        "logins": [{"error": r["error"], "session_lifetime_ms": r["session_lifetime_ms"]}
+                   for r in (login, relogin)],
         "files": sorted(p.name for p in security_dir.iterdir())}))
 
 
 @pytest.mark.slow
 def test_run_security_exports_every_listener_and_reauth_ms(tmp_path):
+    """`run --security --reauth-ms 4000`: the command sees every listener; SASL sessions last
+    4 s (the broker says so in SaslAuthenticate and closes a connection that outlives it)."""
     d, out = tmp_path / "sec", tmp_path / "probe.json"
     code = (f"import sys; sys.path[:0] = {[str(SCRIPT.parent), str(Path(__file__).parent)]!r}; "
             f"import test_broker_security as t; t.probe({str(out)!r})")
@@ -380,7 +395,9 @@ def test_run_security_exports_every_listener_and_reauth_ms(tmp_path):
     assert len(set(ports)) == len(ports) == 7
     for name, listener in info["listeners"].items():
         assert env[listener["env"]] == listener["bootstrap"]
-    assert info["reauth_ms"] == 4000 and got["login"] == {"error": 0, "session_lifetime_ms": 4000}
+    assert info["reauth_ms"] == 4000
+    assert got["logins"] == [{"error": 0, "session_lifetime_ms": 4000}] * 2
+    assert got["closed_after_s"] is not None and 3.5 < got["closed_after_s"] < 30, got["closed_after_s"]
     assert {"ca.pem", "other-ca.pem", "client.pem", "client.key", "client-encrypted.key",
             "client.p12", "client-chain.pem", "security.json"} <= set(got["files"])
     assert all(Path(f).parent == Path(env["LAGLESS_SECURITY_DIR"]) for f in info["files"].values())
