@@ -216,6 +216,12 @@ def test_certificates(tmp_path):
     assert files["client_key"].read_text().startswith("-----BEGIN PRIVATE KEY-----")
     assert files["client_key_encrypted"].read_text().startswith("-----BEGIN ENCRYPTED PRIVATE KEY-----")
     assert files["client_chain"].read_text() == files["client_cert"].read_text() + files["ca"].read_text()
+    # The JKS truststore is one Java reads, with the test CA in it.
+    listed = subprocess.run(["keytool", "-list", "-rfc", "-storetype", "JKS", "-keystore", str(files["ca_jks"]),
+                             "-storepass", kafka_broker.JKS_PASSWORD], capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "Alias name: lagless-test-ca" in listed.stdout and "trustedCertEntry" in listed.stdout
+    assert "".join(files["ca"].read_text().split()) in "".join(listed.stdout.split())
 
 
 # --------------------------------------------------------------------------------------------
