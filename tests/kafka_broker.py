@@ -596,10 +596,10 @@ def write_certificates(out: Path) -> dict[str, Path]:
     chain.write_text(client.read_text() + ca_pem.read_text())
     jks = out / "ca-truststore.jks"
     jks.write_bytes(_jks_truststore({"lagless-test-ca": ca_pem}, JKS_PASSWORD))
-    return {"ca_jks": jks, "ca": ca_pem, "other_ca": other_ca, "broker_cert": broker, "broker_key": broker_key,
-            "broker_expired_cert": expired, "broker_wronghost_cert": wronghost,
-            "client_cert": client, "client_key": client_key, "client_key_encrypted": encrypted,
-            "client_p12": p12, "client_chain": chain}
+    return {"ca": ca_pem, "other_ca": other_ca, "ca_jks": jks,
+            "broker_cert": broker, "broker_key": broker_key, "broker_expired_cert": expired,
+            "broker_wronghost_cert": wronghost, "client_cert": client, "client_key": client_key,
+            "client_key_encrypted": encrypted, "client_p12": p12, "client_chain": chain}
 
 
 def _jks_truststore(certs: dict[str, Path], password: str) -> bytes:
@@ -1130,7 +1130,7 @@ logger.clients.level = WARN
             "listeners": {name: {"security_protocol": proto, "bootstrap": self.listener_bootstrap(name),
                                  "env": var} for name, (proto, var) in SECURITY_LISTENERS.items()},
             "plaintext_bootstrap": self.bootstrap,
-            "files": {name: str(path) for name, path in self.certs.items() if name != "broker_key"},
+            "files": {name: str(path) for name, path in self.certs.items()},
             "client_key_password": CLIENT_KEY_PASSWORD,
             "client_p12_password": CLIENT_P12_PASSWORD,
             "jks_password": JKS_PASSWORD,
@@ -1365,6 +1365,8 @@ def main(argv: list[str] | None = None) -> int:
     sp.set_defaults(fn=cmd_fetch)
 
     a = p.parse_args(argv)
+    if getattr(a, "reauth_ms", None) is not None and not a.security:
+        p.error("--reauth-ms needs --security (it applies to the SASL listeners)")
     try:
         return a.fn(a)
     except BrokerError as e:
