@@ -501,6 +501,7 @@ SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 CLIENT_KEY_PASSWORD = "client-key-secret"   # client-encrypted.key
 CLIENT_P12_PASSWORD = "client-p12-secret"   # client.p12
+JKS_PASSWORD = "truststore-secret"          # ca-truststore.jks
 SECURITY_FILE = "security.json"
 
 _OPENSSL_CA_CONF = """\
@@ -528,7 +529,8 @@ def write_certificates(out: Path) -> dict[str, Path]:
     EC P-256 (milliseconds to make, where RSA takes a second on a loaded machine), unencrypted
     PKCS#8, except client-encrypted.key (PKCS#8, AES-256, CLIENT_KEY_PASSWORD) and client.p12
     (client certificate + key + CA, CLIENT_P12_PASSWORD).  client-chain.pem is client.pem
-    followed by ca.pem."""
+    followed by ca.pem.  ca-truststore.jks holds ca.pem in the JKS format (JKS_PASSWORD), for
+    the error a JKS store gets where only PEM and PKCS#12 are read."""
     openssl = shutil.which("openssl")
     if not openssl:
         raise BrokerError("openssl not found on PATH: --security needs it to make test certificates")
@@ -592,10 +594,30 @@ def write_certificates(out: Path) -> dict[str, Path]:
          "-name", "lagless-client", "-out", str(p12), "-passout", f"pass:{CLIENT_P12_PASSWORD}")
     chain = out / "client-chain.pem"
     chain.write_text(client.read_text() + ca_pem.read_text())
-    return {"ca": ca_pem, "other_ca": other_ca, "broker_cert": broker, "broker_key": broker_key,
-            "broker_expired_cert": expired, "broker_wronghost_cert": wronghost,
-            "client_cert": client, "client_key": client_key, "client_key_encrypted": encrypted,
-            "client_p12": p12, "client_chain": chain}
+    jks = out / "ca-truststore.jks"
+    jks.write_bytes(_jks_truststore({"lagless-test-ca": ca_pem}, JKS_PASSWORD))
+    return {"ca": ca_pem, "other_ca": other_ca, "ca_jks": jks,
+            "broker_cert": broker, "broker_key": broker_key, "broker_expired_cert": expired,
+            "broker_wronghost_cert": wronghost, "client_cert": client, "client_key": client_key,
+            "client_key_encrypted": encrypted, "client_p12": p12, "client_chain": chain}
+
+
+def _jks_truststore(certs: dict[str, Path], password: str) -> bytes:
+    """A Java KeyStore (JKS, version 2) of trusted-certificate entries, as keytool writes it: what
+    a JVM-made truststore looks like, without a JVM start."""
+    def utf(s: str) -> bytes:
+        b = s.encode()
+        return struct.pack(">H", len(b)) + b
+
+    body = struct.pack(">Iii", 0xFEEDFEED, 2, len(certs))
+    for alias, path in certs.items():
+        pem = path.read_text()
+        der = base64.b64decode("".join(pem.split("-----")[2].split()))
+        body += struct.pack(">i", 2) + utf(alias) + struct.pack(">q", int(time.time() * 1000))
+        body += utf("X.509") + struct.pack(">i", len(der)) + der
+    # Integrity: SHA-1 over the password's UTF-16 code units, a fixed salt, then the store.
+    digest = hashlib.sha1(password.encode("utf-16-be") + b"Mighty Aphrodite" + body).digest()
+    return body + digest
 
 
 def _inline_pem(path: Path) -> str:
@@ -1108,12 +1130,16 @@ logger.clients.level = WARN
             "listeners": {name: {"security_protocol": proto, "bootstrap": self.listener_bootstrap(name),
                                  "env": var} for name, (proto, var) in SECURITY_LISTENERS.items()},
             "plaintext_bootstrap": self.bootstrap,
-            "files": {name: str(path) for name, path in self.certs.items() if name != "broker_key"},
+            "files": {name: str(path) for name, path in self.certs.items()},
             "client_key_password": CLIENT_KEY_PASSWORD,
             "client_p12_password": CLIENT_P12_PASSWORD,
+            "jks_password": JKS_PASSWORD,
             "client_principal": "CN=lagless-client",
             "sasl_mechanisms": SASL_MECHANISMS,
             "users": [{"name": u, "password": pw} for u, pw in SASL_USERS.items()],
+            # OAUTHBEARER: the broker's unsecured validator takes an unsigned JWS (header
+            # {"alg":"none"}) whose "sub" names the principal and whose "exp" is in the future.
+            "oauthbearer": {"validator": "unsecured", "principal_claim": "sub"},
             "reauth_ms": self.reauth_ms,
         }
         (self.security_dir / SECURITY_FILE).write_text(json.dumps(info, indent=2) + "\n")
@@ -1339,6 +1365,8 @@ def main(argv: list[str] | None = None) -> int:
     sp.set_defaults(fn=cmd_fetch)
 
     a = p.parse_args(argv)
+    if getattr(a, "reauth_ms", None) is not None and not a.security:
+        p.error("--reauth-ms needs --security (it applies to the SASL listeners)")
     try:
         return a.fn(a)
     except BrokerError as e:

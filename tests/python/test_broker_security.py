@@ -119,6 +119,112 @@ def assert_authenticated(sock) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# The broker properties, from literal inputs (no broker)
+# --------------------------------------------------------------------------------------------
+
+def props_of(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def test_without_security_the_listeners_are_as_before():
+    node = kafka_broker.Node(1, 9092, 9093, Path("/n"))
+    node.listener_ports = {"SSL": 9094}  # ignored without certificates
+    assert kafka_broker.listener_properties(node, None, None) == (
+        "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
+        "advertised.listeners=PLAINTEXT://127.0.0.1:9092\n"
+        "controller.listener.names=CONTROLLER\n"
+        "inter.broker.listener.name=PLAINTEXT\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n")
+
+
+def test_security_listener_properties(tmp_path):
+    certs = {}
+    for name in ("ca", "broker_cert", "broker_key", "broker_expired_cert", "broker_wronghost_cert"):
+        certs[name] = tmp_path / f"{name}.pem"
+        certs[name].write_text(f"-----BEGIN {name}-----\nAAAA\n-----END {name}-----\n")
+    node = kafka_broker.Node(1, 9092, 9093, Path("/n"))
+    node.listener_ports = dict(zip(kafka_broker.SECURITY_LISTENERS, range(9100, 9106)))
+    p = props_of(kafka_broker.listener_properties(node, certs, None))
+    assert p["listeners"] == ("PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9100,MTLS://127.0.0.1:9101,"
+                              "SSL_EXPIRED://127.0.0.1:9102,SSL_WRONGHOST://127.0.0.1:9103,"
+                              "SASL_PLAINTEXT://127.0.0.1:9104,SASL_SSL://127.0.0.1:9105,"
+                              "CONTROLLER://127.0.0.1:9093")
+    assert p["advertised.listeners"] == p["listeners"].rsplit(",", 1)[0]
+    assert p["listener.security.protocol.map"] == (
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SSL_EXPIRED:SSL,SSL_WRONGHOST:SSL,"
+        "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")
+    assert p["inter.broker.listener.name"] == "PLAINTEXT"
+    # Client certificates: required on MTLS only.
+    assert p["ssl.client.auth"] == "none" and p["listener.name.mtls.ssl.client.auth"] == "required"
+    assert [k for k in p if k.endswith("ssl.client.auth")] == ["ssl.client.auth",
+                                                               "listener.name.mtls.ssl.client.auth"]
+    # Each TLS listener's certificate, inline with escaped newlines.
+    inline = lambda name: f"-----BEGIN {name}-----\\nAAAA\\n-----END {name}-----"  # noqa: E731
+    assert p["ssl.keystore.certificate.chain"] == inline("broker_cert")
+    assert p["listener.name.ssl_expired.ssl.keystore.certificate.chain"] == inline("broker_expired_cert")
+    assert p["listener.name.ssl_wronghost.ssl.keystore.certificate.chain"] == inline("broker_wronghost_cert")
+    for prefix in ("", "listener.name.ssl_expired.", "listener.name.ssl_wronghost."):
+        assert p[f"{prefix}ssl.keystore.key"] == inline("broker_key")
+        assert p[f"{prefix}ssl.keystore.type"] == "PEM"
+    assert p["ssl.truststore.location"] == str(certs["ca"])
+    # Every SASL listener x mechanism pair has its JAAS line (else the broker does not start).
+    for listener in ("sasl_plaintext", "sasl_ssl"):
+        assert p[f"listener.name.{listener}.sasl.enabled.mechanisms"] == \
+            "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
+        jaas = {m: p[f"listener.name.{listener}.{m}.sasl.jaas.config"]
+                for m in ("plain", "scram-sha-256", "scram-sha-512", "oauthbearer")}
+        assert 'user_alice="alice-secret" user_bob="bob-secret";' in jaas["plain"]
+        assert "ScramLoginModule required;" in jaas["scram-sha-512"]
+        assert "OAuthBearerLoginModule required;" in jaas["oauthbearer"]
+    assert "connections.max.reauth.ms" not in p
+    with_reauth = props_of(kafka_broker.listener_properties(node, certs, 4000))
+    assert with_reauth["connections.max.reauth.ms"] == "4000"
+
+
+def test_scram_users_are_created_for_both_mechanisms_at_format():
+    args = kafka_broker.scram_format_args()
+    assert args[0::2] == ["--add-scram"] * 4
+    assert args[1::2] == ["SCRAM-SHA-256=[name=alice,password=alice-secret]",
+                          "SCRAM-SHA-256=[name=bob,password=bob-secret]",
+                          "SCRAM-SHA-512=[name=alice,password=alice-secret]",
+                          "SCRAM-SHA-512=[name=bob,password=bob-secret]"]
+
+
+def test_certificates(tmp_path):
+    files = kafka_broker.write_certificates(tmp_path)
+
+    def show(name: str) -> str:
+        return subprocess.run(["openssl", "x509", "-in", str(files[name]), "-noout", "-subject",
+                               "-issuer", "-checkend", "0", "-ext",
+                               "subjectAltName,extendedKeyUsage,basicConstraints"],
+                              capture_output=True, text=True).stdout
+
+    broker, client = show("broker_cert"), show("client_cert")
+    assert "DNS:localhost, IP Address:127.0.0.1" in broker
+    assert "TLS Web Server Authentication, TLS Web Client Authentication" in broker
+    assert "TLS Web Client Authentication" in client and "Server Authentication" not in client
+    assert "CN = lagless-client" in client and "CA:FALSE" in client
+    assert "Certificate will not expire" in broker and "Certificate will expire" in show("broker_expired_cert")
+    assert "DNS:wrong.example" in show("broker_wronghost_cert") and "127.0.0.1" not in show("broker_wronghost_cert")
+    for name in ("broker_cert", "broker_expired_cert", "broker_wronghost_cert", "client_cert"):
+        verify = subprocess.run(["openssl", "verify", "-CAfile", str(files["ca"]), "-no_check_time",
+                                 str(files[name])], capture_output=True, text=True)
+        assert verify.returncode == 0, verify.stderr  # all issued by the test CA
+    other = subprocess.run(["openssl", "verify", "-CAfile", str(files["other_ca"]), str(files["broker_cert"])],
+                           capture_output=True, text=True)
+    assert other.returncode != 0
+    assert files["client_key"].read_text().startswith("-----BEGIN PRIVATE KEY-----")
+    assert files["client_key_encrypted"].read_text().startswith("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    assert files["client_chain"].read_text() == files["client_cert"].read_text() + files["ca"].read_text()
+    # The JKS truststore is one Java reads, with the test CA in it.
+    listed = subprocess.run(["keytool", "-list", "-rfc", "-storetype", "JKS", "-keystore", str(files["ca_jks"]),
+                             "-storepass", kafka_broker.JKS_PASSWORD], capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "Alias name: lagless-test-ca" in listed.stdout and "trustedCertEntry" in listed.stdout
+    assert "".join(files["ca"].read_text().split()) in "".join(listed.stdout.split())
+
+
+# --------------------------------------------------------------------------------------------
 # TLS listeners
 # --------------------------------------------------------------------------------------------
 
@@ -259,13 +365,28 @@ def probe(out: str) -> None:
     info = json.loads((security_dir / "security.json").read_text())
     with kafka_connect(env["LAGLESS_SASL_SSL_BOOTSTRAP"], tls=tls_context(str(security_dir / "ca.pem"))) as s:
         login = plain_login(s, "alice", "alice-secret")
-    Path(out).write_text(json.dumps({"env": env, "info": info, "login": {
-        "error": login["error"], "session_lifetime_ms": login["session_lifetime_ms"]},
+        # KIP-368: re-authentication on the live connection is accepted and starts a new
+        # session; a connection that does not re-authenticate is closed once it expires.
+        relogin = plain_login(s, "alice", "alice-secret")
+        t0 = time.monotonic()
+        closed_after = None
+        while closed_after is None and time.monotonic() - t0 < 30:
+            try:
+                assert_authenticated(s)
+                time.sleep(0.2)
+            except OSError:
+                closed_after = time.monotonic() - t0
+    Path(out).write_text(json.dumps({
+        "env": env, "info": info, "closed_after_s": closed_after,
+        "logins": [{"error": r["error"], "session_lifetime_ms": r["session_lifetime_ms"]}
+                   for r in (login, relogin)],
         "files": sorted(p.name for p in security_dir.iterdir())}))
 
 
 @pytest.mark.slow
 def test_run_security_exports_every_listener_and_reauth_ms(tmp_path):
+    """`run --security --reauth-ms 4000`: the command sees every listener; SASL sessions last
+    4 s (the broker says so in SaslAuthenticate and closes a connection that outlives it)."""
     d, out = tmp_path / "sec", tmp_path / "probe.json"
     code = (f"import sys; sys.path[:0] = {[str(SCRIPT.parent), str(Path(__file__).parent)]!r}; "
             f"import test_broker_security as t; t.probe({str(out)!r})")
@@ -280,7 +401,9 @@ def test_run_security_exports_every_listener_and_reauth_ms(tmp_path):
     assert len(set(ports)) == len(ports) == 7
     for name, listener in info["listeners"].items():
         assert env[listener["env"]] == listener["bootstrap"]
-    assert info["reauth_ms"] == 4000 and got["login"] == {"error": 0, "session_lifetime_ms": 4000}
+    assert info["reauth_ms"] == 4000
+    assert got["logins"] == [{"error": 0, "session_lifetime_ms": 4000}] * 2
+    assert got["closed_after_s"] is not None and 3.5 < got["closed_after_s"] < 30, got["closed_after_s"]
     assert {"ca.pem", "other-ca.pem", "client.pem", "client.key", "client-encrypted.key",
             "client.p12", "client-chain.pem", "security.json"} <= set(got["files"])
     assert all(Path(f).parent == Path(env["LAGLESS_SECURITY_DIR"]) for f in info["files"].values())

@@ -333,7 +333,7 @@ mod tests {
         let cases = [
             ("", "class name"),
             ("=x", "class name"),
-            (&*format!("{PLAIN}"), "control flag"),
+            (PLAIN, "control flag"),
             (
                 &*format!("{PLAIN} mandatory;"),
                 "`mandatory` is not a login module control flag",
