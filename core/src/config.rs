@@ -1509,10 +1509,16 @@ mod tests {
     fn unsupported_kafka_features_say_so() {
         Config::new().set("security.protocol", "plaintext").unwrap();
         let (_, m) = set_err("ssl.keystore.type", "JKS");
-        assert!(m.contains("keytool -importkeystore") && m.contains("PKCS12"), "{m}");
+        assert!(
+            m.contains("keytool -importkeystore") && m.contains("PKCS12"),
+            "{m}"
+        );
         let (key, m) = set_err("sasl.mechanism", "GSSAPI");
         assert_eq!(key, "sasl.mechanism");
-        assert!(m.contains("not supported") && m.contains("SCRAM-SHA-512"), "{m}");
+        assert!(
+            m.contains("not supported") && m.contains("SCRAM-SHA-512"),
+            "{m}"
+        );
         let (_, m) = set_err("allow.auto.create.topics", "true");
         assert!(m.contains("never creates topics"), "{m}");
         let (_, m) = set_err("group.protocol", "consumer");

@@ -90,6 +90,7 @@ impl Connection {
             alive: alive.clone(),
             addr: addr.to_string(),
             plaintext: security.tls().is_none(),
+            client_certificate: security.tls().is_some_and(|t| t.has_client_certificate()),
         };
         let tasks = match security.tls() {
             None => {
@@ -101,17 +102,17 @@ impl Connection {
             }
             Some(tls) => {
                 let remaining = setup_deadline.saturating_duration_since(Instant::now());
-                let stream = match tokio::time::timeout(remaining, tls.handshake(addr, stream)).await
-                {
-                    Ok(s) => s?,
-                    Err(_) => {
-                        return Err(Error::Transport(format!(
-                            "TLS handshake with broker {addr}: no answer within \
+                let stream =
+                    match tokio::time::timeout(remaining, tls.handshake(addr, stream)).await {
+                        Ok(s) => s?,
+                        Err(_) => {
+                            return Err(Error::Transport(format!(
+                                "TLS handshake with broker {addr}: no answer within \
                              socket.connection.setup.timeout.ms ({} ms)",
-                            setup_timeout.as_millis()
-                        )))
-                    }
-                };
+                                setup_timeout.as_millis()
+                            )))
+                        }
+                    };
                 let (read, write) = tokio::io::split(stream);
                 vec![
                     tokio::spawn(write_loop(write, rx, control_rx, io.clone())),
@@ -399,8 +400,8 @@ async fn authenticate(
     authenticate_version: i16,
 ) -> Result<Option<Duration>> {
     let mechanism = creds.mechanism;
-    let handshake = SaslHandshakeRequest::default()
-        .with_mechanism(StrBytes::from_static_str(mechanism.name()));
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism.name()));
     let resp = wire.call(&handshake, 1).await?;
     match resp.error_code {
         codes::NONE => {}
@@ -492,6 +493,8 @@ struct Io {
     addr: String,
     /// No TLS underneath: a TLS record coming back means the listener wants TLS.
     plaintext: bool,
+    /// TLS with a client certificate (see [`tls::describe`]).
+    client_certificate: bool,
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
@@ -533,7 +536,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
     let why = loop {
         let mut len = [0u8; 4];
         if let Err(e) = r.read_exact(&mut len).await {
-            break lost(&io.addr, "connection lost", &e);
+            break lost(&io, "connection lost", &e);
         }
         // A TLS alert record (content type 21, version 3.x): the listener speaks TLS and has
         // just refused what it read as a ClientHello.
@@ -554,7 +557,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
         }
         let mut buf = BytesMut::zeroed(len as usize);
         if let Err(e) = r.read_exact(&mut buf).await {
-            break lost(&io.addr, "connection lost mid-response", &e);
+            break lost(&io, "connection lost mid-response", &e);
         }
         let frame = buf.freeze();
         let id = match wire::response_correlation_id(&frame) {
@@ -578,9 +581,37 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
 
 /// The error of a broken connection; a TLS failure (an alert from the broker: say, it wanted a
 /// client certificate) says which and is not retried.
-fn lost(addr: &str, what: &str, e: &std::io::Error) -> Error {
+fn lost(io: &Io, what: &str, e: &std::io::Error) -> Error {
     match tls::rustls_error(e) {
-        Some(t) => Error::Authentication(format!("TLS with broker {addr} failed: {}", tls::describe(t))),
-        None => Error::Transport(format!("broker {addr}: {what}: {e}")),
+        Some(t) => Error::Authentication(format!(
+            "TLS with broker {} failed: {}",
+            io.addr,
+            tls::describe(t, io.client_certificate)
+        )),
+        None => Error::Transport(format!("broker {}: {what}: {e}", io.addr)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn re_authentication_comes_between_85_and_95_percent_of_the_session() {
+        let session = Duration::from_millis(3000);
+        assert_eq!(
+            reauthentication_delay(session, 0.0),
+            Duration::from_millis(2550)
+        );
+        assert_eq!(
+            reauthentication_delay(session, 1.0),
+            Duration::from_millis(2850)
+        );
+        assert_eq!(
+            reauthentication_delay(session, 7.0),
+            Duration::from_millis(2850)
+        );
+        let d = reauthentication_delay(session, 0.5);
+        assert!(d > Duration::from_millis(2550) && d < Duration::from_millis(2850));
     }
 }

@@ -128,8 +128,8 @@ fn round_trip(security: &Config, records: usize, extra: &[(&str, &str)]) {
         .collect();
     let committed = consumer.committed(&parts, None).unwrap();
     for (tp, o) in committed {
-        let expected = (records as i64 + PARTITIONS as i64 - 1 - tp.partition as i64)
-            / PARTITIONS as i64;
+        let expected =
+            (records as i64 + PARTITIONS as i64 - 1 - tp.partition as i64) / PARTITIONS as i64;
         assert_eq!(o.map(|o| o.offset), Some(expected), "{tp:?}");
     }
     consumer.close(None).unwrap();
@@ -158,7 +158,10 @@ fn check_exactly_once(seen: &BTreeMap<(i32, i64), usize>, records: usize, from: 
         records.saturating_sub(seen.len())
     );
     for (&(p, o), _) in seen {
-        assert!((0..PARTITIONS).contains(&p) && o >= from, "unexpected {p}/{o}");
+        assert!(
+            (0..PARTITIONS).contains(&p) && o >= from,
+            "unexpected {p}/{o}"
+        );
     }
 }
 
@@ -335,7 +338,9 @@ fn consumer_error(c: &Config, within: Duration) -> (Error, Duration) {
         Ok(consumer) => consumer,
         Err(e) => return (e, started.elapsed()),
     };
-    consumer.subscribe(&["lagless-security-error"], None).unwrap();
+    consumer
+        .subscribe(&["lagless-security-error"], None)
+        .unwrap();
     while started.elapsed() < within {
         if let Err(e) = consumer.poll(Duration::from_millis(100)) {
             return (e, started.elapsed());
@@ -366,7 +371,12 @@ fn assert_auth_error(c: &Config, names: &[&str], secrets: &[&str]) {
 #[test]
 fn a_wrong_password_is_an_authentication_error_naming_mechanism_and_broker() {
     let broker = env("LAGLESS_SASL_SSL_BOOTSTRAP");
-    let c = sasl("SASL_SSL", "SCRAM-SHA-512", "alice", "not-alice-s-password-42");
+    let c = sasl(
+        "SASL_SSL",
+        "SCRAM-SHA-512",
+        "alice",
+        "not-alice-s-password-42",
+    );
     assert_auth_error(
         &c,
         &["SCRAM-SHA-512", &broker, "SASL_AUTHENTICATION_FAILED"],
@@ -395,7 +405,11 @@ fn an_unknown_user_is_an_authentication_error() {
 fn an_untrusted_broker_certificate_is_reported_as_such() {
     let other = file("other-ca.pem");
     let c = ssl("LAGLESS_SSL_BOOTSTRAP", &[("ssl.ca.location", &other)]);
-    assert_auth_error(&c, &["TLS", "not trusted", &env("LAGLESS_SSL_BOOTSTRAP")], &[]);
+    assert_auth_error(
+        &c,
+        &["TLS", "not trusted", &env("LAGLESS_SSL_BOOTSTRAP")],
+        &[],
+    );
 }
 
 #[test]
@@ -418,7 +432,24 @@ fn an_expired_broker_certificate_is_reported_as_such() {
 #[test]
 fn mutual_tls_without_a_client_certificate_says_one_is_required() {
     let c = ssl("LAGLESS_MTLS_BOOTSTRAP", &[]);
-    assert_auth_error(&c, &["TLS", "client certificate"], &[]);
+    assert_auth_error(&c, &["TLS", "requires a client certificate"], &[]);
+}
+
+#[test]
+fn a_jks_truststore_is_refused_with_how_to_convert_it() {
+    let c = config(
+        &env("LAGLESS_SSL_BOOTSTRAP"),
+        &[
+            ("security.protocol", "SSL"),
+            ("ssl.truststore.location", &file("ca-truststore.jks")),
+        ],
+    );
+    let e = Consumer::from_config(&c).err().expect("an error");
+    assert!(
+        matches!(&e, Error::Config { key, .. } if key == "ssl.truststore.location"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("keytool -importkeystore"), "{e}");
 }
 
 #[test]
@@ -432,7 +463,10 @@ fn a_tls_client_on_a_plaintext_listener_says_the_protocol_mismatches() {
     let ca = file("ca.pem");
     let text = std::fs::read_to_string(file("security.json")).unwrap();
     let key = "\"plaintext_bootstrap\": \"";
-    let start = text.find(key).expect("plaintext_bootstrap in security.json") + key.len();
+    let start = text
+        .find(key)
+        .expect("plaintext_bootstrap in security.json")
+        + key.len();
     let plaintext = &text[start..start + text[start..].find('"').unwrap()];
     let c = config(
         plaintext,
@@ -464,7 +498,10 @@ fn files_that_do_not_open_fail_at_creation_naming_the_key() {
         &[("ssl.ca.location", "/nonexistent/ca.pem")],
     );
     let e = Consumer::from_config(&c).err().expect("an error");
-    assert!(matches!(&e, Error::Config { key, .. } if key == "ssl.ca.location"), "{e}");
+    assert!(
+        matches!(&e, Error::Config { key, .. } if key == "ssl.ca.location"),
+        "{e}"
+    );
     let (cert, key) = (file("client.pem"), file("client-encrypted.key"));
     let c = ssl(
         "LAGLESS_MTLS_BOOTSTRAP",
@@ -475,7 +512,10 @@ fn files_that_do_not_open_fail_at_creation_naming_the_key() {
         ],
     );
     let e = Producer::from_config(&c).err().expect("an error");
-    assert!(matches!(&e, Error::Config { key, .. } if key == "ssl.key.password"), "{e}");
+    assert!(
+        matches!(&e, Error::Config { key, .. } if key == "ssl.key.password"),
+        "{e}"
+    );
     assert!(!e.to_string().contains("wrong-key-password-9"), "{e}");
     let c = config(
         &env("LAGLESS_MTLS_BOOTSTRAP"),
@@ -486,7 +526,10 @@ fn files_that_do_not_open_fail_at_creation_naming_the_key() {
         ],
     );
     let e = Producer::from_config(&c).err().expect("an error");
-    assert!(matches!(&e, Error::Config { key, .. } if key == "ssl.keystore.location"), "{e}");
+    assert!(
+        matches!(&e, Error::Config { key, .. } if key == "ssl.keystore.location"),
+        "{e}"
+    );
     assert!(e.to_string().contains("password is wrong"), "{e}");
     assert!(!e.to_string().contains("wrong-p12-password-9"), "{e}");
 }
@@ -496,11 +539,7 @@ fn files_that_do_not_open_fail_at_creation_naming_the_key() {
 struct Events(Arc<Mutex<Vec<String>>>);
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Events {
-    fn on_event(
-        &self,
-        event: &tracing::Event<'_>,
-        _: tracing_subscriber::layer::Context<'_, S>,
-    ) {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         struct Visit(String);
         impl tracing::field::Visit for Visit {
             fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
@@ -527,7 +566,13 @@ impl ReauthBroker {
         let dir = std::env::temp_dir().join(format!("lagless-reauth-{}", std::process::id()));
         let out = std::process::Command::new("python3")
             .arg(&harness)
-            .args(["start", "--security", "--reauth-ms", &reauth_ms.to_string(), "--dir"])
+            .args([
+                "start",
+                "--security",
+                "--reauth-ms",
+                &reauth_ms.to_string(),
+                "--dir",
+            ])
             .arg(&dir)
             .output()
             .expect("python3 runs the broker harness");
@@ -608,7 +653,10 @@ fn sessions_are_renewed_on_live_connections_without_a_gap() {
     while started.elapsed() < run_for {
         for _ in 0..20 {
             producer
-                .send(ProducerRecord::new(&topic, format!("v{sent}")).with_partition(sent as i32 % PARTITIONS))
+                .send(
+                    ProducerRecord::new(&topic, format!("v{sent}"))
+                        .with_partition(sent as i32 % PARTITIONS),
+                )
                 .unwrap();
             sent += 1;
         }
@@ -639,7 +687,10 @@ fn sessions_are_renewed_on_live_connections_without_a_gap() {
     producer.close(Duration::from_secs(10)).unwrap();
 
     let log = events.0.lock().unwrap().clone();
-    let renewed = log.iter().filter(|l| l.contains("re-authenticated")).count();
+    let renewed = log
+        .iter()
+        .filter(|l| l.contains("re-authenticated"))
+        .count();
     let failed: Vec<_> = log
         .iter()
         .filter(|l| l.contains("re-authentication failed") || l.contains("connection lost"))
@@ -647,6 +698,12 @@ fn sessions_are_renewed_on_live_connections_without_a_gap() {
     println!("{sent} records, {renewed} re-authentications, longest gap {longest_gap:?}");
     assert!(failed.is_empty(), "{failed:#?}");
     // Every connection renews about every 2.5-2.9 s; a producer and a consumer hold several.
-    assert!(renewed >= 4, "only {renewed} re-authentications in {run_for:?}");
-    assert!(longest_gap < Duration::from_secs(2), "a gap of {longest_gap:?}");
+    assert!(
+        renewed >= 4,
+        "only {renewed} re-authentications in {run_for:?}"
+    );
+    assert!(
+        longest_gap < Duration::from_secs(2),
+        "a gap of {longest_gap:?}"
+    );
 }

@@ -146,32 +146,32 @@ fn sasl_credentials(c: &Config) -> Result<SaslCredentials> {
         (None, Some(m)) => Some(("sasl.mechanisms", m)),
         (None, None) => None,
     };
-    let mechanism = match (named, &jaas) {
-        (Some((key, m)), _) => m.parse::<SaslMechanism>().map_err(|e| match e {
-            Error::Config { message, .. } => Error::config(key, message),
-            other => other,
-        })?,
-        // The login module says which mechanism, except for SCRAM's two.
-        (None, Some(entry)) if entry.module == jaas::LoginModule::Plain => SaslMechanism::Plain,
-        (None, Some(entry)) if entry.module == jaas::LoginModule::OAuthBearer => {
-            SaslMechanism::OAuthBearer
-        }
-        _ => {
-            return Err(Error::config(
+    let mechanism =
+        match (named, &jaas) {
+            (Some((key, m)), _) => m.parse::<SaslMechanism>().map_err(|e| match e {
+                Error::Config { message, .. } => Error::config(key, message),
+                other => other,
+            })?,
+            // The login module says which mechanism, except for SCRAM's two.
+            (None, Some(entry)) if entry.module == jaas::LoginModule::Plain => SaslMechanism::Plain,
+            (None, Some(entry)) if entry.module == jaas::LoginModule::OAuthBearer => {
+                SaslMechanism::OAuthBearer
+            }
+            _ => return Err(Error::config(
                 "sasl.mechanism",
                 "SASL needs `sasl.mechanism`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
-            ))
-        }
-    };
+            )),
+        };
     if mechanism == SaslMechanism::OAuthBearer {
         return Err(Error::config(
             "sasl.mechanism",
             "OAUTHBEARER needs a token provider, which this build cannot take from the configuration yet",
         ));
     }
-    let username = c
-        .opt("sasl.username")?
-        .or_else(|| jaas.as_ref().and_then(|j| j.get("username").map(str::to_string)));
+    let username = c.opt("sasl.username")?.or_else(|| {
+        jaas.as_ref()
+            .and_then(|j| j.get("username").map(str::to_string))
+    });
     let password = c
         .opt("sasl.password")?
         .map(crate::secret::Secret::new)
@@ -180,11 +180,162 @@ fn sasl_credentials(c: &Config) -> Result<SaslCredentials> {
         (Some(u), Some(p)) => SaslCredentials::password(mechanism, u, p),
         (None, _) => Err(Error::config(
             "sasl.username",
-            format!("{mechanism} needs `sasl.username` and `sasl.password` (or `sasl.jaas.config`)"),
+            format!(
+                "{mechanism} needs `sasl.username` and `sasl.password` (or `sasl.jaas.config`)"
+            ),
         )),
         (Some(_), None) => Err(Error::config(
             "sasl.password",
             format!("{mechanism} needs `sasl.password` (or `sasl.jaas.config`)"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn security(pairs: &[(&str, &str)]) -> Result<Security> {
+        let mut c = Config::new();
+        for (k, v) in pairs {
+            c.set(k, v)?;
+        }
+        Security::from_config(&c)
+    }
+
+    fn key_of(e: Error) -> String {
+        match e {
+            Error::Config { key, .. } => key,
+            other => panic!("not a config error: {other}"),
+        }
+    }
+
+    #[test]
+    fn the_protocol_decides_what_is_read() {
+        let s = security(&[]).unwrap();
+        assert_eq!(s.protocol(), SecurityProtocol::Plaintext);
+        assert!(s.tls().is_none() && s.sasl().is_none());
+        // ssl.* keys of a PLAINTEXT client are not read (a shared config may carry them).
+        let s = security(&[("ssl.ca.location", "/nonexistent")]).unwrap();
+        assert!(s.tls().is_none());
+        let s = security(&[
+            ("security.protocol", "sasl_plaintext"),
+            ("sasl.mechanism", "SCRAM-SHA-256"),
+            ("sasl.username", "alice"),
+            ("sasl.password", "alice-pw-3"),
+        ])
+        .unwrap();
+        assert_eq!(s.protocol(), SecurityProtocol::SaslPlaintext);
+        let creds = s.sasl().unwrap();
+        assert_eq!(creds.mechanism, SaslMechanism::ScramSha256);
+        assert_eq!(creds.username.as_deref(), Some("alice"));
+        assert!(s.tls().is_none());
+    }
+
+    #[test]
+    fn sasl_credentials_come_from_either_ecosystem_s_keys() {
+        // librdkafka's plural name.
+        let s = security(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanisms", "PLAIN"),
+            ("sasl.username", "bob"),
+            ("sasl.password", "bob-pw-3"),
+        ])
+        .unwrap();
+        assert_eq!(s.sasl().unwrap().mechanism, SaslMechanism::Plain);
+        // Java's JAAS line; PLAIN follows from its login module.
+        let s = security(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            (
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="carol" password="carol-pw-3";"#,
+            ),
+        ])
+        .unwrap();
+        let creds = s.sasl().unwrap();
+        assert_eq!(creds.mechanism, SaslMechanism::Plain);
+        assert_eq!(creds.username.as_deref(), Some("carol"));
+        assert_eq!(creds.password.as_ref().unwrap().expose(), "carol-pw-3");
+        // SCRAM's module serves two mechanisms: sasl.mechanism must say which.
+        let scram = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="d" password="d-pw-3";"#;
+        let e = security(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.jaas.config", scram),
+        ])
+        .unwrap_err();
+        assert_eq!(key_of(e), "sasl.mechanism");
+        let s = security(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.jaas.config", scram),
+        ])
+        .unwrap();
+        assert_eq!(s.sasl().unwrap().mechanism, SaslMechanism::ScramSha512);
+    }
+
+    #[test]
+    fn missing_sasl_settings_name_the_key() {
+        let e = security(&[("security.protocol", "SASL_SSL")]).unwrap_err();
+        assert_eq!(key_of(e), "sasl.mechanism");
+        let e = security(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.username", "alice"),
+        ])
+        .unwrap_err();
+        assert_eq!(key_of(e), "sasl.password");
+        let e = security(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.password", "pw-no-user"),
+        ])
+        .unwrap_err();
+        assert!(!e.to_string().contains("pw-no-user"), "{e}");
+        assert_eq!(key_of(e), "sasl.username");
+        let e = security(&[("sasl.mechanism", "GSSAPI")]).unwrap_err();
+        assert_eq!(key_of(e), "sasl.mechanism");
+    }
+
+    #[test]
+    fn debug_and_errors_never_show_secrets() {
+        let s = security(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.username", "alice"),
+            ("sasl.password", "alice-pw-4"),
+        ])
+        .unwrap();
+        let shown = format!("{s:?} {s:#?}");
+        assert!(!shown.contains("alice-pw-4"), "{shown}");
+        assert!(
+            shown.contains("SaslPlaintext") && shown.contains("Plain"),
+            "{shown}"
+        );
+        // Equal settings, equal security; another password, another.
+        let again = security(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.username", "alice"),
+            ("sasl.password", "alice-pw-4"),
+        ])
+        .unwrap();
+        assert_eq!(s, again);
+        let other = security(&[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.username", "alice"),
+            ("sasl.password", "alice-pw-5"),
+        ])
+        .unwrap();
+        assert_ne!(s, other);
+        let mut c = Config::new();
+        c.set("sasl.password", "alice-pw-4").unwrap();
+        c.set("ssl.key.password", "key-pw-4").unwrap();
+        c.set("sasl.jaas.config", "x required password=\"jaas-pw-4\";")
+            .unwrap();
+        let shown = format!("{c:?} {:?}", c.dump());
+        for secret in ["alice-pw-4", "key-pw-4", "jaas-pw-4"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
     }
 }

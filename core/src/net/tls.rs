@@ -13,7 +13,9 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::{PemObject, SectionKind};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
@@ -33,6 +35,9 @@ const JKS_MAGIC: [u8; 4] = [0xfe, 0xed, 0xfe, 0xed];
 #[derive(Clone)]
 pub struct Tls {
     connector: TlsConnector,
+    /// A client certificate is configured (mutual TLS): what a refused handshake means depends
+    /// on it.
+    client_certificate: bool,
 }
 
 impl Tls {
@@ -47,7 +52,9 @@ impl Tls {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
             .build()
-            .map_err(|e| Error::config("ssl.ca.location", format!("no usable CA certificate: {e}")))?;
+            .map_err(|e| {
+                Error::config("ssl.ca.location", format!("no usable CA certificate: {e}"))
+            })?;
         let builder = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::config("security.protocol", format!("TLS setup failed: {e}")))?;
@@ -58,17 +65,27 @@ impl Tls {
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyHostname(webpki)))
         };
-        let config = match identity(c)? {
-            Some((key_name, chain, key)) => builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| {
-                    Error::config(key_name, format!("the client key does not fit its certificate: {e}"))
-                })?,
+        let identity = identity(c)?;
+        let client_certificate = identity.is_some();
+        let config = match identity {
+            Some((key_name, chain, key)) => {
+                builder.with_client_auth_cert(chain, key).map_err(|e| {
+                    Error::config(
+                        key_name,
+                        format!("the client key does not fit its certificate: {e}"),
+                    )
+                })?
+            }
             None => builder.with_no_client_auth(),
         };
         Ok(Tls {
             connector: TlsConnector::from(Arc::new(config)),
+            client_certificate,
         })
+    }
+
+    pub(crate) fn has_client_certificate(&self) -> bool {
+        self.client_certificate
     }
 
     /// The TLS handshake over `stream`, with `addr`'s host as the name the broker's certificate
@@ -82,7 +99,7 @@ impl Tls {
         self.connector
             .connect(name, stream)
             .await
-            .map_err(|e| handshake_error(addr, &e))
+            .map_err(|e| handshake_error(addr, &e, self.client_certificate))
     }
 }
 
@@ -178,7 +195,10 @@ fn trust(c: &Config) -> Result<RootCertStore> {
         if p.is_dir() {
             let mut certs = Vec::new();
             let entries = std::fs::read_dir(p).map_err(|e| {
-                Error::config("ssl.ca.location", format!("cannot read directory `{path}`: {e}"))
+                Error::config(
+                    "ssl.ca.location",
+                    format!("cannot read directory `{path}`: {e}"),
+                )
             })?;
             for entry in entries.flatten() {
                 if entry.path().is_file() {
@@ -197,7 +217,7 @@ fn trust(c: &Config) -> Result<RootCertStore> {
     }
     if let Some(path) = c.opt("ssl.truststore.location")? {
         let bytes = read_file("ssl.truststore.location", &path)?;
-        let certs = match store_type(c, "ssl.truststore.type", &bytes)? {
+        let certs = match store_type(c, "ssl.truststore.type", "ssl.truststore.location", &bytes)? {
             StoreType::Pem => pem_certs("ssl.truststore.location", &bytes)?,
             StoreType::Pkcs12 => {
                 let password = c.opt("ssl.truststore.password")?.unwrap_or_default();
@@ -247,7 +267,10 @@ fn trust(c: &Config) -> Result<RootCertStore> {
         }
         for cert in certs {
             roots.add(cert).map_err(|e| {
-                Error::config(key, format!("`{key}` holds a certificate that is not a usable CA: {e}"))
+                Error::config(
+                    key,
+                    format!("`{key}` holds a certificate that is not a usable CA: {e}"),
+                )
             })?;
         }
     }
@@ -261,9 +284,12 @@ enum StoreType {
 }
 
 /// The type of a store file: as configured, else guessed from its content (PEM is text).
-fn store_type(c: &Config, type_key: &str, bytes: &[u8]) -> Result<StoreType> {
+fn store_type(c: &Config, type_key: &str, location_key: &str, bytes: &[u8]) -> Result<StoreType> {
     if bytes.starts_with(&JKS_MAGIC) {
-        return Err(Error::config(type_key, JKS_HINT));
+        return Err(Error::config(
+            location_key,
+            format!("`{location_key}` is a JKS store. {JKS_HINT}"),
+        ));
     }
     match c.opt(type_key)?.map(|t| t.to_ascii_uppercase()).as_deref() {
         Some("PEM") => Ok(StoreType::Pem),
@@ -282,18 +308,25 @@ fn read_pkcs12(key: &str, bytes: &[u8], password: &str) -> Result<p12_keystore::
             }
             other => format!("it is not a readable PKCS#12 store ({other})"),
         };
-        Error::config(key, format!("cannot open the PKCS#12 store of `{key}`: {why}"))
+        Error::config(
+            key,
+            format!("cannot open the PKCS#12 store of `{key}`: {why}"),
+        )
     })
 }
 
-type Identity = (&'static str, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+type Identity = (
+    &'static str,
+    Vec<CertificateDer<'static>>,
+    PrivateKeyDer<'static>,
+);
 
 /// The client certificate chain and key, for mutual TLS, from whichever keys give them.
 fn identity(c: &Config) -> Result<Option<Identity>> {
     let key_password = c.opt("ssl.key.password")?;
     if let Some(path) = c.opt("ssl.keystore.location")? {
         let bytes = read_file("ssl.keystore.location", &path)?;
-        return match store_type(c, "ssl.keystore.type", &bytes)? {
+        return match store_type(c, "ssl.keystore.type", "ssl.keystore.location", &bytes)? {
             StoreType::Pkcs12 => {
                 let password = c.opt("ssl.keystore.password")?.unwrap_or_default();
                 let store = read_pkcs12("ssl.keystore.location", &bytes, &password)?;
@@ -326,9 +359,15 @@ fn identity(c: &Config) -> Result<Option<Identity>> {
     ) {
         (Some(path), _, _) => {
             let pem = read_file("ssl.certificate.location", &path)?;
-            Some(("ssl.certificate.location", pem_certs("ssl.certificate.location", &pem)?))
+            Some((
+                "ssl.certificate.location",
+                pem_certs("ssl.certificate.location", &pem)?,
+            ))
         }
-        (None, Some(pem), _) => Some(("ssl.certificate.pem", pem_certs("ssl.certificate.pem", pem.as_bytes())?)),
+        (None, Some(pem), _) => Some((
+            "ssl.certificate.pem",
+            pem_certs("ssl.certificate.pem", pem.as_bytes())?,
+        )),
         (None, None, Some(pem)) => Some((
             "ssl.keystore.certificate.chain",
             pem_certs("ssl.keystore.certificate.chain", pem.as_bytes())?,
@@ -342,7 +381,10 @@ fn identity(c: &Config) -> Result<Option<Identity>> {
     ) {
         (Some(path), _, _) => {
             let pem = read_file("ssl.key.location", &path)?;
-            Some(("ssl.key.location", pem_key("ssl.key.location", &pem, key_password.as_deref())?))
+            Some((
+                "ssl.key.location",
+                pem_key("ssl.key.location", &pem, key_password.as_deref())?,
+            ))
         }
         (None, Some(pem), _) => Some((
             "ssl.key.pem",
@@ -376,7 +418,10 @@ fn pem_key(key: &str, pem: &[u8], password: Option<&str>) -> Result<PrivateKeyDe
     let text = String::from_utf8_lossy(pem);
     if let Some(start) = text.find(ENCRYPTED_BEGIN) {
         let Some(len) = text[start..].find(ENCRYPTED_END) else {
-            return Err(Error::config(key, format!("`{key}` holds a truncated encrypted key")));
+            return Err(Error::config(
+                key,
+                format!("`{key}` holds a truncated encrypted key"),
+            ));
         };
         let block = &text[start..start + len + ENCRYPTED_END.len()];
         let Some(password) = password else {
@@ -408,7 +453,8 @@ fn pem_key(key: &str, pem: &[u8], password: Option<&str>) -> Result<PrivateKeyDe
         ));
     }
     for section in <(SectionKind, Vec<u8>) as PemObject>::pem_slice_iter(pem) {
-        let (kind, der) = section.map_err(|e| Error::config(key, format!("`{key}` holds malformed PEM: {e}")))?;
+        let (kind, der) =
+            section.map_err(|e| Error::config(key, format!("`{key}` holds malformed PEM: {e}")))?;
         let parsed = match kind {
             SectionKind::PrivateKey => Some(PrivateKeyDer::Pkcs8(der.into())),
             SectionKind::RsaPrivateKey => Some(PrivateKeyDer::Pkcs1(der.into())),
@@ -431,7 +477,7 @@ pub(crate) fn rustls_error(e: &io::Error) -> Option<&rustls::Error> {
 }
 
 /// Says which check failed, in words a user can act on.
-pub(crate) fn describe(e: &rustls::Error) -> String {
+pub(crate) fn describe(e: &rustls::Error, client_certificate: bool) -> String {
     use rustls::AlertDescription as A;
     match e {
         rustls::Error::InvalidCertificate(c) => match c {
@@ -442,7 +488,9 @@ pub(crate) fn describe(e: &rustls::Error) -> String {
             CertificateError::Revoked => "the broker's certificate has been revoked".to_string(),
             other => format!("the broker's certificate was rejected: {other:?}"),
         },
-        rustls::Error::AlertReceived(A::CertificateRequired) => "the broker requires a client certificate (mutual TLS): set `ssl.certificate.location` and `ssl.key.location`, or `ssl.keystore.location`".to_string(),
+        // With TLS 1.3 the broker checks the client's certificate after the client has finished
+        // its handshake, and some brokers (Java's) say `bad_certificate` when there is none.
+        rustls::Error::AlertReceived(A::CertificateRequired | A::BadCertificate | A::HandshakeFailure) if !client_certificate => "the broker requires a client certificate (mutual TLS): set `ssl.certificate.location` and `ssl.key.location`, or `ssl.keystore.location`".to_string(),
         rustls::Error::AlertReceived(a @ (A::BadCertificate | A::UnknownCA | A::CertificateUnknown | A::UnsupportedCertificate | A::CertificateExpired | A::CertificateRevoked)) => format!("the broker rejected lagless's client certificate (TLS alert {a:?}): check that the broker trusts its CA and that it has not expired"),
         rustls::Error::AlertReceived(a) => format!("the broker ended the TLS handshake (TLS alert {a:?})"),
         rustls::Error::InvalidMessage(_) => "the broker did not answer in TLS: the listener is probably PLAINTEXT or SASL_PLAINTEXT, so `security.protocol` probably mismatches".to_string(),
@@ -453,11 +501,11 @@ pub(crate) fn describe(e: &rustls::Error) -> String {
 /// The error of a failed handshake. A certificate or protocol failure will not go away by
 /// retrying, so it is an authentication error (as the Java client's
 /// `SslAuthenticationException`), which is fatal; a lost connection is a transport error.
-fn handshake_error(addr: &str, e: &io::Error) -> Error {
+fn handshake_error(addr: &str, e: &io::Error, client_certificate: bool) -> Error {
     if let Some(t) = rustls_error(e) {
         return Error::Authentication(format!(
             "TLS handshake with broker {addr} failed: {}",
-            describe(t)
+            describe(t, client_certificate)
         ));
     }
     match e.kind() {
@@ -467,5 +515,317 @@ fn handshake_error(addr: &str, e: &io::Error) -> Error {
             "TLS handshake with broker {addr} failed: the broker closed the connection without answering the TLS ClientHello; the listener is probably PLAINTEXT or SASL_PLAINTEXT, so `security.protocol` probably mismatches"
         )),
         _ => Error::Transport(format!("TLS handshake with broker {addr} failed: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A CA and a client certificate it signed, made fresh, with their files in a directory of
+    /// the test's own.
+    struct Pki {
+        dir: PathBuf,
+        ca_pem: String,
+        cert_pem: String,
+        key_pem: String,
+        key_der: Vec<u8>,
+        cert_der: Vec<u8>,
+    }
+
+    impl Pki {
+        fn new(name: &str) -> Pki {
+            let dir =
+                std::env::temp_dir().join(format!("lagless-tls-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let ca_key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let ca = params.self_signed(&ca_key).unwrap();
+            let key = rcgen::KeyPair::generate().unwrap();
+            let cert = rcgen::CertificateParams::new(vec!["client".to_string()])
+                .unwrap()
+                .signed_by(&key, &ca, &ca_key)
+                .unwrap();
+            let pki = Pki {
+                dir,
+                ca_pem: ca.pem(),
+                cert_pem: cert.pem(),
+                key_pem: key.serialize_pem(),
+                key_der: key.serialize_der(),
+                cert_der: cert.der().to_vec(),
+            };
+            pki.write("ca.pem", pki.ca_pem.as_bytes());
+            pki.write("client.pem", pki.cert_pem.as_bytes());
+            pki.write("client.key", pki.key_pem.as_bytes());
+            pki
+        }
+
+        fn write(&self, name: &str, bytes: &[u8]) -> String {
+            let path = self.dir.join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path.to_string_lossy().into_owned()
+        }
+
+        fn path(&self, name: &str) -> String {
+            self.dir.join(name).to_string_lossy().into_owned()
+        }
+
+        fn encrypted_key(&self, password: &str) -> String {
+            let info = pkcs8::PrivateKeyInfo::try_from(self.key_der.as_slice()).unwrap();
+            let doc = info
+                .encrypt(rand::rngs::OsRng, password.as_bytes())
+                .unwrap();
+            doc.to_pem("ENCRYPTED PRIVATE KEY", pkcs8::LineEnding::LF)
+                .unwrap()
+                .to_string()
+        }
+
+        fn pkcs12(&self, password: &str) -> Vec<u8> {
+            let mut store = p12_keystore::KeyStore::new();
+            let chain = p12_keystore::PrivateKeyChain::new(
+                &self.key_der,
+                [1u8; 20],
+                [p12_keystore::Certificate::from_der(&self.cert_der).unwrap()],
+            );
+            store.add_entry(
+                "client",
+                p12_keystore::KeyStoreEntry::PrivateKeyChain(chain),
+            );
+            store.writer(password).write().unwrap()
+        }
+    }
+
+    impl Drop for Pki {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn config(pairs: &[(&str, &str)]) -> Config {
+        let mut c = Config::new();
+        c.set("security.protocol", "SSL").unwrap();
+        for (k, v) in pairs {
+            c.set(k, v).unwrap_or_else(|e| panic!("{k}: {e}"));
+        }
+        c
+    }
+
+    fn err(c: &Config) -> (String, String) {
+        match Tls::from_config(c) {
+            Err(Error::Config { key, message }) => (key, message),
+            Err(other) => panic!("not a config error: {other}"),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    #[test]
+    fn every_way_of_giving_the_ca_and_the_client_identity_loads() {
+        let pki = Pki::new("forms");
+        let (ca, cert, key) = (
+            pki.path("ca.pem"),
+            pki.path("client.pem"),
+            pki.path("client.key"),
+        );
+        let encrypted = pki.write("client-enc.key", pki.encrypted_key("key-pw-1").as_bytes());
+        let p12 = pki.write("client.p12", &pki.pkcs12("p12-pw-1"));
+        let pem_store = pki.write(
+            "keystore.pem",
+            format!("{}{}", pki.key_pem, pki.cert_pem).as_bytes(),
+        );
+        let ca_dir = pki.dir.join("cas");
+        std::fs::create_dir_all(&ca_dir).unwrap();
+        std::fs::write(ca_dir.join("one.pem"), &pki.ca_pem).unwrap();
+        let ca_dir = ca_dir.to_string_lossy().into_owned();
+
+        let trusts: [&[(&str, &str)]; 5] = [
+            &[("ssl.ca.location", &ca)],
+            &[("ssl.ca.location", &ca_dir)],
+            &[("ssl.ca.pem", &pki.ca_pem)],
+            &[
+                ("ssl.truststore.type", "PEM"),
+                ("ssl.truststore.location", &ca),
+            ],
+            &[("ssl.truststore.certificates", &pki.ca_pem)],
+        ];
+        for trust in trusts {
+            let t = Tls::from_config(&config(trust)).unwrap();
+            assert!(!t.has_client_certificate());
+        }
+        let identities: [&[(&str, &str)]; 7] = [
+            &[
+                ("ssl.certificate.location", &cert),
+                ("ssl.key.location", &key),
+            ],
+            &[
+                ("ssl.certificate.pem", &pki.cert_pem),
+                ("ssl.key.pem", &pki.key_pem),
+            ],
+            &[
+                ("ssl.certificate.location", &cert),
+                ("ssl.key.location", &encrypted),
+                ("ssl.key.password", "key-pw-1"),
+            ],
+            &[
+                ("ssl.keystore.location", &p12),
+                ("ssl.keystore.password", "p12-pw-1"),
+            ],
+            &[
+                ("ssl.keystore.type", "PKCS12"),
+                ("ssl.keystore.location", &p12),
+                ("ssl.keystore.password", "p12-pw-1"),
+            ],
+            &[
+                ("ssl.keystore.type", "PEM"),
+                ("ssl.keystore.location", &pem_store),
+            ],
+            &[
+                ("ssl.keystore.type", "PEM"),
+                ("ssl.keystore.certificate.chain", &pki.cert_pem),
+                ("ssl.keystore.key", &pki.key_pem),
+            ],
+        ];
+        for identity in identities {
+            let mut pairs = vec![("ssl.ca.location", ca.as_str())];
+            pairs.extend_from_slice(identity);
+            let t = Tls::from_config(&config(&pairs)).unwrap_or_else(|e| {
+                panic!(
+                    "{:?}: {e}",
+                    identity.iter().map(|p| p.0).collect::<Vec<_>>()
+                )
+            });
+            assert!(t.has_client_certificate());
+        }
+    }
+
+    #[test]
+    fn bad_key_material_names_the_key_and_never_the_password() {
+        let pki = Pki::new("errors");
+        let ca = pki.path("ca.pem");
+        let cert = pki.path("client.pem");
+        let encrypted = pki.write("client-enc.key", pki.encrypted_key("key-pw-2").as_bytes());
+        let p12 = pki.write("client.p12", &pki.pkcs12("p12-pw-2"));
+
+        let (key, m) = err(&config(&[
+            ("ssl.ca.location", &ca),
+            ("ssl.certificate.location", &cert),
+            ("ssl.key.location", &encrypted),
+            ("ssl.key.password", "not-the-key-pw"),
+        ]));
+        assert_eq!(key, "ssl.key.password");
+        assert!(m.contains("wrong") && !m.contains("not-the-key-pw"), "{m}");
+
+        let (key, m) = err(&config(&[
+            ("ssl.ca.location", &ca),
+            ("ssl.certificate.location", &cert),
+            ("ssl.key.location", &encrypted),
+        ]));
+        assert_eq!(key, "ssl.key.password");
+        assert!(m.contains("encrypted"), "{m}");
+
+        let (key, m) = err(&config(&[
+            ("ssl.ca.location", &ca),
+            ("ssl.keystore.location", &p12),
+            ("ssl.keystore.password", "not-the-p12-pw"),
+        ]));
+        assert_eq!(key, "ssl.keystore.location");
+        assert!(
+            m.contains("password is wrong") && !m.contains("not-the-p12-pw"),
+            "{m}"
+        );
+
+        let jks = pki.write("store.jks", &[0xfe, 0xed, 0xfe, 0xed, 0, 0, 0, 2]);
+        let (key, m) = err(&config(&[("ssl.truststore.location", &jks)]));
+        assert_eq!(key, "ssl.truststore.location");
+        assert!(
+            m.contains("keytool -importkeystore") && m.contains("PKCS12"),
+            "{m}"
+        );
+
+        let (key, m) = err(&config(&[
+            ("ssl.ca.location", &ca),
+            ("ssl.certificate.location", &cert),
+        ]));
+        assert_eq!(key, "ssl.certificate.location");
+        assert!(m.contains("no key"), "{m}");
+        let (key, _) = err(&config(&[
+            ("ssl.ca.location", &ca),
+            ("ssl.key.pem", &pki.key_pem),
+        ]));
+        assert_eq!(key, "ssl.key.pem");
+
+        let (key, m) = err(&config(&[("ssl.ca.location", "/nonexistent/ca.pem")]));
+        assert_eq!(key, "ssl.ca.location");
+        assert!(m.contains("/nonexistent/ca.pem"), "{m}");
+
+        let (key, m) = err(&config(&[("ssl.ca.pem", "not a certificate")]));
+        assert_eq!(key, "ssl.ca.pem");
+        assert!(m.contains("no PEM certificate"), "{m}");
+
+        let legacy = "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nAAAA\n-----END RSA PRIVATE KEY-----\n";
+        let (key, m) = err(&config(&[
+            ("ssl.ca.location", &ca),
+            ("ssl.certificate.location", &cert),
+            ("ssl.key.pem", legacy),
+        ]));
+        assert_eq!(key, "ssl.key.pem");
+        assert!(m.contains("openssl pkcs8 -topk8"), "{m}");
+
+        // The key of another certificate.
+        let other = rcgen::KeyPair::generate().unwrap().serialize_pem();
+        let (key, m) = err(&config(&[
+            ("ssl.ca.location", &ca),
+            ("ssl.certificate.location", &cert),
+            ("ssl.key.pem", &other),
+        ]));
+        assert_eq!(key, "ssl.certificate.location");
+        assert!(m.contains("does not fit"), "{m}");
+    }
+
+    #[test]
+    fn server_names_come_from_the_broker_address() {
+        assert!(matches!(
+            server_name("127.0.0.1:9093").unwrap(),
+            ServerName::IpAddress(_)
+        ));
+        assert!(matches!(
+            server_name("[::1]:9093").unwrap(),
+            ServerName::IpAddress(_)
+        ));
+        assert_eq!(
+            server_name("broker-1.example:9093").unwrap(),
+            ServerName::try_from("broker-1.example").unwrap()
+        );
+    }
+
+    #[test]
+    fn tls_failures_say_which_check_failed() {
+        let bad = |c: CertificateError| describe(&rustls::Error::InvalidCertificate(c), false);
+        assert!(bad(CertificateError::UnknownIssuer).contains("not trusted"));
+        assert!(bad(CertificateError::Expired).contains("expired"));
+        assert!(bad(CertificateError::NotValidForName).contains("hostname mismatch"));
+        assert!(bad(CertificateError::NotValidForName)
+            .contains("ssl.endpoint.identification.algorithm"));
+        let alert = |a, cert| describe(&rustls::Error::AlertReceived(a), cert);
+        use rustls::AlertDescription as A;
+        assert!(alert(A::BadCertificate, false).contains("requires a client certificate"));
+        assert!(alert(A::CertificateRequired, false).contains("requires a client certificate"));
+        assert!(alert(A::BadCertificate, true).contains("rejected lagless's client certificate"));
+        let m = describe(
+            &rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType),
+            false,
+        );
+        assert!(
+            m.contains("security.protocol") && m.contains("mismatch"),
+            "{m}"
+        );
+
+        let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "tls handshake eof");
+        let e = handshake_error("b:1", &eof, false);
+        assert_eq!(e.name(), "AUTHENTICATION");
+        assert!(e.to_string().contains("mismatch"), "{e}");
+        let refused = io::Error::new(io::ErrorKind::ConnectionRefused, "refused");
+        assert!(handshake_error("b:1", &refused, false).is_retriable());
     }
 }
