@@ -91,6 +91,7 @@ impl Connection {
             addr: addr.to_string(),
             plaintext: security.tls().is_none(),
             client_certificate: security.tls().is_some_and(|t| t.has_client_certificate()),
+            sasl: security.sasl().is_some(),
         };
         let tasks = match security.tls() {
             None => {
@@ -495,6 +496,8 @@ struct Io {
     plaintext: bool,
     /// TLS with a client certificate (see [`tls::describe`]).
     client_certificate: bool,
+    /// The connection authenticates with SASL.
+    sasl: bool,
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
@@ -533,9 +536,25 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 }
 
 async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
+    let mut answered = 0u64;
     let why = loop {
         let mut len = [0u8; 4];
         if let Err(e) = r.read_exact(&mut len).await {
+            // A SASL listener answers ApiVersions before authentication, then closes the
+            // connection at the first other request: what a client without SASL meets there.
+            let asked = !io
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty();
+            if !io.sasl && answered == 1 && asked && e.kind() == std::io::ErrorKind::UnexpectedEof {
+                break Error::Authentication(format!(
+                    "broker {} closed the connection at the first request after ApiVersions: the \
+                     listener probably requires SASL (SASL_PLAINTEXT or SASL_SSL), so \
+                     `security.protocol` probably mismatches",
+                    io.addr
+                ));
+            }
             break lost(&io, "connection lost", &e);
         }
         // A TLS alert record (content type 21, version 3.x): the listener speaks TLS and has
@@ -560,6 +579,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
             break lost(&io, "connection lost mid-response", &e);
         }
         let frame = buf.freeze();
+        answered += 1;
         let id = match wire::response_correlation_id(&frame) {
             Ok(id) => id,
             Err(e) => break e,

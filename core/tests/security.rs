@@ -476,6 +476,14 @@ fn a_tls_client_on_a_plaintext_listener_says_the_protocol_mismatches() {
 }
 
 #[test]
+fn a_client_without_sasl_on_a_sasl_listener_says_the_protocol_mismatches() {
+    let c = config(&env("LAGLESS_SASL_PLAINTEXT_BOOTSTRAP"), &[]);
+    assert_auth_error(&c, &["security.protocol", "mismatch", "SASL"], &[]);
+    let c = ssl("LAGLESS_SASL_SSL_BOOTSTRAP", &[]);
+    assert_auth_error(&c, &["security.protocol", "mismatch", "SASL"], &[]);
+}
+
+#[test]
 fn a_sasl_client_on_a_tls_listener_says_the_protocol_mismatches() {
     let ca = file("ca.pem");
     let c = config(
