@@ -157,7 +157,7 @@ fn check_exactly_once(seen: &BTreeMap<(i32, i64), usize>, records: usize, from: 
         "lost {} records",
         records.saturating_sub(seen.len())
     );
-    for (&(p, o), _) in seen {
+    for &(p, o) in seen.keys() {
         assert!(
             (0..PARTITIONS).contains(&p) && o >= from,
             "unexpected {p}/{o}"
