@@ -11,11 +11,12 @@
 //! `Config` into typed values and check the settings against each other.
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::net::Security;
+use crate::sasl::OAuthBearerTokenProvider;
 
 /// Which clients a key applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -422,6 +423,55 @@ static KEYS: &[KeyInfo] = &[
         Common,
         Str,
         "Java's login module line (PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule) with the credentials.",
+    ),
+    key(
+        "sasl.oauthbearer.method",
+        Some("default"),
+        Common,
+        OneOf(&["default", "oidc"]),
+        "OAUTHBEARER tokens: default (the application's token provider, else unsecured tokens from sasl.oauthbearer.config) or oidc (client credentials from sasl.oauthbearer.token.endpoint.url).",
+    ),
+    secret(
+        "sasl.oauthbearer.config",
+        None,
+        Common,
+        Str,
+        "Unsecured OAUTHBEARER tokens, for testing: `principal=<name> [scope=<s>] [lifeSeconds=<n>]`.",
+    ),
+    key(
+        "sasl.oauthbearer.token.endpoint.url",
+        None,
+        Common,
+        Str,
+        "OIDC token endpoint for sasl.oauthbearer.method=oidc.",
+    ),
+    key(
+        "sasl.oauthbearer.client.id",
+        None,
+        Common,
+        Str,
+        "OIDC client id for sasl.oauthbearer.method=oidc.",
+    ),
+    secret(
+        "sasl.oauthbearer.client.secret",
+        None,
+        Common,
+        Str,
+        "OIDC client secret for sasl.oauthbearer.method=oidc.",
+    ),
+    key(
+        "sasl.oauthbearer.scope",
+        None,
+        Common,
+        Str,
+        "Scope requested from the OIDC token endpoint.",
+    ),
+    key(
+        "sasl.oauthbearer.extensions",
+        None,
+        Common,
+        Str,
+        "SASL extensions sent with OAUTHBEARER tokens (KIP-342), as key=value,key=value.",
     ),
     // Consumer.
     key(
@@ -883,6 +933,8 @@ const HIDDEN: &str = "[hidden]";
 #[derive(Clone, Default)]
 pub struct Config {
     values: BTreeMap<String, String>,
+    /// The application's OAUTHBEARER token provider: code, not a string, so not a key.
+    oauthbearer_token_provider: Option<Arc<dyn OAuthBearerTokenProvider>>,
 }
 
 // Written by hand, not derived, so a sensitive value never reaches a log through `{:?}`.
@@ -904,6 +956,17 @@ static RETRIES_DEPRECATION: Once = Once::new();
 impl Config {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// OAUTHBEARER tokens from the application (`sasl.mechanism=OAUTHBEARER`): called on a
+    /// blocking thread whenever a connection authenticates and the token it gave last is due for
+    /// refresh. It wins over every configured token source.
+    pub fn set_oauthbearer_token_provider(&mut self, provider: Arc<dyn OAuthBearerTokenProvider>) {
+        self.oauthbearer_token_provider = Some(provider);
+    }
+
+    pub(crate) fn oauthbearer_token_provider(&self) -> Option<Arc<dyn OAuthBearerTokenProvider>> {
+        self.oauthbearer_token_provider.clone()
     }
 
     /// Sets a key, checking the key and the value. Surrounding whitespace is trimmed, as the Java
@@ -1735,6 +1798,8 @@ mod tests {
                 "ssl.truststore.password",
                 "sasl.password",
                 "sasl.jaas.config",
+                "sasl.oauthbearer.config",
+                "sasl.oauthbearer.client.secret",
             ]
         );
         let table = [

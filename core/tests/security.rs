@@ -278,6 +278,64 @@ fn sasl_ssl_with_plain_from_a_jaas_config() {
     round_trip(&c, 1200, &[]);
 }
 
+/// An unsecured (unsigned) JWS for `sub`, as the broker's default OAUTHBEARER validator accepts.
+fn unsecured_token(sub: &str) -> lagless::sasl::OAuthBearerToken {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let value = format!(
+        "{}.{}.",
+        b64(r#"{"alg":"none"}"#),
+        b64(&format!(
+            r#"{{"sub":"{sub}","iat":{now},"exp":{}}}"#,
+            now + 3600
+        ))
+    );
+    lagless::sasl::OAuthBearerToken {
+        value: lagless::secret::Secret::new(value),
+        expires_at: std::time::SystemTime::now() + Duration::from_secs(3600),
+        principal: sub.to_string(),
+        extensions: Default::default(),
+    }
+}
+
+#[test]
+fn sasl_ssl_with_oauthbearer_from_an_application_token_provider() {
+    let ca = file("ca.pem");
+    let mut c = config(
+        &env("LAGLESS_SASL_SSL_BOOTSTRAP"),
+        &[
+            ("security.protocol", "SASL_SSL"),
+            ("ssl.ca.location", &ca),
+            ("sasl.mechanism", "OAUTHBEARER"),
+        ],
+    );
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    c.set_oauthbearer_token_provider(Arc::new(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(unsecured_token("alice"))
+    }));
+    round_trip(&c, 1200, &[]);
+    assert!(calls.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+}
+
+#[test]
+fn sasl_plaintext_with_oauthbearer() {
+    let mut c = config(
+        &env("LAGLESS_SASL_PLAINTEXT_BOOTSTRAP"),
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+        ],
+    );
+    c.set_oauthbearer_token_provider(Arc::new(|| Ok(unsecured_token("bob"))));
+    round_trip(&c, 600, &[]);
+}
+
 /// KIP-333 recovery streams over SASL_SSL: a member that takes over partitions with a backlog
 /// drains it on recovery-stream connections (their own lane, authenticated like the others).
 #[test]

@@ -5,7 +5,7 @@ use std::fmt;
 use super::tls::Tls;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::sasl::{jaas, SaslCredentials, SaslMechanism};
+use crate::sasl::{jaas, SaslCredentials, SaslMechanism, TokenSource};
 
 /// The four protocols of a Kafka listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,10 +163,15 @@ fn sasl_credentials(c: &Config) -> Result<SaslCredentials> {
             )),
         };
     if mechanism == SaslMechanism::OAuthBearer {
-        return Err(Error::config(
-            "sasl.mechanism",
-            "OAUTHBEARER needs a token provider, which this build cannot take from the configuration yet",
-        ));
+        return match c.oauthbearer_token_provider() {
+            Some(provider) => Ok(SaslCredentials::oauthbearer(TokenSource::application(
+                provider,
+            ))),
+            None => Err(Error::config(
+                "sasl.mechanism",
+                "OAUTHBEARER needs a token provider (Config::set_oauthbearer_token_provider)",
+            )),
+        };
     }
     let username = c.opt("sasl.username")?.or_else(|| {
         jaas.as_ref()
