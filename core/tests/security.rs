@@ -440,6 +440,23 @@ fn a_wrong_password_is_an_authentication_error_naming_mechanism_and_broker() {
         &["SCRAM-SHA-512", &broker, "SASL_AUTHENTICATION_FAILED"],
         &["not-alice-s-password-42"],
     );
+    // A consumer without a group (assigned partitions) reports it from poll as well.
+    let assigned = Consumer::from_config(&c).unwrap();
+    assigned
+        .assign(&[TopicPartition::new("lagless-security-error", 0)])
+        .unwrap();
+    let started = Instant::now();
+    let e = loop {
+        match assigned.poll(Duration::from_millis(100)) {
+            Err(e) => break e,
+            Ok(_) => assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "no error from poll"
+            ),
+        }
+    };
+    assert_eq!(e.name(), "AUTHENTICATION", "{e}");
+    println!("assigned consumer: {:?}: {e}", started.elapsed());
     // The producer reports it too, from send's delivery.
     let producer = Producer::from_config(&c).unwrap();
     let started = Instant::now();
