@@ -769,6 +769,19 @@ fn sessions_are_renewed_on_live_connections_without_a_gap() {
     consumer.close(None).unwrap();
     producer.close(Duration::from_secs(10)).unwrap();
 
+    // No password or key at any level, in any event of any test that ran meanwhile.
+    for event in events.0.lock().unwrap().iter() {
+        for secret in [
+            "alice-secret",
+            "bob-secret",
+            "client-key-secret",
+            "client-p12-secret",
+            "not-alice-s-password-42",
+            "mallory-secret-7",
+        ] {
+            assert!(!event.contains(secret), "a secret in a log event: {event}");
+        }
+    }
     // Other tests of this binary run meanwhile (and log their own lost connections): only this
     // broker's and this topic's events count.
     let log: Vec<String> = events
