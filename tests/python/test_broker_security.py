@@ -286,7 +286,7 @@ def test_ssl_listener_verifies_against_the_test_ca(secure):
 
 
 @pytest.mark.slow
-def test_mtls_listener_wants_a_client_certificate(secure):
+def test_mtls_listener_wants_a_client_certificate(secure, tmp_path):
     k = secure
     e = tls_error(k.listener("MTLS"), tls_context(k.file("ca")))
     assert "certificate" in str(e).lower(), e  # e.g. "alert certificate required"
@@ -300,13 +300,9 @@ def test_mtls_listener_wants_a_client_certificate(secure):
                           "-passin", f"pass:{k.info['client_p12_password']}"],
                          capture_output=True, text=True, check=True).stdout
     assert pem.count("BEGIN CERTIFICATE") == 2 and "BEGIN PRIVATE KEY" in pem
-    p12_pem = Path(k.dir) / "from-p12.pem"
-    try:
-        p12_pem.write_text(pem)
-        ctx = tls_context(k.file("ca"), str(p12_pem))
-        assert 3 in kafka_broker.api_versions(k.listener("MTLS"), tls=ctx)
-    finally:
-        p12_pem.unlink()
+    (tmp_path / "from-p12.pem").write_text(pem)
+    ctx = tls_context(k.file("ca"), str(tmp_path / "from-p12.pem"))
+    assert 3 in kafka_broker.api_versions(k.listener("MTLS"), tls=ctx)
     # The unencrypted and the encrypted key are the same key, the encrypted one needs the password.
     with pytest.raises(ssl.SSLError):
         tls_context(k.file("ca"), k.file("client_cert"), k.file("client_key_encrypted"), "wrong")
