@@ -1,7 +1,7 @@
 """Tests of the security listeners of tests/kafka_broker.py (`--security`): each listener is
 checked with a real TLS handshake (Python's ssl module) or a real SASL exchange (SaslHandshake v1
-and SaslAuthenticate v1 encoded here), against one broker (`secure_kafka`: the one named by
-$LAGLESS_SECURITY_DIR, else one started for the session)."""
+and SaslAuthenticate v1 encoded here), against one broker started for this module the way every
+suite gets it: `kafka_broker.py run --security --reauth-ms 4000 -- CMD`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import pytest
 
 import kafka_broker
 from kafka_broker import _Reader, _str, kafka_connect, kafka_exchange
+from kafka_fixtures import SecureKafka
 
 SCRIPT = Path(kafka_broker.__file__).resolve()
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
@@ -225,12 +226,53 @@ def test_certificates(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
+# The broker: `run --security --reauth-ms 4000 -- CMD`, CMD waiting until the module is done
+# --------------------------------------------------------------------------------------------
+
+REAUTH_MS = 4000
+ENV_VARS = ["LAGLESS_BOOTSTRAP", "LAGLESS_SSL_BOOTSTRAP", "LAGLESS_MTLS_BOOTSTRAP",
+            "LAGLESS_SSL_EXPIRED_BOOTSTRAP", "LAGLESS_SSL_WRONGHOST_BOOTSTRAP",
+            "LAGLESS_SASL_PLAINTEXT_BOOTSTRAP", "LAGLESS_SASL_SSL_BOOTSTRAP", "LAGLESS_SECURITY_DIR"]
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory):
+    """A SecureKafka for the broker of `run --security`, whose command writes the environment it
+    got (secure.env) and waits for its stdin to close.  At the end `run` must stop the broker and
+    remove its directory, certificates included."""
+    d = tmp_path_factory.mktemp("run-security")
+    cluster_dir, env_file = d / "cluster", d / "env.json"
+    code = ("import json, os, sys; "
+            f"open({str(env_file) + '.tmp'!r}, 'w').write(json.dumps(dict(os.environ))); "
+            f"os.rename({str(env_file) + '.tmp'!r}, {str(env_file)!r}); sys.stdin.read()")
+    with open(d / "run.stderr", "w") as err:
+        proc = subprocess.Popen([sys.executable, str(SCRIPT), "run", "--security", "--reauth-ms",
+                                 str(REAUTH_MS), "--dir", str(cluster_dir), "--", sys.executable, "-c", code],
+                                stdin=subprocess.PIPE, stderr=err, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not env_file.exists():
+            assert proc.poll() is None, (d / "run.stderr").read_text()
+            assert time.monotonic() < deadline, "run --security did not start its command in 240 s"
+            time.sleep(0.2)
+        env = json.loads(env_file.read_text())
+        k = SecureKafka(env["LAGLESS_SECURITY_DIR"])
+        k.env = env
+        yield k
+    finally:
+        proc.stdin.close()  # the command ends, `run` stops the broker
+        rc = proc.wait(120)
+    assert rc == 0, (d / "run.stderr").read_text()
+    assert not cluster_dir.exists()
+
+
+# --------------------------------------------------------------------------------------------
 # TLS listeners
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_ssl_listener_verifies_against_the_test_ca(secure_kafka):
-    k = secure_kafka
+def test_ssl_listener_verifies_against_the_test_ca(secure):
+    k = secure
     ctx = tls_context(k.file("ca"))
     for host in ("127.0.0.1", "localhost"):  # both names are in the certificate
         with kafka_connect(k.listener("SSL"), tls=ctx, server_hostname=host) as s:
@@ -244,8 +286,8 @@ def test_ssl_listener_verifies_against_the_test_ca(secure_kafka):
 
 
 @pytest.mark.slow
-def test_mtls_listener_wants_a_client_certificate(secure_kafka):
-    k = secure_kafka
+def test_mtls_listener_wants_a_client_certificate(secure, tmp_path):
+    k = secure
     e = tls_error(k.listener("MTLS"), tls_context(k.file("ca")))
     assert "certificate" in str(e).lower(), e  # e.g. "alert certificate required"
     ok = [tls_context(k.file("ca"), k.file("client_cert"), k.file("client_key")),
@@ -258,21 +300,17 @@ def test_mtls_listener_wants_a_client_certificate(secure_kafka):
                           "-passin", f"pass:{k.info['client_p12_password']}"],
                          capture_output=True, text=True, check=True).stdout
     assert pem.count("BEGIN CERTIFICATE") == 2 and "BEGIN PRIVATE KEY" in pem
-    p12_pem = Path(k.dir) / "from-p12.pem"
-    try:
-        p12_pem.write_text(pem)
-        ctx = tls_context(k.file("ca"), str(p12_pem))
-        assert 3 in kafka_broker.api_versions(k.listener("MTLS"), tls=ctx)
-    finally:
-        p12_pem.unlink()
+    (tmp_path / "from-p12.pem").write_text(pem)
+    ctx = tls_context(k.file("ca"), str(tmp_path / "from-p12.pem"))
+    assert 3 in kafka_broker.api_versions(k.listener("MTLS"), tls=ctx)
     # The unencrypted and the encrypted key are the same key, the encrypted one needs the password.
     with pytest.raises(ssl.SSLError):
         tls_context(k.file("ca"), k.file("client_cert"), k.file("client_key_encrypted"), "wrong")
 
 
 @pytest.mark.slow
-def test_expired_and_wronghost_listeners_fail_verification_for_their_reason(secure_kafka):
-    k = secure_kafka
+def test_expired_and_wronghost_listeners_fail_verification_for_their_reason(secure):
+    k = secure
     ctx = tls_context(k.file("ca"))
     e = tls_error(k.listener("SSL_EXPIRED"), ctx)
     assert isinstance(e, ssl.SSLCertVerificationError) and e.verify_code == 10, e
@@ -297,8 +335,8 @@ def test_expired_and_wronghost_listeners_fail_verification_for_their_reason(secu
 
 @pytest.mark.slow
 @pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
-def test_sasl_listener_offers_the_four_mechanisms_and_checks_plain_passwords(secure_kafka, listener):
-    k = secure_kafka
+def test_sasl_listener_offers_the_four_mechanisms_and_checks_plain_passwords(secure, listener):
+    k = secure
     tls = tls_context(k.file("ca")) if listener == "SASL_SSL" else None
     address = k.listener(listener)
     with kafka_connect(address, tls=tls) as s:
@@ -310,7 +348,7 @@ def test_sasl_listener_offers_the_four_mechanisms_and_checks_plain_passwords(sec
         with kafka_connect(address, tls=tls) as s:
             r = plain_login(s, user, password)
             assert r["error"] == 0, r
-            assert r["session_lifetime_ms"] == (k.info["reauth_ms"] or 0)
+            assert r["session_lifetime_ms"] == REAUTH_MS
             assert_authenticated(s)
         with kafka_connect(address, tls=tls) as s:
             r = plain_login(s, user, password + "-wrong")
@@ -322,8 +360,8 @@ def test_sasl_listener_offers_the_four_mechanisms_and_checks_plain_passwords(sec
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_scram_users_exist_for_both_mechanisms(secure_kafka, mechanism):
-    k = secure_kafka
+def test_scram_users_exist_for_both_mechanisms(secure, mechanism):
+    k = secure
     for user, password in k.users.items():
         with kafka_connect(k.listener("SASL_PLAINTEXT")) as s:
             r = scram_login(s, mechanism, user, password)
@@ -337,8 +375,8 @@ def test_scram_users_exist_for_both_mechanisms(secure_kafka, mechanism):
 
 
 @pytest.mark.slow
-def test_oauthbearer_accepts_unsigned_tokens_until_they_expire(secure_kafka):
-    k = secure_kafka
+def test_oauthbearer_accepts_unsigned_tokens_until_they_expire(secure):
+    k = secure
     with kafka_connect(k.listener("SASL_SSL"), tls=tls_context(k.file("ca"))) as s:
         r = oauthbearer_login(s, unsecured_token("alice"))
         assert r["error"] == 0, r
@@ -350,24 +388,37 @@ def test_oauthbearer_accepts_unsigned_tokens_until_they_expire(secure_kafka):
 
 
 # --------------------------------------------------------------------------------------------
-# The CLI: `run --security --reauth-ms N -- CMD` exports every listener
+# What `run --security` exports, and --reauth-ms
 # --------------------------------------------------------------------------------------------
 
-ENV_VARS = ["LAGLESS_BOOTSTRAP", "LAGLESS_SSL_BOOTSTRAP", "LAGLESS_MTLS_BOOTSTRAP",
-            "LAGLESS_SSL_EXPIRED_BOOTSTRAP", "LAGLESS_SSL_WRONGHOST_BOOTSTRAP",
-            "LAGLESS_SASL_PLAINTEXT_BOOTSTRAP", "LAGLESS_SASL_SSL_BOOTSTRAP", "LAGLESS_SECURITY_DIR"]
-
-
-def probe(out: str) -> None:
-    """Runs inside `run --security`: what the environment names, and a SASL_SSL login."""
-    env = {v: os.environ.get(v) for v in ENV_VARS}
+@pytest.mark.slow
+def test_run_security_exports_every_listener(secure):
+    env, info = secure.env, secure.info
+    assert all(env.get(v) for v in ENV_VARS), {v: env.get(v) for v in ENV_VARS}
+    ports = [int(env[v].rsplit(":", 1)[1]) for v in ENV_VARS if v.endswith("_BOOTSTRAP")]
+    assert len(set(ports)) == len(ports) == 7
+    assert info["plaintext_bootstrap"] == env["LAGLESS_BOOTSTRAP"]
+    for listener in info["listeners"].values():
+        assert env[listener["env"]] == listener["bootstrap"]
     security_dir = Path(env["LAGLESS_SECURITY_DIR"])
-    info = json.loads((security_dir / "security.json").read_text())
-    with kafka_connect(env["LAGLESS_SASL_SSL_BOOTSTRAP"], tls=tls_context(str(security_dir / "ca.pem"))) as s:
-        login = plain_login(s, "alice", "alice-secret")
-        # KIP-368: re-authentication on the live connection is accepted and starts a new
-        # session; a connection that does not re-authenticate is closed once it expires.
-        relogin = plain_login(s, "alice", "alice-secret")
+    assert {"ca.pem", "other-ca.pem", "client.pem", "client.key", "client-encrypted.key",
+            "client.p12", "client-chain.pem", "ca-truststore.jks", "security.json"} <= \
+        {p.name for p in security_dir.iterdir()}
+    assert all(Path(f).parent == security_dir and Path(f).exists() for f in info["files"].values())
+    assert info["users"] == [{"name": "alice", "password": "alice-secret"},
+                             {"name": "bob", "password": "bob-secret"}]
+
+
+@pytest.mark.slow
+def test_reauth_ms_bounds_sasl_sessions(secure):
+    """KIP-368: the broker announces the session lifetime, accepts re-authentication on the live
+    connection, and closes a connection that outlives its session."""
+    assert secure.info["reauth_ms"] == REAUTH_MS
+    with kafka_connect(secure.listener("SASL_SSL"), tls=tls_context(secure.file("ca"))) as s:
+        first = plain_login(s, "alice", secure.users["alice"])
+        assert (first["error"], first["session_lifetime_ms"]) == (0, REAUTH_MS)
+        again = plain_login(s, "alice", secure.users["alice"])
+        assert (again["error"], again["session_lifetime_ms"]) == (0, REAUTH_MS)
         t0 = time.monotonic()
         closed_after = None
         while closed_after is None and time.monotonic() - t0 < 30:
@@ -376,35 +427,5 @@ def probe(out: str) -> None:
                 time.sleep(0.2)
             except OSError:
                 closed_after = time.monotonic() - t0
-    Path(out).write_text(json.dumps({
-        "env": env, "info": info, "closed_after_s": closed_after,
-        "logins": [{"error": r["error"], "session_lifetime_ms": r["session_lifetime_ms"]}
-                   for r in (login, relogin)],
-        "files": sorted(p.name for p in security_dir.iterdir())}))
-
-
-@pytest.mark.slow
-def test_run_security_exports_every_listener_and_reauth_ms(tmp_path):
-    """`run --security --reauth-ms 4000`: the command sees every listener; SASL sessions last
-    4 s (the broker says so in SaslAuthenticate and closes a connection that outlives it)."""
-    d, out = tmp_path / "sec", tmp_path / "probe.json"
-    code = (f"import sys; sys.path[:0] = {[str(SCRIPT.parent), str(Path(__file__).parent)]!r}; "
-            f"import test_broker_security as t; t.probe({str(out)!r})")
-    proc = subprocess.run([sys.executable, str(SCRIPT), "run", "--security", "--reauth-ms", "4000",
-                           "--dir", str(d), "--", sys.executable, "-c", code],
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(out.read_text())
-    env, info = got["env"], got["info"]
-    assert all(env[v] for v in ENV_VARS), env
-    ports = [int(env[v].rsplit(":", 1)[1]) for v in ENV_VARS if v.endswith("_BOOTSTRAP")]
-    assert len(set(ports)) == len(ports) == 7
-    for name, listener in info["listeners"].items():
-        assert env[listener["env"]] == listener["bootstrap"]
-    assert info["reauth_ms"] == 4000
-    assert got["logins"] == [{"error": 0, "session_lifetime_ms": 4000}] * 2
-    assert got["closed_after_s"] is not None and 3.5 < got["closed_after_s"] < 30, got["closed_after_s"]
-    assert {"ca.pem", "other-ca.pem", "client.pem", "client.key", "client-encrypted.key",
-            "client.p12", "client-chain.pem", "security.json"} <= set(got["files"])
-    assert all(Path(f).parent == Path(env["LAGLESS_SECURITY_DIR"]) for f in info["files"].values())
-    assert not d.exists()  # stopped and removed, certificates included
+    assert closed_after is not None, "the connection outlived its session by 26 s"
+    assert closed_after > REAUTH_MS / 1000 - 0.5, closed_after
