@@ -189,7 +189,11 @@ fn pem_certs(key: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>> {
 /// The trusted CAs: every CA the config names, else the system's roots.
 fn trust(c: &Config) -> Result<RootCertStore> {
     let mut sources: Vec<(&str, Vec<CertificateDer<'static>>)> = Vec::new();
-    if let Some(path) = c.opt("ssl.ca.location")? {
+    // librdkafka's `probe` means the system's CAs, which is what no CA setting means here.
+    let ca_location = c
+        .opt("ssl.ca.location")?
+        .filter(|p| !p.eq_ignore_ascii_case("probe"));
+    if let Some(path) = ca_location {
         // librdkafka also takes a directory of CA files.
         let p = Path::new(&path);
         if p.is_dir() {
@@ -649,6 +653,16 @@ mod tests {
             ],
             &[("ssl.truststore.certificates", &pki.ca_pem)],
         ];
+        // `probe` (librdkafka) is the system's CAs; this machine may have none, and then the
+        // error says how to name a CA.
+        match Tls::from_config(&config(&[("ssl.ca.location", "probe")])) {
+            Ok(_) => {}
+            Err(Error::Config { key, message }) => {
+                assert_eq!(key, "ssl.ca.location");
+                assert!(message.contains("system trust store"), "{message}");
+            }
+            Err(other) => panic!("{other}"),
+        }
         for trust in trusts {
             let t = Tls::from_config(&config(trust)).unwrap();
             assert!(!t.has_client_certificate());
