@@ -272,6 +272,7 @@ fn sasl_ssl_with_plain_from_a_jaas_config() {
         &[
             ("security.protocol", "SASL_SSL"),
             ("ssl.ca.location", &ca),
+            ("sasl.mechanism", "PLAIN"),
             ("sasl.jaas.config", &jaas),
         ],
     );
@@ -333,6 +334,34 @@ fn sasl_plaintext_with_oauthbearer() {
         ],
     );
     c.set_oauthbearer_token_provider(Arc::new(|| Ok(unsecured_token("bob"))));
+    round_trip(&c, 600, &[]);
+}
+
+#[test]
+fn sasl_ssl_with_oauthbearer_unsecured_tokens_from_the_configuration() {
+    let ca = file("ca.pem");
+    let c = config(
+        &env("LAGLESS_SASL_SSL_BOOTSTRAP"),
+        &[
+            ("security.protocol", "SASL_SSL"),
+            ("ssl.ca.location", &ca),
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("sasl.oauthbearer.config", "principal=alice lifeSeconds=600"),
+        ],
+    );
+    round_trip(&c, 600, &[]);
+    let c = config(
+        &env("LAGLESS_SASL_PLAINTEXT_BOOTSTRAP"),
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+            (
+                "sasl.jaas.config",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                 unsecuredLoginStringClaim_sub=\"bob\";",
+            ),
+        ],
+    );
     round_trip(&c, 600, &[]);
 }
 
