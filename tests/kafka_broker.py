@@ -9,8 +9,9 @@ CLI::
 
     python3 tests/kafka_broker.py fetch
     python3 tests/kafka_broker.py start [--nodes 1|3] [--port P] [--dir D] [--timeout S]
+                                        [--security [--reauth-ms N]]
     python3 tests/kafka_broker.py stop [--dir D] [--keep-data]
-    python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] -- CMD ARGS...
+    python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] [--security] -- CMD ARGS...
     python3 tests/kafka_broker.py create-topic NAME --partitions N [--replication-factor R] [--bootstrap B]
     python3 tests/kafka_broker.py list-topics [--bootstrap B]
     python3 tests/kafka_broker.py describe-cluster [--bootstrap B]
@@ -22,6 +23,14 @@ Python::
         cluster.bootstrap                  # "127.0.0.1:P" ("h:p1,h:p2,h:p3" for 3 nodes)
         cluster.create_topic("t", partitions=3)
         cluster.stop_node(2); cluster.start_node(2); cluster.kill_node(3)
+    with KafkaCluster(security=True) as cluster:   # TLS and SASL listeners too
+        cluster.listener_bootstrap("SASL_SSL"); cluster.env(); cluster.security_dir
+
+--security adds the SECURITY_LISTENERS (TLS with and without client certificates, an expired and
+a wrong-host broker certificate, SASL_PLAINTEXT and SASL_SSL with PLAIN, SCRAM-SHA-256/512 and
+OAUTHBEARER) with certificates made by `openssl` at start; `run` exports their bootstraps as
+LAGLESS_*_BOOTSTRAP and the certificates' directory as LAGLESS_SECURITY_DIR (security.json there
+lists every address, file, user and password).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -203,6 +213,15 @@ class _Reader:
     def i8(self): return self._take(">b")
     def i16(self): return self._take(">h")
     def i32(self): return self._take(">i")
+    def i64(self): return self._take(">q")
+
+    def bytes_(self):
+        n = self.i32()
+        if n < 0:
+            return None
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
 
     def string(self):
         n = self.i16()
@@ -234,21 +253,41 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def kafka_request(address: str | tuple, api_key: int, api_version: int, body: bytes,
-                  timeout: float = 5.0) -> bytes:
-    """Send one request with a v1 header; return the response body after a checked correlation id."""
+def kafka_connect(address: str | tuple, timeout: float = 5.0, tls: ssl.SSLContext | None = None,
+                  server_hostname: str | None = None) -> socket.socket:
+    """A connection to a broker; with `tls`, wrapped (and handshaken) with that SSL context.
+    server_hostname defaults to the address' host (what hostname verification checks)."""
     host, port = _split_address(address)
+    sock = socket.create_connection((host, port), timeout=timeout)
+    sock.settimeout(timeout)
+    if tls is None:
+        return sock
+    try:
+        return tls.wrap_socket(sock, server_hostname=server_hostname or host)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def kafka_exchange(sock: socket.socket, api_key: int, api_version: int, body: bytes) -> bytes:
+    """Send one request with a v1 header on an open connection; return the response body after a
+    checked correlation id (a v0 response header: flexible versions are not supported)."""
     corr = random.randrange(1, 2**31)
     msg = struct.pack(">hhi", api_key, api_version, corr) + _str("lagless-harness") + body
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(struct.pack(">i", len(msg)) + msg)
-        size = struct.unpack(">i", _recv_exact(s, 4))[0]
-        data = _recv_exact(s, size)
+    sock.sendall(struct.pack(">i", len(msg)) + msg)
+    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+    data = _recv_exact(sock, size)
     got = struct.unpack_from(">i", data)[0]
     if got != corr:
         raise ConnectionError(f"correlation id mismatch: sent {corr}, got {got}")
     return data[4:]
+
+
+def kafka_request(address: str | tuple, api_key: int, api_version: int, body: bytes,
+                  timeout: float = 5.0, tls: ssl.SSLContext | None = None) -> bytes:
+    """One request on a new connection (TLS with `tls`); returns the response body."""
+    with kafka_connect(address, timeout, tls) as s:
+        return kafka_exchange(s, api_key, api_version, body)
 
 
 def _split_address(address) -> tuple[str, int]:
@@ -258,9 +297,10 @@ def _split_address(address) -> tuple[str, int]:
     return host or HOST, int(port)
 
 
-def api_versions(address, timeout: float = 5.0) -> dict[int, tuple[int, int]]:
+def api_versions(address, timeout: float = 5.0,
+                 tls: ssl.SSLContext | None = None) -> dict[int, tuple[int, int]]:
     """ApiVersions v0; returns {api_key: (min, max)}.  Raises unless the broker answers error 0."""
-    r = _Reader(kafka_request(address, 18, 0, b"", timeout))
+    r = _Reader(kafka_request(address, 18, 0, b"", timeout, tls))
     err = r.i16()
     keys = r.array(lambda: (r.i16(), r.i16(), r.i16()))
     if err != 0:
@@ -442,6 +482,205 @@ def _tail_text(text: str, title: str, n: int = TAIL_LINES) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# TLS and SASL listeners (--security)
+# --------------------------------------------------------------------------------------------
+
+# Extra listeners of a --security cluster: name -> (security protocol, env var of its bootstrap).
+# Inter-broker and controller traffic stay on PLAINTEXT/CONTROLLER, so the brokers never depend
+# on the security code under test.
+SECURITY_LISTENERS = {
+    "SSL": ("SSL", "LAGLESS_SSL_BOOTSTRAP"),
+    "MTLS": ("SSL", "LAGLESS_MTLS_BOOTSTRAP"),                  # client certificate required
+    "SSL_EXPIRED": ("SSL", "LAGLESS_SSL_EXPIRED_BOOTSTRAP"),    # broker certificate expired
+    "SSL_WRONGHOST": ("SSL", "LAGLESS_SSL_WRONGHOST_BOOTSTRAP"),  # SAN only DNS:wrong.example
+    "SASL_PLAINTEXT": ("SASL_PLAINTEXT", "LAGLESS_SASL_PLAINTEXT_BOOTSTRAP"),
+    "SASL_SSL": ("SASL_SSL", "LAGLESS_SASL_SSL_BOOTSTRAP"),
+}
+SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+# Every user can log in with every mechanism (OAUTHBEARER: an unsigned token whose sub names it).
+SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+CLIENT_KEY_PASSWORD = "client-key-secret"   # client-encrypted.key
+CLIENT_P12_PASSWORD = "client-p12-secret"   # client.p12
+JKS_PASSWORD = "truststore-secret"          # ca-truststore.jks
+SECURITY_FILE = "security.json"
+
+_OPENSSL_CA_CONF = """\
+[ ca ]
+default_ca = test_ca
+[ test_ca ]
+database = index.txt
+new_certs_dir = .
+serial = serial
+default_md = sha256
+policy = policy_any
+unique_subject = no
+copy_extensions = none
+[ policy_any ]
+commonName = supplied
+"""
+
+
+def write_certificates(out: Path) -> dict[str, Path]:
+    """Make the test PKI in `out` with the openssl command line; returns {name: path}.
+
+    ca.pem signs broker.pem (SAN DNS:localhost,IP:127.0.0.1; serverAuth+clientAuth), client.pem
+    (CN=lagless-client; clientAuth), broker-expired.pem (valid two days ago to one day ago) and
+    broker-wronghost.pem (SAN only DNS:wrong.example); other-ca.pem is an unrelated CA.  Keys are
+    EC P-256 (milliseconds to make, where RSA takes a second on a loaded machine), unencrypted
+    PKCS#8, except client-encrypted.key (PKCS#8, AES-256, CLIENT_KEY_PASSWORD) and client.p12
+    (client certificate + key + CA, CLIENT_P12_PASSWORD).  client-chain.pem is client.pem
+    followed by ca.pem.  ca-truststore.jks holds ca.pem in the JKS format (JKS_PASSWORD), for
+    the error a JKS store gets where only PEM and PKCS#12 are read."""
+    openssl = shutil.which("openssl")
+    if not openssl:
+        raise BrokerError("openssl not found on PATH: --security needs it to make test certificates")
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / "ca-db"  # what `openssl ca` keeps: serial, index, copies of issued certificates
+    work.mkdir(exist_ok=True)
+    (work / "ca.cnf").write_text(_OPENSSL_CA_CONF)
+    (work / "index.txt").write_text("")
+    (work / "serial").write_text("1000\n")
+
+    def ossl(*args: str) -> None:
+        proc = subprocess.run([openssl, *args], cwd=work, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BrokerError(f"openssl {args[0]} failed (exit {proc.returncode})",
+                              _tail_text(proc.stderr, "openssl output"))
+
+    def key(name: str) -> Path:
+        path = out / name
+        ossl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path))
+        return path
+
+    def ca(name: str, cn: str) -> tuple[Path, Path]:
+        k = key(f"{name}.key")
+        ossl("req", "-x509", "-new", "-key", str(k), "-subj", f"/CN={cn}", "-days", "3650",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", str(out / f"{name}.pem"))
+        return out / f"{name}.pem", k
+
+    def issue(name: str, k: Path, cn: str, ext: str, start: float, end: float) -> Path:
+        """A certificate for key k signed by ca.pem, valid from `start` to `end` (epoch seconds)."""
+        stamp = lambda t: time.strftime("%Y%m%d%H%M%SZ", time.gmtime(t))  # noqa: E731
+        (work / f"{name}.ext").write_text(ext)
+        ossl("req", "-new", "-key", str(k), "-subj", f"/CN={cn}", "-out", f"{name}.csr")
+        ossl("ca", "-batch", "-config", "ca.cnf", "-cert", str(ca_pem), "-keyfile", str(ca_key),
+             "-in", f"{name}.csr", "-out", str(out / f"{name}.pem"), "-notext",
+             "-startdate", stamp(start), "-enddate", stamp(end), "-extfile", f"{name}.ext")
+        return out / f"{name}.pem"
+
+    now, day = time.time(), 86400.0
+    ca_pem, ca_key = ca("ca", "lagless test CA")
+    other_ca, _ = ca("other-ca", "lagless other CA")
+    server = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n" \
+             "extendedKeyUsage=serverAuth,clientAuth\n"
+    broker_key = key("broker.key")
+    broker = issue("broker", broker_key, "localhost",
+                   server + "subjectAltName=DNS:localhost,IP:127.0.0.1\n", now - day, now + 3650 * day)
+    expired = issue("broker-expired", broker_key, "localhost",
+                    server + "subjectAltName=DNS:localhost,IP:127.0.0.1\n", now - 2 * day, now - day)
+    wronghost = issue("broker-wronghost", broker_key, "wrong.example",
+                      server + "subjectAltName=DNS:wrong.example\n", now - day, now + 3650 * day)
+    client_key = key("client.key")
+    client = issue("client", client_key, "lagless-client",
+                   "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+                   "extendedKeyUsage=clientAuth\n", now - day, now + 3650 * day)
+    encrypted = out / "client-encrypted.key"
+    ossl("pkcs8", "-topk8", "-in", str(client_key), "-out", str(encrypted), "-v2", "aes-256-cbc",
+         "-v2prf", "hmacWithSHA256", "-passout", f"pass:{CLIENT_KEY_PASSWORD}")
+    p12 = out / "client.p12"
+    ossl("pkcs12", "-export", "-in", str(client), "-inkey", str(client_key), "-certfile", str(ca_pem),
+         "-name", "lagless-client", "-out", str(p12), "-passout", f"pass:{CLIENT_P12_PASSWORD}")
+    chain = out / "client-chain.pem"
+    chain.write_text(client.read_text() + ca_pem.read_text())
+    jks = out / "ca-truststore.jks"
+    jks.write_bytes(_jks_truststore({"lagless-test-ca": ca_pem}, JKS_PASSWORD))
+    return {"ca": ca_pem, "other_ca": other_ca, "ca_jks": jks,
+            "broker_cert": broker, "broker_key": broker_key, "broker_expired_cert": expired,
+            "broker_wronghost_cert": wronghost, "client_cert": client, "client_key": client_key,
+            "client_key_encrypted": encrypted, "client_p12": p12, "client_chain": chain}
+
+
+def _jks_truststore(certs: dict[str, Path], password: str) -> bytes:
+    """A Java KeyStore (JKS, version 2) of trusted-certificate entries, as keytool writes it: what
+    a JVM-made truststore looks like, without a JVM start."""
+    def utf(s: str) -> bytes:
+        b = s.encode()
+        return struct.pack(">H", len(b)) + b
+
+    body = struct.pack(">Iii", 0xFEEDFEED, 2, len(certs))
+    for alias, path in certs.items():
+        pem = path.read_text()
+        der = base64.b64decode("".join(pem.split("-----")[2].split()))
+        body += struct.pack(">i", 2) + utf(alias) + struct.pack(">q", int(time.time() * 1000))
+        body += utf("X.509") + struct.pack(">i", len(der)) + der
+    # Integrity: SHA-1 over the password's UTF-16 code units, a fixed salt, then the store.
+    digest = hashlib.sha1(password.encode("utf-16-be") + b"Mighty Aphrodite" + body).digest()
+    return body + digest
+
+
+def _inline_pem(path: Path) -> str:
+    """A PEM file as one server.properties value (java.util.Properties reads \\n as a newline)."""
+    return path.read_text().strip().replace("\n", "\\n")
+
+
+def listener_properties(node: "Node", certs: dict[str, Path] | None,
+                        reauth_ms: int | None = None) -> str:
+    """The listener part of a node's server.properties.  Without certs: PLAINTEXT and CONTROLLER
+    only.  With certs: also every SECURITY_LISTENERS entry on node.listener_ports."""
+    listeners = {"PLAINTEXT": node.broker_port, **(node.listener_ports if certs else {})}
+    protocols = {"CONTROLLER": "PLAINTEXT", "PLAINTEXT": "PLAINTEXT"}
+    protocols.update({name: SECURITY_LISTENERS[name][0] for name in listeners if name != "PLAINTEXT"})
+    lines = [
+        "listeners=" + ",".join(f"{n}://{HOST}:{p}" for n, p in listeners.items())
+        + f",CONTROLLER://{HOST}:{node.controller_port}",
+        "advertised.listeners=" + ",".join(f"{n}://{HOST}:{p}" for n, p in listeners.items()),
+        "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=PLAINTEXT",
+        "listener.security.protocol.map=" + ",".join(f"{n}:{p}" for n, p in protocols.items()),
+    ]
+    if not certs:
+        return "\n".join(lines) + "\n"
+
+    def keystore(prefix: str, cert: Path) -> list[str]:
+        return [f"{prefix}ssl.keystore.type=PEM",
+                f"{prefix}ssl.keystore.certificate.chain={_inline_pem(cert)}",
+                f"{prefix}ssl.keystore.key={_inline_pem(certs['broker_key'])}"]
+
+    # Broker-wide: the good certificate, the test CA as truststore (for client certificates),
+    # no client authentication (a broker-wide `required` would also bind SASL_SSL).
+    lines += keystore("", certs["broker_cert"])
+    lines += ["ssl.truststore.type=PEM", f"ssl.truststore.location={certs['ca']}",
+              "ssl.client.auth=none", "listener.name.mtls.ssl.client.auth=required"]
+    lines += keystore("listener.name.ssl_expired.", certs["broker_expired_cert"])
+    lines += keystore("listener.name.ssl_wronghost.", certs["broker_wronghost_cert"])
+    plain_users = " ".join(f'user_{u}="{pw}"' for u, pw in SASL_USERS.items())
+    login_modules = {
+        "PLAIN": f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};",
+        "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        # The broker's default OAUTHBEARER validator accepts unsigned (alg none) tokens.
+        "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+    }
+    for listener in ("sasl_plaintext", "sasl_ssl"):
+        lines.append(f"listener.name.{listener}.sasl.enabled.mechanisms={','.join(SASL_MECHANISMS)}")
+        for mechanism in SASL_MECHANISMS:  # the broker does not start without each pair's JAAS line
+            lines.append(f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config="
+                         f"{login_modules[mechanism]}")
+    if reauth_ms is not None:  # KIP-368: SASL sessions end after this; clients re-authenticate
+        lines.append(f"connections.max.reauth.ms={reauth_ms}")
+    return "\n".join(lines) + "\n"
+
+
+def scram_format_args() -> list[str]:
+    """StorageTool format arguments creating every SASL_USERS user for both SCRAM mechanisms."""
+    return [arg for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+            for user, password in SASL_USERS.items()
+            for arg in ("--add-scram", f"{mechanism}=[name={user},password={password}]")]
+
+
+# --------------------------------------------------------------------------------------------
 # The cluster
 # --------------------------------------------------------------------------------------------
 
@@ -474,6 +713,7 @@ class Node:
     def __init__(self, node_id: int, broker_port: int, controller_port: int, dir: Path):
         self.node_id, self.broker_port, self.controller_port, self.dir = \
             node_id, broker_port, controller_port, Path(dir)
+        self.listener_ports: dict[str, int] = {}  # SECURITY_LISTENERS name -> port (--security)
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
 
@@ -498,7 +738,8 @@ class Node:
 
     def to_json(self) -> dict:
         return {"node_id": self.node_id, "pid": self.pid, "broker_port": self.broker_port,
-                "controller_port": self.controller_port, "dir": str(self.dir)}
+                "controller_port": self.controller_port, "dir": str(self.dir),
+                "listener_ports": self.listener_ports}
 
 
 class KafkaCluster:
@@ -507,13 +748,23 @@ class KafkaCluster:
     Node ids are 1..nodes; stop_node/start_node/kill_node take a node id.  `port` fixes the
     PLAINTEXT port of node 1 (node i gets port+i-1); otherwise free ports are picked.  `dir` is the
     state directory (a new temporary one by default); stop() removes the data unless keep_data.
-    die_with_parent=True makes the JVMs die with this process even on SIGKILL (Linux)."""
+    die_with_parent=True makes the JVMs die with this process even on SIGKILL (Linux).
+
+    security=True adds the SECURITY_LISTENERS (TLS, mutual TLS, SASL) next to PLAINTEXT, with
+    certificates made at start in <dir>/security; env() names them (LAGLESS_SSL_BOOTSTRAP, ...,
+    LAGLESS_SECURITY_DIR) and <dir>/security/security.json lists addresses, files and users.
+    reauth_ms sets connections.max.reauth.ms (KIP-368) for the SASL listeners."""
 
     def __init__(self, nodes: int = 1, port: int | None = None, dir: str | os.PathLike | None = None,
                  timeout: float = DEFAULT_TIMEOUT, keep_data: bool = False,
-                 die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None):
+                 die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None,
+                 security: bool = False, reauth_ms: int | None = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
+        if reauth_ms is not None and not security:
+            raise ValueError("reauth_ms needs security=True (it applies to the SASL listeners)")
+        self.security, self.reauth_ms = security, reauth_ms
+        self.certs: dict[str, Path] | None = None
         self.n, self.port, self.timeout, self.keep_data, self.quiet = nodes, port, timeout, keep_data, quiet
         self.die_with_parent = die_with_parent
         self.jvm_opts = list(jvm_opts or []) + os.environ.get("LAGLESS_KAFKA_JVM_OPTS", "").split()
@@ -531,6 +782,25 @@ class KafkaCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(n.address for n in self.nodes.values())
+
+    @property
+    def security_dir(self) -> Path | None:
+        """Certificates, keys and security.json of a security=True cluster (None otherwise)."""
+        return self.dir / "security" if self.security and self.dir is not None else None
+
+    def listener_bootstrap(self, listener: str) -> str:
+        """The bootstrap of one SECURITY_LISTENERS listener ("SSL", "SASL_SSL", ...)."""
+        return ",".join(f"{HOST}:{n.listener_ports[listener]}" for n in self.nodes.values())
+
+    def env(self) -> dict[str, str]:
+        """What `run` exports: LAGLESS_BOOTSTRAP, LAGLESS_BROKER_DIR and, with security, one
+        LAGLESS_*_BOOTSTRAP per security listener and LAGLESS_SECURITY_DIR."""
+        env = {"LAGLESS_BOOTSTRAP": self.bootstrap, "LAGLESS_BROKER_DIR": str(self.dir)}
+        if self.security:
+            env.update({var: self.listener_bootstrap(name)
+                        for name, (_, var) in SECURITY_LISTENERS.items()})
+            env["LAGLESS_SECURITY_DIR"] = str(self.security_dir)
+        return env
 
     @property
     def node_ids(self) -> list[int]:
@@ -582,6 +852,8 @@ class KafkaCluster:
         else:
             ports = free_ports(2 * self.n)
             broker_ports, controller_ports = ports[:self.n], ports[self.n:]
+        k = len(SECURITY_LISTENERS) if self.security else 0
+        extra = free_ports(k * self.n, exclude=set(broker_ports) | set(controller_ports))
         self.lib = fetch_kafka(self.quiet)
         if self._dir_arg:
             self.dir = self._dir_arg.resolve()
@@ -600,6 +872,10 @@ class KafkaCluster:
             for i in range(self.n):
                 nid = i + 1
                 self.nodes[nid] = Node(nid, broker_ports[i], controller_ports[i], self.dir / f"node-{nid}")
+                self.nodes[nid].listener_ports = dict(zip(SECURITY_LISTENERS, extra[i * k:(i + 1) * k]))
+            if self.security:
+                self.certs = write_certificates(self.security_dir)
+                self._write_security_file()
             for node in self.nodes.values():  # every node's config lists every voter
                 self._write_config(node)
             self._format(java)
@@ -672,11 +948,13 @@ class KafkaCluster:
             state = json.loads((d / STATE_FILE).read_text())
         except FileNotFoundError:
             raise BrokerError(f"no cluster state in {d} ({STATE_FILE} missing)") from None
-        c = cls(nodes=len(state["nodes"]), dir=d, die_with_parent=False, quiet=True)
+        c = cls(nodes=len(state["nodes"]), dir=d, die_with_parent=False, quiet=True,
+                security=state.get("security", False))
         c.dir, c._created_dir, c.cluster_id = d, state.get("created_dir", False), state["cluster_id"]
         for nj in state["nodes"]:
             node = Node(nj["node_id"], nj["broker_port"], nj["controller_port"], Path(nj["dir"]))
             node.pid = nj["pid"]
+            node.listener_ports = nj.get("listener_ports", {})
             c.nodes[node.node_id] = node
         return c
 
@@ -699,11 +977,7 @@ class KafkaCluster:
 process.roles=broker,controller
 node.id={node.node_id}
 {quorum}
-listeners=PLAINTEXT://{HOST}:{node.broker_port},CONTROLLER://{HOST}:{node.controller_port}
-advertised.listeners=PLAINTEXT://{HOST}:{node.broker_port}
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+{listener_properties(node, self.certs, self.reauth_ms).rstrip()}
 log.dirs={node.dir / "data"}
 num.partitions=1
 default.replication.factor={n}
@@ -750,6 +1024,8 @@ logger.clients.level = WARN
                 args = ["format", "-t", self.cluster_id, "-c", str(node.props)]
                 if self.n == 1:
                     args.insert(1, "--standalone")
+                if self.security:
+                    args += scram_format_args()
                 cmd = [java, *TOOL_JVM, f"-Dlog4j2.configurationFile={_tools_log4j(self.lib)}",
                        "-cp", f"{self.lib}/*", STORAGE_TOOL, *args]
                 procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
@@ -801,6 +1077,8 @@ logger.clients.level = WARN
                 ok = True
                 for node in running:
                     api_versions(node.address, timeout=2)
+                    for port in node.listener_ports.values():  # bound, not necessarily serving
+                        socket.create_connection((HOST, port), timeout=2).close()
                     got = set(metadata(node.address, [], timeout=2)["brokers"])
                     if got != want:
                         last = f"node {node.node_id} lists brokers {sorted(got)}, want {sorted(want)}"
@@ -840,16 +1118,37 @@ logger.clients.level = WARN
         if self.dir is None or not self.dir.exists():
             return
         state = {"version": self.version, "cluster_id": self.cluster_id, "bootstrap": self.bootstrap,
-                 "dir": str(self.dir), "created_dir": self._created_dir,
+                 "dir": str(self.dir), "created_dir": self._created_dir, "security": self.security,
                  "nodes": [n.to_json() for n in self.nodes.values()]}
         tmp = self.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.dir / STATE_FILE)
 
+    def _write_security_file(self) -> None:
+        """security.json: everything a test needs to use the security listeners."""
+        info = {
+            "listeners": {name: {"security_protocol": proto, "bootstrap": self.listener_bootstrap(name),
+                                 "env": var} for name, (proto, var) in SECURITY_LISTENERS.items()},
+            "plaintext_bootstrap": self.bootstrap,
+            "files": {name: str(path) for name, path in self.certs.items()},
+            "client_key_password": CLIENT_KEY_PASSWORD,
+            "client_p12_password": CLIENT_P12_PASSWORD,
+            "jks_password": JKS_PASSWORD,
+            "client_principal": "CN=lagless-client",
+            "sasl_mechanisms": SASL_MECHANISMS,
+            "users": [{"name": u, "password": pw} for u, pw in SASL_USERS.items()],
+            # OAUTHBEARER: the broker's unsecured validator takes an unsigned JWS (header
+            # {"alg":"none"}) whose "sub" names the principal and whose "exp" is in the future.
+            "oauthbearer": {"validator": "unsecured", "principal_claim": "sub"},
+            "reauth_ms": self.reauth_ms,
+        }
+        (self.security_dir / SECURITY_FILE).write_text(json.dumps(info, indent=2) + "\n")
+
     def _remove_data(self) -> None:
         if self._created_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
             return
+        shutil.rmtree(self.dir / "security", ignore_errors=True)
         for node in self.nodes.values():
             shutil.rmtree(node.dir, ignore_errors=True)
         for name in (STATE_FILE, STATE_FILE + ".tmp"):
@@ -909,7 +1208,8 @@ class _Terminated(BaseException):
 
 
 def cmd_start(a) -> int:
-    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, die_with_parent=False)
+    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, die_with_parent=False,
+                     security=a.security, reauth_ms=a.reauth_ms)
     c.start()
     c.detach()
     try:
@@ -919,6 +1219,10 @@ def cmd_start(a) -> int:
     print(f"bootstrap={c.bootstrap}")
     print(f"dir={c.dir}")
     print(f"pids={','.join(map(str, c.pids))}")
+    if c.security:  # what `run` would export
+        for var, value in c.env().items():
+            if var not in ("LAGLESS_BOOTSTRAP", "LAGLESS_BROKER_DIR"):
+                print(f"{var}={value}")
     return 0
 
 
@@ -940,7 +1244,8 @@ def cmd_run(a) -> int:
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         raise BrokerError("run needs a command: run [--nodes N] -- CMD ARGS...")
-    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout)
+    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, security=a.security,
+                     reauth_ms=a.reauth_ms)
 
     def on_signal(signum, _frame):
         raise _Terminated(signum)
@@ -950,7 +1255,7 @@ def cmd_run(a) -> int:
     child = None
     try:
         c.start()
-        env = dict(os.environ, LAGLESS_BOOTSTRAP=c.bootstrap, LAGLESS_BROKER_DIR=str(c.dir))
+        env = dict(os.environ, **c.env())
         try:
             child = subprocess.Popen(cmd, env=env)
         except OSError as e:
@@ -1023,6 +1328,14 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--dir", help="state directory (default: a new temporary one)")
         sp.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                         help="seconds to wait for the cluster (default %(default)s)")
+        sp.add_argument("--security", action="store_true",
+                        help="also SSL, mutual-TLS, expired- and wrong-host-certificate, "
+                             "SASL_PLAINTEXT and SASL_SSL listeners (PLAIN, SCRAM-SHA-256/512, "
+                             "OAUTHBEARER), certificates made at start; `run` exports "
+                             "LAGLESS_{SSL,MTLS,SSL_EXPIRED,SSL_WRONGHOST,SASL_PLAINTEXT,SASL_SSL}"
+                             "_BOOTSTRAP and LAGLESS_SECURITY_DIR (see its security.json)")
+        sp.add_argument("--reauth-ms", type=int, metavar="N",
+                        help="with --security: connections.max.reauth.ms=N on the SASL listeners")
 
     sp = sub.add_parser("start", help="start a cluster in the background")
     cluster_args(sp)
@@ -1052,6 +1365,8 @@ def main(argv: list[str] | None = None) -> int:
     sp.set_defaults(fn=cmd_fetch)
 
     a = p.parse_args(argv)
+    if getattr(a, "reauth_ms", None) is not None and not a.security:
+        p.error("--reauth-ms needs --security (it applies to the SASL listeners)")
     try:
         return a.fn(a)
     except BrokerError as e:

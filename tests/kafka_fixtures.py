@@ -4,10 +4,14 @@ tests/interop), loaded by their conftest.py files.
 `kafka` uses $LAGLESS_BOOTSTRAP when set (a broker started by the outer command, e.g.
 `python3 tests/kafka_broker.py run -- pytest tests/python`), else starts one 1-node broker for the
 whole session.  `make_topic(partitions=1, rf=None)` creates a uniquely named topic.
+
+`secure_kafka` is the same for a broker with the security listeners (`run --security`): it uses
+$LAGLESS_SECURITY_DIR when set, else starts one for the session.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -34,6 +38,34 @@ class ExternalKafka:
 
     def list_topics(self):
         return kafka_broker.list_topics(self.bootstrap)
+
+
+class SecureKafka(ExternalKafka):
+    """A broker with the security listeners, described by its security.json (see
+    kafka_broker.KafkaCluster): `bootstrap` is its PLAINTEXT listener (for topics),
+    listener("SASL_SSL") another listener's bootstrap, file("ca") a path, `users` {name: password}."""
+
+    def __init__(self, security_dir: str | os.PathLike):
+        self.dir = Path(security_dir)
+        self.info = json.loads((self.dir / kafka_broker.SECURITY_FILE).read_text())
+        super().__init__(self.info["plaintext_bootstrap"])
+        self.users = {u["name"]: u["password"] for u in self.info["users"]}
+
+    def listener(self, name: str) -> str:
+        return self.info["listeners"][name]["bootstrap"]
+
+    def file(self, name: str) -> str:
+        return self.info["files"][name]
+
+
+@pytest.fixture(scope="session")
+def secure_kafka():
+    security_dir = os.environ.get("LAGLESS_SECURITY_DIR")
+    if security_dir:
+        yield SecureKafka(security_dir)
+        return
+    with kafka_broker.KafkaCluster(nodes=1, security=True) as cluster:
+        yield SecureKafka(cluster.security_dir)
 
 
 @pytest.fixture(scope="session")

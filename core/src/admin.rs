@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use crate::backoff::{Deadline, Retry};
 use crate::cluster::Cluster;
-use crate::config::CommonConfig;
+use crate::config::{CommonConfig, Config};
 use crate::error::{codes, Error, Result};
 
 /// How long [`create_topic`] waits for the broker, and then for the topic's leaders.
@@ -28,6 +28,7 @@ fn admin_config(bootstrap: &str) -> CommonConfig {
         socket_connection_setup_timeout: Duration::from_secs(10),
         metadata_max_age: Duration::from_secs(300),
         task_timeout: Duration::from_secs(300),
+        security: Default::default(),
     }
 }
 
@@ -49,6 +50,30 @@ pub fn create_topic(
             "no bootstrap server address given".to_string(),
         ));
     }
+    create_topic_on(config, name, partitions, replication_factor)
+}
+
+/// [`create_topic`] with a client configuration: `bootstrap.servers`, `security.protocol` and
+/// the TLS and SASL keys (any consumer or producer key is accepted and ignored).
+pub fn create_topic_with_config(
+    config: &Config,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> Result<()> {
+    let mut common = CommonConfig::from_config(config)?;
+    if !config.is_set("client.id") {
+        common.client_id = "lagless-admin".to_string();
+    }
+    create_topic_on(common, name, partitions, replication_factor)
+}
+
+fn create_topic_on(
+    config: CommonConfig,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

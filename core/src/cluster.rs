@@ -177,6 +177,7 @@ impl Cluster {
             .min(deadline.remaining());
         match Connection::connect(
             &s.addr,
+            &self.config.security,
             &self.config.client_id,
             setup,
             self.config.request_timeout,
@@ -255,6 +256,9 @@ impl Cluster {
                 .await
             {
                 Ok(c) => return Ok(c),
+                // A failed authentication (or TLS check) fails the same way on every broker and
+                // will not pass by retrying: report it as it is, not as "no broker reachable".
+                Err(e) if e.is_fatal() => return Err(e),
                 Err(e) => errors.push(e.to_string()),
             }
         }

@@ -11,10 +11,12 @@
 //! `Config` into typed values and check the settings against each other.
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::net::Security;
+use crate::sasl::OAuthBearerTokenProvider;
 
 /// Which clients a key applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -123,6 +125,20 @@ const fn key(
         doc,
         sensitive: false,
         kind,
+    }
+}
+
+// The same for a key whose value is a secret (never shown).
+const fn secret(
+    name: &'static str,
+    default: Option<&'static str>,
+    scope: Scope,
+    kind: Kind,
+    doc: &'static str,
+) -> KeyInfo {
+    KeyInfo {
+        sensitive: true,
+        ..key(name, default, scope, kind, doc)
     }
 }
 
@@ -235,12 +251,227 @@ static KEYS: &[KeyInfo] = &[
         "security.protocol",
         Some("PLAINTEXT"),
         Common,
+        OneOf(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
+        "Protocol to talk to brokers: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS).",
+    ),
+    key(
+        "ssl.ca.location",
+        None,
+        Common,
+        Str,
+        "File (or directory) of PEM CA certificates that sign the brokers' certificates; without it (and ssl.ca.pem, ssl.truststore.*) the system's CAs are trusted.",
+    ),
+    key(
+        "ssl.ca.pem",
+        None,
+        Common,
+        Str,
+        "PEM CA certificates, inline, as ssl.ca.location.",
+    ),
+    key(
+        "ssl.certificate.location",
+        None,
+        Common,
+        Str,
+        "File of the client's PEM certificate (chain) for mutual TLS, with ssl.key.location.",
+    ),
+    key(
+        "ssl.certificate.pem",
+        None,
+        Common,
+        Str,
+        "The client's PEM certificate (chain), inline, as ssl.certificate.location.",
+    ),
+    key(
+        "ssl.key.location",
+        None,
+        Common,
+        Str,
+        "File of the client's PEM private key (PKCS#8, encrypted with ssl.key.password or not; PKCS#1; SEC1).",
+    ),
+    secret(
+        "ssl.key.pem",
+        None,
+        Common,
+        Str,
+        "The client's PEM private key, inline, as ssl.key.location.",
+    ),
+    secret(
+        "ssl.key.password",
+        None,
+        Common,
+        Str,
+        "Password of an encrypted PKCS#8 client key (ssl.key.location, ssl.key.pem, ssl.keystore.key).",
+    ),
+    key(
+        "ssl.endpoint.identification.algorithm",
+        Some("https"),
+        Common,
+        OneOf(&["https", "none", ""]),
+        "https: a broker's certificate must carry the host lagless connects to; none (or empty) skips that check, not the others.",
+    ),
+    key(
+        "ssl.keystore.location",
+        None,
+        Common,
+        Str,
+        "Client key and certificate store for mutual TLS: PKCS#12 (with ssl.keystore.password) or PEM (ssl.keystore.type).",
+    ),
+    secret(
+        "ssl.keystore.password",
+        None,
+        Common,
+        Str,
+        "Password of the PKCS#12 store of ssl.keystore.location.",
+    ),
+    key(
+        "ssl.keystore.type",
+        None,
+        Common,
         Restricted {
-            known: &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
-            accepted: &["PLAINTEXT"],
-            why: "only PLAINTEXT is supported",
+            known: &["PKCS12", "PEM", "JKS"],
+            accepted: &["PKCS12", "PEM"],
+            why: crate::net::tls::JKS_HINT,
         },
-        "Protocol to talk to brokers; only PLAINTEXT is supported.",
+        "PKCS12 or PEM; unset, it is read from the file (JKS is refused with how to convert it).",
+    ),
+    secret(
+        "ssl.keystore.key",
+        None,
+        Common,
+        Str,
+        "The client's PEM private key, inline (Java's name for ssl.key.pem).",
+    ),
+    key(
+        "ssl.keystore.certificate.chain",
+        None,
+        Common,
+        Str,
+        "The client's PEM certificate chain, inline (Java's name for ssl.certificate.pem).",
+    ),
+    key(
+        "ssl.truststore.type",
+        None,
+        Common,
+        Restricted {
+            known: &["PKCS12", "PEM", "JKS"],
+            accepted: &["PKCS12", "PEM"],
+            why: crate::net::tls::JKS_HINT,
+        },
+        "PEM or PKCS12; unset, it is read from the file (JKS is refused with how to convert it).",
+    ),
+    key(
+        "ssl.truststore.location",
+        None,
+        Common,
+        Str,
+        "File of trusted CA certificates, PEM or PKCS#12 (Java's name for ssl.ca.location).",
+    ),
+    secret(
+        "ssl.truststore.password",
+        None,
+        Common,
+        Str,
+        "Password of a PKCS#12 ssl.truststore.location.",
+    ),
+    key(
+        "ssl.truststore.certificates",
+        None,
+        Common,
+        Str,
+        "PEM CA certificates, inline (Java's name for ssl.ca.pem).",
+    ),
+    key(
+        "sasl.mechanism",
+        None,
+        Common,
+        Restricted {
+            known: &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"],
+            accepted: &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"],
+            why: "GSSAPI (Kerberos) is not supported; use SCRAM-SHA-512, PLAIN over SSL or OAUTHBEARER",
+        },
+        "SASL mechanism with SASL_PLAINTEXT and SASL_SSL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER.",
+    ),
+    key(
+        "sasl.mechanisms",
+        None,
+        Common,
+        Restricted {
+            known: &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"],
+            accepted: &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"],
+            why: "GSSAPI (Kerberos) is not supported; use SCRAM-SHA-512, PLAIN over SSL or OAUTHBEARER",
+        },
+        "librdkafka's name for sasl.mechanism.",
+    ),
+    key(
+        "sasl.username",
+        None,
+        Common,
+        Str,
+        "User name for PLAIN and SCRAM.",
+    ),
+    secret(
+        "sasl.password",
+        None,
+        Common,
+        Str,
+        "Password for PLAIN and SCRAM.",
+    ),
+    secret(
+        "sasl.jaas.config",
+        None,
+        Common,
+        Str,
+        "Java's login module line (PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule) with the credentials.",
+    ),
+    key(
+        "sasl.oauthbearer.method",
+        Some("default"),
+        Common,
+        OneOf(&["default", "oidc"]),
+        "OAUTHBEARER tokens: default (the application's token provider, else unsecured tokens from sasl.oauthbearer.config) or oidc (client credentials from sasl.oauthbearer.token.endpoint.url; setting that URL alone means oidc too, as in the Java client).",
+    ),
+    secret(
+        "sasl.oauthbearer.config",
+        None,
+        Common,
+        Str,
+        "Unsecured OAUTHBEARER tokens, for testing: `principal=<name> [scope=<s>] [lifeSeconds=<n>]`.",
+    ),
+    key(
+        "sasl.oauthbearer.token.endpoint.url",
+        None,
+        Common,
+        Str,
+        "OIDC token endpoint for sasl.oauthbearer.method=oidc.",
+    ),
+    key(
+        "sasl.oauthbearer.client.id",
+        None,
+        Common,
+        Str,
+        "OIDC client id for sasl.oauthbearer.method=oidc.",
+    ),
+    secret(
+        "sasl.oauthbearer.client.secret",
+        None,
+        Common,
+        Str,
+        "OIDC client secret for sasl.oauthbearer.method=oidc.",
+    ),
+    key(
+        "sasl.oauthbearer.scope",
+        None,
+        Common,
+        Str,
+        "Scope requested from the OIDC token endpoint.",
+    ),
+    key(
+        "sasl.oauthbearer.extensions",
+        None,
+        Common,
+        Str,
+        "SASL extensions sent with OAUTHBEARER tokens (KIP-342), as key=value,key=value.",
     ),
     // Consumer.
     key(
@@ -702,6 +933,8 @@ const HIDDEN: &str = "[hidden]";
 #[derive(Clone, Default)]
 pub struct Config {
     values: BTreeMap<String, String>,
+    /// The application's OAUTHBEARER token provider: code, not a string, so not a key.
+    oauthbearer_token_provider: Option<Arc<dyn OAuthBearerTokenProvider>>,
 }
 
 // Written by hand, not derived, so a sensitive value never reaches a log through `{:?}`.
@@ -723,6 +956,17 @@ static RETRIES_DEPRECATION: Once = Once::new();
 impl Config {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// OAUTHBEARER tokens from the application (`sasl.mechanism=OAUTHBEARER`): called on a
+    /// blocking thread whenever a connection authenticates and the token it gave last is due for
+    /// refresh. It wins over every configured token source.
+    pub fn set_oauthbearer_token_provider(&mut self, provider: Arc<dyn OAuthBearerTokenProvider>) {
+        self.oauthbearer_token_provider = Some(provider);
+    }
+
+    pub(crate) fn oauthbearer_token_provider(&self) -> Option<Arc<dyn OAuthBearerTokenProvider>> {
+        self.oauthbearer_token_provider.clone()
     }
 
     /// Sets a key, checking the key and the value. Surrounding whitespace is trimmed, as the Java
@@ -852,6 +1096,23 @@ impl Config {
         parse_bool(v).ok_or_else(|| Error::config(name, format!("`{name}` is not a boolean")))
     }
 
+    /// The value of a key, `None` when it is unset or empty (paths, PEM texts, passwords).
+    pub(crate) fn opt(&self, name: &str) -> Result<Option<String>> {
+        Ok(self
+            .value(name)?
+            .filter(|v| !v.is_empty())
+            .map(str::to_string))
+    }
+
+    /// The keys set whose names start with one of `prefixes`, with their values.
+    pub(crate) fn set_with_prefixes(&self, prefixes: &[&str]) -> Vec<(String, String)> {
+        self.values
+            .iter()
+            .filter(|(k, _)| prefixes.iter().any(|p| k.starts_with(p)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     fn string(&self, name: &str) -> Result<Option<String>> {
         Ok(self.value(name)?.map(str::to_string))
     }
@@ -908,6 +1169,8 @@ pub struct CommonConfig {
     pub metadata_max_age: Duration,
     /// Zero: report a partition at its first failure.
     pub task_timeout: Duration,
+    /// `security.protocol` with its TLS setup and SASL credentials.
+    pub security: Security,
 }
 
 impl CommonConfig {
@@ -930,6 +1193,7 @@ impl CommonConfig {
             socket_connection_setup_timeout: c.ms("socket.connection.setup.timeout.ms")?,
             metadata_max_age: c.ms("metadata.max.age.ms")?,
             task_timeout: c.ms("task.timeout.ms")?,
+            security: Security::from_config(c)?,
         })
     }
 }
@@ -1306,9 +1570,18 @@ mod tests {
 
     #[test]
     fn unsupported_kafka_features_say_so() {
-        let (_, m) = set_err("security.protocol", "SASL_SSL");
-        assert!(m.contains("only PLAINTEXT is supported"), "{m}");
         Config::new().set("security.protocol", "plaintext").unwrap();
+        let (_, m) = set_err("ssl.keystore.type", "JKS");
+        assert!(
+            m.contains("keytool -importkeystore") && m.contains("PKCS12"),
+            "{m}"
+        );
+        let (key, m) = set_err("sasl.mechanism", "GSSAPI");
+        assert_eq!(key, "sasl.mechanism");
+        assert!(
+            m.contains("not supported") && m.contains("SCRAM-SHA-512"),
+            "{m}"
+        );
         let (_, m) = set_err("allow.auto.create.topics", "true");
         assert!(m.contains("never creates topics"), "{m}");
         let (_, m) = set_err("group.protocol", "consumer");
@@ -1509,9 +1782,26 @@ mod tests {
         assert_eq!(get("max.poll.records"), "500");
         assert_eq!(get("group.instance.id"), "");
 
-        // No key lagless honours today holds a secret; when one does (sasl.password), it must be
-        // marked sensitive. The masking itself is checked with a table that has one.
-        assert!(keys().iter().all(|k| !k.sensitive));
+        // Every key that can hold a password or a private key is sensitive, and only those.
+        let sensitive: Vec<&str> = keys()
+            .iter()
+            .filter(|k| k.sensitive)
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(
+            sensitive,
+            [
+                "ssl.key.pem",
+                "ssl.key.password",
+                "ssl.keystore.password",
+                "ssl.keystore.key",
+                "ssl.truststore.password",
+                "sasl.password",
+                "sasl.jaas.config",
+                "sasl.oauthbearer.config",
+                "sasl.oauthbearer.client.secret",
+            ]
+        );
         let table = [
             KeyInfo {
                 sensitive: true,

@@ -753,6 +753,14 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "metadata refresh failed");
+                        // No retry fixes a failed authentication: the application hears of it
+                        // now (once), not after task.timeout.ms.
+                        if e.is_fatal() {
+                            let mut st = shared.lock();
+                            if !matches!(st.errors.back(), Some(last) if *last == e) {
+                                shared.push_error(&mut st, e);
+                            }
+                        }
                         Instant::now() + metadata_retry.failed()
                     }
                 };
@@ -1040,6 +1048,9 @@ fn handle_lookup(
     let outcomes = match result {
         Ok(o) => o,
         Err(e) => {
+            if e.is_fatal() && !matches!(st.errors.back(), Some(last) if *last == e) {
+                shared.push_error(&mut st, e.clone());
+            }
             for (tp, cursor) in &keys {
                 if let Some(p) = st.partitions.get_mut(tp) {
                     if p.cursor == *cursor {

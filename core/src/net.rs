@@ -4,24 +4,46 @@
 //! a complete frame to the writer and await a oneshot for the response, matched by correlation
 //! id. A caller's future that is dropped mid-request therefore never leaves half a frame on the
 //! socket: the writer finishes the frame, and the reader discards the orphaned response.
+//!
+//! The socket is plain TCP or TLS ([`tls`]), per `security.protocol`; with SASL the connection
+//! authenticates right after ApiVersions and, when the broker bounds the session (KIP-368),
+//! authenticates again on the same socket before the session expires. Nothing above this module
+//! knows which protocol a connection speaks.
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::{codes, Error, Result};
 use crate::protocol::wire::{self, client_versions, MAX_FRAME_BYTES};
+use crate::sasl::{self, SaslCredentials};
+
+pub mod security;
+pub mod tls;
+
+pub use security::{Security, SecurityProtocol};
 
 type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<Result<Bytes>>>>>;
+
+/// What the writer task sends. Authentication frames go first; while a re-authentication runs,
+/// no other request may reach the broker between its SaslHandshake and its last
+/// SaslAuthenticate, so the writer holds them back (they stay queued, nothing is dropped).
+enum Control {
+    /// Hold ordinary frames until `End`.
+    Begin,
+    Frame(Bytes),
+    End,
+}
 
 /// A live connection to one broker, with the API versions it supports.
 pub struct Connection {
@@ -29,22 +51,25 @@ pub struct Connection {
     client_id: String,
     request_timeout: Duration,
     outgoing: mpsc::UnboundedSender<Bytes>,
+    control: mpsc::UnboundedSender<Control>,
     pending: Pending,
-    next_correlation_id: AtomicI32,
+    next_correlation_id: Arc<AtomicI32>,
     alive: Arc<AtomicBool>,
     /// api key -> (min, max) as the broker advertises them.
     broker_versions: HashMap<i16, (i16, i16)>,
-    tasks: [JoinHandle<()>; 2],
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl Connection {
     /// Connects, then negotiates versions with ApiVersions.
     pub async fn connect(
         addr: &str,
+        security: &Security,
         client_id: &str,
         setup_timeout: Duration,
         request_timeout: Duration,
     ) -> Result<Connection> {
+        let setup_deadline = Instant::now() + setup_timeout;
         let stream = match tokio::time::timeout(setup_timeout, TcpStream::connect(addr)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return Err(Error::Transport(format!("cannot connect to broker {addr}: {e}"))),
@@ -56,35 +81,85 @@ impl Connection {
             }
         };
         let _ = stream.set_nodelay(true);
-        let (read, write) = stream.into_split();
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
         let (tx, rx) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(write_loop(
-            write,
-            rx,
-            pending.clone(),
-            alive.clone(),
-            addr.to_string(),
-        ));
-        let reader = tokio::spawn(read_loop(
-            read,
-            pending.clone(),
-            alive.clone(),
-            addr.to_string(),
-        ));
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let io = Io {
+            pending: pending.clone(),
+            alive: alive.clone(),
+            addr: addr.to_string(),
+            plaintext: security.tls().is_none(),
+            client_certificate: security.tls().is_some_and(|t| t.has_client_certificate()),
+            sasl: security.sasl().is_some(),
+        };
+        let tasks = match security.tls() {
+            None => {
+                let (read, write) = stream.into_split();
+                vec![
+                    tokio::spawn(write_loop(write, rx, control_rx, io.clone())),
+                    tokio::spawn(read_loop(read, io)),
+                ]
+            }
+            Some(tls) => {
+                let remaining = setup_deadline.saturating_duration_since(Instant::now());
+                let stream =
+                    match tokio::time::timeout(remaining, tls.handshake(addr, stream)).await {
+                        Ok(s) => s?,
+                        Err(_) => {
+                            return Err(Error::Transport(format!(
+                                "TLS handshake with broker {addr}: no answer within \
+                             socket.connection.setup.timeout.ms ({} ms)",
+                                setup_timeout.as_millis()
+                            )))
+                        }
+                    };
+                let (read, write) = tokio::io::split(stream);
+                vec![
+                    tokio::spawn(write_loop(write, rx, control_rx, io.clone())),
+                    tokio::spawn(read_loop(read, io)),
+                ]
+            }
+        };
         let mut conn = Connection {
             addr: addr.to_string(),
             client_id: client_id.to_string(),
             request_timeout,
             outgoing: tx,
+            control: control_tx,
             pending,
-            next_correlation_id: AtomicI32::new(1),
+            next_correlation_id: Arc::new(AtomicI32::new(1)),
             alive,
             broker_versions: HashMap::new(),
-            tasks: [writer, reader],
+            tasks,
         };
         conn.negotiate_versions().await?;
+        if let Some(creds) = security.sasl() {
+            let wire = Wire {
+                addr: conn.addr.clone(),
+                client_id: conn.client_id.clone(),
+                timeout: request_timeout,
+                pending: conn.pending.clone(),
+                next_correlation_id: conn.next_correlation_id.clone(),
+                sink: Sink::Ordinary(conn.outgoing.clone()),
+            };
+            let version = conn.version::<SaslAuthenticateRequest>()?;
+            let lifetime = authenticate(&wire, creds, version).await?;
+            if let Some(lifetime) = lifetime {
+                let wire = Wire {
+                    sink: Sink::Control(conn.control.clone()),
+                    ..wire
+                };
+                let alive = conn.alive.clone();
+                conn.tasks.push(tokio::spawn(reauthenticate_loop(
+                    wire,
+                    creds.clone(),
+                    version,
+                    lifetime,
+                    alive,
+                )));
+            }
+        }
         Ok(conn)
     }
 
@@ -234,7 +309,10 @@ impl Connection {
         for t in &self.tasks {
             t.abort();
         }
-        fail_all(&self.pending, &self.addr, "connection closed");
+        fail_all(
+            &self.pending,
+            Error::Transport(format!("broker {}: connection closed", self.addr)),
+        );
     }
 }
 
@@ -244,55 +322,270 @@ impl Drop for Connection {
     }
 }
 
-fn fail_all(pending: &Pending, addr: &str, why: &str) {
+fn fail_all(pending: &Pending, why: Error) {
     let drained: Vec<_> = pending
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .drain()
         .collect();
     for (_, tx) in drained {
-        let _ = tx.send(Err(Error::Transport(format!("broker {addr}: {why}"))));
+        let _ = tx.send(Err(why.clone()));
     }
 }
 
-async fn write_loop(
-    mut w: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Bytes>,
+/// Where a [`Wire`] puts its frames.
+enum Sink {
+    /// With ordinary requests (nothing else is in flight: the first authentication).
+    Ordinary(mpsc::UnboundedSender<Bytes>),
+    /// Ahead of ordinary requests, which the writer holds back meanwhile (re-authentication).
+    Control(mpsc::UnboundedSender<Control>),
+}
+
+/// Requests outside [`Connection::call`]: authentication, which runs before the connection is
+/// handed out and, for re-authentication, in a task of its own beside ordinary requests.
+struct Wire {
+    addr: String,
+    client_id: String,
+    timeout: Duration,
+    pending: Pending,
+    next_correlation_id: Arc<AtomicI32>,
+    sink: Sink,
+}
+
+impl Wire {
+    async fn call<R: Request>(&self, req: &R, version: i16) -> Result<R::Response> {
+        let id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
+        let frame = wire::encode_request(req, version, id, &self.client_id)?;
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
+        let sent = match &self.sink {
+            Sink::Ordinary(s) => s.send(frame).is_ok(),
+            Sink::Control(s) => s.send(Control::Frame(frame)).is_ok(),
+        };
+        let closed = || Error::Transport(format!("connection to broker {} is closed", self.addr));
+        if !sent {
+            self.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            return Err(closed());
+        }
+        let body = match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(r)) => r?,
+            Ok(Err(_)) => return Err(closed()),
+            Err(_) => {
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+                return Err(Error::Timeout(format!(
+                    "broker {} did not answer api {} within {} ms",
+                    self.addr,
+                    R::KEY,
+                    self.timeout.as_millis()
+                )));
+            }
+        };
+        wire::decode_response::<R>(body, version)
+    }
+}
+
+/// SASL (KIP-152): SaslHandshake v1 names the mechanism, then SaslAuthenticate rounds carry the
+/// exchange. Returns the session lifetime the broker set (KIP-368), if it set one.
+async fn authenticate(
+    wire: &Wire,
+    creds: &SaslCredentials,
+    authenticate_version: i16,
+) -> Result<Option<Duration>> {
+    let mechanism = creds.mechanism;
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism.name()));
+    let resp = wire.call(&handshake, 1).await?;
+    match resp.error_code {
+        codes::NONE => {}
+        UNSUPPORTED_SASL_MECHANISM => {
+            let enabled: Vec<String> = resp.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(sasl::mechanism_not_enabled(mechanism, &wire.addr, &enabled));
+        }
+        // A listener without SASL has authenticated the connection already (PLAINTEXT or SSL).
+        ILLEGAL_SASL_STATE => {
+            return Err(Error::Authentication(format!(
+                "broker {} does not expect SASL on this listener: it is probably PLAINTEXT or \
+                 SSL, so `security.protocol` probably mismatches",
+                wire.addr
+            )))
+        }
+        code => return Err(sasl::broker_refused(mechanism, &wire.addr, code, None)),
+    }
+    let mut exchange = sasl::start_exchange(creds).await?;
+    let mut broker: Option<Bytes> = None;
+    let mut lifetime = None;
+    while let Some(bytes) = exchange.next(broker.as_deref())? {
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+        let resp = wire.call(&req, authenticate_version).await?;
+        if resp.error_code != codes::NONE {
+            return Err(sasl::broker_refused(
+                mechanism,
+                &wire.addr,
+                resp.error_code,
+                resp.error_message.as_deref(),
+            ));
+        }
+        lifetime = (resp.session_lifetime_ms > 0)
+            .then(|| Duration::from_millis(resp.session_lifetime_ms as u64));
+        broker = Some(resp.auth_bytes);
+    }
+    Ok(lifetime)
+}
+
+const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const ILLEGAL_SASL_STATE: i16 = 34;
+
+/// When to authenticate again in a session of `lifetime`: between 85% and 95% of it (as the
+/// Java client does), spread so that a client's connections do not all go at once.
+pub(crate) fn reauthentication_delay(lifetime: Duration, jitter: f64) -> Duration {
+    lifetime.mul_f64(0.85 + 0.10 * jitter.clamp(0.0, 1.0))
+}
+
+/// KIP-368: authenticates again on the live connection before each session expires. In-flight
+/// requests are answered meanwhile; new ones wait in the writer's queue. A failure closes the
+/// connection, so the next request reconnects (and reports the authentication error).
+async fn reauthenticate_loop(
+    wire: Wire,
+    creds: SaslCredentials,
+    version: i16,
+    mut lifetime: Duration,
+    alive: Arc<AtomicBool>,
+) {
+    loop {
+        tokio::time::sleep(reauthentication_delay(lifetime, rand::random())).await;
+        let Sink::Control(control) = &wire.sink else {
+            return;
+        };
+        if control.send(Control::Begin).is_err() {
+            return;
+        }
+        let result = authenticate(&wire, &creds, version).await;
+        let _ = control.send(Control::End);
+        match result {
+            Ok(Some(next)) => {
+                tracing::debug!(broker = %wire.addr, mechanism = %creds.mechanism, "re-authenticated");
+                lifetime = next;
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(broker = %wire.addr, error = %e, "re-authentication failed; closing the connection");
+                alive.store(false, Ordering::Release);
+                fail_all(&wire.pending, e);
+                return;
+            }
+        }
+    }
+}
+
+/// What the reader and writer tasks share.
+#[derive(Clone)]
+struct Io {
     pending: Pending,
     alive: Arc<AtomicBool>,
     addr: String,
+    /// No TLS underneath: a TLS record coming back means the listener wants TLS.
+    plaintext: bool,
+    /// TLS with a client certificate (see [`tls::describe`]).
+    client_certificate: bool,
+    /// The connection authenticates with SASL.
+    sasl: bool,
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut w: W,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    mut control: mpsc::UnboundedReceiver<Control>,
+    io: Io,
 ) {
-    while let Some(frame) = rx.recv().await {
-        if let Err(e) = w.write_all(&frame).await {
-            alive.store(false, Ordering::Release);
-            fail_all(&pending, &addr, &format!("write failed: {e}"));
+    let mut held = false;
+    loop {
+        let frame = tokio::select! {
+            biased;
+            c = control.recv() => match c {
+                Some(Control::Begin) => { held = true; continue; }
+                Some(Control::End) => { held = false; continue; }
+                Some(Control::Frame(f)) => f,
+                // The re-authentication task ended: ordinary frames only from now on.
+                None => match rx.recv().await { Some(f) => f, None => return },
+            },
+            f = rx.recv(), if !held => match f { Some(f) => f, None => return },
+        };
+        let mut result = w.write_all(&frame).await;
+        // A TLS stream buffers; flushing once the queue is empty sends many frames per record.
+        if result.is_ok() && (held || rx.is_empty()) {
+            result = w.flush().await;
+        }
+        if let Err(e) = result {
+            io.alive.store(false, Ordering::Release);
+            fail_all(
+                &io.pending,
+                Error::Transport(format!("broker {}: write failed: {e}", io.addr)),
+            );
             return;
         }
     }
 }
 
-async fn read_loop(mut r: OwnedReadHalf, pending: Pending, alive: Arc<AtomicBool>, addr: String) {
+async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
+    let mut answered = 0u64;
     let why = loop {
         let mut len = [0u8; 4];
         if let Err(e) = r.read_exact(&mut len).await {
-            break format!("connection lost: {e}");
+            // A SASL listener answers ApiVersions before authentication, then closes the
+            // connection at the first other request: what a client without SASL meets there.
+            let asked = !io
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty();
+            if !io.sasl && answered == 1 && asked && e.kind() == std::io::ErrorKind::UnexpectedEof {
+                break Error::Authentication(format!(
+                    "broker {} closed the connection at the first request after ApiVersions: the \
+                     listener probably requires SASL (SASL_PLAINTEXT or SASL_SSL), so \
+                     `security.protocol` probably mismatches",
+                    io.addr
+                ));
+            }
+            break lost(&io, "connection lost", &e);
+        }
+        // A TLS alert record (content type 21, version 3.x): the listener speaks TLS and has
+        // just refused what it read as a ClientHello.
+        if io.plaintext && len[0] == 0x15 && len[1] == 0x03 {
+            break Error::Authentication(format!(
+                "broker {} answered in TLS: the listener is probably SSL or SASL_SSL, so \
+                 `security.protocol` probably mismatches",
+                io.addr
+            ));
         }
         let len = i32::from_be_bytes(len);
         if len < 4 || len as usize > MAX_FRAME_BYTES {
-            break format!(
-                "invalid response frame length {len} (is this a Kafka PLAINTEXT listener?)"
-            );
+            break Error::Transport(format!(
+                "broker {}: invalid response frame length {len} (does `security.protocol` match \
+                 the listener?)",
+                io.addr
+            ));
         }
         let mut buf = BytesMut::zeroed(len as usize);
         if let Err(e) = r.read_exact(&mut buf).await {
-            break format!("connection lost mid-response: {e}");
+            break lost(&io, "connection lost mid-response", &e);
         }
         let frame = buf.freeze();
+        answered += 1;
         let id = match wire::response_correlation_id(&frame) {
             Ok(id) => id,
-            Err(e) => break e.to_string(),
+            Err(e) => break e,
         };
-        let waiter = pending
+        let waiter = io
+            .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
@@ -301,6 +594,44 @@ async fn read_loop(mut r: OwnedReadHalf, pending: Pending, alive: Arc<AtomicBool
             let _ = tx.send(Ok(frame));
         }
     };
-    alive.store(false, Ordering::Release);
-    fail_all(&pending, &addr, &why);
+    io.alive.store(false, Ordering::Release);
+    tracing::debug!(broker = %io.addr, error = %why, "connection lost");
+    fail_all(&io.pending, why);
+}
+
+/// The error of a broken connection; a TLS failure (an alert from the broker: say, it wanted a
+/// client certificate) says which and is not retried.
+fn lost(io: &Io, what: &str, e: &std::io::Error) -> Error {
+    match tls::rustls_error(e) {
+        Some(t) => Error::Authentication(format!(
+            "TLS with broker {} failed: {}",
+            io.addr,
+            tls::describe(t, io.client_certificate)
+        )),
+        None => Error::Transport(format!("broker {}: {what}: {e}", io.addr)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn re_authentication_comes_between_85_and_95_percent_of_the_session() {
+        let session = Duration::from_millis(3000);
+        assert_eq!(
+            reauthentication_delay(session, 0.0),
+            Duration::from_millis(2550)
+        );
+        assert_eq!(
+            reauthentication_delay(session, 1.0),
+            Duration::from_millis(2850)
+        );
+        assert_eq!(
+            reauthentication_delay(session, 7.0),
+            Duration::from_millis(2850)
+        );
+        let d = reauthentication_delay(session, 0.5);
+        assert!(d > Duration::from_millis(2550) && d < Duration::from_millis(2850));
+    }
 }

@@ -10,7 +10,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from kafka_fixtures import ExternalKafka, kafka, make_topic, unique_topic_name  # noqa: E402,F401
+from kafka_fixtures import (  # noqa: E402,F401
+    ExternalKafka, SecureKafka, kafka, make_topic, secure_kafka, unique_topic_name)
 import clients as clients_mod  # noqa: E402
 
 

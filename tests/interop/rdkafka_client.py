@@ -8,6 +8,9 @@ JSON lines of lagless' `lagless_tool` example and of java/InteropClient.java.
         [--timeout-ms MS] [--strategy range|cooperative-sticky] [--session-timeout-ms X]
         [--max-poll-interval-ms Y] [--commit] [--hex]
 
+Both take --config KEY=VALUE (repeatable): a librdkafka property set after the defaults, so it can
+also override them (e.g. security.protocol, sasl.mechanism, sasl.username, ssl.ca.location).
+
 The producer partitions keys with `murmur2_random`, the Java client's partitioner (librdkafka's
 default, `consistent_random`, hashes with CRC32 and places keys elsewhere).  --binary appends
 `binary_tail(i)` to each value and adds a header "bin" with it.
@@ -53,6 +56,7 @@ def produce(a) -> int:
         "compression.type": a.compression,
         "acks": a.acks,
         "linger.ms": 5,
+        **a.config,
     })
     results: dict[int, tuple] = {}
     errors: list = []
@@ -120,6 +124,7 @@ def consume(a) -> int:
         conf["heartbeat.interval.ms"] = max(100, a.session_timeout_ms // 3)
     if a.max_poll_interval_ms:
         conf["max.poll.interval.ms"] = a.max_poll_interval_ms
+    conf.update(a.config)
     c = Consumer(conf)
     subscribe = a.group is not None and not a.assign_all
 
@@ -236,7 +241,16 @@ def main() -> int:
     ap.add_argument("--max-poll-interval-ms", type=int)
     ap.add_argument("--commit", action="store_true")
     ap.add_argument("--hex", action="store_true")
+    ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a librdkafka property (repeatable)")
     a = ap.parse_args()
+    pairs = {}
+    for kv in a.config:
+        key, eq, value = kv.partition("=")
+        if not key or not eq:
+            ap.error(f"--config takes KEY=VALUE, got {kv!r}")
+        pairs[key] = value
+    a.config = pairs
     if a.command == "produce":
         if a.count is None:
             ap.error("produce needs --count")

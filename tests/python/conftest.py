@@ -5,4 +5,5 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kafka_fixtures import ExternalKafka, kafka, make_topic, unique_topic_name  # noqa: E402,F401
+from kafka_fixtures import (  # noqa: E402,F401
+    ExternalKafka, SecureKafka, kafka, make_topic, secure_kafka, unique_topic_name)

@@ -35,6 +35,10 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
         ApiKey::DeleteTopics => 6,
         ApiKey::CreatePartitions => 3,
         ApiKey::DescribeConfigs => 4,
+        // v1: Kafka-framed authentication (KIP-152); SaslAuthenticate v1+ carries the session
+        // lifetime of KIP-368.
+        ApiKey::SaslHandshake => 1,
+        ApiKey::SaslAuthenticate => 2,
         _ => -1,
     }
 }

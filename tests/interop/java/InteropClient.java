@@ -11,6 +11,10 @@
 //        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS]
 //        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit] [--hex]
 //
+// Both take --config KEY=VALUE (repeatable): a client property set after the defaults above, so
+// it can also override them (e.g. security.protocol, sasl.mechanism, sasl.jaas.config,
+// ssl.truststore.type=PEM and ssl.truststore.location for a SASL_SSL listener).
+//
 // produce: record i (0 <= i < N) has key "<prefix><i>" (prefix "key-", only with --keyed), value
 // "value-<i>" and header h = "<i>"; --binary appends the bytes of binaryTail(i) to the value and
 // adds a header "bin" with those bytes, so a reader's byte-for-byte copy can be checked. Prints
@@ -88,12 +92,22 @@ public final class InteropClient {
     private static final Set<String> FLAGS = Set.of(
             "--keyed", "--binary", "--quiet", "--assign-all", "--commit", "--hex");
 
+    /** The --config KEY=VALUE settings, in command-line order. */
+    private static final List<String[]> CONFIG = new ArrayList<>();
+
     private static Map<String, String> parseArgs(String[] argv) {
         Map<String, String> a = new HashMap<>();
         for (int i = 1; i < argv.length; i++) {
             String k = argv[i];
             if (FLAGS.contains(k)) {
                 a.put(k, "true");
+            } else if (k.equals("--config") && i + 1 < argv.length) {
+                String kv = argv[++i];
+                int eq = kv.indexOf('=');
+                if (eq <= 0) {
+                    usage("--config takes KEY=VALUE, got " + kv);
+                }
+                CONFIG.add(new String[] {kv.substring(0, eq), kv.substring(eq + 1)});
             } else if (k.startsWith("--") && i + 1 < argv.length) {
                 a.put(k, argv[++i]);
             } else {
@@ -104,6 +118,13 @@ public final class InteropClient {
             usage("--bootstrap and --topic are required");
         }
         return a;
+    }
+
+    /** The user's --config settings on top of the client's own. */
+    private static void applyConfig(Properties p) {
+        for (String[] kv : CONFIG) {
+            p.put(kv[0], kv[1]);
+        }
     }
 
     /** The bytes --binary appends to record i's value: every byte value, some invalid UTF-8. */
@@ -203,6 +224,7 @@ public final class InteropClient {
             p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG,
                     a.getOrDefault("--transactional-id", "interop-" + topic));
         }
+        applyConfig(p);
         Map<Integer, Long> perPartition = new TreeMap<>();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             Deque<Object[]> pending = new ArrayDeque<>();
@@ -317,6 +339,7 @@ public final class InteropClient {
         if (a.containsKey("--max-poll-interval-ms")) {
             p.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, a.get("--max-poll-interval-ms"));
         }
+        applyConfig(p);
 
         KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
         AtomicBoolean stopping = new AtomicBoolean(false);
