@@ -429,7 +429,7 @@ static KEYS: &[KeyInfo] = &[
         Some("default"),
         Common,
         OneOf(&["default", "oidc"]),
-        "OAUTHBEARER tokens: default (the application's token provider, else unsecured tokens from sasl.oauthbearer.config) or oidc (client credentials from sasl.oauthbearer.token.endpoint.url).",
+        "OAUTHBEARER tokens: default (the application's token provider, else unsecured tokens from sasl.oauthbearer.config) or oidc (client credentials from sasl.oauthbearer.token.endpoint.url; setting that URL alone means oidc too, as in the Java client).",
     ),
     secret(
         "sasl.oauthbearer.config",

@@ -337,8 +337,84 @@ fn sasl_plaintext_with_oauthbearer() {
     round_trip(&c, 600, &[]);
 }
 
+/// The built-in unsecured tokens, configured librdkafka's way and Java's way.
 #[test]
-fn sasl_ssl_with_oauthbearer_unsecured_tokens_from_the_configuration() {
+fn sasl_plaintext_with_built_in_unsecured_oauthbearer_tokens() {
+    for token_config in [
+        ("sasl.oauthbearer.config", "principal=carol lifeSeconds=600"),
+        (
+            "sasl.jaas.config",
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             unsecuredLoginStringClaim_sub=\"carol\";",
+        ),
+    ] {
+        let c = config(
+            &env("LAGLESS_SASL_PLAINTEXT_BOOTSTRAP"),
+            &[
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", "OAUTHBEARER"),
+                token_config,
+            ],
+        );
+        round_trip(&c, 300, &[]);
+    }
+}
+
+/// `sasl.oauthbearer.method=oidc`: tokens from a token endpoint (a local one that checks the
+/// client credentials and hands out tokens the broker's unsecured validator accepts).
+#[test]
+fn sasl_ssl_with_oauthbearer_tokens_from_an_oidc_token_endpoint() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/token", listener.local_addr().unwrap());
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = requests.clone();
+    std::thread::spawn(move || {
+        let expected = {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode("svc:oidc-secret-1")
+        };
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let mut reader = BufReader::new(stream);
+            let (mut length, mut authorized) = (0, false);
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                authorized |= line.trim_end() == format!("Authorization: Basic {expected}");
+            }
+            let mut form = vec![0; length];
+            let _ = reader.read_exact(&mut form);
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let (status, body) = if authorized {
+                let token = unsecured_token("svc").value.expose().to_string();
+                (
+                    "200 OK",
+                    format!(
+                        r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":600}}"#
+                    ),
+                )
+            } else {
+                (
+                    "401 Unauthorized",
+                    r#"{"error":"invalid_client"}"#.to_string(),
+                )
+            };
+            let mut stream = reader.into_inner();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
     let ca = file("ca.pem");
     let c = config(
         &env("LAGLESS_SASL_SSL_BOOTSTRAP"),
@@ -346,23 +422,22 @@ fn sasl_ssl_with_oauthbearer_unsecured_tokens_from_the_configuration() {
             ("security.protocol", "SASL_SSL"),
             ("ssl.ca.location", &ca),
             ("sasl.mechanism", "OAUTHBEARER"),
-            ("sasl.oauthbearer.config", "principal=alice lifeSeconds=600"),
+            ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.token.endpoint.url", &url),
+            ("sasl.oauthbearer.client.id", "svc"),
+            ("sasl.oauthbearer.client.secret", "oidc-secret-1"),
         ],
     );
     round_trip(&c, 600, &[]);
-    let c = config(
-        &env("LAGLESS_SASL_PLAINTEXT_BOOTSTRAP"),
-        &[
-            ("security.protocol", "SASL_PLAINTEXT"),
-            ("sasl.mechanism", "OAUTHBEARER"),
-            (
-                "sasl.jaas.config",
-                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
-                 unsecuredLoginStringClaim_sub=\"bob\";",
-            ),
-        ],
+    assert!(requests.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+
+    // A wrong client secret: an authentication error naming the endpoint, without the secret.
+    let bad = with(c, &[("sasl.oauthbearer.client.secret", "wrong-secret-2")]);
+    assert_auth_error(
+        &bad,
+        &["OAUTHBEARER", "401", "invalid_client"],
+        &["wrong-secret-2"],
     );
-    round_trip(&c, 600, &[]);
 }
 
 /// KIP-333 recovery streams over SASL_SSL: a member that takes over partitions with a backlog

@@ -221,11 +221,6 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(key_of(e), "sasl.mechanism");
-        // Every key the SASL module reads is in the config table, a secret where it says so.
-        for (name, sensitive) in sasl::CONFIG_KEYS {
-            let info = crate::config::key_info(name).unwrap_or_else(|| panic!("{name}"));
-            assert_eq!(info.sensitive, *sensitive, "{name}");
-        }
         let s = security(&[
             ("security.protocol", "SASL_PLAINTEXT"),
             ("sasl.mechanism", "SCRAM-SHA-512"),
@@ -233,6 +228,51 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.sasl().unwrap().mechanism, SaslMechanism::ScramSha512);
+    }
+
+    #[test]
+    fn every_key_the_sasl_module_reads_is_in_the_config_table() {
+        for (name, sensitive) in sasl::CONFIG_KEYS {
+            let info = crate::config::key_info(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(info.sensitive, *sensitive, "{name}");
+        }
+    }
+
+    #[test]
+    fn oauthbearer_tokens_come_from_the_configured_source() {
+        let s = security(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("sasl.oauthbearer.config", "principal=alice"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.sasl().unwrap().oauthbearer.as_ref().unwrap().kind(),
+            "unsecured"
+        );
+        let s = security(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("sasl.oauthbearer.method", "oidc"),
+            (
+                "sasl.oauthbearer.token.endpoint.url",
+                "https://idp.example.com/token",
+            ),
+            ("sasl.oauthbearer.client.id", "id"),
+            ("sasl.oauthbearer.client.secret", "oidc-pw-1"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.sasl().unwrap().oauthbearer.as_ref().unwrap().kind(),
+            "oidc"
+        );
+        assert!(!format!("{s:?} {:?}", s.sasl()).contains("oidc-pw-1"));
+        let e = security(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("token provider"), "{e}");
     }
 
     #[test]

@@ -181,6 +181,7 @@ const TOKEN_ENDPOINT_TIMEOUT: Duration = Duration::from_secs(30);
 /// a config is shown.
 pub const CONFIG_KEYS: &[(&str, bool)] = &[
     ("sasl.mechanism", false),
+    ("sasl.mechanisms", false),
     ("sasl.username", false),
     ("sasl.password", true),
     ("sasl.jaas.config", true),
@@ -207,19 +208,34 @@ pub fn credentials_from(
     provider: Option<Arc<dyn OAuthBearerTokenProvider>>,
 ) -> Result<SaslCredentials> {
     let get = |key: &str| get(key).filter(|v| !v.trim().is_empty());
-    let mechanism: SaslMechanism = get("sasl.mechanism")
-        .ok_or_else(|| {
-            Error::config(
+    let jaas = get("sasl.jaas.config")
+        .map(|text| jaas::parse(&text))
+        .transpose()?;
+    let named = match (get("sasl.mechanism"), get("sasl.mechanisms")) {
+        (Some(m), _) => Some(("sasl.mechanism", m)),
+        // librdkafka's plural name.
+        (None, Some(m)) => Some(("sasl.mechanisms", m)),
+        (None, None) => None,
+    };
+    let mechanism = match (named, &jaas) {
+        (Some((key, m)), _) => m.parse::<SaslMechanism>().map_err(|e| match e {
+            Error::Config { message, .. } => Error::config(key, message),
+            other => other,
+        })?,
+        // The login module says which mechanism, except for SCRAM's two.
+        (None, Some(entry)) if entry.module == LoginModule::Plain => SaslMechanism::Plain,
+        (None, Some(entry)) if entry.module == LoginModule::OAuthBearer => {
+            SaslMechanism::OAuthBearer
+        }
+        _ => {
+            return Err(Error::config(
                 "sasl.mechanism",
                 format!(
                     "a SASL security.protocol needs sasl.mechanism, one of {MECHANISM_NAMES:?}"
                 ),
-            )
-        })?
-        .parse()?;
-    let jaas = get("sasl.jaas.config")
-        .map(|text| jaas::parse(&text))
-        .transpose()?;
+            ))
+        }
+    };
     if let Some(entry) = &jaas {
         let fits = match mechanism {
             SaslMechanism::OAuthBearer => entry.module == LoginModule::OAuthBearer,
@@ -260,16 +276,22 @@ pub fn credentials_from(
                     ))
                 }
             };
-            let (Some(user), Some(password)) = (user, password) else {
-                return Err(Error::config(
+            match (user, password) {
+                (Some(user), Some(password)) => {
+                    SaslCredentials::password(mechanism, user, password)
+                }
+                (None, _) => Err(Error::config(
                     "sasl.username",
                     format!(
                         "{mechanism} needs sasl.username and sasl.password (or username and \
                          password in sasl.jaas.config)"
                     ),
-                ));
-            };
-            SaslCredentials::password(mechanism, user, password)
+                )),
+                (Some(_), None) => Err(Error::config(
+                    "sasl.password",
+                    format!("{mechanism} needs sasl.password (or password in sasl.jaas.config)"),
+                )),
+            }
         }
     }
 }
@@ -283,8 +305,7 @@ fn configured_token_source(
     let oidc = match method.as_deref() {
         Some("oidc") => true,
         // Java has no method key: a token endpoint means the client-credentials flow.
-        None => url.is_some(),
-        Some("default") => false,
+        None | Some("default") => url.is_some(),
         Some(other) => {
             return Err(Error::config(
                 "sasl.oauthbearer.method",

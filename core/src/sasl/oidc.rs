@@ -125,7 +125,11 @@ impl Oidc {
 
 impl OAuthBearerTokenProvider for Oidc {
     fn token(&self) -> std::result::Result<OAuthBearerToken, ProviderError> {
-        self.fetch().map_err(Into::into)
+        // The message alone: the token source wraps it in its own authentication error.
+        self.fetch().map_err(|e| match e {
+            Error::Authentication(m) => m.into(),
+            other => other.to_string().into(),
+        })
     }
 }
 
