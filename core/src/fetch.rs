@@ -362,6 +362,32 @@ impl PartitionState {
         })
     }
 
+    /// What an explicit commit of `asked` for this partition says. With unfinished recovery
+    /// ranges (KIP-333) the commit claims only records this member delivered below the offset
+    /// asked ([`RecoveryState::committed_at`]): if that leaves ranges, it is their low-water mark
+    /// with the token of that state (the metadata asked for cannot travel with it); otherwise,
+    /// and without recovery ranges, `asked` as it is.
+    pub fn commit_offset_asked(&self, asked: OffsetAndMetadata) -> OffsetAndMetadata {
+        let (Some(position), Some(rc)) = (self.position, self.recovery.as_ref()) else {
+            return asked;
+        };
+        if !rc.state.is_active() {
+            return asked;
+        }
+        let st = RecoveryState {
+            main_next: position,
+            ranges: rc.state.ranges.clone(),
+        }
+        .committed_at(asked.offset);
+        if !st.is_active() {
+            return asked;
+        }
+        OffsetAndMetadata {
+            offset: st.low_water_mark(),
+            metadata: st.token(),
+        }
+    }
+
     /// Each stream that may fetch now, with its offset.
     fn fetchable(&self, now: Instant, max_partition_fetch_bytes: i32) -> Vec<(StreamKind, i64)> {
         let mut out = Vec::new();
