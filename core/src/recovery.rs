@@ -41,6 +41,13 @@
 //! [`RecoveryState::token`] merge ranges at a cost, cheapest first: covering a gap re-delivers
 //! records (allowed under at-least-once), and no offset undelivered in the state is ever left out.
 //!
+//! # Commits
+//!
+//! A commit of the consumed positions stores the state as it is. An explicit commit of offset X
+//! stores [`RecoveryState::committed_at`]: the state with everything from X on owed again, so the
+//! token never claims a record the application did not commit, nor one this member did not
+//! deliver.
+//!
 //! # Streams
 //!
 //! The recovery stream drains the ranges in order, the first one first: it fetches from the first
@@ -1052,11 +1059,36 @@ mod tests {
             1140,
         ),
         // X at or below the low-water mark: a plain commit of X.
-        ("lagless1;m=20720;r=1000-20660@1140", 1140, "lagless1;m=1140;r=", 1140),
-        ("lagless1;m=20720;r=1000-20660@1140", 1100, "lagless1;m=1100;r=", 1100),
-        ("lagless1;m=20720;r=1000-20660@1140", 999, "lagless1;m=999;r=", 999),
-        ("lagless1;m=20720;r=1000-20660@1140", 0, "lagless1;m=0;r=", 0),
-        ("lagless1;m=20720;r=1000-20660@1140", -5, "lagless1;m=0;r=", 0),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            1140,
+            "lagless1;m=1140;r=",
+            1140,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            1100,
+            "lagless1;m=1100;r=",
+            1100,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            999,
+            "lagless1;m=999;r=",
+            999,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            0,
+            "lagless1;m=0;r=",
+            0,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            -5,
+            "lagless1;m=0;r=",
+            0,
+        ),
         // Several ranges: X between ranges, inside a started one, inside an untouched one, at
         // the drained point of one, and on the main stream.
         (
@@ -1150,12 +1182,7 @@ mod tests {
         let st = RecoveryState::parse_token("lagless1;m=20720;r=1000-20660@1140").unwrap();
         let stored = st.committed_at(20660);
         let (next, warned) = warnings(|| {
-            RecoveryState::on_assignment(
-                stored.low_water_mark(),
-                Some(&stored.token()),
-                20720,
-                10,
-            )
+            RecoveryState::on_assignment(stored.low_water_mark(), Some(&stored.token()), 20720, 10)
         });
         assert_eq!(warned, 0);
         assert_eq!(next.low_water_mark(), 1140);

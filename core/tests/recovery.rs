@@ -2,8 +2,9 @@
 //! with a backlog delivers fresh records at once while the backlog drains; the group's committed
 //! offset is the low-water mark and never passes an undelivered record; a second crash resumes
 //! both ranges from the commit token; a consumer with the mode off that takes over mid-recovery
-//! resumes at the low-water mark; a token with more ranges than the broker's metadata limit holds
-//! merges ranges rather than failing the commit. Every test counts every offset.
+//! resumes at the low-water mark; an explicit commit of a main-stream offset by a member that then
+//! crashes claims nothing from that offset on; a token with more ranges than the broker's metadata
+//! limit holds merges ranges rather than failing the commit. Every test counts every offset.
 mod support;
 
 use std::collections::BTreeSet;
@@ -778,7 +779,11 @@ fn an_explicit_commit_during_recovery_claims_nothing_above_its_offset() {
     c.subscribe(&[&topic], None).unwrap();
     let got = drain_or_settle(&c, &tp, &child.delivered, 70..end);
     let mine: BTreeSet<i64> = got.iter().map(|(o, _)| *o).collect();
-    assert_eq!(mine.len(), got.len(), "the new owner delivered an offset twice");
+    assert_eq!(
+        mine.len(),
+        got.len(),
+        "the new owner delivered an offset twice"
+    );
     let lost: Vec<i64> = (70..end)
         .filter(|o| !child.delivered.contains(o) && !mine.contains(o))
         .collect();
