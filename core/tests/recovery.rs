@@ -410,8 +410,8 @@ enum ChildCommits {
     /// `commit_sync(None)` after every poll (its consumed positions, with the token); it stops
     /// polling once it has delivered the records it was asked for.
     Consumed,
-    /// As `Consumed` until a poll returns main-stream records (once it has delivered the recovery
-    /// records it was asked for): then it commits X, the first main-stream offset of that poll,
+    /// As `Consumed` until it has delivered the records it was asked for; then, at the next poll
+    /// that returns main-stream records, it commits X, the first main-stream offset of that poll,
     /// as an explicit offset (records below X processed, that poll's records from X on not yet)
     /// and stops polling.
     FirstMainOffsetOfTheLastPoll,
@@ -533,7 +533,7 @@ fn recovering_member(commits: ChildCommits) -> ! {
         }
         let first_main = records.iter().find(|r| !r.from_recovery).map(|r| r.offset);
         if let (ChildCommits::FirstMainOffsetOfTheLastPoll, Some(x)) = (commits, first_main) {
-            if recovery >= want_recovery {
+            if recovery >= want_recovery && main >= want_main {
                 let asked = OffsetAndMetadata {
                     offset: x,
                     metadata: String::new(),
@@ -597,9 +597,11 @@ fn crash_mid_recovery(
     produce(&bs, &topic, backlog);
     let first_end = 70 + backlog as i64;
     let out: PathBuf = std::env::temp_dir().join(format!("{group}.child"));
-    let want_recovery = match commits {
-        ChildCommits::Consumed => 300,
-        ChildCommits::FirstMainOffsetOfTheLastPoll => 1,
+    // The explicit committer processes (and commits) some of the fresh records first, so that X
+    // lies inside what its main stream delivered.
+    let (want_recovery, want_main) = match commits {
+        ChildCommits::Consumed => (300, fresh),
+        ChildCommits::FirstMainOffsetOfTheLastPoll => (1, fresh / 4),
     };
     let child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
@@ -608,7 +610,7 @@ fn crash_mid_recovery(
         .env("LAGLESS_CHILD_GROUP", &group)
         .env("LAGLESS_CHILD_OUT", &out)
         .env("LAGLESS_CHILD_RECOVERY", want_recovery.to_string())
-        .env("LAGLESS_CHILD_MAIN", fresh.to_string())
+        .env("LAGLESS_CHILD_MAIN", want_main.to_string())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -735,8 +737,8 @@ fn spans(offsets: impl Iterator<Item = i64>) -> String {
 }
 
 /// An explicit commit during recovery claims no more than the offset it gives. The crashing
-/// member, draining a backlog, polls main-stream records, commits X = the first main-stream
-/// offset of that poll (the records below X processed, the poll's records from X on not yet) and
+/// member, draining a backlog, processes (and commits) some main-stream records, polls more,
+/// commits X = the first main-stream offset of that poll (the records below X processed, the poll's records from X on not yet) and
 /// is killed. The next lagless owner, with the mode on, delivers every offset the dead member did
 /// not process (the rest of the backlog and the main stream from X on): nothing is lost, and
 /// nothing the dead member processed (all of it below X, so all of it committed) comes again.
@@ -757,7 +759,10 @@ fn an_explicit_commit_during_recovery_claims_nothing_above_its_offset() {
     let x = child
         .committed_at
         .expect("the crashing member made no explicit commit");
-    assert!(x >= first_end, "X {x} is not a main-stream offset");
+    assert!(
+        x > first_end,
+        "X {x} is not past the first main-stream records, which the member processed"
+    );
     assert!(child.unprocessed.contains(&x));
     let c = recovery_member(&bs, &group, &[]);
     let stored = committed(&c, &tp);
