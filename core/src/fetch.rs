@@ -344,18 +344,9 @@ impl PartitionState {
     /// the main stream, with the token that lets the next lagless owner resume each stream.
     pub fn commit_offset(&self) -> Option<OffsetAndMetadata> {
         let position = self.position?;
-        Some(match &self.recovery {
-            Some(rc) if rc.state.is_active() => {
-                let st = RecoveryState {
-                    main_next: position,
-                    ranges: rc.state.ranges.clone(),
-                };
-                OffsetAndMetadata {
-                    offset: st.low_water_mark(),
-                    metadata: st.token(),
-                }
-            }
-            _ => OffsetAndMetadata {
+        Some(match self.recovery_to_commit() {
+            Some(st) => st.commit_offset(),
+            None => OffsetAndMetadata {
                 offset: position,
                 metadata: String::new(),
             },
@@ -368,24 +359,24 @@ impl PartitionState {
     /// with the token of that state (the metadata asked for cannot travel with it); otherwise,
     /// and without recovery ranges, `asked` as it is.
     pub fn commit_offset_asked(&self, asked: OffsetAndMetadata) -> OffsetAndMetadata {
-        let (Some(position), Some(rc)) = (self.position, self.recovery.as_ref()) else {
-            return asked;
-        };
-        if !rc.state.is_active() {
-            return asked;
+        match self
+            .recovery_to_commit()
+            .map(|st| st.committed_at(asked.offset))
+        {
+            Some(st) if st.is_active() => st.commit_offset(),
+            _ => asked,
         }
-        let st = RecoveryState {
+    }
+
+    /// KIP-333: the state a commit starts from while recovery ranges are unfinished: the ranges
+    /// as delivered, and the main stream at the position.
+    fn recovery_to_commit(&self) -> Option<RecoveryState> {
+        let position = self.position?;
+        let rc = self.recovery.as_ref().filter(|rc| rc.state.is_active())?;
+        Some(RecoveryState {
             main_next: position,
             ranges: rc.state.ranges.clone(),
-        }
-        .committed_at(asked.offset);
-        if !st.is_active() {
-            return asked;
-        }
-        OffsetAndMetadata {
-            offset: st.low_water_mark(),
-            metadata: st.token(),
-        }
+        })
     }
 
     /// Each stream that may fetch now, with its offset.

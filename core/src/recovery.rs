@@ -63,6 +63,7 @@
 use std::fmt::Write as _;
 
 use crate::error::{Error, Result};
+use crate::offsets::OffsetAndMetadata;
 
 /// The largest commit metadata a broker accepts by default (`offset.metadata.max.bytes`).
 pub const MAX_TOKEN_BYTES: usize = 4096;
@@ -295,6 +296,14 @@ impl RecoveryState {
         st.normalize();
         debug_assert!(st.validate().is_ok(), "{st:?}");
         st
+    }
+
+    /// What a commit of this state stores: the low-water mark, with the token as metadata.
+    pub fn commit_offset(&self) -> OffsetAndMetadata {
+        OffsetAndMetadata {
+            offset: self.low_water_mark(),
+            metadata: self.token(),
+        }
     }
 
     /// Whether a record at `offset` is still owed by one of the streams.
