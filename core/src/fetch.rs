@@ -344,21 +344,38 @@ impl PartitionState {
     /// the main stream, with the token that lets the next lagless owner resume each stream.
     pub fn commit_offset(&self) -> Option<OffsetAndMetadata> {
         let position = self.position?;
-        Some(match &self.recovery {
-            Some(rc) if rc.state.is_active() => {
-                let st = RecoveryState {
-                    main_next: position,
-                    ranges: rc.state.ranges.clone(),
-                };
-                OffsetAndMetadata {
-                    offset: st.low_water_mark(),
-                    metadata: st.token(),
-                }
-            }
-            _ => OffsetAndMetadata {
+        Some(match self.recovery_to_commit() {
+            Some(st) => st.commit_offset(),
+            None => OffsetAndMetadata {
                 offset: position,
                 metadata: String::new(),
             },
+        })
+    }
+
+    /// What an explicit commit of `asked` for this partition says. With unfinished recovery
+    /// ranges (KIP-333) the commit claims only records this member delivered below the offset
+    /// asked ([`RecoveryState::committed_at`]): if that leaves ranges, it is their low-water mark
+    /// with the token of that state (the metadata asked for cannot travel with it); otherwise,
+    /// and without recovery ranges, `asked` as it is.
+    pub fn commit_offset_asked(&self, asked: OffsetAndMetadata) -> OffsetAndMetadata {
+        match self
+            .recovery_to_commit()
+            .map(|st| st.committed_at(asked.offset))
+        {
+            Some(st) if st.is_active() => st.commit_offset(),
+            _ => asked,
+        }
+    }
+
+    /// KIP-333: the state a commit starts from while recovery ranges are unfinished: the ranges
+    /// as delivered, and the main stream at the position.
+    fn recovery_to_commit(&self) -> Option<RecoveryState> {
+        let position = self.position?;
+        let rc = self.recovery.as_ref().filter(|rc| rc.state.is_active())?;
+        Some(RecoveryState {
+            main_next: position,
+            ranges: rc.state.ranges.clone(),
         })
     }
 

@@ -41,6 +41,13 @@
 //! [`RecoveryState::token`] merge ranges at a cost, cheapest first: covering a gap re-delivers
 //! records (allowed under at-least-once), and no offset undelivered in the state is ever left out.
 //!
+//! # Commits
+//!
+//! A commit of the consumed positions stores the state as it is. An explicit commit of offset X
+//! stores [`RecoveryState::committed_at`]: the state with everything from X on owed again, so the
+//! token never claims a record the application did not commit, nor one this member did not
+//! deliver.
+//!
 //! # Streams
 //!
 //! The recovery stream drains the ranges in order, the first one first: it fetches from the first
@@ -56,6 +63,7 @@
 use std::fmt::Write as _;
 
 use crate::error::{Error, Result};
+use crate::offsets::OffsetAndMetadata;
 
 /// The largest commit metadata a broker accepts by default (`offset.metadata.max.bytes`).
 pub const MAX_TOKEN_BYTES: usize = 4096;
@@ -232,6 +240,70 @@ impl RecoveryState {
     /// Whether a recovery stream still has a range to drain.
     pub fn is_active(&self) -> bool {
         !self.ranges.is_empty()
+    }
+
+    /// The state a commit of `offset` by the application stores for this partition: what the
+    /// next owner must still deliver once this member is gone.
+    ///
+    /// A commit of offset X says "the records below X are processed" and nothing about the
+    /// records from X on. Kafka's plain rule (resume at X) would skip the backlog ranges below X
+    /// that were never delivered, so the commit claims only what both sides know is done:
+    ///
+    /// > **owed(result) = owed(self) ∪ [X, ∞)**
+    ///
+    /// where owed(s) is `[next, end)` of each range of s plus `[main_next, ∞)` (what the state
+    /// still owes; see the module documentation). A record is claimed as done only if this member
+    /// delivered it *and* it lies below X; every offset at or above X comes again, whether or not
+    /// it was delivered, and every offset not delivered comes again, whether or not it lies below
+    /// X. The committed offset is the result's low-water mark, `min(self.low_water_mark(), X)`.
+    /// Case by case:
+    ///
+    /// - **X at or past the main stream's next offset** (everything delivered, or beyond it):
+    ///   the state as it is; a commit never claims records that were not delivered.
+    /// - **X between the low-water mark and the main stream** (on the main stream, or inside or
+    ///   between ranges): the main stream resumes at X; ranges wholly below X are kept as they
+    ///   are; a range holding X ends at X (its records from X on are owed by the main stream from
+    ///   X again); ranges from X on are dropped (the main stream from X covers them). Drained
+    ///   parts of those ranges and main-stream records from X on are delivered again: that is the
+    ///   uncommitted window.
+    /// - **X at or below the low-water mark**: a state at X with no ranges, i.e. a plain commit of
+    ///   X (everything from X on comes again).
+    ///
+    /// The commit of the consumed positions (auto-commit, `commit()` without offsets, the commit
+    /// before a revocation) is the first case with X = `main_next`: the state itself.
+    /// Offsets below zero are taken as zero.
+    pub fn committed_at(&self, offset: i64) -> RecoveryState {
+        if offset >= self.main_next {
+            return self.clone();
+        }
+        let x = offset.max(0);
+        let mut st = RecoveryState {
+            main_next: x,
+            ranges: self
+                .ranges
+                .iter()
+                .take_while(|r| r.start < x)
+                .map(|r| {
+                    let end = r.end.min(x);
+                    RecoveryRange {
+                        start: r.start,
+                        end,
+                        next: r.next.min(end),
+                    }
+                })
+                .collect(),
+        };
+        st.normalize();
+        debug_assert!(st.validate().is_ok(), "{st:?}");
+        st
+    }
+
+    /// What a commit of this state stores: the low-water mark, with the token as metadata.
+    pub fn commit_offset(&self) -> OffsetAndMetadata {
+        OffsetAndMetadata {
+            offset: self.low_water_mark(),
+            metadata: self.token(),
+        }
     }
 
     /// Whether a record at `offset` is still owed by one of the streams.
@@ -947,6 +1019,218 @@ mod tests {
                 warnings(|| RecoveryState::on_assignment(committed, Some(&s), log_end, min_lag));
             st.validate().unwrap();
             assert_eq!(st.low_water_mark(), committed, "{s:?}");
+        }
+    }
+
+    /// `committed_at` from literal states: (state's token, X, stored token, stored offset).
+    const COMMITTED_AT: &[(&str, i64, &str, i64)] = &[
+        // The reported case: X on the main stream, at the range's end; the main stream had
+        // delivered up to 20720. The range stays, the main stream resumes at X, not at 20720.
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            20660,
+            "lagless1;m=20660;r=1000-20660@1140",
+            1140,
+        ),
+        // X on the main stream, past the range's end.
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            20700,
+            "lagless1;m=20700;r=1000-20660@1140",
+            1140,
+        ),
+        // X at the delivered position (the consumed positions), or beyond everything delivered:
+        // the state as it is, never more.
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            20720,
+            "lagless1;m=20720;r=1000-20660@1140",
+            1140,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            99_999,
+            "lagless1;m=20720;r=1000-20660@1140",
+            1140,
+        ),
+        // X inside the range, above what it delivered: the range ends at X, the main stream
+        // re-reads from X.
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            5000,
+            "lagless1;m=5000;r=1000-5000@1140",
+            1140,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            1141,
+            "lagless1;m=1141;r=1000-1141@1140",
+            1140,
+        ),
+        // X at or below the low-water mark: a plain commit of X.
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            1140,
+            "lagless1;m=1140;r=",
+            1140,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            1100,
+            "lagless1;m=1100;r=",
+            1100,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            999,
+            "lagless1;m=999;r=",
+            999,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            0,
+            "lagless1;m=0;r=",
+            0,
+        ),
+        (
+            "lagless1;m=20720;r=1000-20660@1140",
+            -5,
+            "lagless1;m=0;r=",
+            0,
+        ),
+        // Several ranges: X between ranges, inside a started one, inside an untouched one, at
+        // the drained point of one, and on the main stream.
+        (
+            "lagless1;m=700;r=100-200@150,300-400@300,500-600@550",
+            650,
+            "lagless1;m=650;r=100-200@150,300-400@300,500-600@550",
+            150,
+        ),
+        (
+            "lagless1;m=700;r=100-200@150,300-400@300,500-600@550",
+            560,
+            "lagless1;m=560;r=100-200@150,300-400@300,500-560@550",
+            150,
+        ),
+        (
+            "lagless1;m=700;r=100-200@150,300-400@300,500-600@550",
+            550,
+            "lagless1;m=550;r=100-200@150,300-400@300",
+            150,
+        ),
+        (
+            "lagless1;m=700;r=100-200@150,300-400@300,500-600@550",
+            520,
+            "lagless1;m=520;r=100-200@150,300-400@300",
+            150,
+        ),
+        (
+            "lagless1;m=700;r=100-200@150,300-400@300,500-600@550",
+            350,
+            "lagless1;m=350;r=100-200@150,300-350@300",
+            150,
+        ),
+        (
+            "lagless1;m=700;r=100-200@150,300-400@300,500-600@550",
+            300,
+            "lagless1;m=300;r=100-200@150",
+            150,
+        ),
+        (
+            "lagless1;m=700;r=100-200@150,300-400@300,500-600@550",
+            250,
+            "lagless1;m=250;r=100-200@150",
+            150,
+        ),
+        (
+            "lagless1;m=700;r=100-200@150,300-400@300,500-600@550",
+            151,
+            "lagless1;m=151;r=100-151@150",
+            150,
+        ),
+        (
+            "lagless1;m=700;r=100-200@150,300-400@300,500-600@550",
+            150,
+            "lagless1;m=150;r=",
+            150,
+        ),
+        // An untouched range touching the one before it is part of it: cut inside it...
+        (
+            "lagless1;m=400;r=100-200@150,200-300@200",
+            250,
+            "lagless1;m=250;r=100-250@150",
+            150,
+        ),
+        // ...ranges that both made progress stay apart...
+        (
+            "lagless1;m=400;r=100-200@150,200-300@220",
+            250,
+            "lagless1;m=250;r=100-200@150,200-250@220",
+            150,
+        ),
+        // ...and no ranges at all: a plain commit below the position, the position above it.
+        ("lagless1;m=120;r=", 100, "lagless1;m=100;r=", 100),
+        ("lagless1;m=120;r=", 130, "lagless1;m=120;r=", 120),
+    ];
+
+    #[test]
+    fn a_commit_claims_only_delivered_records_below_its_offset() {
+        for &(before, x, after, offset) in COMMITTED_AT {
+            let st = RecoveryState::parse_token(before).unwrap();
+            let got = st.committed_at(x);
+            got.validate().unwrap();
+            assert_eq!(got.token(), after, "{before} committed at {x}");
+            assert_eq!(got.low_water_mark(), offset, "{before} committed at {x}");
+        }
+    }
+
+    /// The reported loss: the next owner, taking over from what the commit stored, delivers the
+    /// main-stream records from X on again (60 of them), and the rest of the backlog.
+    #[test]
+    fn the_next_owner_resumes_from_the_offset_committed_not_the_position() {
+        let st = RecoveryState::parse_token("lagless1;m=20720;r=1000-20660@1140").unwrap();
+        let stored = st.committed_at(20660);
+        let (next, warned) = warnings(|| {
+            RecoveryState::on_assignment(stored.low_water_mark(), Some(&stored.token()), 20720, 10)
+        });
+        assert_eq!(warned, 0);
+        assert_eq!(next.low_water_mark(), 1140);
+        assert!((1140..20720).all(|o| next.is_undelivered(o)));
+        // Fewer new records than min_lag: the main stream carries on from X.
+        let next = RecoveryState::on_assignment(1140, Some(&stored.token()), 20665, 10);
+        assert_eq!(next.main_next, 20660);
+        assert_eq!(next.ranges, vec![range(1000, 20660, 1140)]);
+    }
+
+    #[test]
+    fn a_commit_owes_what_the_state_owes_and_everything_from_its_offset_on() {
+        let mut rng = StdRng::seed_from_u64(0xc0_3317);
+        for case in 0..3000 {
+            // Normal, as every state the consumer holds is (a parsed token is).
+            let st = RecoveryState::parse_token(&random_state(&mut rng, 6, 1).token()).unwrap();
+            let x = rng.gen_range(-3..=st.main_next + 20);
+            let got = st.committed_at(x);
+            got.validate()
+                .unwrap_or_else(|e| panic!("case {case}: {st:?} at {x}: {e}"));
+            for o in 0..=st.main_next + 25 {
+                assert_eq!(
+                    got.is_undelivered(o),
+                    st.is_undelivered(o) || o >= x,
+                    "case {case}: offset {o}, {st:?} committed at {x} gave {got:?}"
+                );
+            }
+            assert_eq!(got.low_water_mark(), st.low_water_mark().min(x.max(0)));
+            assert_eq!(got.low_water_mark(), lowest_undelivered(&got));
+            // What is stored is what the next owner resumes, exactly.
+            let token = got.token();
+            assert_eq!(RecoveryState::parse_token(&token).unwrap(), got);
+            let (resumed, warned) = warnings(|| {
+                RecoveryState::on_assignment(got.low_water_mark(), Some(&token), got.main_next, 1)
+            });
+            assert_eq!(warned, 0, "case {case}");
+            assert_eq!(resumed, got, "case {case}");
+            // Committing the delivered position stores the state itself.
+            assert_eq!(st.committed_at(st.main_next), st);
         }
     }
 }

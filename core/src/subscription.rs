@@ -300,10 +300,8 @@ impl Consumer {
         self.shared.commit_offsets(assigned.iter())
     }
 
-    /// KIP-333: an explicit commit must not pass a partition's unfinished backlog either. An
-    /// offset at or above the low-water mark of a partition whose recovery stream still runs is
-    /// committed as the low-water mark with the recovery token (it is how far this member has
-    /// provably got); an offset below it is committed as given.
+    /// KIP-333: an explicit commit must not pass a partition's unfinished backlog, nor claim
+    /// more than the offset asked: see [`crate::fetch::PartitionState::commit_offset_asked`].
     fn within_backlog(
         &self,
         offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
@@ -314,17 +312,16 @@ impl Consumer {
         let st = self.shared.lock();
         offsets
             .into_iter()
-            .map(|(tp, om)| {
-                let p = st.partitions.get(&tp).filter(|p| p.recovery_active());
-                match p.and_then(|p| p.commit_offset()) {
-                    Some(low) if om.offset >= low.offset => {
-                        if om.offset > low.offset {
-                            tracing::debug!(partition = %tp, asked = om.offset, committed = low.offset, "commit held at the recovery low-water mark");
-                        }
-                        (tp, low)
+            .map(|(tp, om)| match st.partitions.get(&tp) {
+                Some(p) => {
+                    let asked = om.offset;
+                    let om = p.commit_offset_asked(om);
+                    if om.offset != asked {
+                        tracing::debug!(partition = %tp, asked, committed = om.offset, token = %om.metadata, "commit held at the recovery low-water mark");
                     }
-                    _ => (tp, om),
+                    (tp, om)
                 }
+                None => (tp, om),
             })
             .collect()
     }

@@ -435,17 +435,34 @@ fn commit_inside_revoked_and_committed_offsets() {
     }
 }
 
-/// A member run as its own process by `a_crashed_member_s_partitions_move_and_nothing_is_lost`;
-/// it does nothing in a normal test run.
-#[test]
-fn child_member_process() {
-    let (Ok(topic), Ok(group), Ok(out)) = (
-        std::env::var("LAGLESS_CHILD_TOPIC"),
-        std::env::var("LAGLESS_CHILD_GROUP"),
-        std::env::var("LAGLESS_CHILD_OUT"),
-    ) else {
-        return;
+/// Set in the environment of a member run as its own process: the parent test runs its own test
+/// binary again with `--exact <its own name>`, and the test's first line
+/// ([`act_as_child_if_spawned`]) runs the member and never returns. The member is no test of its
+/// own, so it cannot pass in a normal run without doing anything.
+const CHILD_ROLE: &str = "LAGLESS_CHILD_ROLE";
+
+/// In a child process started by `a_crashed_member_s_partitions_move_and_nothing_is_lost`, runs
+/// the member (until it is killed); in a normal run, does nothing.
+fn act_as_child_if_spawned() {
+    match std::env::var(CHILD_ROLE).as_deref() {
+        Err(_) => {}
+        Ok("member") => member_process(),
+        Ok(other) => panic!("unknown {CHILD_ROLE} {other:?}"),
+    }
+}
+
+/// The member that crashes: consumes, writes down what it consumed, commits, until killed.
+fn member_process() -> ! {
+    let var = |k: &str| {
+        std::env::var(k).unwrap_or_else(|_| {
+            panic!("{k} is not set: the member runs only as its parent test's child")
+        })
     };
+    let (topic, group, out) = (
+        var("LAGLESS_CHILD_TOPIC"),
+        var("LAGLESS_CHILD_GROUP"),
+        var("LAGLESS_CHILD_OUT"),
+    );
     use std::io::Write;
     let c = consumer(&group, &[("enable.auto.commit", "false")]);
     c.subscribe(&[&topic], None).unwrap();
@@ -464,6 +481,7 @@ fn child_member_process() {
 
 #[test]
 fn a_crashed_member_s_partitions_move_and_nothing_is_lost() {
+    act_as_child_if_spawned();
     let t = topic(4);
     let group = unique("crash");
     produce(&t, 4, 500);
@@ -471,10 +489,11 @@ fn a_crashed_member_s_partitions_move_and_nothing_is_lost() {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_member_process",
+            "a_crashed_member_s_partitions_move_and_nothing_is_lost",
             "--nocapture",
             "--test-threads=1",
         ])
+        .env(CHILD_ROLE, "member")
         .env("LAGLESS_CHILD_TOPIC", &t)
         .env("LAGLESS_CHILD_GROUP", &group)
         .env("LAGLESS_CHILD_OUT", &out)

@@ -2,8 +2,9 @@
 //! with a backlog delivers fresh records at once while the backlog drains; the group's committed
 //! offset is the low-water mark and never passes an undelivered record; a second crash resumes
 //! both ranges from the commit token; a consumer with the mode off that takes over mid-recovery
-//! resumes at the low-water mark; a token with more ranges than the broker's metadata limit holds
-//! merges ranges rather than failing the commit. Every test counts every offset.
+//! resumes at the low-water mark; an explicit commit of a main-stream offset by a member that then
+//! crashes claims nothing from that offset on; a token with more ranges than the broker's metadata
+//! limit holds merges ranges rather than failing the commit. Every test counts every offset.
 mod support;
 
 use std::collections::BTreeSet;
@@ -394,21 +395,76 @@ fn poll_n(c: &Consumer, n: usize, within: Duration) -> Vec<ConsumerRecord> {
 }
 
 // ---- A member that crashes in the middle of a recovery ----
+//
+// The crashing member is a child process: the parent test runs its own test binary again with
+// `--exact <its own name>` and `LAGLESS_CHILD_ROLE` set, and the test's first line
+// ([`act_as_child_if_spawned`]) then runs the child's part and never returns. No child is a test
+// of its own, so none can pass in a normal run without doing anything.
+
+/// Set in a child process's environment: what the child does.
+const CHILD_ROLE: &str = "LAGLESS_CHILD_ROLE";
+
+/// How the crashing member commits after each poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChildCommits {
+    /// `commit_sync(None)` after every poll (its consumed positions, with the token); it stops
+    /// polling once it has delivered the records it was asked for.
+    Consumed,
+    /// As `Consumed` until it has delivered the records it was asked for; then, at the next poll
+    /// that returns main-stream records, it commits X, the first main-stream offset of that poll,
+    /// as an explicit offset (records below X processed, that poll's records from X on not yet)
+    /// and stops polling.
+    FirstMainOffsetOfTheLastPoll,
+}
+
+impl ChildCommits {
+    fn name(self) -> &'static str {
+        match self {
+            ChildCommits::Consumed => "recovering-member",
+            ChildCommits::FirstMainOffsetOfTheLastPoll => "explicit-committer",
+        }
+    }
+}
+
+/// In a child process started by [`crash_mid_recovery`], runs the crashing member and never
+/// returns (the parent kills it); in a normal run, does nothing.
+fn act_as_child_if_spawned() {
+    let Ok(role) = std::env::var(CHILD_ROLE) else {
+        return;
+    };
+    let commits = [
+        ChildCommits::Consumed,
+        ChildCommits::FirstMainOffsetOfTheLastPoll,
+    ]
+    .into_iter()
+    .find(|c| c.name() == role)
+    .unwrap_or_else(|| panic!("unknown {CHILD_ROLE} {role:?}"));
+    recovering_member(commits)
+}
 
 /// What the crashing member (a child process) delivered, as it wrote it down after each
-/// successful commit: `offset recovery|main`, then `PAUSED` once it stopped polling.
+/// successful commit: `offset recovery|main` for each record it processed, `offset main
+/// unprocessed` for the records of its last poll it had not processed when it committed,
+/// `COMMITTED <x>` after an explicit commit, then `PAUSED` once it stopped polling.
 struct ChildLog {
+    /// The offsets it processed (and committed).
     delivered: BTreeSet<i64>,
+    /// The offsets of its last poll that were delivered but not processed.
+    unprocessed: BTreeSet<i64>,
     recovery: usize,
     main: usize,
+    /// The offset of its explicit commit.
+    committed_at: Option<i64>,
     paused: bool,
 }
 
 fn read_child_log(path: &Path) -> ChildLog {
     let mut log = ChildLog {
         delivered: BTreeSet::new(),
+        unprocessed: BTreeSet::new(),
         recovery: 0,
         main: 0,
+        committed_at: None,
         paused: false,
     };
     for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
@@ -416,11 +472,19 @@ fn read_child_log(path: &Path) -> ChildLog {
             log.paused = true;
             continue;
         }
+        if let Some(x) = line.strip_prefix("COMMITTED ") {
+            log.committed_at = x.parse().ok();
+            continue;
+        }
         let mut it = line.split(' ');
         let (Some(o), Some(kind)) = (it.next(), it.next()) else {
             continue;
         };
         let Ok(o) = o.parse() else { continue };
+        if it.next() == Some("unprocessed") {
+            log.unprocessed.insert(o);
+            continue;
+        }
         log.delivered.insert(o);
         if kind == "recovery" {
             log.recovery += 1;
@@ -431,34 +495,59 @@ fn read_child_log(path: &Path) -> ChildLog {
     log
 }
 
-/// The crashing member, run as its own process by [`crash_mid_recovery`]; does nothing in a
-/// normal test run. It drains slowly, commits after every poll, writes down what it delivered,
-/// and once it has delivered `LAGLESS_CHILD_RECOVERY` recovery records and
-/// `LAGLESS_CHILD_MAIN` main-stream records it stops polling (still a live member) and waits to
-/// be killed.
-#[test]
-fn child_recovering_member() {
-    let (Ok(bs), Ok(topic), Ok(group), Ok(out), Ok(want_recovery), Ok(want_main)) = (
-        std::env::var("LAGLESS_BOOTSTRAP"),
-        std::env::var("LAGLESS_CHILD_TOPIC"),
-        std::env::var("LAGLESS_CHILD_GROUP"),
-        std::env::var("LAGLESS_CHILD_OUT"),
-        std::env::var("LAGLESS_CHILD_RECOVERY"),
-        std::env::var("LAGLESS_CHILD_MAIN"),
-    ) else {
-        return;
+/// The crashing member. It drains slowly, commits after every poll as `commits` says, writes
+/// down what it processed, and once it has delivered `LAGLESS_CHILD_RECOVERY` recovery records
+/// and `LAGLESS_CHILD_MAIN` main-stream records (with `FirstMainOffsetOfTheLastPoll`: once it
+/// made its explicit commit) it stops polling (still a live member) and waits to be killed.
+fn recovering_member(commits: ChildCommits) -> ! {
+    let var = |k: &str| {
+        std::env::var(k).unwrap_or_else(|_| {
+            panic!("{k} is not set: the crashing member runs only as its parent test's child")
+        })
     };
-    let (want_recovery, want_main): (usize, usize) =
-        (want_recovery.parse().unwrap(), want_main.parse().unwrap());
+    let (bs, topic, group, out) = (
+        var("LAGLESS_BOOTSTRAP"),
+        var("LAGLESS_CHILD_TOPIC"),
+        var("LAGLESS_CHILD_GROUP"),
+        var("LAGLESS_CHILD_OUT"),
+    );
+    let want_recovery: usize = var("LAGLESS_CHILD_RECOVERY").parse().unwrap();
+    let want_main: usize = var("LAGLESS_CHILD_MAIN").parse().unwrap();
+    let tp = TopicPartition::new(&topic, 0);
     let c = recovery_member(&bs, &group, &[("max.poll.records", "20")]);
     c.subscribe(&[topic.as_str()], None).unwrap();
     let mut f = std::fs::File::create(out).unwrap();
     writeln!(f, "started").unwrap();
     let (mut recovery, mut main) = (0, 0);
+    let pause = |f: &mut std::fs::File| -> ! {
+        writeln!(f, "PAUSED").unwrap();
+        f.flush().unwrap();
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    };
     loop {
         let records = c.poll(Duration::from_millis(100)).unwrap();
         if records.is_empty() {
             continue;
+        }
+        let first_main = records.iter().find(|r| !r.from_recovery).map(|r| r.offset);
+        if let (ChildCommits::FirstMainOffsetOfTheLastPoll, Some(x)) = (commits, first_main) {
+            if recovery >= want_recovery && main >= want_main {
+                let asked = OffsetAndMetadata {
+                    offset: x,
+                    metadata: String::new(),
+                };
+                c.commit_sync(Some(&[(tp.clone(), asked)]), None).unwrap();
+                for r in &records {
+                    let kind = if r.from_recovery { "recovery" } else { "main" };
+                    // Every record below X counts as processed: that is what committing X says.
+                    let processed = if r.offset < x { "" } else { " unprocessed" };
+                    writeln!(f, "{} {kind}{processed}", r.offset).unwrap();
+                }
+                writeln!(f, "COMMITTED {x}").unwrap();
+                pause(&mut f);
+            }
         }
         // Commit first, then write down: everything written is committed.
         c.commit_sync(None, None).unwrap();
@@ -472,12 +561,8 @@ fn child_recovering_member() {
             }
         }
         f.flush().unwrap();
-        if recovery >= want_recovery && main >= want_main {
-            writeln!(f, "PAUSED").unwrap();
-            f.flush().unwrap();
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+        if commits == ChildCommits::Consumed && recovery >= want_recovery && main >= want_main {
+            pause(&mut f);
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -493,13 +578,16 @@ impl Drop for KillOnDrop {
 }
 
 /// Commits 70 for a fresh topic whose log then ends at `70 + backlog`, starts the crashing
-/// member, writes `fresh` records once it is assigned, waits until it paused with its backlog
-/// range unfinished, and kills it (SIGKILL: no LeaveGroup, no last commit). Returns the topic,
-/// the group, the log end at the first takeover, and the child's log.
+/// member (as a child process running the test `test`, which must call
+/// [`act_as_child_if_spawned`] first), writes `fresh` records once it is assigned, waits until it
+/// paused with its backlog range unfinished, and kills it (SIGKILL: no LeaveGroup, no last
+/// commit). Returns the topic, the group, the log end at the first takeover, and the child's log.
 fn crash_mid_recovery(
+    test: &str,
     prefix: &str,
     backlog: usize,
     fresh: usize,
+    commits: ChildCommits,
 ) -> (String, String, i64, ChildLog) {
     let bs = bootstrap();
     let topic = new_topic(&bs, prefix, 1);
@@ -509,18 +597,20 @@ fn crash_mid_recovery(
     produce(&bs, &topic, backlog);
     let first_end = 70 + backlog as i64;
     let out: PathBuf = std::env::temp_dir().join(format!("{group}.child"));
+    // The explicit committer processes (and commits) some of the fresh records first, so that X
+    // lies inside what its main stream delivered.
+    let (want_recovery, want_main) = match commits {
+        ChildCommits::Consumed => (300, fresh),
+        ChildCommits::FirstMainOffsetOfTheLastPoll => (1, fresh / 4),
+    };
     let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_recovering_member",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD_ROLE, commits.name())
         .env("LAGLESS_CHILD_TOPIC", &topic)
         .env("LAGLESS_CHILD_GROUP", &group)
         .env("LAGLESS_CHILD_OUT", &out)
-        .env("LAGLESS_CHILD_RECOVERY", "300")
-        .env("LAGLESS_CHILD_MAIN", fresh.to_string())
+        .env("LAGLESS_CHILD_RECOVERY", want_recovery.to_string())
+        .env("LAGLESS_CHILD_MAIN", want_main.to_string())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -592,14 +682,150 @@ fn drain_until(
     }
 }
 
+/// Polls `c` until every offset of `want` was delivered (by `c` or in `before`), or until `c`
+/// has nothing more to deliver (its recovery stream finished, its position at `want.end`, a poll
+/// empty), so that a test can count what was lost. Returns what `c` delivered with the stream
+/// flags.
+fn drain_or_settle(
+    c: &Consumer,
+    tp: &TopicPartition,
+    before: &BTreeSet<i64>,
+    want: std::ops::Range<i64>,
+) -> Vec<(i64, bool)> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut got: Vec<(i64, bool)> = Vec::new();
+    loop {
+        let all: BTreeSet<i64> = got
+            .iter()
+            .map(|(o, _)| *o)
+            .chain(before.iter().copied())
+            .collect();
+        if want.clone().all(|o| all.contains(&o)) {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "neither every offset nor the end: missing {:?}",
+            spans(want.clone().filter(|o| !all.contains(o)))
+        );
+        let records = c.poll(Duration::from_millis(200)).unwrap();
+        // The position first: it waits for the takeover's lookup, which sets up the recovery
+        // stream too.
+        let settled = records.is_empty()
+            && c.assignment().contains(tp)
+            && c.position(tp, None).unwrap() >= want.end
+            && !c.recovery_active(tp).unwrap();
+        got.extend(records.iter().map(|r| (r.offset, r.from_recovery)));
+        if settled {
+            return got;
+        }
+    }
+}
+
+/// `offsets` (ascending) as `[a, b)` spans with their count.
+fn spans(offsets: impl Iterator<Item = i64>) -> String {
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for o in offsets {
+        match out.last_mut() {
+            Some((_, end)) if *end == o => *end = o + 1,
+            _ => out.push((o, o + 1)),
+        }
+    }
+    let n: i64 = out.iter().map(|(a, b)| b - a).sum();
+    let list: Vec<String> = out.iter().map(|(a, b)| format!("[{a}, {b})")).collect();
+    format!("{n} offsets: {}", list.join(" "))
+}
+
+/// An explicit commit during recovery claims no more than the offset it gives. The crashing
+/// member, draining a backlog, processes (and commits) some main-stream records, polls more,
+/// commits X = the first main-stream offset of that poll (the records below X processed, the poll's records from X on not yet) and
+/// is killed. The next lagless owner, with the mode on, delivers every offset the dead member did
+/// not process (the rest of the backlog and the main stream from X on): nothing is lost, and
+/// nothing the dead member processed (all of it below X, so all of it committed) comes again.
+#[test]
+fn an_explicit_commit_during_recovery_claims_nothing_above_its_offset() {
+    act_as_child_if_spawned();
+    let bs = bootstrap();
+    let fresh = 200;
+    let (topic, group, first_end, child) = crash_mid_recovery(
+        "an_explicit_commit_during_recovery_claims_nothing_above_its_offset",
+        "recovery-explicit",
+        20_000,
+        fresh,
+        ChildCommits::FirstMainOffsetOfTheLastPoll,
+    );
+    let tp = TopicPartition::new(&topic, 0);
+    let end = first_end + fresh as i64;
+    let x = child
+        .committed_at
+        .expect("the crashing member made no explicit commit");
+    assert!(
+        x > first_end,
+        "X {x} is not past the first main-stream records, which the member processed"
+    );
+    assert!(child.unprocessed.contains(&x));
+    let c = recovery_member(&bs, &group, &[]);
+    let stored = committed(&c, &tp);
+    eprintln!(
+        "the dead member committed X = {x} with main-stream records delivered up to {}; stored: {} {:?}",
+        child.unprocessed.last().unwrap() + 1,
+        stored.offset,
+        stored.metadata
+    );
+    assert!(
+        stored.metadata.starts_with("lagless1;"),
+        "the test needs the backlog unfinished at the commit; stored {stored:?}"
+    );
+    assert_eq!(
+        stored.offset,
+        (70..).find(|o| !child.delivered.contains(o)).unwrap(),
+        "the stored offset is the first offset the dead member did not process"
+    );
+    c.subscribe(&[&topic], None).unwrap();
+    let got = drain_or_settle(&c, &tp, &child.delivered, 70..end);
+    let mine: BTreeSet<i64> = got.iter().map(|(o, _)| *o).collect();
+    assert_eq!(
+        mine.len(),
+        got.len(),
+        "the new owner delivered an offset twice"
+    );
+    let lost: Vec<i64> = (70..end)
+        .filter(|o| !child.delivered.contains(o) && !mine.contains(o))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "lost {} (X = {x}, stored {stored:?})",
+        spans(lost.iter().copied())
+    );
+    // Duplicates only in the window the commit left uncommitted: the dead member's last poll
+    // from X on, which it had not processed.
+    let again: Vec<i64> = mine.intersection(&child.delivered).copied().collect();
+    assert!(
+        again.is_empty(),
+        "re-delivered what the dead member processed and committed: {}",
+        spans(again.into_iter())
+    );
+    assert!(child.unprocessed.is_subset(&mine));
+    c.commit_sync(None, None).unwrap();
+    assert_eq!(committed(&c, &tp).offset, end);
+    c.close(None).unwrap();
+}
+
 /// The seed's second crash: the member draining a backlog dies with its range unfinished, and
 /// more records arrive before the partition is taken over again. The new owner resumes the old
 /// range from the token and adds a range for the new backlog; nothing is lost, and since the
 /// dead member committed everything it delivered, nothing it delivered comes again.
 #[test]
 fn a_second_crash_resumes_both_ranges_from_the_token() {
+    act_as_child_if_spawned();
     let bs = bootstrap();
-    let (topic, group, first_end, child) = crash_mid_recovery("recovery-crash2", 5_000, 100);
+    let (topic, group, first_end, child) = crash_mid_recovery(
+        "a_second_crash_resumes_both_ranges_from_the_token",
+        "recovery-crash2",
+        5_000,
+        100,
+        ChildCommits::Consumed,
+    );
     let tp = TopicPartition::new(&topic, 0);
     let child_main_next = first_end + child.main as i64;
     assert_eq!(child.main, 100);
@@ -646,8 +872,15 @@ fn a_second_crash_resumes_both_ranges_from_the_token() {
 /// re-delivers only what the dead member delivered above that mark.
 #[test]
 fn a_consumer_without_the_mode_resumes_at_the_low_water_mark() {
+    act_as_child_if_spawned();
     let bs = bootstrap();
-    let (topic, group, first_end, child) = crash_mid_recovery("recovery-off", 5_000, 50);
+    let (topic, group, first_end, child) = crash_mid_recovery(
+        "a_consumer_without_the_mode_resumes_at_the_low_water_mark",
+        "recovery-off",
+        5_000,
+        50,
+        ChildCommits::Consumed,
+    );
     let tp = TopicPartition::new(&topic, 0);
     let end = first_end + child.main as i64;
     let c = member(&bs, &group, &[]);

@@ -250,16 +250,21 @@ def test_a_commit_into_a_running_recovery_keeps_the_token_not_the_user_metadata(
     assert [m.offset for m in got] == list(range(COMMITTED, COMMITTED + 5))
     assert first.recovery_active(tp)
     token = f"lagless1;m={LOG_END};r={COMMITTED}-{LOG_END}@{COMMITTED + 5}"
-    # At (or past) the low-water mark of a running recovery: the low-water mark and the token are
-    # committed instead of what was given.
-    first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 5, "mine")])
+    # Past the low-water mark of a running recovery: the low-water mark and a token are committed
+    # instead of what was given. The token claims only what was returned below the offset given:
+    # the records from it on are owed again.
+    (done,) = first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 8, "mine")])
+    cut = f"lagless1;m={COMMITTED + 8};r={COMMITTED}-{COMMITTED + 8}@{COMMITTED + 5}"
+    assert (done.offset, done.metadata) == (COMMITTED + 5, cut)  # what was stored
     (com,) = first.committed([tp], timeout=10)
-    assert (com.offset, com.metadata) == (COMMITTED + 5, token)
+    assert (com.offset, com.metadata) == (COMMITTED + 5, cut)
     (done,) = first.commit([lagless.TopicPartition(topic, 0, LOG_END, "mine")])
-    assert (done.offset, done.metadata) == (COMMITTED + 5, token)  # what was stored
+    assert (done.offset, done.metadata) == (COMMITTED + 5, token)
     (com,) = first.committed([tp], timeout=10)
     assert (com.offset, com.metadata) == (COMMITTED + 5, token)
-    # Below it: committed as given, metadata included; the next owner starts there.
+    # At or below it: committed as given, metadata included; the next owner starts there.
+    (done,) = first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 5, "mine")])
+    assert (done.offset, done.metadata) == (COMMITTED + 5, "mine")
     (done,) = first.commit([lagless.TopicPartition(topic, 0, COMMITTED + 2, "mine")])
     assert (done.offset, done.metadata) == (COMMITTED + 2, "mine")
     (com,) = first.committed([tp], timeout=10)
