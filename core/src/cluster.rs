@@ -124,6 +124,20 @@ impl Cluster {
         *self.interest.lock().unwrap_or_else(|p| p.into_inner()) = (topics, all);
     }
 
+    /// Whether a topic of interest has no usable answer in the latest metadata: the cluster
+    /// does not have it (yet), or it is still being created. A subscribed topic created after
+    /// `subscribe()` is then noticed by refreshing sooner than `metadata.max.age.ms`, as the
+    /// Java client does for topics whose metadata came back with an error.
+    pub fn interest_missing(&self) -> bool {
+        let meta = self.metadata();
+        let interest = self.interest.lock().unwrap_or_else(|p| p.into_inner());
+        interest.0.iter().any(|t| {
+            meta.topics
+                .get(t)
+                .is_none_or(|info| info.error_code != codes::NONE)
+        })
+    }
+
     fn slot(&self, id: i32, lane: Lane, addr: &str) -> Arc<Mutex<Slot>> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let slot = slots.entry((id, lane)).or_insert_with(|| {
