@@ -17,7 +17,7 @@ use crate::fetch::PositionLookup;
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::{GroupDriver, JoinInput, JoinOutcome};
 use crate::group::member::MemberState;
-use crate::group::metadata_snapshot::AssignmentBasis;
+use crate::group::metadata_snapshot::{AssignmentBasis, MetadataSnapshot};
 use crate::offsets::OffsetAndMetadata;
 use crate::TopicPartition;
 
@@ -652,7 +652,15 @@ impl Consumer {
         let shared = self.shared.clone();
         let d = driver.clone();
         local.join = Some(self.runtime()?.spawn(async move {
-            let r = d.join(input).await;
+            let topics = input.topics.clone();
+            let mut r = d.join(input).await;
+            if let Ok(outcome) = &mut r {
+                if outcome.assigned_from.is_none() {
+                    let wait = shared.config.common.retry_backoff_max;
+                    outcome.assigned_from =
+                        MetadataSnapshot::after_join(&shared.cluster, &topics, wait).await;
+                }
+            }
             shared.data_ready.notify_all();
             r
         }));

@@ -299,3 +299,71 @@ fn two_members_share_the_partitions_added_to_their_topic() {
     a.close(Some(Duration::from_secs(10))).unwrap();
     b.close(Some(Duration::from_secs(10))).unwrap();
 }
+
+#[test]
+fn a_follower_that_sees_the_growth_first_makes_the_group_rebalance() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "grow-follower", 2);
+    let group = unique_name("grow-follower");
+    // The leader (the first member) refreshes metadata far more rarely than the test lasts:
+    // only the follower can notice the new partitions in time.
+    let leader = member(&bs, &group, 120_000);
+    leader.subscribe(&[topic.as_str()], None).unwrap();
+    let mut tally = Tally::default();
+    poll_until(
+        &[&leader],
+        &mut tally,
+        &topic,
+        Duration::from_secs(30),
+        |_| partitions_of(&leader).len() == 2,
+    )
+    .expect("the first member was never assigned both partitions");
+    let follower = member(&bs, &group, METADATA_MAX_AGE_MS);
+    follower.subscribe(&[topic.as_str()], None).unwrap();
+    let members = [&leader, &follower];
+    poll_until(
+        &members,
+        &mut tally,
+        &topic,
+        Duration::from_secs(40),
+        |_| {
+            assert_owned_once(&members);
+            partitions_of(&leader).len() == 1 && partitions_of(&follower).len() == 1
+        },
+    )
+    .expect("the two members never shared the 2 partitions");
+
+    lagless::admin::create_partitions(&bs, &topic, 4).unwrap();
+    let grown = Instant::now();
+    let written = produce(&bs, &topic, 4);
+    let took = poll_until(&members, &mut tally, &topic, Duration::from_secs(40), |t| {
+        assert_owned_once(&members);
+        t.lost(&written).is_empty()
+    });
+    let lost = tally.lost(&written);
+    assert!(
+        took.is_some(),
+        "records never read {:.1} s after the topic grew to 4 partitions: lost per partition {lost:?}, \
+         assignments {:?} and {:?}",
+        grown.elapsed().as_secs_f64(),
+        partitions_of(&leader),
+        partitions_of(&follower)
+    );
+    let all: BTreeSet<i32> = partitions_of(&leader)
+        .union(&partitions_of(&follower))
+        .cloned()
+        .collect();
+    assert_eq!(all, BTreeSet::from([0, 1, 2, 3]));
+    eprintln!(
+        "all {} records read {:.1} s after the growth ({} duplicates); assignments {:?} and {:?}",
+        written.values().map(|o| o.len()).sum::<usize>(),
+        grown.elapsed().as_secs_f64(),
+        tally.duplicates,
+        partitions_of(&leader),
+        partitions_of(&follower)
+    );
+    assert_no_further_rebalance(&members, &mut tally, &topic);
+    leader.close(Some(Duration::from_secs(10))).unwrap();
+    follower.close(Some(Duration::from_secs(10))).unwrap();
+}

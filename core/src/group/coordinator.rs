@@ -59,7 +59,8 @@ pub(crate) struct JoinOutcome {
     /// Partitions this member learns while their owners keep them (learner-sticky).
     pub learning: BTreeSet<TopicPartition>,
     pub protocol: RebalanceProtocol,
-    /// What the assignment was computed from, when this member computed it (the leader).
+    /// What the assignment was computed from: set here when this member is the leader; for a
+    /// follower, what the cluster shows right after the join stands in for it.
     pub assigned_from: Option<MetadataSnapshot>,
 }
 

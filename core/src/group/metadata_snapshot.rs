@@ -5,11 +5,13 @@
 //! must rebalance for the assignment to follow; the Java client's leader compares a metadata
 //! snapshot on every refresh (`ConsumerCoordinator.rejoinNeededOrPending`), and librdkafka
 //! rejoins when a partition count changes. Here every member compares: the leader against the
-//! metadata it assigned from, a follower against the first metadata it saw after joining.
+//! metadata it assigned from, a follower against what the cluster showed right after it
+//! joined.
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::cluster::Metadata;
+use crate::backoff::Deadline;
+use crate::cluster::{Cluster, Metadata};
 use crate::error::codes;
 
 /// The partition counts of subscribed topics as metadata showed them: `Some(n)` for a topic
@@ -58,6 +60,25 @@ impl MetadataSnapshot {
         )
     }
 
+    /// A follower's stand-in for the metadata the leader assigned from, which it cannot see:
+    /// what the cluster shows right after the join. Fetched at once, so that a change between
+    /// the leader's assignment and this member's next periodic refresh is not taken for the
+    /// state the assignment covers. `None` when the cluster does not answer within `wait`;
+    /// the next refresh then stands in ([`AssignmentBasis::AwaitingMetadata`]).
+    pub async fn after_join(
+        cluster: &Cluster,
+        topics: &[String],
+        wait: Duration,
+    ) -> Option<MetadataSnapshot> {
+        match cluster.refresh(topics, Deadline::after(wait)).await {
+            Ok(meta) => Some(MetadataSnapshot::observed(&meta, topics)),
+            Err(e) => {
+                tracing::debug!(error = %e, "no metadata right after joining the group; the next refresh stands in");
+                None
+            }
+        }
+    }
+
     /// The partition counts of the topics that exist, as an assignor takes them.
     pub fn partition_counts(&self) -> BTreeMap<String, i32> {
         self.0
@@ -97,9 +118,9 @@ pub(crate) enum AssignmentBasis {
     /// Nothing to compare: not in a generation, or joining.
     #[default]
     None,
-    /// A follower cannot see the metadata the leader assigned from; the first metadata fetched
-    /// after it joined stands in for it (anything older may predate the leader's, and would
-    /// make it rejoin for a change the assignment already covers).
+    /// A follower without a snapshot of its own (the metadata right after the join did not
+    /// come): the first metadata fetched after it joined stands in (anything older may predate
+    /// the leader's, and would make it rejoin for a change the assignment already covers).
     AwaitingMetadata {
         topics: BTreeSet<String>,
         joined_at: Instant,
@@ -161,7 +182,6 @@ impl AssignmentBasis {
 mod tests {
     use super::*;
     use crate::cluster::{PartitionInfo, TopicInfo};
-    use std::time::Duration;
 
     fn snap(counts: &[(&str, Option<i32>)]) -> MetadataSnapshot {
         MetadataSnapshot(counts.iter().map(|(t, n)| (t.to_string(), *n)).collect())
