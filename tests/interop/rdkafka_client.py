@@ -120,6 +120,12 @@ def consume(a) -> int:
         conf["heartbeat.interval.ms"] = max(100, a.session_timeout_ms // 3)
     if a.max_poll_interval_ms:
         conf["max.poll.interval.ms"] = a.max_poll_interval_ms
+    for kv in a.config:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            print(f"rdkafka_client: --config takes KEY=VALUE, got `{kv}`", file=sys.stderr)
+            return 2
+        conf[k] = v
     c = Consumer(conf)
     subscribe = a.group is not None and not a.assign_all
 
@@ -236,6 +242,8 @@ def main() -> int:
     ap.add_argument("--max-poll-interval-ms", type=int)
     ap.add_argument("--commit", action="store_true")
     ap.add_argument("--hex", action="store_true")
+    ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a librdkafka consumer setting (repeatable)")
     a = ap.parse_args()
     if a.command == "produce":
         if a.count is None:
