@@ -1,10 +1,14 @@
 //! Blocking admin helpers, for tools and tests in every language that need a topic to exist.
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::{Deadline, Retry};
 use crate::cluster::Cluster;
 use crate::config::{CommonConfig, Config};
 use crate::error::{codes, Error, Result};
+use crate::protocol::msg::{
+    create_partitions_request::CreatePartitionsTopic, CreatePartitionsRequest, StrBytes, TopicName,
+};
 
 /// How long [`create_topic`] waits for the broker, and then for the topic's leaders.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -74,37 +78,119 @@ fn create_topic_on(
     partitions: i32,
     replication_factor: i16,
 ) -> Result<()> {
+    run(config, |cluster, deadline| async move {
+        cluster
+            .create_topic(name, partitions, replication_factor, deadline)
+            .await?;
+        wait_for_leaders(&cluster, name, partitions, deadline).await
+    })
+}
+
+/// Grows `name` to `partitions` partitions in all (Kafka's CreatePartitions; partitions are
+/// only ever added), and waits (up to 30 s) until every partition has a leader. Asking for
+/// fewer partitions than the topic has is the broker's `INVALID_PARTITIONS` error (37).
+///
+/// Blocking; runs on its own short-lived runtime. Do not call it from async code.
+pub fn create_partitions(bootstrap: &str, name: &str, partitions: i32) -> Result<()> {
+    let config = admin_config(bootstrap);
+    if config.bootstrap_servers.is_empty() {
+        return Err(Error::InvalidArgument(
+            "no bootstrap server address given".to_string(),
+        ));
+    }
+    if name.is_empty() {
+        return Err(Error::InvalidArgument(
+            "the topic name is empty".to_string(),
+        ));
+    }
+    run(config, |cluster, deadline| async move {
+        let mut retry = Retry::new(cluster.backoff());
+        loop {
+            let attempt = async {
+                let conn = cluster.any_broker(deadline).await?;
+                let timeout = deadline.remaining().max(Duration::from_millis(1));
+                let req = CreatePartitionsRequest::default()
+                    .with_topics(vec![CreatePartitionsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(name.to_string())))
+                        .with_count(partitions)
+                        .with_assignments(None)])
+                    .with_timeout_ms(timeout.as_millis().min(i32::MAX as u128) as i32);
+                let resp = conn.call_with_timeout(&req, timeout).await?;
+                let result = resp
+                    .results
+                    .iter()
+                    .find(|t| t.name.0.as_str() == name)
+                    .ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "CreatePartitions response does not mention `{name}`"
+                        ))
+                    })?;
+                if result.error_code != codes::NONE {
+                    let mut context = format!("growing topic `{name}` to {partitions} partitions");
+                    if let Some(m) = &result.error_message {
+                        context.push_str(": ");
+                        context.push_str(m.as_str());
+                    }
+                    return Err(Error::kafka(result.error_code, context));
+                }
+                Ok(())
+            };
+            match attempt.await {
+                Ok(()) => break,
+                Err(e) => {
+                    let wait = retry.failed();
+                    if !e.is_retriable() || deadline.remaining() <= wait {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+        wait_for_leaders(&cluster, name, partitions, deadline).await
+    })
+}
+
+/// Runs one admin operation on a short-lived runtime of its own, bounded by [`ADMIN_TIMEOUT`].
+fn run<F, Fut>(config: CommonConfig, op: F) -> Result<()>
+where
+    F: FnOnce(Arc<Cluster>, Deadline) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::IllegalState(format!("cannot start a runtime: {e}")))?;
-    let result = rt.block_on(async {
-        let cluster = Cluster::new(config);
-        let deadline = Deadline::after(ADMIN_TIMEOUT);
-        cluster
-            .create_topic(name, partitions, replication_factor, deadline)
-            .await?;
-        cluster.add_interest([&name.to_string()]);
-        let mut retry = Retry::new(cluster.backoff());
-        loop {
-            let m = cluster.refresh(&[name.to_string()], deadline).await?;
-            if let Some(t) = m.topics.get(name) {
-                if t.error_code == codes::NONE
-                    && t.partitions.len() == partitions as usize
-                    && t.partitions.iter().all(|p| p.leader >= 0)
-                {
-                    return Ok(());
-                }
-            }
-            let wait = retry.failed().min(Duration::from_millis(200));
-            if deadline.remaining() <= wait {
-                return Err(
-                    deadline.error(&format!("waiting for the leaders of new topic `{name}`"))
-                );
-            }
-            tokio::time::sleep(wait).await;
-        }
-    });
+    let result = rt.block_on(op(Cluster::new(config), Deadline::after(ADMIN_TIMEOUT)));
     rt.shutdown_timeout(Duration::from_millis(100));
     result
+}
+
+/// Waits until the metadata shows `name` with `partitions` partitions, each with a leader, so
+/// that a producer or consumer started next sees them all.
+async fn wait_for_leaders(
+    cluster: &Cluster,
+    name: &str,
+    partitions: i32,
+    deadline: Deadline,
+) -> Result<()> {
+    cluster.add_interest([&name.to_string()]);
+    let mut retry = Retry::new(cluster.backoff());
+    loop {
+        let m = cluster.refresh(&[name.to_string()], deadline).await?;
+        if let Some(t) = m.topics.get(name) {
+            if t.error_code == codes::NONE
+                && t.partitions.len() == partitions as usize
+                && t.partitions.iter().all(|p| p.leader >= 0)
+            {
+                return Ok(());
+            }
+        }
+        let wait = retry.failed().min(Duration::from_millis(200));
+        if deadline.remaining() <= wait {
+            return Err(deadline.error(&format!(
+                "waiting for the {partitions} partition leaders of topic `{name}`"
+            )));
+        }
+        tokio::time::sleep(wait).await;
+    }
 }

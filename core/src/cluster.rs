@@ -124,6 +124,20 @@ impl Cluster {
         *self.interest.lock().unwrap_or_else(|p| p.into_inner()) = (topics, all);
     }
 
+    /// Whether a topic of interest has no usable answer in the latest metadata: the cluster
+    /// does not have it (yet), or it is still being created. A subscribed topic created after
+    /// `subscribe()` is then noticed by refreshing sooner than `metadata.max.age.ms`, as the
+    /// Java client does for topics whose metadata came back with an error.
+    pub fn interest_missing(&self) -> bool {
+        let meta = self.metadata();
+        let interest = self.interest.lock().unwrap_or_else(|p| p.into_inner());
+        interest.0.iter().any(|t| {
+            meta.topics
+                .get(t)
+                .is_none_or(|info| info.error_code != codes::NONE)
+        })
+    }
+
     fn slot(&self, id: i32, lane: Lane, addr: &str) -> Arc<Mutex<Slot>> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let slot = slots.entry((id, lane)).or_insert_with(|| {
@@ -571,5 +585,56 @@ impl Cluster {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn cluster_with(topics: &[(&str, i16)]) -> Arc<Cluster> {
+        let config = Config::from_pairs([("bootstrap.servers", "127.0.0.1:9")]).unwrap();
+        let cluster = Cluster::new(CommonConfig::from_config(&config).unwrap());
+        let mut m = Metadata {
+            fetched_at: Some(Instant::now()),
+            ..Default::default()
+        };
+        for (name, error_code) in topics {
+            m.topics.insert(
+                name.to_string(),
+                TopicInfo {
+                    name: name.to_string(),
+                    error_code: *error_code,
+                    is_internal: false,
+                    partitions: Vec::new(),
+                },
+            );
+        }
+        *cluster.metadata.write().unwrap() = Arc::new(m);
+        cluster
+    }
+
+    fn names(topics: &[&str]) -> BTreeSet<String> {
+        topics.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn a_topic_of_interest_without_a_usable_answer_is_missing() {
+        let cluster = cluster_with(&[
+            ("a", codes::NONE),
+            ("later", codes::UNKNOWN_TOPIC_OR_PARTITION),
+            ("new", codes::LEADER_NOT_AVAILABLE),
+        ]);
+        assert!(!cluster.interest_missing(), "no interest, nothing missing");
+        cluster.set_interest(names(&["a"]), false);
+        assert!(!cluster.interest_missing());
+        for t in ["later", "new", "not-asked-yet"] {
+            cluster.set_interest(names(&["a", t]), false);
+            assert!(cluster.interest_missing(), "{t}");
+        }
+        // A pattern subscription asks for every topic: whatever exists is what it follows.
+        cluster.set_interest(BTreeSet::new(), true);
+        assert!(!cluster.interest_missing());
     }
 }

@@ -564,6 +564,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let mut metadata_wanted = true;
     let mut next_metadata = Instant::now();
     let mut metadata_retry = Retry::new(shared.backoff());
+    // While a topic of interest is missing: look again after retry.backoff.ms, growing to
+    // retry.backoff.max.ms, rather than only every metadata.max.age.ms.
+    let mut missing_retry = Retry::new(shared.backoff());
     loop {
         let meta = shared.cluster.metadata();
         let mut plans: Vec<FetchPlan> = Vec::new();
@@ -763,8 +766,14 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             Some(TaskDone::Metadata(r)) => {
                 metadata_in_flight = false;
                 next_metadata = match r {
+                    Ok(()) if shared.cluster.interest_missing() => {
+                        metadata_retry.succeeded();
+                        metadata_wanted = true;
+                        Instant::now() + missing_retry.failed()
+                    }
                     Ok(()) => {
                         metadata_retry.succeeded();
+                        missing_retry.succeeded();
                         // Rate-limit on-demand refreshes, as retry.backoff.ms does in the Java client.
                         Instant::now() + shared.config.common.retry_backoff
                     }

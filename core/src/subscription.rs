@@ -17,6 +17,7 @@ use crate::fetch::PositionLookup;
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::{GroupDriver, JoinInput, JoinOutcome};
 use crate::group::member::MemberState;
+use crate::group::metadata_snapshot::{AssignmentBasis, MetadataSnapshot};
 use crate::offsets::OffsetAndMetadata;
 use crate::TopicPartition;
 
@@ -94,6 +95,9 @@ pub(crate) struct GroupLocal {
     pub unready: BTreeSet<TopicPartition>,
     pub learning_retry: Retry,
     pub learning_retry_at: Instant,
+    /// What the current assignment was computed from, to rejoin when the subscribed topics
+    /// change under it (partitions added, a topic created or deleted).
+    pub assignment_basis: AssignmentBasis,
 }
 
 /// What the caller's thread must do after looking at the group (outside the lock).
@@ -175,6 +179,7 @@ impl Consumer {
                 unready: BTreeSet::new(),
                 learning_retry: Retry::new(self.shared.backoff()),
                 learning_retry_at: Instant::now(),
+                assignment_basis: AssignmentBasis::None,
             });
         }
         let local = g.as_mut().expect("created above");
@@ -574,6 +579,14 @@ impl Consumer {
                 }
             }
         }
+        // The assignment no longer covers what the subscribed topics have: rejoin so the leader
+        // assigns what exists now (the Java client's metadata snapshot comparison).
+        if let Some(reason) = local
+            .assignment_basis
+            .check(&self.shared.cluster.metadata())
+        {
+            driver.membership().request_rejoin(reason);
+        }
         if let Some(join) = &local.join {
             if !join.is_finished() {
                 return Ok(Step::None);
@@ -632,10 +645,19 @@ impl Consumer {
             m.state = MemberState::PreparingRebalance;
             m.rejoin_needed = false;
         }
+        local.assignment_basis = AssignmentBasis::None;
         let shared = self.shared.clone();
         let d = driver.clone();
         local.join = Some(self.runtime()?.spawn(async move {
-            let r = d.join(input).await;
+            let topics = input.topics.clone();
+            let mut r = d.join(input).await;
+            if let Ok(outcome) = &mut r {
+                if outcome.assigned_from.is_none() {
+                    let wait = shared.config.common.retry_backoff_max;
+                    outcome.assigned_from =
+                        MetadataSnapshot::after_join(&shared.cluster, &topics, wait).await;
+                }
+            }
             shared.data_ready.notify_all();
             r
         }));
@@ -667,6 +689,11 @@ impl Consumer {
             let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(l) = g.as_mut() {
                 l.owned.extend(added.iter().cloned());
+                l.assignment_basis = AssignmentBasis::after_join(
+                    outcome.assigned_from,
+                    l.subscribed.clone(),
+                    Instant::now(),
+                );
             }
         }
         let list: Vec<TopicPartition> = added.into_iter().collect();

@@ -440,3 +440,41 @@ def test_java_takes_over_a_partition_in_mid_recovery(clients, make_topic):
     assert offsets[:1] == [low], f"Java started at {offsets[:1]}, the low-water mark is {low}"
     assert offsets == list(range(low, total)), "Java read every record from the low-water mark on"
     assert printed | set(offsets) == set(range(70, total)), "nothing lost"
+
+
+# ---------------------------------------------------------------------------------------------
+# A subscribed topic grows: lagless follows it as librdkafka does
+# ---------------------------------------------------------------------------------------------
+
+def test_lagless_and_librdkafka_read_the_partitions_added_to_a_subscribed_topic(clients, make_topic):
+    """A topic grows from 2 to 4 partitions under a lagless and a librdkafka consumer (each in
+    its own group, refreshing metadata every 2 s): both rebalance onto all 4 partitions and
+    read every record of each."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+    from kafka_broker import wait_for_topic
+
+    topic = make_topic(2)
+    n = 300
+    readers = {
+        "lagless": clients.start("lagless", "consume", topic, "--group", f"grow-{uuid.uuid4()}",
+                                 "--session-timeout-ms", SESSION_TIMEOUT_MS,
+                                 "--config", "metadata.max.age.ms=2000"),
+        "rdkafka": clients.start("rdkafka", "consume", topic, "--group", f"grow-{uuid.uuid4()}",
+                                 "--session-timeout-ms", SESSION_TIMEOUT_MS,
+                                 "--config", "topic.metadata.refresh.interval.ms=2000"),
+    }
+    for kind, r in readers.items():
+        wait_until(lambda r=r: r.assignment() == {0, 1}, 60, f"{kind} to own partitions 0 and 1",
+                   details=r.stderr_tail)
+    admin = AdminClient({"bootstrap.servers": clients.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 4)])[topic].result(timeout=30)
+    wait_for_topic(clients.bootstrap, topic, partitions=4)
+    placement = produced_placement(clients.run("rdkafka", "produce", topic, "--count", n, "--keyed"), n)
+    written = set(placement.values())
+    assert {p for p, _ in written} == {0, 1, 2, 3}, "the keys did not reach every partition"
+    for kind, r in readers.items():
+        wait_until(lambda r=r: written <= {(x["partition"], x["offset"]) for x in r.records()}, 60,
+                   f"{kind} to read all {n} records",
+                   details=lambda r=r: f"read {len({(x['partition'], x['offset']) for x in r.records()} & written)} "
+                                       f"of {n}, assignment {r.assignment()}\n{r.stderr_tail()}")
+        assert r.assignment() == {0, 1, 2, 3}, r.events()[-3:]

@@ -16,6 +16,7 @@ use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, MemberSubscription, RebalanceProtocol};
 use crate::group::member::{Generation, MemberState, Membership, Next};
+use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::net::Connection;
 use crate::offsets::{CommitResults, OffsetAndMetadata};
 use crate::protocol::consumer_protocol::{
@@ -58,6 +59,9 @@ pub(crate) struct JoinOutcome {
     /// Partitions this member learns while their owners keep them (learner-sticky).
     pub learning: BTreeSet<TopicPartition>,
     pub protocol: RebalanceProtocol,
+    /// What the assignment was computed from: set here when this member is the leader; for a
+    /// follower, what the cluster shows right after the join stands in for it.
+    pub assigned_from: Option<MetadataSnapshot>,
 }
 
 pub(crate) struct GroupDriver {
@@ -422,7 +426,8 @@ impl GroupDriver {
                 "the coordinator chose assignor `{protocol_name}`, which this member did not offer"
             )))
         })?;
-        let assignments = if resp.leader == resp.member_id && !resp.skip_assignment {
+        let (assignments, assigned_from) = if resp.leader == resp.member_id && !resp.skip_assignment
+        {
             let members: Vec<MemberSubscription> = resp
                 .members
                 .iter()
@@ -447,20 +452,22 @@ impl GroupDriver {
                     }
                 })
                 .collect();
-            let plan = self
+            let (plan, built_on) = self
                 .leader_assign(assignor, &members, deadline)
                 .await
                 .map_err(JoinErr::classify)?;
-            plan.into_iter()
+            let assignments = plan
+                .into_iter()
                 .map(|(member, a)| {
                     Ok(SyncGroupRequestAssignment::default()
                         .with_member_id(StrBytes::from_string(member))
                         .with_assignment(encode_assignment(&a, HIGHEST_VERSION)?))
                 })
                 .collect::<Result<Vec<_>>>()
-                .map_err(JoinErr::Fatal)?
+                .map_err(JoinErr::Fatal)?;
+            (assignments, Some(built_on))
         } else {
-            Vec::new()
+            (Vec::new(), None)
         };
         let sv = conn.version::<SyncGroupRequest>().map_err(JoinErr::Fatal)?;
         let mut sync = SyncGroupRequest::default()
@@ -547,6 +554,7 @@ impl GroupDriver {
             assigned,
             learning,
             protocol: assignor.protocol(),
+            assigned_from,
         }))
     }
 
@@ -610,12 +618,16 @@ impl GroupDriver {
         }
     }
 
+    /// The leader's assignment, and what it was computed from: a subscribed topic that does
+    /// not exist (yet) gets no partitions now, and the snapshot makes the group rebalance once
+    /// metadata shows it (see
+    /// [`AssignmentBasis`](crate::group::metadata_snapshot::AssignmentBasis)).
     async fn leader_assign(
         &self,
         assignor: &dyn Assignor,
         members: &[MemberSubscription],
         deadline: Deadline,
-    ) -> Result<BTreeMap<String, Assignment>> {
+    ) -> Result<(BTreeMap<String, Assignment>, MetadataSnapshot)> {
         let topics: BTreeSet<String> = members
             .iter()
             .flat_map(|m| m.subscription.topics.iter().cloned())
@@ -625,18 +637,12 @@ impl GroupDriver {
             .cluster
             .refresh(&topics.iter().cloned().collect::<Vec<_>>(), deadline)
             .await?;
-        let mut counts = BTreeMap::new();
-        for t in &topics {
-            match meta.topics.get(t) {
-                Some(info) if info.error_code == codes::NONE => {
-                    counts.insert(t.clone(), info.partitions.len() as i32);
-                }
-                _ => {
-                    tracing::warn!(group = %self.group_id, topic = %t, "a subscribed topic does not exist; not assigning it")
-                }
-            }
+        let assigned_from = MetadataSnapshot::assigned_from(&meta, &topics);
+        let counts = assigned_from.partition_counts();
+        for t in topics.iter().filter(|t| !counts.contains_key(*t)) {
+            tracing::warn!(group = %self.group_id, topic = %t, "a subscribed topic does not exist (yet); its partitions are assigned once metadata shows it");
         }
-        assignor.assign(&counts, members)
+        Ok((assignor.assign(&counts, members)?, assigned_from))
     }
 
     // ---- leaving and committing ----

@@ -3,3 +3,4 @@
 pub mod assignor;
 pub(crate) mod coordinator;
 pub mod member;
+pub(crate) mod metadata_snapshot;
