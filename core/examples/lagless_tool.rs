@@ -502,7 +502,8 @@ fn consume(a: &Args) -> lagless::Result<()> {
                 let processed_at = Instant::now() + Duration::from_millis(a.poll_delay_ms);
                 while Instant::now() < processed_at && !STOP.load(Ordering::SeqCst) {
                     std::thread::sleep(
-                        Duration::from_millis(20).min(processed_at.saturating_duration_since(Instant::now())),
+                        Duration::from_millis(20)
+                            .min(processed_at.saturating_duration_since(Instant::now())),
                     );
                 }
                 if a.commit {

@@ -743,7 +743,9 @@ impl RebalanceListener for GenerationRecorder {
         c: &Consumer,
         p: &[TopicPartition],
     ) -> lagless::Result<()> {
-        let m = c.group_metadata().expect("a subscribed consumer has group metadata");
+        let m = c
+            .group_metadata()
+            .expect("a subscribed consumer has group metadata");
         self.0
             .lock()
             .unwrap()
@@ -760,7 +762,6 @@ impl RebalanceListener for GenerationRecorder {
 #[test]
 fn a_join_finished_before_a_poll_interval_expiry_is_discarded_and_the_member_rejoins() {
     let t = topic(2);
-    produce(&t, 2, 20);
     let group = unique("stale-join");
     let extra = [
         ("max.poll.interval.ms", "2000"),
@@ -790,6 +791,8 @@ fn a_join_finished_before_a_poll_interval_expiry_is_discarded_and_the_member_rej
         poll_until(&[&b], Duration::from_secs(30), || b.assignment().len() == 2),
         "b did not get the partitions"
     );
+    // Records after b's takeover (polling b above discarded whatever it returned).
+    produce(&t, 2, 20);
     let mut read: BTreeSet<(i32, i64)> = BTreeSet::new();
     let mut double_owned = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -834,5 +837,9 @@ fn a_join_finished_before_a_poll_interval_expiry_is_discarded_and_the_member_rej
         a.assignment(),
         b.assignment()
     );
-    assert_eq!(read.len(), 40, "every record read once the members share the partitions");
+    assert_eq!(
+        read.len(),
+        40,
+        "every record read once the members share the partitions"
+    );
 }

@@ -109,7 +109,9 @@ mod tests {
     use RebalanceProtocol::{Cooperative, Eager};
 
     fn tps(list: &[(&str, i32)]) -> BTreeSet<TopicPartition> {
-        list.iter().map(|(t, p)| TopicPartition::new(*t, *p)).collect()
+        list.iter()
+            .map(|(t, p)| TopicPartition::new(*t, *p))
+            .collect()
     }
 
     fn topics(list: &[&str]) -> BTreeSet<String> {
@@ -172,7 +174,10 @@ mod tests {
         assert!(!accept_join_outcome(&generation(8, "m-1"), &joined));
         assert!(!accept_join_outcome(&generation(7, "m-2"), &joined));
         // A generation the member was never in is never applied, not even "equal" ones.
-        assert!(!accept_join_outcome(&Generation::none(), &Generation::none()));
+        assert!(!accept_join_outcome(
+            &Generation::none(),
+            &Generation::none()
+        ));
     }
 
     #[test]
