@@ -843,3 +843,43 @@ fn a_join_finished_before_a_poll_interval_expiry_is_discarded_and_the_member_rej
         "every record read once the members share the partitions"
     );
 }
+
+/// A commit attempted after `max.poll.interval.ms` expired (before the next `poll()` reports
+/// the loss) fails saying why: the member left the group and its partitions may be another
+/// member's; not that "the group is rebalancing".
+#[test]
+fn a_commit_after_a_poll_interval_expiry_says_the_member_left_and_its_partitions_are_lost() {
+    let t = topic(1);
+    produce(&t, 1, 5);
+    let group = unique("expired-commit");
+    let a = consumer(
+        &group,
+        &[
+            ("max.poll.interval.ms", "2000"),
+            ("heartbeat.interval.ms", "200"),
+            ("enable.auto.commit", "false"),
+        ],
+    );
+    a.subscribe(&[&t], None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut got = 0;
+    while got == 0 {
+        assert!(Instant::now() < deadline, "no record");
+        got += a.poll(Duration::from_millis(100)).unwrap().len();
+    }
+    // "Processing" longer than max.poll.interval.ms.
+    while generation(&a) >= 0 {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(30),
+            "the poll interval never expired"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let e = a.commit_sync(None, None).unwrap_err().to_string();
+    assert!(
+        e.contains("max.poll.interval.ms")
+            && e.contains("left the group")
+            && !e.contains("rebalancing"),
+        "{e}"
+    );
+}

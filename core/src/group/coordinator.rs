@@ -15,7 +15,7 @@ use crate::cluster::{Cluster, Lane};
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, MemberSubscription, RebalanceProtocol};
-use crate::group::member::{Generation, MemberState, Membership, Next};
+use crate::group::member::{poll_timeout_consequence, Generation, MemberState, Membership, Next};
 use crate::group::rebalance::rebalance_protocol;
 use crate::net::Connection;
 use crate::offsets::{CommitResults, OffsetAndMetadata};
@@ -220,26 +220,13 @@ impl GroupDriver {
                 .elapsed();
             if since_poll > self.config.max_poll_interval {
                 let send_leave = self.membership().poll_timeout_expired();
-                if send_leave {
-                    tracing::warn!(
-                        group = %self.group_id,
-                        member = %generation.member_id,
-                        "consumer poll timeout has expired: poll() was not called for {} ms (max.poll.interval.ms); \
-                         leaving the group so its partitions can move. The next poll() rejoins",
-                        since_poll.as_millis()
-                    );
-                } else {
-                    // A static member sends no LeaveGroup: the coordinator keeps its partitions
-                    // for it until session.timeout.ms passes without a heartbeat.
-                    tracing::warn!(
-                        group = %self.group_id,
-                        member = %generation.member_id,
-                        "consumer poll timeout has expired: poll() was not called for {} ms (max.poll.interval.ms); \
-                         its partitions are lost. As a static member it stops heartbeating without leaving; \
-                         the group moves its partitions once session.timeout.ms passes. The next poll() rejoins",
-                        since_poll.as_millis()
-                    );
-                }
+                tracing::warn!(
+                    group = %self.group_id,
+                    member = %generation.member_id,
+                    "consumer poll timeout has expired: poll() was not called for {} ms (max.poll.interval.ms); {}",
+                    since_poll.as_millis(),
+                    poll_timeout_consequence(send_leave)
+                );
                 if send_leave {
                     self.leave(
                         &generation.member_id,

@@ -10,6 +10,18 @@ use crate::error::{codes, kafka_error_action, Action, Error};
 /// The reason a member leaves its group when `max.poll.interval.ms` passes (Java's words).
 const POLL_TIMEOUT_EXPIRED: &str = "consumer poll timeout has expired";
 
+/// What follows a `max.poll.interval.ms` expiry, for the log: a dynamic member leaves at once
+/// (LeaveGroup); a static one sends nothing and the coordinator waits out its session.
+pub fn poll_timeout_consequence(send_leave: bool) -> &'static str {
+    if send_leave {
+        "leaving the group so its partitions can move. The next poll() reports them lost and rejoins"
+    } else {
+        "its partitions are lost. A static member (group.instance.id) sends no LeaveGroup: the group \
+         moves its partitions once session.timeout.ms passes without a heartbeat. The next poll() \
+         reports them lost and rejoins"
+    }
+}
+
 /// Where the member is in the join protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberState {
@@ -562,8 +574,14 @@ mod tests {
         let mut m = Membership::new(Some("instance-1".into()));
         m.on_join_success(3, "m-1", None);
         m.on_sync_success();
-        assert!(!m.poll_timeout_expired());
+        let send_leave = m.poll_timeout_expired();
+        assert!(!send_leave);
         assert!(m.partitions_lost);
+        // Nor does it say it leaves.
+        let said = poll_timeout_consequence(send_leave);
+        assert!(!said.contains("leaving the group"), "{said}");
+        assert!(said.contains("sends no LeaveGroup"), "{said}");
+        assert!(poll_timeout_consequence(true).contains("leaving the group"));
     }
 
     #[test]
