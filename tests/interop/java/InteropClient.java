@@ -20,7 +20,8 @@
 //
 // consume: as lagless_tool consume (see core/examples/lagless_tool.rs): with --group it subscribes
 // and its ConsumerRebalanceListener prints {"event":"assigned"|"revoked"|"lost","partitions":[...],
-// "assignment":[...],"generation":g,"ts_us":t} (t: wall-clock microseconds); otherwise it assigns every partition from the beginning.
+// "assignment":[...],"generation":g,"ts_us":t} (t: wall-clock microseconds); otherwise it
+// assigns every partition from the beginning.
 // One line per record; stops after --count records, after --timeout-ms without records, or on
 // SIGTERM (then closes the consumer, leaving the group), and prints {"event":"done",...}.
 import java.io.PrintStream;
