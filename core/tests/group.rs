@@ -733,9 +733,13 @@ fn a_member_dropped_without_close_leaves_the_group() {
     a.close(None).unwrap();
 }
 
+/// One `on_partitions_assigned`: the member's generation and member id at the time, and the
+/// partitions it was given.
+type AssignedIn = (i32, String, Vec<TopicPartition>);
+
 /// Records each `on_partitions_assigned` with the member's generation and member id at the time.
 #[derive(Clone, Default)]
-struct GenerationRecorder(Arc<Mutex<Vec<(i32, String, Vec<TopicPartition>)>>>);
+struct GenerationRecorder(Arc<Mutex<Vec<AssignedIn>>>);
 
 impl RebalanceListener for GenerationRecorder {
     fn on_partitions_assigned(
