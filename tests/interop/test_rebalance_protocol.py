@@ -17,13 +17,15 @@ matrix to about a minute.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 import uuid
 
 import pytest
 
-from clients import ClientError, wait_until
+import kafka_broker  # noqa: E402 (tests/ is on the path: conftest.py)
+from clients import wait_until
 
 PARTITIONS = 6
 RECORDS = 3000
@@ -47,17 +49,15 @@ def offered(strategy: str | None) -> set[str]:
 
 
 class CommittedOffsets(threading.Thread):
-    """Reads the group's committed offsets from outside (an admin client) every 50 ms and keeps
-    every change, per partition."""
+    """Reads the group's committed offsets from outside (OffsetFetch v1 to the only broker, the
+    group's coordinator) every 50 ms and keeps every change, per partition."""
 
     def __init__(self, bootstrap: str, group: str, topic: str):
         super().__init__(name=f"committed-{group}", daemon=True)
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-        from confluent_kafka.admin import AdminClient
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.request = [ConsumerGroupTopicPartitions(
-            group, [TopicPartition(topic, p) for p in range(PARTITIONS)])]
-        self.group = group
+        self.bootstrap, self.group = bootstrap, group
+        self.body = (kafka_broker._str(group) + struct.pack(">i", 1) + kafka_broker._str(topic)
+                     + struct.pack(">i", PARTITIONS)
+                     + b"".join(struct.pack(">i", p) for p in range(PARTITIONS)))
         self.history: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
         self.stopped = threading.Event()
         self.errors: list[str] = []
@@ -70,14 +70,22 @@ class CommittedOffsets(threading.Thread):
 
     def read_once(self) -> None:
         try:
-            result = self.admin.list_consumer_group_offsets(self.request)[self.group].result(10)
-        except Exception as e:  # noqa: BLE001 - a failed read is retried; kept for the report
+            r = kafka_broker._Reader(kafka_broker.kafka_request(self.bootstrap, 9, 1, self.body))
+            offsets = []
+            for _ in range(r.i32()):
+                r.string()
+                for _ in range(r.i32()):
+                    p, offset = r.i32(), r._take(">q")
+                    r.string()
+                    if r.i16() == 0:
+                        offsets.append((p, offset))
+        except (OSError, struct.error) as e:  # a failed read is retried; kept for the report
             self.errors.append(str(e))
             return
-        for tp in result.topic_partitions:
-            h = self.history[tp.partition]
-            if tp.offset >= 0 and (not h or h[-1] != tp.offset):
-                h.append(tp.offset)
+        for p, offset in offsets:
+            h = self.history[p]
+            if offset >= 0 and (not h or h[-1] != offset):
+                h.append(offset)
 
     def stop(self) -> None:
         self.stopped.set()
