@@ -13,7 +13,7 @@
 //!     [--group G] [--assign-all] [--count N] [--timeout-ms MS]
 //!     [--strategy range|cooperative-sticky|roundrobin|LIST]
 //!     [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit] [--hex]
-//!     [--config KEY=VALUE]...
+//!     [--poll-delay-ms D] [--config KEY=VALUE]...
 //! ```
 //!
 //! `produce` sends records `i = start .. start+count` with value `value-<i>`, a header `h` =
@@ -24,11 +24,12 @@
 //!
 //! `consume` with `--group` (and without `--assign-all`) subscribes to the topic as a member of
 //! group G; its rebalance listener prints
-//! `{"event":"assigned"|"revoked"|"lost"|"learning","partitions":[["t",p],...],"assignment":[...],"generation":g,"protocol":"a"}`
+//! `{"event":"assigned"|"revoked"|"lost"|"learning","partitions":[["t",p],...],"assignment":[...],"generation":g,"protocol":"a","ts_us":t}`
 //! where `partitions` is what the callback was given, `assignment` the member's whole
 //! assignment after the callback's change (cooperative rebalancing hands out and takes back
 //! partitions incrementally, so `assignment` is the one to track ownership with) and `protocol`
-//! the assignor the group agreed on (`null` before). `learning` (learner-sticky only) lists the
+//! the assignor the group agreed on (`null` before); `ts_us` is the wall-clock time of the callback
+//! in microseconds since the Unix epoch (to order events across processes). `learning` (learner-sticky only) lists the
 //! partitions the member learns before they move to it; it is ready at once. Without a group,
 //! or with `--assign-all`, it assigns every partition of the topic and reads from the earliest
 //! offset (with a group, from the committed one). Each record is printed as
@@ -43,7 +44,9 @@
 //! `{"event":"done","records":n,"reason":...,"positions":{"p":next_offset,...}}` (positions of the
 //! partitions assigned at the end, keyed by partition number).
 //! With `--commit` it commits the offsets of the printed records synchronously after every poll
-//! that returned records, and the consumed positions in the revoked callback. Auto-commit is off unless `--config
+//! that returned records, and the consumed positions in the revoked callback. `--poll-delay-ms D`
+//! makes it a slow member: after printing a batch it waits D ms (its "processing") before it
+//! commits and polls again. Auto-commit is off unless `--config
 //! enable.auto.commit=true` turns it on. `--config` passes any other lagless setting (Java key
 //! names).
 use std::collections::{BTreeMap, VecDeque};
@@ -64,7 +67,8 @@ usage: lagless_tool produce --bootstrap B --topic T --count N [--keyed] [--compr
                             [--acks A] [--start I] [--quiet] [--config KEY=VALUE]...
        lagless_tool consume --bootstrap B --topic T [--group G] [--assign-all] [--count N]
                             [--timeout-ms MS] [--strategy S] [--session-timeout-ms X]
-                            [--max-poll-interval-ms Y] [--commit] [--hex] [--config KEY=VALUE]...
+                            [--max-poll-interval-ms Y] [--commit] [--hex] [--poll-delay-ms D]
+                            [--config KEY=VALUE]...
 (see the header of core/examples/lagless_tool.rs for the output format)";
 
 /// How long one `poll()` waits; also how quickly a signal or the idle timeout is noticed.
@@ -201,6 +205,7 @@ struct Args {
     max_poll_interval_ms: Option<String>,
     commit: bool,
     hex: bool,
+    poll_delay_ms: u64,
     config: Vec<(String, String)>,
 }
 
@@ -234,6 +239,7 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--max-poll-interval-ms" => a.max_poll_interval_ms = Some(value(flag)?),
             "--commit" => a.commit = true,
             "--hex" => a.hex = true,
+            "--poll-delay-ms" => a.poll_delay_ms = number(flag, value(flag)?)?,
             "--config" => {
                 let kv = value(flag)?;
                 let (k, v) = kv
@@ -357,8 +363,11 @@ impl PrintingListener {
         let protocol = meta
             .and_then(|g| g.protocol)
             .map_or_else(|| "null".to_string(), |p| json_str(&p));
+        let ts_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
         emit(&format!(
-            "{{\"event\":\"{event}\",\"partitions\":{},\"assignment\":{},\"generation\":{generation},\"protocol\":{protocol}}}",
+            "{{\"event\":\"{event}\",\"partitions\":{},\"assignment\":{},\"generation\":{generation},\"protocol\":{protocol},\"ts_us\":{ts_us}}}",
             json_partitions(parts),
             json_partitions(&assignment)
         ));
@@ -488,6 +497,14 @@ fn consume(a: &Args) -> lagless::Result<()> {
                     let mut stdout = std::io::stdout().lock();
                     let _ = stdout.write_all(out.as_bytes());
                     let _ = stdout.flush();
+                }
+                // A slow member: "processing" the batch keeps it from polling.
+                let processed_at = Instant::now() + Duration::from_millis(a.poll_delay_ms);
+                while Instant::now() < processed_at && !STOP.load(Ordering::SeqCst) {
+                    std::thread::sleep(
+                        Duration::from_millis(20)
+                            .min(processed_at.saturating_duration_since(Instant::now())),
+                    );
                 }
                 if a.commit {
                     let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = next

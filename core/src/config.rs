@@ -591,7 +591,7 @@ static KEYS: &[KeyInfo] = &[
         Some("cooperative-sticky,range"),
         Consumer,
         Assignors,
-        "Assignors this member offers, preferred first: cooperative-sticky, range, roundrobin (or their Java class names), and learner-sticky (lagless only: a partition moves to a new member once it has warmed up for it).",
+        "Assignors this member offers, preferred first: cooperative-sticky, range, roundrobin (or their Java class names), and learner-sticky (lagless only: a partition moves to a new member once it has warmed up for it). The member rebalances cooperatively (KIP-429: partitions that stay are never revoked) only when every listed assignor is cooperative (cooperative-sticky, learner-sticky); otherwise eagerly (everything revoked before each rebalance), as the Java client. The default joins any group (range for members offering nothing else) and runs eager; list only cooperative-sticky once no member of the group offers range alone.",
     ),
     key(
         "enable.parallel.rebalance",

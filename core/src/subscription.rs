@@ -14,10 +14,10 @@ use crate::backoff::{Deadline, Retry};
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::fetch::PositionLookup;
-use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::{GroupDriver, JoinInput, JoinOutcome};
 use crate::group::member::MemberState;
 use crate::group::metadata_snapshot::{AssignmentBasis, MetadataSnapshot};
+use crate::group::rebalance::{accept_join_outcome, changes_after_join, to_revoke_before_join};
 use crate::offsets::OffsetAndMetadata;
 use crate::TopicPartition;
 
@@ -593,21 +593,42 @@ impl Consumer {
             }
             let join = local.join.take().expect("checked above");
             let rt = self.runtime()?;
-            return match rt.block_on(join) {
-                Ok(Ok(outcome)) => Ok(Step::Join(Box::new(outcome))),
+            let current = driver.membership().generation.clone();
+            match rt.block_on(join) {
+                Ok(Ok(outcome)) if accept_join_outcome(&current, &outcome.generation) => {
+                    return Ok(Step::Join(Box::new(outcome)));
+                }
+                Ok(Ok(outcome)) => {
+                    // The membership was reset after the join finished (max.poll.interval.ms,
+                    // a stale generation): its assignment belongs to a generation this member
+                    // left. Drop it and rejoin (Java's resetStateAndRejoin).
+                    tracing::info!(
+                        group = %driver.group_id,
+                        joined = outcome.generation.generation_id,
+                        now = current.generation_id,
+                        reason = %driver.membership().rejoin_reason,
+                        "discarding the assignment of a generation this member has left; rejoining"
+                    );
+                    let mut m = driver.membership();
+                    if !m.rejoin_needed {
+                        m.request_rejoin(
+                            "the generation was reset before its assignment was applied",
+                        );
+                    }
+                }
                 Ok(Err(e))
                     if e.is_fatal() || matches!(e, Error::Corrupt(_) | Error::Config { .. }) =>
                 {
                     driver.membership().fatal = Some(e.clone());
-                    Err(e)
+                    return Err(e);
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "joining the group failed; retrying");
                     local.join_retry_at = Instant::now() + self.shared.config.common.retry_backoff;
-                    Ok(Step::None)
+                    return Ok(Step::None);
                 }
-                Err(_) => Ok(Step::None),
-            };
+                Err(_) => return Ok(Step::None),
+            }
         }
         let (needed, state, reason) = {
             let m = driver.membership();
@@ -621,16 +642,10 @@ impl Consumer {
             return Ok(Step::None);
         }
         // Before joining (Java's onJoinPrepare): eager revokes everything; cooperative only
-        // the partitions of topics no longer subscribed.
-        let to_revoke: BTreeSet<TopicPartition> = match driver.rebalance_protocol() {
-            RebalanceProtocol::Eager => local.owned.clone(),
-            RebalanceProtocol::Cooperative => local
-                .owned
-                .iter()
-                .filter(|tp| !local.subscribed.contains(&tp.topic))
-                .cloned()
-                .collect(),
-        };
+        // the partitions of topics no longer subscribed. The protocol is this member's own,
+        // decided from the assignors it offers, not the one the group chose last time.
+        let to_revoke =
+            to_revoke_before_join(driver.rebalance_protocol(), &local.owned, &local.subscribed);
         if !to_revoke.is_empty() {
             return Ok(Step::Revoke(to_revoke));
         }
@@ -665,24 +680,33 @@ impl Consumer {
     }
 
     fn apply_join(&self, outcome: JoinOutcome, deadline: Deadline, errors: &mut Option<Error>) {
+        let Some(driver) = self.driver() else { return };
         let owned = {
             let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             g.as_ref().map(|l| l.owned.clone()).unwrap_or_default()
         };
-        let revoked: BTreeSet<TopicPartition> =
-            owned.difference(&outcome.assigned).cloned().collect();
-        let added: BTreeSet<TopicPartition> =
-            outcome.assigned.difference(&owned).cloned().collect();
-        if !revoked.is_empty() {
-            // KIP-429: give these up now, then rejoin so the group can hand them on.
-            self.revoke(revoked, deadline, errors);
-            if outcome.protocol == RebalanceProtocol::Cooperative {
-                if let Some(d) = self.driver() {
-                    d.membership()
-                        .request_rejoin("need to revoke partitions and re-join");
-                }
-            }
+        let changes = changes_after_join(
+            driver.rebalance_protocol(),
+            outcome.protocol,
+            &owned,
+            &outcome.assigned,
+        );
+        if !changes.lose.is_empty() {
+            // Kept through a join whose (eager) assignor may have handed them to another member
+            // already: no commit may go out for them.
+            tracing::warn!(partitions = ?changes.lose, "partitions kept through an eager rebalance are lost");
+            self.lose(changes.lose, errors);
         }
+        if !changes.revoke.is_empty() {
+            // KIP-429: give these up now, then rejoin so the group can hand them on.
+            self.revoke(changes.revoke, deadline, errors);
+        }
+        if changes.rejoin {
+            driver
+                .membership()
+                .request_rejoin("need to revoke partitions and re-join");
+        }
+        let added = changes.add;
         self.shared
             .add_partitions(added.iter(), PositionLookup::Committed);
         {

@@ -751,3 +751,158 @@ fn a_member_dropped_without_close_leaves_the_group() {
     );
     a.close(None).unwrap();
 }
+
+/// One `on_partitions_assigned`: the member's generation and member id at the time, and the
+/// partitions it was given.
+type AssignedIn = (i32, String, Vec<TopicPartition>);
+
+/// Records each `on_partitions_assigned` with the member's generation and member id at the time.
+#[derive(Clone, Default)]
+struct GenerationRecorder(Arc<Mutex<Vec<AssignedIn>>>);
+
+impl RebalanceListener for GenerationRecorder {
+    fn on_partitions_assigned(
+        &mut self,
+        c: &Consumer,
+        p: &[TopicPartition],
+    ) -> lagless::Result<()> {
+        let m = c
+            .group_metadata()
+            .expect("a subscribed consumer has group metadata");
+        self.0
+            .lock()
+            .unwrap()
+            .push((m.generation_id, m.member_id, p.to_vec()));
+        Ok(())
+    }
+}
+
+/// A join that finished in the background while the caller was not polling, followed by a
+/// `max.poll.interval.ms` expiry before the next `poll()`: the member left that generation
+/// (LeaveGroup), and another member took the partitions. The next `poll()` must discard the
+/// stale assignment and rejoin: never hand out, fetch or deliver a partition of a generation
+/// the member already left.
+#[test]
+fn a_join_finished_before_a_poll_interval_expiry_is_discarded_and_the_member_rejoins() {
+    let t = topic(2);
+    let group = unique("stale-join");
+    let extra = [
+        ("max.poll.interval.ms", "2000"),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "200"),
+    ];
+    let a = consumer(&group, &extra);
+    let ra = GenerationRecorder::default();
+    a.subscribe(&[&t], Some(Box::new(ra.clone()))).unwrap();
+    // One poll starts the join; it completes in the background.
+    assert!(a.poll(Duration::ZERO).unwrap().is_empty());
+    let wait_for = |what: &str, cond: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cond() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    wait_for("the join to complete", &|| generation(&a) >= 0);
+    let left = a.group_metadata().unwrap();
+    // No poll() for max.poll.interval.ms: the member leaves the group it just joined.
+    wait_for("the poll interval to expire", &|| generation(&a) < 0);
+    // Another member takes every partition meanwhile.
+    let b = consumer(&group, &extra);
+    b.subscribe(&[&t], None).unwrap();
+    assert!(
+        poll_until(&[&b], Duration::from_secs(30), || b.assignment().len() == 2),
+        "b did not get the partitions"
+    );
+    // Records after b's takeover (polling b above discarded whatever it returned).
+    produce(&t, 2, 20);
+    let mut read: BTreeSet<(i32, i64)> = BTreeSet::new();
+    let mut double_owned = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        for r in a.poll(Duration::from_millis(50)).unwrap() {
+            let tp = TopicPartition::new(&*r.topic, r.partition);
+            if b.assignment().contains(&tp) {
+                double_owned.push((r.partition, r.offset));
+            }
+            read.insert((r.partition, r.offset));
+        }
+        for r in b.poll(Duration::from_millis(50)).unwrap() {
+            read.insert((r.partition, r.offset));
+        }
+        if a.assignment().len() == 1 && b.assignment().len() == 1 && read.len() == 40 {
+            break;
+        }
+    }
+    let assigned = ra.0.lock().unwrap().clone();
+    let stale: Vec<_> = assigned
+        .iter()
+        .filter(|(generation_id, member_id, _)| {
+            *generation_id < 0
+                || *generation_id == left.generation_id
+                || *member_id == left.member_id
+        })
+        .collect();
+    assert!(
+        stale.is_empty() && double_owned.is_empty(),
+        "after leaving generation {} (member `{}`), a was handed {stale:?} (generation, member, \
+         partitions) and delivered {} records of partitions b owned: {:?}; all assignments: \
+         {assigned:?}",
+        left.generation_id,
+        left.member_id,
+        double_owned.len(),
+        &double_owned[..double_owned.len().min(10)]
+    );
+    assert_eq!(
+        (a.assignment().len(), b.assignment().len()),
+        (1, 1),
+        "a did not rejoin: a={:?} b={:?}",
+        a.assignment(),
+        b.assignment()
+    );
+    assert_eq!(
+        read.len(),
+        40,
+        "every record read once the members share the partitions"
+    );
+}
+
+/// A commit attempted after `max.poll.interval.ms` expired (before the next `poll()` reports
+/// the loss) fails saying why: the member left the group and its partitions may be another
+/// member's; not that "the group is rebalancing".
+#[test]
+fn a_commit_after_a_poll_interval_expiry_says_the_member_left_and_its_partitions_are_lost() {
+    let t = topic(1);
+    produce(&t, 1, 5);
+    let group = unique("expired-commit");
+    let a = consumer(
+        &group,
+        &[
+            ("max.poll.interval.ms", "2000"),
+            ("heartbeat.interval.ms", "200"),
+            ("enable.auto.commit", "false"),
+        ],
+    );
+    a.subscribe(&[&t], None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut got = 0;
+    while got == 0 {
+        assert!(Instant::now() < deadline, "no record");
+        got += a.poll(Duration::from_millis(100)).unwrap().len();
+    }
+    // "Processing" longer than max.poll.interval.ms.
+    while generation(&a) >= 0 {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(30),
+            "the poll interval never expired"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let e = a.commit_sync(None, None).unwrap_err().to_string();
+    assert!(
+        e.contains("max.poll.interval.ms")
+            && e.contains("left the group")
+            && !e.contains("rebalancing"),
+        "{e}"
+    );
+}

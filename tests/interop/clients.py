@@ -111,7 +111,8 @@ class Proc:
         return None if latest is None else {p for _t, p in latest}
 
     def stderr_tail(self, n: int = 30) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:
+            self._stderr.flush()
         try:
             lines = self.stderr_path.read_text(errors="replace").splitlines()[-n:]
         except OSError:

@@ -15,8 +15,9 @@ use crate::cluster::{Cluster, Lane};
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, MemberSubscription, RebalanceProtocol};
-use crate::group::member::{Generation, MemberState, Membership, Next};
+use crate::group::member::{poll_timeout_consequence, Generation, MemberState, Membership, Next};
 use crate::group::metadata_snapshot::MetadataSnapshot;
+use crate::group::rebalance::rebalance_protocol;
 use crate::net::Connection;
 use crate::offsets::{CommitResults, OffsetAndMetadata};
 use crate::protocol::consumer_protocol::{
@@ -53,11 +54,13 @@ pub(crate) struct JoinInput {
 /// What a completed join gives the caller's thread.
 #[derive(Debug, Clone)]
 pub(crate) struct JoinOutcome {
-    #[allow(dead_code)] // kept for logs and the learner assignments to come
+    /// The generation the join ended in: `poll()` applies the outcome only while the member is
+    /// still in it.
     pub generation: Generation,
     pub assigned: BTreeSet<TopicPartition>,
     /// Partitions this member learns while their owners keep them (learner-sticky).
     pub learning: BTreeSet<TopicPartition>,
+    /// The protocol of the assignor the group chose.
     pub protocol: RebalanceProtocol,
     /// What the assignment was computed from: set here when this member is the leader; for a
     /// follower, what the cluster shows right after the join stands in for it.
@@ -72,6 +75,8 @@ pub(crate) struct GroupDriver {
     coordinator: Mutex<Option<(i32, Arc<Connection>)>>,
     last_poll: Mutex<Instant>,
     pub assignors: Vec<Box<dyn Assignor>>,
+    /// How this member rebalances, decided once from `assignors` before any join.
+    protocol: RebalanceProtocol,
     closed: AtomicBool,
     /// Woken when the membership changes in a way `poll()` must see.
     pub on_change: Arc<dyn Fn() + Send + Sync>,
@@ -106,8 +111,11 @@ impl GroupDriver {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let protocol =
+            rebalance_protocol(&assignors.iter().map(|a| a.protocol()).collect::<Vec<_>>());
         Ok(Arc::new(GroupDriver {
             group_id,
+            protocol,
             membership: Mutex::new(Membership::new(config.group_instance_id.clone())),
             cluster,
             config,
@@ -181,15 +189,11 @@ impl GroupDriver {
             .map(|a| a.as_ref())
     }
 
-    /// The protocol of the assignor the group chose, or of our first preference before the
-    /// first join.
+    /// How this member rebalances: decided before joining from the assignors it offers
+    /// (cooperative only when all of them are), never from the group's last choice, which says
+    /// nothing about what the group will choose in the join to come.
     pub fn rebalance_protocol(&self) -> RebalanceProtocol {
-        let chosen = self.membership().generation.protocol.clone();
-        chosen
-            .as_deref()
-            .and_then(|n| self.assignor(n))
-            .or(self.assignors.first().map(|a| a.as_ref()))
-            .map_or(RebalanceProtocol::Eager, |a| a.protocol())
+        self.protocol
     }
 
     // ---- the background heartbeat (KIP-62) ----
@@ -219,14 +223,14 @@ impl GroupDriver {
                 .unwrap_or_else(|p| p.into_inner())
                 .elapsed();
             if since_poll > self.config.max_poll_interval {
+                let send_leave = self.membership().poll_timeout_expired();
                 tracing::warn!(
                     group = %self.group_id,
                     member = %generation.member_id,
-                    "consumer poll timeout has expired: poll() was not called for {} ms (max.poll.interval.ms); \
-                     leaving the group so its partitions can move. The next poll() rejoins",
-                    since_poll.as_millis()
+                    "consumer poll timeout has expired: poll() was not called for {} ms (max.poll.interval.ms); {}",
+                    since_poll.as_millis(),
+                    poll_timeout_consequence(send_leave)
                 );
-                let send_leave = self.membership().poll_timeout_expired();
                 if send_leave {
                     self.leave(
                         &generation.member_id,
@@ -714,22 +718,7 @@ impl GroupDriver {
         if offsets.is_empty() {
             return Ok(Vec::new());
         }
-        let generation = {
-            let m = self.membership();
-            match (m.state, m.stable_generation()) {
-                (_, Some(g)) => g.clone(),
-                (MemberState::Unjoined, None) if m.generation.generation_id < 0 && !m.partitions_lost => {
-                    Generation::none()
-                }
-                _ => {
-                    return Err(Error::CommitFailed(
-                        "the group is rebalancing; the offsets can be committed again after the rebalance, \
-                         or in on_partitions_revoked"
-                            .into(),
-                    ))
-                }
-            }
-        };
+        let generation = self.membership().commit_generation()?;
         let mut pending: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.to_vec();
         let mut results: CommitResults = Vec::new();
         let mut retry = Retry::new(self.cluster.backoff());

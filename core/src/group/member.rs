@@ -7,6 +7,21 @@
 //! error code.
 use crate::error::{codes, kafka_error_action, Action, Error};
 
+/// The reason a member leaves its group when `max.poll.interval.ms` passes (Java's words).
+const POLL_TIMEOUT_EXPIRED: &str = "consumer poll timeout has expired";
+
+/// What follows a `max.poll.interval.ms` expiry, for the log: a dynamic member leaves at once
+/// (LeaveGroup); a static one sends nothing and the coordinator waits out its session.
+pub fn poll_timeout_consequence(send_leave: bool) -> &'static str {
+    if send_leave {
+        "leaving the group so its partitions can move. The next poll() reports them lost and rejoins"
+    } else {
+        "its partitions are lost. A static member (group.instance.id) sends no LeaveGroup: the group \
+         moves its partitions once session.timeout.ms passes without a heartbeat. The next poll() \
+         reports them lost and rejoins"
+    }
+}
+
 /// Where the member is in the join protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberState {
@@ -67,6 +82,9 @@ pub struct Membership {
     /// The generation was reset while the member owned partitions: the next `poll()` reports
     /// them lost before it rejoins.
     pub partitions_lost: bool,
+    /// Why the generation was reset when `partitions_lost` was set (for the error of a commit
+    /// attempted before `poll()` reports the loss).
+    pub lost_reason: String,
     /// A fatal error waiting to come out of `poll()`.
     pub fatal: Option<Error>,
 }
@@ -80,6 +98,7 @@ impl Membership {
             rejoin_needed: true,
             rejoin_reason: "the consumer subscribed".into(),
             partitions_lost: false,
+            lost_reason: String::new(),
             fatal: None,
         }
     }
@@ -108,6 +127,7 @@ impl Membership {
         };
         if self.generation.generation_id >= 0 {
             self.partitions_lost = true;
+            self.lost_reason = reason.to_string();
         }
         self.generation = Generation {
             member_id,
@@ -130,6 +150,42 @@ impl Membership {
         (self.state == MemberState::Stable).then_some(&self.generation)
     }
 
+    /// The generation an OffsetCommit goes with, or why the member cannot commit now. A stable
+    /// member commits with its generation; a member that never joined (or left cleanly)
+    /// commits outside any generation. A member whose generation was reset while it owned
+    /// partitions cannot commit them: another member may own them already.
+    pub fn commit_generation(&self) -> Result<Generation, Error> {
+        if let Some(g) = self.stable_generation() {
+            return Ok(g.clone());
+        }
+        if self.partitions_lost {
+            let why = if self.lost_reason == POLL_TIMEOUT_EXPIRED {
+                "the member left the group because poll() was not called within max.poll.interval.ms \
+                 (consumer poll timeout has expired), so the group may already have given its partitions \
+                 to another member; the next poll() reports them lost and rejoins. Process less per poll() \
+                 (max.poll.records) or raise max.poll.interval.ms"
+                    .to_string()
+            } else {
+                format!(
+                    "the member's generation was reset ({}), so the group may already have given its \
+                     partitions to another member; the next poll() reports them lost and rejoins",
+                    self.lost_reason
+                )
+            };
+            return Err(Error::CommitFailed(format!(
+                "the offsets cannot be committed: {why}"
+            )));
+        }
+        if self.state == MemberState::Unjoined && self.generation.generation_id < 0 {
+            return Ok(Generation::none());
+        }
+        Err(Error::CommitFailed(
+            "the group is rebalancing; the offsets can be committed again after the rebalance, \
+             or in on_partitions_revoked"
+                .into(),
+        ))
+    }
+
     /// KIP-62: `max.poll.interval.ms` passed without a `poll()`. Returns whether to send
     /// LeaveGroup: dynamic members leave at once so their partitions move without waiting out
     /// the session; static members just stop heartbeating and the broker expires them.
@@ -137,7 +193,7 @@ impl Membership {
         let send_leave = !self.is_static()
             && self.state != MemberState::Unjoined
             && !self.generation.member_id.is_empty();
-        self.reset_generation(false, "consumer poll timeout has expired");
+        self.reset_generation(false, POLL_TIMEOUT_EXPIRED);
         send_leave
     }
 
@@ -518,8 +574,14 @@ mod tests {
         let mut m = Membership::new(Some("instance-1".into()));
         m.on_join_success(3, "m-1", None);
         m.on_sync_success();
-        assert!(!m.poll_timeout_expired());
+        let send_leave = m.poll_timeout_expired();
+        assert!(!send_leave);
         assert!(m.partitions_lost);
+        // Nor does it say it leaves.
+        let said = poll_timeout_consequence(send_leave);
+        assert!(!said.contains("leaving the group"), "{said}");
+        assert!(said.contains("sends no LeaveGroup"), "{said}");
+        assert!(poll_timeout_consequence(true).contains("leaving the group"));
     }
 
     #[test]
@@ -550,6 +612,39 @@ mod tests {
             m.on_commit_error(&g, codes::OFFSET_METADATA_TOO_LARGE).0,
             Next::Continue
         );
+    }
+
+    #[test]
+    fn a_commit_after_a_poll_timeout_says_the_partitions_were_lost_not_rebalancing() {
+        let mut m = stable();
+        m.poll_timeout_expired();
+        let e = m.commit_generation().unwrap_err().to_string();
+        assert!(
+            e.contains("max.poll.interval.ms") && e.contains("left the group"),
+            "{e}"
+        );
+        assert!(!e.contains("rebalancing"), "{e}");
+        let mut m = stable();
+        let g = m.generation.clone();
+        m.on_heartbeat(&g, codes::ILLEGAL_GENERATION);
+        let e = m.commit_generation().unwrap_err().to_string();
+        assert!(
+            e.contains("generation was reset") && e.contains("stale"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn commit_generation_by_state() {
+        let m = stable();
+        assert_eq!(m.commit_generation().unwrap(), m.generation);
+        let mut joining = stable();
+        joining.state = MemberState::PreparingRebalance;
+        let e = joining.commit_generation().unwrap_err().to_string();
+        assert!(e.contains("rebalancing"), "{e}");
+        // Never joined: a commit outside any generation.
+        let fresh = Membership::new(None);
+        assert_eq!(fresh.commit_generation().unwrap(), Generation::none());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //        [--keyed] [--key-prefix P] [--binary] [--compression C] [--acks A] [--quiet]
 //        [--transaction-size S [--abort-every K] [--transactional-id ID]]
 //   java -cp 'OUT:LIB/*' InteropClient consume --bootstrap B --topic T [--group G]
-//        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS]
+//        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS|LIST]
 //        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit] [--hex]
 //
 // Both take --config KEY=VALUE (repeatable): a client property set after the defaults above, so
@@ -24,7 +24,8 @@
 //
 // consume: as lagless_tool consume (see core/examples/lagless_tool.rs): with --group it subscribes
 // and its ConsumerRebalanceListener prints {"event":"assigned"|"revoked"|"lost","partitions":[...],
-// "assignment":[...],"generation":g}; otherwise it assigns every partition from the beginning.
+// "assignment":[...],"generation":g,"ts_us":t} (t: wall-clock microseconds); otherwise it
+// assigns every partition from the beginning.
 // One line per record; stops after --count records, after --timeout-ms without records, or on
 // SIGTERM (then closes the consumer, leaving the group), and prints {"event":"done",...}.
 import java.io.PrintStream;
@@ -300,13 +301,22 @@ public final class InteropClient {
     // ---------------------------------------------------------------------------------------------
     // consume
 
+    /** The assignor class names of a strategy: a short name, a class name, or a list of them. */
+    static String strategyClasses(String list) {
+        List<String> out = new ArrayList<>();
+        for (String s : list.split(",")) {
+            out.add(strategyClass(s.trim()));
+        }
+        return String.join(",", out);
+    }
+
     static String strategyClass(String s) {
         switch (s) {
             case "range": return "org.apache.kafka.clients.consumer.RangeAssignor";
             case "roundrobin": return "org.apache.kafka.clients.consumer.RoundRobinAssignor";
             case "sticky": return "org.apache.kafka.clients.consumer.StickyAssignor";
             case "cooperative-sticky": return "org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
-            default: return s; // a class name, or a comma-separated list of them
+            default: return s; // a class name
         }
     }
 
@@ -329,7 +339,7 @@ public final class InteropClient {
             p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         }
         if (a.containsKey("--strategy")) {
-            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, strategyClass(a.get("--strategy")));
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, strategyClasses(a.get("--strategy")));
         }
         if (a.containsKey("--session-timeout-ms")) {
             p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, a.get("--session-timeout-ms"));
@@ -369,7 +379,9 @@ public final class InteropClient {
                     int generation = consumer.groupMetadata().generationId();
                     emit("{\"event\":\"" + event + "\",\"partitions\":" + jsonPartitions(parts)
                             + ",\"assignment\":" + jsonPartitions(assignment)
-                            + ",\"generation\":" + generation + "}");
+                            + ",\"generation\":" + generation
+                            + ",\"ts_us\":" + java.time.temporal.ChronoUnit.MICROS.between(
+                                    java.time.Instant.EPOCH, java.time.Instant.now()) + "}");
                 }
 
                 @Override
