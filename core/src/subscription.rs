@@ -525,7 +525,8 @@ impl Consumer {
         if let Some(e) = driver.membership().fatal.clone() {
             return Err(e);
         }
-        let mut errors: Option<Error> = None;
+        // An error the member went on from (a failed heartbeat) comes out of one poll().
+        let mut errors: Option<Error> = driver.membership().error.take();
         let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
         // Up to a few steps per poll: lost partitions, then a finished join, then a new join.
         for _ in 0..4 {

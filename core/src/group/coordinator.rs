@@ -75,6 +75,36 @@ pub(crate) struct GroupDriver {
     follow_up_since: Mutex<Option<Instant>>,
 }
 
+/// How the last Heartbeat went, as far as scheduling the next one goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeartbeatAnswer {
+    /// Answered: the next one is due an interval after this one was sent.
+    Ok,
+    /// Failed (no answer, a retriable or unexpected error): the next one is due this long after
+    /// the answer.
+    Retry(Duration),
+    /// Answered with an error the member cannot go on from (fenced, not authorized): none is.
+    Fatal,
+}
+
+/// When the next heartbeat of a member in a generation is due (`None`: never again), from when
+/// the last one was sent and how and when it was answered (both `None` when the member has not
+/// heartbeated in this generation yet). As the Java client, an answered heartbeat's interval
+/// runs from when it was sent; a failed one is retried after its backoff from the answer.
+pub(crate) fn next_heartbeat(
+    interval: Duration,
+    last_sent: Option<Instant>,
+    last_answer: Option<(Instant, HeartbeatAnswer)>,
+    now: Instant,
+) -> Option<Instant> {
+    match (last_sent, last_answer) {
+        (_, Some((_, HeartbeatAnswer::Fatal))) => None,
+        (Some(sent), Some((_, HeartbeatAnswer::Ok))) => Some(sent + interval),
+        (_, Some((at, HeartbeatAnswer::Retry(wait)))) => Some(at + wait),
+        _ => Some(now),
+    }
+}
+
 /// How often a member heartbeats while it expects a follow-up rebalance.
 const FOLLOW_UP_HEARTBEAT: Duration = Duration::from_millis(100);
 /// How long it does so at most (the follow-up normally starts within a second).
@@ -191,12 +221,13 @@ impl GroupDriver {
     // ---- the background heartbeat (KIP-62) ----
 
     /// Runs until the consumer closes: heartbeats while the member is in a generation, and
-    /// leaves the group when `poll()` has not been called for `max.poll.interval.ms`.
+    /// leaves the group when `poll()` has not been called for `max.poll.interval.ms`. When the
+    /// next heartbeat is due is [`next_heartbeat`]'s decision.
     pub async fn heartbeat_loop(self: Arc<Self>) {
         let mut retry = Retry::new(self.cluster.backoff());
-        let mut next_heartbeat = Instant::now();
         let mut last_ok = Instant::now();
-        let mut last_sent = Instant::now();
+        let mut last_sent: Option<Instant> = None;
+        let mut last_answer: Option<(Instant, HeartbeatAnswer)> = None;
         let tick = Duration::from_millis(50).min(self.config.heartbeat_interval);
         while !self.closed.load(Ordering::Acquire) {
             tokio::time::sleep(tick).await;
@@ -206,7 +237,8 @@ impl GroupDriver {
             };
             if !enabled {
                 last_ok = Instant::now();
-                next_heartbeat = Instant::now();
+                last_sent = None;
+                last_answer = None;
                 continue;
             }
             let since_poll = self
@@ -240,19 +272,22 @@ impl GroupDriver {
                 self.coordinator_unknown("session timed out without a successful heartbeat");
                 last_ok = Instant::now();
             }
-            if let Some(since) = *self
+            let follow_up = self
                 .follow_up_since
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-            {
-                if since.elapsed() < FOLLOW_UP_WINDOW {
-                    next_heartbeat = next_heartbeat.min(last_sent + FOLLOW_UP_HEARTBEAT);
-                }
+                .is_some_and(|since| since.elapsed() < FOLLOW_UP_WINDOW);
+            let now = Instant::now();
+            let interval = if follow_up {
+                FOLLOW_UP_HEARTBEAT.min(self.config.heartbeat_interval)
+            } else {
+                self.config.heartbeat_interval
+            };
+            match next_heartbeat(interval, last_sent, last_answer, now) {
+                Some(due) if due <= now => {}
+                _ => continue,
             }
-            if Instant::now() < next_heartbeat {
-                continue;
-            }
-            last_sent = Instant::now();
+            last_sent = Some(now);
             let deadline = Deadline::after(
                 self.config
                     .common
@@ -272,32 +307,46 @@ impl GroupDriver {
                 conn.call_with_timeout(&req, deadline.remaining()).await
             }
             .await;
-            match answer {
+            let outcome = match answer {
                 Ok(resp) => {
                     let next = self.membership().on_heartbeat(&generation, resp.error_code);
-                    match next {
+                    let outcome = match next {
                         Next::Continue | Next::JoinAgain => {
                             retry.succeeded();
                             last_ok = Instant::now();
-                            next_heartbeat = Instant::now() + self.config.heartbeat_interval;
+                            HeartbeatAnswer::Ok
                         }
-                        Next::RetryAfterBackoff => next_heartbeat = Instant::now() + retry.failed(),
+                        Next::RetryAfterBackoff => HeartbeatAnswer::Retry(retry.failed()),
                         Next::RediscoverCoordinator => {
                             self.coordinator_unknown("Heartbeat answered NOT_COORDINATOR");
-                            next_heartbeat = Instant::now() + retry.failed();
+                            HeartbeatAnswer::Retry(retry.failed())
                         }
-                        Next::Fatal(_) => {}
-                    }
+                        Next::Fatal(e) if e.is_fatal() => {
+                            // `on_heartbeat` made it the member's fatal error: the next poll()
+                            // reports it, and nothing more is sent.
+                            tracing::error!(group = %self.group_id, error = %e, "heartbeat answered an error the member cannot go on from; no more heartbeats");
+                            HeartbeatAnswer::Fatal
+                        }
+                        Next::Fatal(e) => {
+                            // No rule for this error: tell the user once, and try again after
+                            // a backoff, as the Java client does.
+                            tracing::warn!(group = %self.group_id, error = %e, "heartbeat failed");
+                            self.membership().error = Some(e);
+                            HeartbeatAnswer::Retry(retry.failed())
+                        }
+                    };
                     if resp.error_code != codes::NONE {
                         (self.on_change)();
                     }
+                    outcome
                 }
                 Err(e) => {
                     tracing::debug!(group = %self.group_id, error = %e, "heartbeat failed");
                     self.coordinator_unknown("heartbeat failed");
-                    next_heartbeat = Instant::now() + retry.failed();
+                    HeartbeatAnswer::Retry(retry.failed())
                 }
-            }
+            };
+            last_answer = Some((Instant::now(), outcome));
         }
     }
 
@@ -865,4 +914,50 @@ fn to_topic_partitions(set: &BTreeSet<TopicPartition>) -> Vec<TopicPartitions> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_first_heartbeat_of_a_generation_is_due_at_once() {
+        let now = Instant::now();
+        assert_eq!(next_heartbeat(3000 * MS, None, None, now), Some(now));
+    }
+
+    #[test]
+    fn an_answered_heartbeat_is_followed_an_interval_after_it_was_sent() {
+        let t0 = Instant::now();
+        let answered = Some((t0 + 40 * MS, HeartbeatAnswer::Ok));
+        assert_eq!(
+            next_heartbeat(3000 * MS, Some(t0), answered, t0 + 50 * MS),
+            Some(t0 + 3000 * MS)
+        );
+    }
+
+    #[test]
+    fn a_failed_heartbeat_is_retried_after_its_backoff_from_the_answer() {
+        let t0 = Instant::now();
+        let failed = Some((t0 + 40 * MS, HeartbeatAnswer::Retry(200 * MS)));
+        assert_eq!(
+            next_heartbeat(3000 * MS, Some(t0), failed, t0 + 50 * MS),
+            Some(t0 + 240 * MS)
+        );
+    }
+
+    #[test]
+    fn after_a_fatal_answer_no_heartbeat_is_ever_due() {
+        let t0 = Instant::now();
+        let fatal = Some((t0 + 40 * MS, HeartbeatAnswer::Fatal));
+        for later in [0, 50, 3000, 600_000] {
+            assert_eq!(
+                next_heartbeat(3000 * MS, Some(t0), fatal, t0 + later * MS),
+                None,
+                "{later} ms later"
+            );
+        }
+    }
 }

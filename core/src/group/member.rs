@@ -69,6 +69,9 @@ pub struct Membership {
     pub partitions_lost: bool,
     /// A fatal error waiting to come out of `poll()`.
     pub fatal: Option<Error>,
+    /// An error the next `poll()` reports once, the member going on (a Heartbeat answer with
+    /// an error lagless has no rule for: the heartbeat backs off and tries again).
+    pub error: Option<Error>,
 }
 
 impl Membership {
@@ -81,6 +84,7 @@ impl Membership {
             rejoin_reason: "the consumer subscribed".into(),
             partitions_lost: false,
             fatal: None,
+            error: None,
         }
     }
 
