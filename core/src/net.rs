@@ -5,7 +5,7 @@
 //! id. A caller's future that is dropped mid-request therefore never leaves half a frame on the
 //! socket: the writer finishes the frame, and the reader discards the orphaned response.
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +32,9 @@ pub struct Connection {
     pending: Pending,
     next_correlation_id: AtomicI32,
     alive: Arc<AtomicBool>,
+    /// Response frames read so far: a request that times out closes the connection only when
+    /// nothing at all came back while it waited.
+    received: Arc<AtomicU64>,
     /// api key -> (min, max) as the broker advertises them.
     broker_versions: HashMap<i16, (i16, i16)>,
     tasks: [JoinHandle<()>; 2],
@@ -59,6 +62,7 @@ impl Connection {
         let (read, write) = stream.into_split();
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
+        let received = Arc::new(AtomicU64::new(0));
         let (tx, rx) = mpsc::unbounded_channel();
         let writer = tokio::spawn(write_loop(
             write,
@@ -71,6 +75,7 @@ impl Connection {
             read,
             pending.clone(),
             alive.clone(),
+            received.clone(),
             addr.to_string(),
         ));
         let mut conn = Connection {
@@ -81,6 +86,7 @@ impl Connection {
             pending,
             next_correlation_id: AtomicI32::new(1),
             alive,
+            received,
             broker_versions: HashMap::new(),
             tasks: [writer, reader],
         };
@@ -190,6 +196,7 @@ impl Connection {
         let id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let frame = wire::encode_request(req, version, id, &self.client_id)?;
         let (tx, rx) = oneshot::channel();
+        let received_before = self.received.load(Ordering::Acquire);
         // Register before writing: the response may arrive before `send` returns.
         self.pending
             .lock()
@@ -210,9 +217,16 @@ impl Connection {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&id);
-                // As the Java client does: a request that timed out leaves the connection in an
-                // unknown state, so it is closed and the next caller reconnects.
-                self.shutdown();
+                // Its late answer, if any, is discarded by correlation id. The connection is
+                // closed (and the next caller reconnects) only when it looks broken: the broker
+                // sent nothing at all for a whole request.timeout.ms. A caller's shorter timeout
+                // (what is left of its deadline) says nothing about the connection, and closing
+                // it would fail every other request on it (heartbeats, commits).
+                if timeout >= self.request_timeout
+                    && self.received.load(Ordering::Acquire) == received_before
+                {
+                    self.shutdown();
+                }
                 return Err(Error::Timeout(format!(
                     "broker {} did not answer api {} within {} ms",
                     self.addr,
@@ -271,7 +285,13 @@ async fn write_loop(
     }
 }
 
-async fn read_loop(mut r: OwnedReadHalf, pending: Pending, alive: Arc<AtomicBool>, addr: String) {
+async fn read_loop(
+    mut r: OwnedReadHalf,
+    pending: Pending,
+    alive: Arc<AtomicBool>,
+    received: Arc<AtomicU64>,
+    addr: String,
+) {
     let why = loop {
         let mut len = [0u8; 4];
         if let Err(e) = r.read_exact(&mut len).await {
@@ -288,6 +308,7 @@ async fn read_loop(mut r: OwnedReadHalf, pending: Pending, alive: Arc<AtomicBool
             break format!("connection lost mid-response: {e}");
         }
         let frame = buf.freeze();
+        received.fetch_add(1, Ordering::AcqRel);
         let id = match wire::response_correlation_id(&frame) {
             Ok(id) => id,
             Err(e) => break e.to_string(),

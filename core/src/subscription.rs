@@ -282,11 +282,8 @@ impl Consumer {
                 "committing offsets needs group.id".into(),
             ));
         }
-        let d = GroupDriver::new(
-            self.shared.cluster.clone(),
-            self.shared.config.clone(),
-            Arc::new(|| {}),
-        )?;
+        let d =
+            GroupDriver::simple_committer(self.shared.cluster.clone(), self.shared.config.clone())?;
         *s = Some(d.clone());
         Ok(d)
     }
@@ -380,21 +377,19 @@ impl Consumer {
             None => self.consumed_offsets(),
         };
         let driver = self.commit_driver()?;
-        let deadline = self.api_deadline(None);
-        // The callback waits for the caller's thread (subscribed or manually assigned alike):
-        // callbacks never run on the library's I/O threads.
+        // The result waits for the caller's thread (subscribed or manually assigned alike):
+        // callbacks never run on the library's I/O threads. Auto-commit (no callback) sends it
+        // too, so what the group took is remembered there.
         let tx = self.commits_tx.clone();
         let shared = self.shared.clone();
-        self.runtime()?.spawn(async move {
-            let res = driver.commit(&offsets, deadline).await;
-            if let Err(e) = &res {
-                tracing::warn!(error = %e, "asynchronous commit failed");
-            }
-            if let Some(cb) = callback {
-                let _ = tx.send((cb, res));
+        driver.commit_async(
+            self.runtime()?,
+            offsets,
+            Box::new(move |res| {
+                let _ = tx.send((callback, res));
                 shared.data_ready.notify_all();
-            }
-        });
+            }),
+        );
         Ok(())
     }
 
@@ -407,7 +402,12 @@ impl Consumer {
             .try_iter()
             .collect();
         for (cb, res) in done {
-            cb(res);
+            if let Ok(r) = &res {
+                self.note_committed(r);
+            }
+            if let Some(cb) = cb {
+                cb(res);
+            }
         }
     }
 
@@ -416,7 +416,8 @@ impl Consumer {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(l) = g.as_mut() {
             for (tp, om, r) in res {
-                if r.is_ok() {
+                // A late answer for a partition given up since is not this member's to keep.
+                if r.is_ok() && l.owned.contains(tp) {
                     l.last_committed.insert(tp.clone(), om.clone());
                 }
             }
@@ -772,9 +773,8 @@ impl Consumer {
                 .into_iter()
                 .filter(|(tp, om)| local.last_committed.get(tp) != Some(om))
                 .collect();
-            for (tp, om) in &changed {
-                local.last_committed.insert(tp.clone(), om.clone());
-            }
+            // `last_committed` is updated when the group has taken them (note_committed): a
+            // failed auto-commit is sent again at the next interval.
             changed
         };
         if !offsets.is_empty() {

@@ -17,7 +17,7 @@ use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, MemberSubscription, RebalanceProtocol};
 use crate::group::member::{Generation, MemberState, Membership, Next};
 use crate::net::Connection;
-use crate::offsets::{CommitResults, OffsetAndMetadata};
+use crate::offsets::{AsyncCommits, CommitResults, MergedCommit, OffsetAndMetadata};
 use crate::protocol::consumer_protocol::{
     decode_assignment, decode_learner_assignment_data, decode_subscription, encode_assignment,
     encode_subscription, Assignment, LearnerAssignmentData, Subscription, TopicPartitions,
@@ -73,7 +73,20 @@ pub(crate) struct GroupDriver {
     pub on_change: Arc<dyn Fn() + Send + Sync>,
     /// Set when the last assignment said a follow-up rebalance is coming (learner-sticky).
     follow_up_since: Mutex<Option<Instant>>,
+    /// A committer for manually assigned partitions: it commits outside any generation.
+    simple: bool,
+    /// Asynchronous commits: one in flight, the others merged (see [`AsyncCommits`]).
+    async_commits: Mutex<AsyncCommits<AsyncCommitDone>>,
+    /// Woken when the asynchronous commits go idle (a synchronous commit waits for it).
+    async_idle: tokio::sync::Notify,
 }
+
+/// What an asynchronous commit calls with its result.
+pub(crate) type AsyncCommitDone = Box<dyn FnOnce(Result<CommitResults>) + Send>;
+
+/// The shortest wait for one OffsetCommit attempt, however little of the caller's deadline is
+/// left: an attempt given a millisecond only times out while the broker still applies it.
+const MIN_COMMIT_ATTEMPT: Duration = Duration::from_millis(100);
 
 /// How the last Heartbeat went, as far as scheduling the next one goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +129,23 @@ impl GroupDriver {
         config: ConsumerConfig,
         on_change: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Arc<GroupDriver>> {
+        GroupDriver::build(cluster, config, on_change, false)
+    }
+
+    /// A committer for a consumer with manually assigned partitions (no membership).
+    pub fn simple_committer(
+        cluster: Arc<Cluster>,
+        config: ConsumerConfig,
+    ) -> Result<Arc<GroupDriver>> {
+        GroupDriver::build(cluster, config, Arc::new(|| {}), true)
+    }
+
+    fn build(
+        cluster: Arc<Cluster>,
+        config: ConsumerConfig,
+        on_change: Arc<dyn Fn() + Send + Sync>,
+        simple: bool,
+    ) -> Result<Arc<GroupDriver>> {
         let group_id = config
             .group_id
             .clone()
@@ -143,6 +173,9 @@ impl GroupDriver {
             closed: AtomicBool::new(false),
             on_change,
             follow_up_since: Mutex::new(None),
+            simple,
+            async_commits: Mutex::new(AsyncCommits::default()),
+            async_idle: tokio::sync::Notify::new(),
         }))
     }
 
@@ -746,9 +779,80 @@ impl GroupDriver {
         self.leave(&member_id, reason, deadline).await;
     }
 
-    /// OffsetCommit through the member's generation (or as a simple consumer when it has none).
-    /// Returns the result per partition, with what was sent for it; the whole call fails only
-    /// when nothing was committed.
+    /// Sends `offsets` as an asynchronous commit and calls `done` with the result (on a
+    /// library thread: the caller hands it on). One attempt, never retried; while one is in
+    /// flight later ones are merged and sent after it, so the group's offsets only move in the
+    /// order they were asked for.
+    pub fn commit_async(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Runtime,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+        done: AsyncCommitDone,
+    ) {
+        let first = self
+            .async_commits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(offsets, done);
+        if let Some(first) = first {
+            runtime.spawn(self.clone().send_async_commits(first));
+        }
+    }
+
+    async fn send_async_commits(self: Arc<Self>, mut batch: MergedCommit<AsyncCommitDone>) {
+        loop {
+            let offsets: Vec<(TopicPartition, OffsetAndMetadata)> =
+                std::mem::take(&mut batch.offsets).into_iter().collect();
+            let deadline = Deadline::after(self.config.common.request_timeout);
+            let result = self.commit_with(&offsets, deadline, false).await;
+            if let Err(e) = &result {
+                tracing::warn!(group = %self.group_id, error = %e, "asynchronous commit failed");
+            }
+            for (done, r) in batch.split(&result) {
+                done(r);
+            }
+            let next = self
+                .async_commits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .answered();
+            match next {
+                Some(b) => batch = b,
+                None => {
+                    self.async_idle.notify_waiters();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits until no asynchronous commit is in flight or waiting, so a synchronous commit
+    /// sent next lands after them.
+    async fn async_commits_done(&self, deadline: Deadline) -> Result<()> {
+        loop {
+            let idle = self.async_idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self
+                .async_commits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_idle()
+            {
+                return Ok(());
+            }
+            if tokio::time::timeout(deadline.remaining(), idle)
+                .await
+                .is_err()
+            {
+                return Err(deadline.error("waiting for the asynchronous commits in flight"));
+            }
+        }
+    }
+
+    /// OffsetCommit through the member's generation (or as a simple consumer when it has none),
+    /// after the asynchronous commits in flight. Returns the result per partition, with what
+    /// was sent for it; the whole call fails only when nothing was committed.
     pub async fn commit(
         &self,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
@@ -757,22 +861,21 @@ impl GroupDriver {
         if offsets.is_empty() {
             return Ok(Vec::new());
         }
-        let generation = {
-            let m = self.membership();
-            match (m.state, m.stable_generation()) {
-                (_, Some(g)) => g.clone(),
-                (MemberState::Unjoined, None) if m.generation.generation_id < 0 && !m.partitions_lost => {
-                    Generation::none()
-                }
-                _ => {
-                    return Err(Error::CommitFailed(
-                        "the group is rebalancing; the offsets can be committed again after the rebalance, \
-                         or in on_partitions_revoked"
-                            .into(),
-                    ))
-                }
-            }
-        };
+        self.async_commits_done(deadline).await?;
+        self.commit_with(offsets, deadline, true).await
+    }
+
+    /// OffsetCommit, retried until `deadline` when `retries`, else sent once.
+    async fn commit_with(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        deadline: Deadline,
+        retries: bool,
+    ) -> Result<CommitResults> {
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let generation = self.membership().commit_generation(self.simple)?;
         let mut pending: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.to_vec();
         let mut results: CommitResults = Vec::new();
         let mut retry = Retry::new(self.cluster.backoff());
@@ -812,16 +915,23 @@ impl GroupDriver {
                 if v <= 4 {
                     req = req.with_retention_time_ms(-1);
                 }
-                conn.call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1)))
-                    .await
+                let attempt_timeout = deadline
+                    .remaining()
+                    .max(MIN_COMMIT_ATTEMPT)
+                    .min(self.config.common.request_timeout);
+                conn.call_with_timeout(&req, attempt_timeout).await
             }
             .await;
             let resp = match attempt {
                 Ok(r) => r,
                 Err(e) => {
-                    self.coordinator_unknown("OffsetCommit failed");
+                    // A request that timed out on a working connection leaves it to the
+                    // heartbeats and other commits (the connection closes itself when broken).
+                    if !matches!(e, Error::Timeout(_)) {
+                        self.coordinator_unknown("OffsetCommit failed");
+                    }
                     let wait = retry.failed();
-                    if !e.is_retriable() || deadline.remaining() <= wait {
+                    if !retries || !e.is_retriable() || deadline.remaining() <= wait {
                         return Err(e);
                     }
                     tokio::time::sleep(wait).await;
@@ -843,21 +953,25 @@ impl GroupDriver {
                     }
                     let (next, err) = self.membership().on_commit_error(&generation, p.error_code);
                     match next {
-                        Next::RetryAfterBackoff => again.push(entry),
+                        Next::RetryAfterBackoff if retries => again.push(entry),
                         Next::RediscoverCoordinator => {
                             rediscover = true;
-                            again.push(entry)
+                            if retries {
+                                again.push(entry)
+                            } else {
+                                results.push((tp, entry.1, Err(with_partition(err, &entry.0))))
+                            }
                         }
                         _ => results.push((tp, entry.1, Err(with_partition(err, &entry.0)))),
                     }
                 }
             }
+            if rediscover {
+                self.coordinator_unknown("OffsetCommit answered NOT_COORDINATOR");
+            }
             if again.is_empty() {
                 (self.on_change)();
                 return Ok(results);
-            }
-            if rediscover {
-                self.coordinator_unknown("OffsetCommit answered NOT_COORDINATOR");
             }
             let wait = retry.failed();
             if deadline.remaining() <= wait {

@@ -134,6 +134,32 @@ impl Membership {
         (self.state == MemberState::Stable).then_some(&self.generation)
     }
 
+    /// The generation an OffsetCommit is sent with. A committer of manually assigned
+    /// partitions (`simple`) commits outside any generation; a subscribed member only in a
+    /// stable generation (Java's `generationIfStable`): once it has left or lost its
+    /// generation its partitions may belong to another member, and a commit as generation -1
+    /// (which the broker takes when the group is empty) could move their offsets backwards.
+    pub fn commit_generation(&self, simple: bool) -> Result<Generation, Error> {
+        if simple {
+            return Ok(Generation::none());
+        }
+        if let Some(g) = self.stable_generation() {
+            return Ok(g.clone());
+        }
+        if self.state != MemberState::Unjoined && self.generation.generation_id >= 0 {
+            return Err(Error::CommitFailed(
+                "the group is rebalancing; the offsets can be committed again after the rebalance, \
+                 or in on_partitions_revoked"
+                    .into(),
+            ));
+        }
+        Err(Error::CommitFailed(
+            "the consumer is not part of an active group (it has not joined yet, or it left the group \
+             or lost its generation and its partitions may have moved); the next poll() rejoins"
+                .into(),
+        ))
+    }
+
     /// KIP-62: `max.poll.interval.ms` passed without a `poll()`. Returns whether to send
     /// LeaveGroup: dynamic members leave at once so their partitions move without waiting out
     /// the session; static members just stop heartbeating and the broker expires them.
@@ -554,6 +580,27 @@ mod tests {
             m.on_commit_error(&g, codes::OFFSET_METADATA_TOO_LARGE).0,
             Next::Continue
         );
+    }
+
+    #[test]
+    fn an_unjoined_member_does_not_commit_as_generation_minus_one() {
+        let mut m = stable();
+        assert_eq!(m.commit_generation(false).unwrap().generation_id, 5);
+        m.poll_timeout_expired();
+        m.partitions_lost = false; // as after poll() reported them lost
+        assert!(matches!(
+            m.commit_generation(false),
+            Err(Error::CommitFailed(msg)) if msg.contains("not part of an active group")
+        ));
+        let m = Membership::new(None);
+        assert!(m.commit_generation(false).is_err(), "never joined");
+        assert_eq!(m.commit_generation(true).unwrap(), Generation::none());
+        let mut m = stable();
+        m.state = MemberState::CompletingRebalance;
+        assert!(matches!(
+            m.commit_generation(false),
+            Err(Error::CommitFailed(msg)) if msg.contains("rebalancing")
+        ));
     }
 
     #[test]
