@@ -236,3 +236,102 @@ fn async_commit_after_every_poll_never_moves_the_committed_offset_backwards() {
         failures.iter().take(3).collect::<Vec<_>>()
     );
 }
+
+/// Commits the offset it is given in `on_partitions_revoked` (so also in the default
+/// `on_partitions_lost`), as users who commit by hand do, and keeps the results.
+struct CommitOnRevoke {
+    offset: i64,
+    results: Arc<Mutex<Vec<lagless::Result<()>>>>,
+}
+
+impl RebalanceListener for CommitOnRevoke {
+    fn on_partitions_revoked(
+        &mut self,
+        consumer: &Consumer,
+        partitions: &[TopicPartition],
+    ) -> lagless::Result<()> {
+        let offsets: Vec<(TopicPartition, lagless::OffsetAndMetadata)> = partitions
+            .iter()
+            .map(|tp| {
+                (
+                    tp.clone(),
+                    lagless::OffsetAndMetadata {
+                        offset: self.offset,
+                        metadata: String::new(),
+                    },
+                )
+            })
+            .collect();
+        if !offsets.is_empty() {
+            let r = consumer.commit_sync(Some(&offsets), Some(Duration::from_secs(10)));
+            self.results.lock().unwrap().push(r);
+        }
+        Ok(())
+    }
+}
+
+/// After `max.poll.interval.ms` the member leaves the group and the next `poll()` reports its
+/// partitions lost. A commit made then (here from `on_partitions_revoked`, which the default
+/// `on_partitions_lost` calls) must fail as the Java client's does: sent as generation -1 the
+/// broker would take it (the group is empty) and move the offset backwards.
+#[test]
+fn a_member_that_lost_its_partitions_cannot_commit_them() {
+    let b = bootstrap();
+    let topic = new_topic(&b, "lost-commit", 1);
+    let group = unique_name("lost-commit");
+    let tp = TopicPartition::new(&topic, 0);
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let c = consumer(
+        &b,
+        &[
+            ("group.id", group.as_str()),
+            ("enable.auto.commit", "false"),
+            ("max.poll.interval.ms", "2000"),
+            ("session.timeout.ms", "6000"),
+            ("heartbeat.interval.ms", "500"),
+        ],
+    );
+    c.subscribe(
+        &[&topic],
+        Some(Box::new(CommitOnRevoke {
+            offset: 3,
+            results: results.clone(),
+        })),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.assignment().is_empty() {
+        assert!(Instant::now() < deadline, "never assigned");
+        c.poll(Duration::from_millis(50)).unwrap();
+    }
+    let eight = lagless::OffsetAndMetadata {
+        offset: 8,
+        metadata: String::new(),
+    };
+    c.commit_sync(Some(&[(tp.clone(), eight)]), None).unwrap();
+    // Stop polling until the poll timeout makes the member leave.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.group_metadata().is_some_and(|m| m.generation_id >= 0) {
+        assert!(Instant::now() < deadline, "the member never left the group");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = c.poll(Duration::from_millis(50));
+    let results = results.lock().unwrap();
+    assert_eq!(results.len(), 1, "on_partitions_lost ran once: {results:?}");
+    let committed = c.committed(std::slice::from_ref(&tp), None).unwrap()[0]
+        .1
+        .clone()
+        .map(|c| c.offset);
+    assert_eq!(
+        committed,
+        Some(8),
+        "a commit after the partitions were lost moved the offset (result {:?})",
+        results[0]
+    );
+    assert!(
+        matches!(&results[0], Err(lagless::Error::CommitFailed(m)) if m.contains("not part of an active group")),
+        "{:?}",
+        results[0]
+    );
+    c.close(None).unwrap();
+}
