@@ -158,3 +158,55 @@ fn an_unexpected_heartbeat_error_is_reported_and_backs_off() {
         "{later:?}"
     );
 }
+
+/// Auto-commit remembers what it committed only once the group took it: an auto-commit that
+/// failed is sent again at the next interval, even for a partition that has nothing new.
+#[test]
+fn a_failed_auto_commit_is_sent_again() {
+    const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    let broker = FakeBroker::start(
+        TOPIC,
+        vec![Behavior::Records {
+            total: 100,
+            per_sec: 0,
+        }],
+    );
+    // Every commit fails until the member has consumed everything and auto-committed once.
+    broker.fail_commits(COORDINATOR_LOAD_IN_PROGRESS, usize::MAX);
+    let c = Consumer::from_config(
+        &Config::from_pairs([
+            ("bootstrap.servers", broker.addr.as_str()),
+            ("group.id", "auto-commit-again"),
+            ("auto.offset.reset", "earliest"),
+            ("fetch.max.wait.ms", "100"),
+            ("enable.auto.commit", "true"),
+            ("auto.commit.interval.ms", "200"),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    c.subscribe(&[TOPIC], None).unwrap();
+    let mut consumed = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while consumed < 100 {
+        assert!(Instant::now() < deadline, "consumed {consumed} of 100");
+        consumed += c.poll(Duration::from_millis(50)).unwrap().len();
+    }
+    // Two auto-commit intervals with everything consumed: at least one (failed) auto-commit of
+    // offset 100.
+    let until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < until {
+        c.poll(Duration::from_millis(50)).unwrap();
+    }
+    assert_eq!(broker.committed(0), None);
+    broker.fail_commits(0, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.committed(0).map(|c| c.0) != Some(100) {
+        assert!(
+            Instant::now() < deadline,
+            "the failed auto-commit was never sent again: committed {:?}",
+            broker.committed(0)
+        );
+        c.poll(Duration::from_millis(50)).unwrap();
+    }
+}

@@ -99,6 +99,9 @@ struct State {
     /// Heartbeats received, and of those, answered with an error.
     heartbeats: AtomicUsize,
     heartbeats_failed: AtomicUsize,
+    /// The next this many OffsetCommits are answered with `commit_error` on every partition.
+    commit_failures: AtomicUsize,
+    commit_error: AtomicI16,
 }
 
 impl State {
@@ -165,6 +168,8 @@ impl FakeBroker {
             heartbeat_error: AtomicI16::new(0),
             heartbeats: AtomicUsize::new(0),
             heartbeats_failed: AtomicUsize::new(0),
+            commit_failures: AtomicUsize::new(0),
+            commit_error: AtomicI16::new(0),
         });
         let st = state.clone();
         runtime.spawn(async move {
@@ -206,6 +211,13 @@ impl FakeBroker {
     /// Every Heartbeat from now on is answered with `code` (0: none).
     pub fn set_heartbeat_error(&self, code: i16) {
         self.state.heartbeat_error.store(code, Ordering::Relaxed);
+    }
+
+    /// The next `count` OffsetCommits are answered with `code` on every partition (nothing is
+    /// committed).
+    pub fn fail_commits(&self, code: i16, count: usize) {
+        self.state.commit_error.store(code, Ordering::Relaxed);
+        self.state.commit_failures.store(count, Ordering::Relaxed);
     }
 
     /// Heartbeats received so far.
@@ -617,6 +629,32 @@ fn offset_fetch(st: &State, req: &OffsetFetchRequest) -> OffsetFetchResponse {
 }
 
 fn offset_commit(st: &State, req: &OffsetCommitRequest) -> OffsetCommitResponse {
+    let failing = st
+        .commit_failures
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok();
+    if failing {
+        let code = st.commit_error.load(Ordering::Relaxed);
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return OffsetCommitResponse::default().with_topics(topics);
+    }
     let mut committed = st.committed.lock().unwrap();
     let topics = req
         .topics
