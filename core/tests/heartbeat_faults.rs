@@ -163,7 +163,6 @@ fn an_unexpected_heartbeat_error_is_reported_and_backs_off() {
 /// failed is sent again at the next interval, even for a partition that has nothing new.
 #[test]
 fn a_failed_auto_commit_is_sent_again() {
-    const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
     let broker = FakeBroker::start(
         TOPIC,
         vec![Behavior::Records {
@@ -172,7 +171,7 @@ fn a_failed_auto_commit_is_sent_again() {
         }],
     );
     // Every commit fails until the member has consumed everything and auto-committed once.
-    broker.fail_commits(COORDINATOR_LOAD_IN_PROGRESS, usize::MAX);
+    broker.fail_commits(UNKNOWN_SERVER_ERROR, usize::MAX);
     let c = Consumer::from_config(
         &Config::from_pairs([
             ("bootstrap.servers", broker.addr.as_str()),
