@@ -807,6 +807,10 @@ impl Consumer {
             self.commit_before_revoke(&owned, deadline);
             self.shared.remove_partitions(owned.iter());
         }
+        // As the Java client's close: the asynchronous commits in flight complete (within the
+        // deadline) and their callbacks run here.
+        let d = driver.clone();
+        let _ = self.block_on(async move { d.async_commits_done(deadline).await });
         self.run_commit_callbacks();
         if self.shared.config.leave_group_on_close || reason.contains("unsubscribed") {
             let d = driver.clone();

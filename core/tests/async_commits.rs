@@ -335,3 +335,56 @@ fn a_member_that_lost_its_partitions_cannot_commit_them() {
     );
     c.close(None).unwrap();
 }
+
+/// `close()` lets the asynchronous commits in flight complete and runs their callbacks.
+#[test]
+fn close_completes_the_async_commits_in_flight_and_runs_their_callbacks() {
+    let b = bootstrap();
+    let topic = new_topic(&b, "close-async", 1);
+    let group = unique_name("close-async");
+    let c = consumer(
+        &b,
+        &[
+            ("group.id", group.as_str()),
+            ("enable.auto.commit", "false"),
+        ],
+    );
+    c.subscribe(&[&topic], None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.assignment().is_empty() {
+        assert!(Instant::now() < deadline, "never assigned");
+        c.poll(Duration::from_millis(50)).unwrap();
+    }
+    let ran = Arc::new(AtomicUsize::new(0));
+    for offset in 0..20 {
+        let ran = ran.clone();
+        let offsets = vec![(
+            TopicPartition::new(&topic, 0),
+            lagless::OffsetAndMetadata {
+                offset,
+                metadata: String::new(),
+            },
+        )];
+        c.commit_async(
+            Some(offsets),
+            Some(Box::new(move |r| {
+                assert!(r.is_ok(), "{r:?}");
+                ran.fetch_add(1, Ordering::SeqCst);
+            })),
+        )
+        .unwrap();
+    }
+    c.close(None).unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 20, "callbacks run by close()");
+    let reader = consumer(&b, &[("group.id", group.as_str())]);
+    let tp = TopicPartition::new(&topic, 0);
+    let committed = reader.committed(std::slice::from_ref(&tp), None).unwrap()[0]
+        .1
+        .clone()
+        .map(|c| c.offset);
+    assert_eq!(
+        committed,
+        Some(19),
+        "the newest commit is the one that stays"
+    );
+}

@@ -828,7 +828,7 @@ impl GroupDriver {
 
     /// Waits until no asynchronous commit is in flight or waiting, so a synchronous commit
     /// sent next lands after them.
-    async fn async_commits_done(&self, deadline: Deadline) -> Result<()> {
+    pub async fn async_commits_done(&self, deadline: Deadline) -> Result<()> {
         loop {
             let idle = self.async_idle.notified();
             tokio::pin!(idle);
