@@ -56,8 +56,8 @@ pub struct Consumer {
     /// Commits of a manually assigned consumer with a `group.id`.
     pub(crate) simple_committer: Mutex<Option<Arc<GroupDriver>>>,
     /// Finished asynchronous commits whose callbacks wait for the caller's thread.
-    pub(crate) commits_tx: mpsc::Sender<(CommitCallback, Result<CommitResults>)>,
-    pub(crate) commits_done: Mutex<mpsc::Receiver<(CommitCallback, Result<CommitResults>)>>,
+    pub(crate) commits_tx: mpsc::Sender<(Option<CommitCallback>, Result<CommitResults>)>,
+    pub(crate) commits_done: Mutex<mpsc::Receiver<(Option<CommitCallback>, Result<CommitResults>)>>,
 }
 
 impl Consumer {

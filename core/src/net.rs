@@ -10,7 +10,7 @@
 //! authenticates again on the same socket before the session expires. Nothing above this module
 //! knows which protocol a connection speaks.
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,9 @@ pub struct Connection {
     pending: Pending,
     next_correlation_id: Arc<AtomicI32>,
     alive: Arc<AtomicBool>,
+    /// Response frames read so far: a request that times out closes the connection only when
+    /// nothing at all came back while it waited.
+    received: Arc<AtomicU64>,
     /// api key -> (min, max) as the broker advertises them.
     broker_versions: HashMap<i16, (i16, i16)>,
     tasks: Vec<JoinHandle<()>>,
@@ -83,6 +86,7 @@ impl Connection {
         let _ = stream.set_nodelay(true);
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(AtomicBool::new(true));
+        let received = Arc::new(AtomicU64::new(0));
         let (tx, rx) = mpsc::unbounded_channel();
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let io = Io {
@@ -92,6 +96,7 @@ impl Connection {
             plaintext: security.tls().is_none(),
             client_certificate: security.tls().is_some_and(|t| t.has_client_certificate()),
             sasl: security.sasl().is_some(),
+            received: received.clone(),
         };
         let tasks = match security.tls() {
             None => {
@@ -130,6 +135,7 @@ impl Connection {
             pending,
             next_correlation_id: Arc::new(AtomicI32::new(1)),
             alive,
+            received,
             broker_versions: HashMap::new(),
             tasks,
         };
@@ -265,6 +271,7 @@ impl Connection {
         let id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let frame = wire::encode_request(req, version, id, &self.client_id)?;
         let (tx, rx) = oneshot::channel();
+        let received_before = self.received.load(Ordering::Acquire);
         // Register before writing: the response may arrive before `send` returns.
         self.pending
             .lock()
@@ -285,9 +292,16 @@ impl Connection {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&id);
-                // As the Java client does: a request that timed out leaves the connection in an
-                // unknown state, so it is closed and the next caller reconnects.
-                self.shutdown();
+                // Its late answer, if any, is discarded by correlation id. The connection is
+                // closed (and the next caller reconnects) only when it looks broken: the broker
+                // sent nothing at all for a whole request.timeout.ms. A caller's shorter timeout
+                // (what is left of its deadline) says nothing about the connection, and closing
+                // it would fail every other request on it (heartbeats, commits).
+                if timeout >= self.request_timeout
+                    && self.received.load(Ordering::Acquire) == received_before
+                {
+                    self.shutdown();
+                }
                 return Err(Error::Timeout(format!(
                     "broker {} did not answer api {} within {} ms",
                     self.addr,
@@ -498,6 +512,8 @@ struct Io {
     client_certificate: bool,
     /// The connection authenticates with SASL.
     sasl: bool,
+    /// Frames read: a timed-out request closes the connection only if nothing came back.
+    received: Arc<AtomicU64>,
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
@@ -580,6 +596,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
         }
         let frame = buf.freeze();
         answered += 1;
+        io.received.fetch_add(1, Ordering::AcqRel);
         let id = match wire::response_correlation_id(&frame) {
             Ok(id) => id,
             Err(e) => break e,

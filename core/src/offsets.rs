@@ -33,6 +33,90 @@ pub struct OffsetAndMetadata {
     pub metadata: String,
 }
 
+/// The asynchronous commits of one committer. At most one OffsetCommit is in flight; commits
+/// asked for meanwhile wait, merged into one: per partition the newest offset wins (as a newer
+/// `commitAsync` supersedes older ones in the Java client), sent once the one in flight is
+/// answered. Nothing is retried, so no older offset can ever land after a newer one. Each
+/// caller still gets a result, for the partitions it asked to commit.
+pub(crate) struct AsyncCommits<C> {
+    in_flight: bool,
+    waiting: Option<MergedCommit<C>>,
+}
+
+/// Offsets to send in one OffsetCommit, and whom to tell the result.
+pub(crate) struct MergedCommit<C> {
+    pub offsets: BTreeMap<TopicPartition, OffsetAndMetadata>,
+    /// Each caller with the partitions it asked for.
+    pub callers: Vec<(Vec<TopicPartition>, C)>,
+}
+
+impl<C> Default for AsyncCommits<C> {
+    fn default() -> Self {
+        AsyncCommits {
+            in_flight: false,
+            waiting: None,
+        }
+    }
+}
+
+impl<C> AsyncCommits<C> {
+    /// A new commit. Returns the commit to send now (nothing is in flight), else merges it
+    /// into the waiting one and returns `None`.
+    pub fn push(
+        &mut self,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+        caller: C,
+    ) -> Option<MergedCommit<C>> {
+        let w = self.waiting.get_or_insert_with(|| MergedCommit {
+            offsets: BTreeMap::new(),
+            callers: Vec::new(),
+        });
+        w.callers
+            .push((offsets.iter().map(|(tp, _)| tp.clone()).collect(), caller));
+        w.offsets.extend(offsets);
+        if self.in_flight {
+            return None;
+        }
+        self.in_flight = true;
+        self.waiting.take()
+    }
+
+    /// The commit in flight was answered. Returns the next to send (everything that waited,
+    /// merged), or `None`: the committer is idle.
+    pub fn answered(&mut self) -> Option<MergedCommit<C>> {
+        let next = self.waiting.take();
+        self.in_flight = next.is_some();
+        next
+    }
+
+    /// Nothing in flight, nothing waiting.
+    pub fn is_idle(&self) -> bool {
+        !self.in_flight && self.waiting.is_none()
+    }
+}
+
+impl<C> MergedCommit<C> {
+    /// The result of the merged commit, split per caller: each gets the results of the
+    /// partitions it asked for (with the offset that was sent, which may be a newer caller's);
+    /// a failure of the whole request goes to every caller.
+    pub fn split(self, result: &Result<CommitResults>) -> Vec<(C, Result<CommitResults>)> {
+        self.callers
+            .into_iter()
+            .map(|(asked, caller)| {
+                let r = match result {
+                    Err(e) => Err(e.clone()),
+                    Ok(all) => Ok(all
+                        .iter()
+                        .filter(|(tp, _, _)| asked.contains(tp))
+                        .cloned()
+                        .collect()),
+                };
+                (caller, r)
+            })
+            .collect()
+    }
+}
+
 /// Gives each partition a position: the committed offset where the group has one, else the
 /// reset policy.
 pub(crate) async fn lookup_positions(
@@ -382,5 +466,101 @@ pub async fn fetch_committed(
                 tokio::time::sleep(wait).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p)
+    }
+
+    fn om(offset: i64) -> OffsetAndMetadata {
+        OffsetAndMetadata {
+            offset,
+            metadata: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_first_commit_is_sent_at_once_and_later_ones_wait_merged() {
+        let mut q = AsyncCommits::default();
+        let first = q.push(vec![(tp(0), om(10)), (tp(1), om(5))], "a").unwrap();
+        assert_eq!(first.offsets.len(), 2);
+        assert!(q.push(vec![(tp(0), om(20))], "b").is_none());
+        assert!(q.push(vec![(tp(0), om(30)), (tp(1), om(7))], "c").is_none());
+        assert!(!q.is_idle());
+        let next = q.answered().expect("the waiting commits go next");
+        assert_eq!(
+            next.offsets.into_iter().collect::<Vec<_>>(),
+            vec![(tp(0), om(30)), (tp(1), om(7))],
+            "the newest offset of each partition wins"
+        );
+        assert_eq!(
+            next.callers.iter().map(|(_, c)| *c).collect::<Vec<_>>(),
+            vec!["b", "c"]
+        );
+        assert!(!q.is_idle(), "the merged commit is in flight");
+        assert!(q.answered().is_none());
+        assert!(q.is_idle());
+        // Idle again: the next commit goes at once.
+        assert!(q.push(vec![(tp(0), om(40))], "d").is_some());
+    }
+
+    #[test]
+    fn an_older_offset_never_follows_a_newer_one() {
+        // Whatever the interleaving of pushes and answers, the offsets sent for a partition
+        // are in the order they were asked for, each at most once.
+        let mut q = AsyncCommits::default();
+        let mut sent = Vec::new();
+        for offset in 0..100i64 {
+            if let Some(c) = q.push(vec![(tp(0), om(offset))], offset) {
+                sent.push(c.offsets[&tp(0)].offset);
+            }
+            if offset % 7 == 3 {
+                if let Some(c) = q.answered() {
+                    sent.push(c.offsets[&tp(0)].offset);
+                }
+            }
+        }
+        while let Some(c) = q.answered() {
+            sent.push(c.offsets[&tp(0)].offset);
+        }
+        assert!(sent.windows(2).all(|w| w[0] < w[1]), "{sent:?}");
+        assert_eq!(sent.last(), Some(&99));
+    }
+
+    #[test]
+    fn every_caller_gets_the_results_of_its_partitions() {
+        let mut q = AsyncCommits::default();
+        let _ = q.push(vec![(tp(9), om(1))], "in flight");
+        assert!(q.push(vec![(tp(0), om(10))], "a").is_none());
+        assert!(q.push(vec![(tp(1), om(5))], "b").is_none());
+        assert!(q.push(Vec::new(), "nothing").is_none());
+        let merged = q.answered().unwrap();
+        let result: Result<CommitResults> = Ok(vec![
+            (tp(0), om(10), Ok(())),
+            (
+                tp(1),
+                om(5),
+                Err(Error::kafka(codes::OFFSET_METADATA_TOO_LARGE, "x")),
+            ),
+        ]);
+        let split = merged.split(&result);
+        assert_eq!(split.len(), 3);
+        let a = split[0].1.as_ref().unwrap();
+        assert_eq!((split[0].0, a.len(), a[0].0.partition), ("a", 1, 0));
+        let b = split[1].1.as_ref().unwrap();
+        assert_eq!((split[1].0, b.len()), ("b", 1));
+        assert!(b[0].2.is_err());
+        assert_eq!(split[2].1.as_ref().unwrap().len(), 0);
+        let failed = MergedCommit {
+            offsets: BTreeMap::new(),
+            callers: vec![(vec![tp(0)], 1), (vec![tp(1)], 2)],
+        }
+        .split(&Err(Error::Timeout("x".into())));
+        assert!(failed.iter().all(|(_, r)| r.is_err()));
     }
 }

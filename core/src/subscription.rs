@@ -287,11 +287,8 @@ impl Consumer {
                 "committing offsets needs group.id".into(),
             ));
         }
-        let d = GroupDriver::new(
-            self.shared.cluster.clone(),
-            self.shared.config.clone(),
-            Arc::new(|| {}),
-        )?;
+        let d =
+            GroupDriver::simple_committer(self.shared.cluster.clone(), self.shared.config.clone())?;
         *s = Some(d.clone());
         Ok(d)
     }
@@ -382,21 +379,19 @@ impl Consumer {
             None => self.consumed_offsets(),
         };
         let driver = self.commit_driver()?;
-        let deadline = self.api_deadline(None);
-        // The callback waits for the caller's thread (subscribed or manually assigned alike):
-        // callbacks never run on the library's I/O threads.
+        // The result waits for the caller's thread (subscribed or manually assigned alike):
+        // callbacks never run on the library's I/O threads. Auto-commit (no callback) sends it
+        // too, so what the group took is remembered there.
         let tx = self.commits_tx.clone();
         let shared = self.shared.clone();
-        self.runtime()?.spawn(async move {
-            let res = driver.commit(&offsets, deadline).await;
-            if let Err(e) = &res {
-                tracing::warn!(error = %e, "asynchronous commit failed");
-            }
-            if let Some(cb) = callback {
-                let _ = tx.send((cb, res));
+        driver.commit_async(
+            self.runtime()?,
+            offsets,
+            Box::new(move |res| {
+                let _ = tx.send((callback, res));
                 shared.data_ready.notify_all();
-            }
-        });
+            }),
+        );
         Ok(())
     }
 
@@ -409,7 +404,12 @@ impl Consumer {
             .try_iter()
             .collect();
         for (cb, res) in done {
-            cb(res);
+            if let Ok(r) = &res {
+                self.note_committed(r);
+            }
+            if let Some(cb) = cb {
+                cb(res);
+            }
         }
     }
 
@@ -418,7 +418,8 @@ impl Consumer {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(l) = g.as_mut() {
             for (tp, om, r) in res {
-                if r.is_ok() {
+                // A late answer for a partition given up since is not this member's to keep.
+                if r.is_ok() && l.owned.contains(tp) {
                     l.last_committed.insert(tp.clone(), om.clone());
                 }
             }
@@ -527,7 +528,8 @@ impl Consumer {
         if let Some(e) = driver.membership().fatal.clone() {
             return Err(e);
         }
-        let mut errors: Option<Error> = None;
+        // An error the member went on from (a failed heartbeat) comes out of one poll().
+        let mut errors: Option<Error> = driver.membership().error.take();
         let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
         // Up to a few steps per poll: lost partitions, then a finished join, then a new join.
         for _ in 0..4 {
@@ -819,9 +821,8 @@ impl Consumer {
                 .into_iter()
                 .filter(|(tp, om)| local.last_committed.get(tp) != Some(om))
                 .collect();
-            for (tp, om) in &changed {
-                local.last_committed.insert(tp.clone(), om.clone());
-            }
+            // `last_committed` is updated when the group has taken them (note_committed): a
+            // failed auto-commit is sent again at the next interval.
             changed
         };
         if !offsets.is_empty() {
@@ -854,6 +855,10 @@ impl Consumer {
             self.commit_before_revoke(&owned, deadline);
             self.shared.remove_partitions(owned.iter());
         }
+        // As the Java client's close: the asynchronous commits in flight complete (within the
+        // deadline) and their callbacks run here.
+        let d = driver.clone();
+        let _ = self.block_on(async move { d.async_commits_done(deadline).await });
         self.run_commit_callbacks();
         if self.shared.config.leave_group_on_close || reason.contains("unsubscribed") {
             let d = driver.clone();

@@ -669,20 +669,31 @@ fn async_commit_callback_runs_on_the_polling_thread_and_auto_commit_commits_the_
         got.extend(c.poll(Duration::from_millis(100)).unwrap());
         !got.is_empty()
     }));
-    // Nothing beyond what poll() returned is ever committed.
+    // Auto-commit commits what the previous poll() returned, never what the poll() that
+    // commits returns: after the auto-commit interval, one more poll() commits `returned`
+    // (the offset after the records returned so far) and returns the next records.
     let tp = TopicPartition::new(&t, 0);
     let returned = got.last().unwrap().offset + 1;
     std::thread::sleep(Duration::from_millis(300));
-    c.poll(Duration::from_millis(10)).ok();
-    std::thread::sleep(Duration::from_millis(500));
-    let committed = c.committed(std::slice::from_ref(&tp), None).unwrap()[0]
-        .1
-        .clone()
-        .map(|c| c.offset);
+    let next = c.poll(Duration::from_millis(500)).unwrap();
     let position = c.position(&tp, None).unwrap();
-    assert!(
-        committed.is_some_and(|o| o <= position),
-        "committed {committed:?} position {position} returned {returned}"
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let committed = loop {
+        let committed = c.committed(std::slice::from_ref(&tp), None).unwrap()[0]
+            .1
+            .clone()
+            .map(|c| c.offset);
+        if committed.is_some_and(|o| o >= returned) || Instant::now() > deadline {
+            break committed;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        committed,
+        Some(returned),
+        "auto-commit committed {committed:?}: the previous poll() ended at {returned}, the \
+         committing poll() returned {} more records (position {position})",
+        next.len()
     );
     let main_thread = std::thread::current().id();
     let ran_on = Arc::new(Mutex::new(None));

@@ -19,7 +19,7 @@ use crate::group::member::{poll_timeout_consequence, Generation, MemberState, Me
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
 use crate::net::Connection;
-use crate::offsets::{CommitResults, OffsetAndMetadata};
+use crate::offsets::{AsyncCommits, CommitResults, MergedCommit, OffsetAndMetadata};
 use crate::protocol::consumer_protocol::{
     decode_assignment, decode_learner_assignment_data, decode_subscription, encode_assignment,
     encode_subscription, Assignment, LearnerAssignmentData, Subscription, TopicPartitions,
@@ -82,6 +82,49 @@ pub(crate) struct GroupDriver {
     pub on_change: Arc<dyn Fn() + Send + Sync>,
     /// Set when the last assignment said a follow-up rebalance is coming (learner-sticky).
     follow_up_since: Mutex<Option<Instant>>,
+    /// A committer for manually assigned partitions: it commits outside any generation.
+    simple: bool,
+    /// Asynchronous commits: one in flight, the others merged (see [`AsyncCommits`]).
+    async_commits: Mutex<AsyncCommits<AsyncCommitDone>>,
+    /// Woken when the asynchronous commits go idle (a synchronous commit waits for it).
+    async_idle: tokio::sync::Notify,
+}
+
+/// What an asynchronous commit calls with its result.
+pub(crate) type AsyncCommitDone = Box<dyn FnOnce(Result<CommitResults>) + Send>;
+
+/// The shortest wait for one OffsetCommit attempt, however little of the caller's deadline is
+/// left: an attempt given a millisecond only times out while the broker still applies it.
+const MIN_COMMIT_ATTEMPT: Duration = Duration::from_millis(100);
+
+/// How the last Heartbeat went, as far as scheduling the next one goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeartbeatAnswer {
+    /// Answered: the next one is due an interval after this one was sent.
+    Ok,
+    /// Failed (no answer, a retriable or unexpected error): the next one is due this long after
+    /// the answer.
+    Retry(Duration),
+    /// Answered with an error the member cannot go on from (fenced, not authorized): none is.
+    Fatal,
+}
+
+/// When the next heartbeat of a member in a generation is due (`None`: never again), from when
+/// the last one was sent and how and when it was answered (both `None` when the member has not
+/// heartbeated in this generation yet). As the Java client, an answered heartbeat's interval
+/// runs from when it was sent; a failed one is retried after its backoff from the answer.
+pub(crate) fn next_heartbeat(
+    interval: Duration,
+    last_sent: Option<Instant>,
+    last_answer: Option<(Instant, HeartbeatAnswer)>,
+    now: Instant,
+) -> Option<Instant> {
+    match (last_sent, last_answer) {
+        (_, Some((_, HeartbeatAnswer::Fatal))) => None,
+        (Some(sent), Some((_, HeartbeatAnswer::Ok))) => Some(sent + interval),
+        (_, Some((at, HeartbeatAnswer::Retry(wait)))) => Some(at + wait),
+        _ => Some(now),
+    }
 }
 
 /// How often a member heartbeats while it expects a follow-up rebalance.
@@ -94,6 +137,23 @@ impl GroupDriver {
         cluster: Arc<Cluster>,
         config: ConsumerConfig,
         on_change: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<Arc<GroupDriver>> {
+        GroupDriver::build(cluster, config, on_change, false)
+    }
+
+    /// A committer for a consumer with manually assigned partitions (no membership).
+    pub fn simple_committer(
+        cluster: Arc<Cluster>,
+        config: ConsumerConfig,
+    ) -> Result<Arc<GroupDriver>> {
+        GroupDriver::build(cluster, config, Arc::new(|| {}), true)
+    }
+
+    fn build(
+        cluster: Arc<Cluster>,
+        config: ConsumerConfig,
+        on_change: Arc<dyn Fn() + Send + Sync>,
+        simple: bool,
     ) -> Result<Arc<GroupDriver>> {
         let group_id = config
             .group_id
@@ -125,6 +185,9 @@ impl GroupDriver {
             closed: AtomicBool::new(false),
             on_change,
             follow_up_since: Mutex::new(None),
+            simple,
+            async_commits: Mutex::new(AsyncCommits::default()),
+            async_idle: tokio::sync::Notify::new(),
         }))
     }
 
@@ -199,12 +262,13 @@ impl GroupDriver {
     // ---- the background heartbeat (KIP-62) ----
 
     /// Runs until the consumer closes: heartbeats while the member is in a generation, and
-    /// leaves the group when `poll()` has not been called for `max.poll.interval.ms`.
+    /// leaves the group when `poll()` has not been called for `max.poll.interval.ms`. When the
+    /// next heartbeat is due is [`next_heartbeat`]'s decision.
     pub async fn heartbeat_loop(self: Arc<Self>) {
         let mut retry = Retry::new(self.cluster.backoff());
-        let mut next_heartbeat = Instant::now();
         let mut last_ok = Instant::now();
-        let mut last_sent = Instant::now();
+        let mut last_sent: Option<Instant> = None;
+        let mut last_answer: Option<(Instant, HeartbeatAnswer)> = None;
         let tick = Duration::from_millis(50).min(self.config.heartbeat_interval);
         while !self.closed.load(Ordering::Acquire) {
             tokio::time::sleep(tick).await;
@@ -214,7 +278,8 @@ impl GroupDriver {
             };
             if !enabled {
                 last_ok = Instant::now();
-                next_heartbeat = Instant::now();
+                last_sent = None;
+                last_answer = None;
                 continue;
             }
             let since_poll = self
@@ -248,19 +313,22 @@ impl GroupDriver {
                 self.coordinator_unknown("session timed out without a successful heartbeat");
                 last_ok = Instant::now();
             }
-            if let Some(since) = *self
+            let follow_up = self
                 .follow_up_since
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-            {
-                if since.elapsed() < FOLLOW_UP_WINDOW {
-                    next_heartbeat = next_heartbeat.min(last_sent + FOLLOW_UP_HEARTBEAT);
-                }
+                .is_some_and(|since| since.elapsed() < FOLLOW_UP_WINDOW);
+            let now = Instant::now();
+            let interval = if follow_up {
+                FOLLOW_UP_HEARTBEAT.min(self.config.heartbeat_interval)
+            } else {
+                self.config.heartbeat_interval
+            };
+            match next_heartbeat(interval, last_sent, last_answer, now) {
+                Some(due) if due <= now => {}
+                _ => continue,
             }
-            if Instant::now() < next_heartbeat {
-                continue;
-            }
-            last_sent = Instant::now();
+            last_sent = Some(now);
             let deadline = Deadline::after(
                 self.config
                     .common
@@ -280,32 +348,46 @@ impl GroupDriver {
                 conn.call_with_timeout(&req, deadline.remaining()).await
             }
             .await;
-            match answer {
+            let outcome = match answer {
                 Ok(resp) => {
                     let next = self.membership().on_heartbeat(&generation, resp.error_code);
-                    match next {
+                    let outcome = match next {
                         Next::Continue | Next::JoinAgain => {
                             retry.succeeded();
                             last_ok = Instant::now();
-                            next_heartbeat = Instant::now() + self.config.heartbeat_interval;
+                            HeartbeatAnswer::Ok
                         }
-                        Next::RetryAfterBackoff => next_heartbeat = Instant::now() + retry.failed(),
+                        Next::RetryAfterBackoff => HeartbeatAnswer::Retry(retry.failed()),
                         Next::RediscoverCoordinator => {
                             self.coordinator_unknown("Heartbeat answered NOT_COORDINATOR");
-                            next_heartbeat = Instant::now() + retry.failed();
+                            HeartbeatAnswer::Retry(retry.failed())
                         }
-                        Next::Fatal(_) => {}
-                    }
+                        Next::Fatal(e) if e.is_fatal() => {
+                            // `on_heartbeat` made it the member's fatal error: the next poll()
+                            // reports it, and nothing more is sent.
+                            tracing::error!(group = %self.group_id, error = %e, "heartbeat answered an error the member cannot go on from; no more heartbeats");
+                            HeartbeatAnswer::Fatal
+                        }
+                        Next::Fatal(e) => {
+                            // No rule for this error: tell the user once, and try again after
+                            // a backoff, as the Java client does.
+                            tracing::warn!(group = %self.group_id, error = %e, "heartbeat failed");
+                            self.membership().error = Some(e);
+                            HeartbeatAnswer::Retry(retry.failed())
+                        }
+                    };
                     if resp.error_code != codes::NONE {
                         (self.on_change)();
                     }
+                    outcome
                 }
                 Err(e) => {
                     tracing::debug!(group = %self.group_id, error = %e, "heartbeat failed");
                     self.coordinator_unknown("heartbeat failed");
-                    next_heartbeat = Instant::now() + retry.failed();
+                    HeartbeatAnswer::Retry(retry.failed())
                 }
-            }
+            };
+            last_answer = Some((Instant::now(), outcome));
         }
     }
 
@@ -707,9 +789,80 @@ impl GroupDriver {
         self.leave(&member_id, reason, deadline).await;
     }
 
-    /// OffsetCommit through the member's generation (or as a simple consumer when it has none).
-    /// Returns the result per partition, with what was sent for it; the whole call fails only
-    /// when nothing was committed.
+    /// Sends `offsets` as an asynchronous commit and calls `done` with the result (on a
+    /// library thread: the caller hands it on). One attempt, never retried; while one is in
+    /// flight later ones are merged and sent after it, so the group's offsets only move in the
+    /// order they were asked for.
+    pub fn commit_async(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Runtime,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+        done: AsyncCommitDone,
+    ) {
+        let first = self
+            .async_commits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(offsets, done);
+        if let Some(first) = first {
+            runtime.spawn(self.clone().send_async_commits(first));
+        }
+    }
+
+    async fn send_async_commits(self: Arc<Self>, mut batch: MergedCommit<AsyncCommitDone>) {
+        loop {
+            let offsets: Vec<(TopicPartition, OffsetAndMetadata)> =
+                std::mem::take(&mut batch.offsets).into_iter().collect();
+            let deadline = Deadline::after(self.config.common.request_timeout);
+            let result = self.commit_with(&offsets, deadline, false).await;
+            if let Err(e) = &result {
+                tracing::warn!(group = %self.group_id, error = %e, "asynchronous commit failed");
+            }
+            for (done, r) in batch.split(&result) {
+                done(r);
+            }
+            let next = self
+                .async_commits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .answered();
+            match next {
+                Some(b) => batch = b,
+                None => {
+                    self.async_idle.notify_waiters();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits until no asynchronous commit is in flight or waiting, so a synchronous commit
+    /// sent next lands after them.
+    pub async fn async_commits_done(&self, deadline: Deadline) -> Result<()> {
+        loop {
+            let idle = self.async_idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self
+                .async_commits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_idle()
+            {
+                return Ok(());
+            }
+            if tokio::time::timeout(deadline.remaining(), idle)
+                .await
+                .is_err()
+            {
+                return Err(deadline.error("waiting for the asynchronous commits in flight"));
+            }
+        }
+    }
+
+    /// OffsetCommit through the member's generation (or as a simple consumer when it has none),
+    /// after the asynchronous commits in flight. Returns the result per partition, with what
+    /// was sent for it; the whole call fails only when nothing was committed.
     pub async fn commit(
         &self,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
@@ -718,7 +871,21 @@ impl GroupDriver {
         if offsets.is_empty() {
             return Ok(Vec::new());
         }
-        let generation = self.membership().commit_generation()?;
+        self.async_commits_done(deadline).await?;
+        self.commit_with(offsets, deadline, true).await
+    }
+
+    /// OffsetCommit, retried until `deadline` when `retries`, else sent once.
+    async fn commit_with(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        deadline: Deadline,
+        retries: bool,
+    ) -> Result<CommitResults> {
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let generation = self.membership().commit_generation(self.simple)?;
         let mut pending: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.to_vec();
         let mut results: CommitResults = Vec::new();
         let mut retry = Retry::new(self.cluster.backoff());
@@ -758,16 +925,23 @@ impl GroupDriver {
                 if v <= 4 {
                     req = req.with_retention_time_ms(-1);
                 }
-                conn.call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1)))
-                    .await
+                let attempt_timeout = deadline
+                    .remaining()
+                    .max(MIN_COMMIT_ATTEMPT)
+                    .min(self.config.common.request_timeout);
+                conn.call_with_timeout(&req, attempt_timeout).await
             }
             .await;
             let resp = match attempt {
                 Ok(r) => r,
                 Err(e) => {
-                    self.coordinator_unknown("OffsetCommit failed");
+                    // A request that timed out on a working connection leaves it to the
+                    // heartbeats and other commits (the connection closes itself when broken).
+                    if !matches!(e, Error::Timeout(_)) {
+                        self.coordinator_unknown("OffsetCommit failed");
+                    }
                     let wait = retry.failed();
-                    if !e.is_retriable() || deadline.remaining() <= wait {
+                    if !retries || !e.is_retriable() || deadline.remaining() <= wait {
                         return Err(e);
                     }
                     tokio::time::sleep(wait).await;
@@ -789,21 +963,25 @@ impl GroupDriver {
                     }
                     let (next, err) = self.membership().on_commit_error(&generation, p.error_code);
                     match next {
-                        Next::RetryAfterBackoff => again.push(entry),
+                        Next::RetryAfterBackoff if retries => again.push(entry),
                         Next::RediscoverCoordinator => {
                             rediscover = true;
-                            again.push(entry)
+                            if retries {
+                                again.push(entry)
+                            } else {
+                                results.push((tp, entry.1, Err(with_partition(err, &entry.0))))
+                            }
                         }
                         _ => results.push((tp, entry.1, Err(with_partition(err, &entry.0)))),
                     }
                 }
             }
+            if rediscover {
+                self.coordinator_unknown("OffsetCommit answered NOT_COORDINATOR");
+            }
             if again.is_empty() {
                 (self.on_change)();
                 return Ok(results);
-            }
-            if rediscover {
-                self.coordinator_unknown("OffsetCommit answered NOT_COORDINATOR");
             }
             let wait = retry.failed();
             if deadline.remaining() <= wait {
@@ -860,4 +1038,50 @@ fn to_topic_partitions(set: &BTreeSet<TopicPartition>) -> Vec<TopicPartitions> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_first_heartbeat_of_a_generation_is_due_at_once() {
+        let now = Instant::now();
+        assert_eq!(next_heartbeat(3000 * MS, None, None, now), Some(now));
+    }
+
+    #[test]
+    fn an_answered_heartbeat_is_followed_an_interval_after_it_was_sent() {
+        let t0 = Instant::now();
+        let answered = Some((t0 + 40 * MS, HeartbeatAnswer::Ok));
+        assert_eq!(
+            next_heartbeat(3000 * MS, Some(t0), answered, t0 + 50 * MS),
+            Some(t0 + 3000 * MS)
+        );
+    }
+
+    #[test]
+    fn a_failed_heartbeat_is_retried_after_its_backoff_from_the_answer() {
+        let t0 = Instant::now();
+        let failed = Some((t0 + 40 * MS, HeartbeatAnswer::Retry(200 * MS)));
+        assert_eq!(
+            next_heartbeat(3000 * MS, Some(t0), failed, t0 + 50 * MS),
+            Some(t0 + 240 * MS)
+        );
+    }
+
+    #[test]
+    fn after_a_fatal_answer_no_heartbeat_is_ever_due() {
+        let t0 = Instant::now();
+        let fatal = Some((t0 + 40 * MS, HeartbeatAnswer::Fatal));
+        for later in [0, 50, 3000, 600_000] {
+            assert_eq!(
+                next_heartbeat(3000 * MS, Some(t0), fatal, t0 + later * MS),
+                None,
+                "{later} ms later"
+            );
+        }
+    }
 }

@@ -87,6 +87,9 @@ pub struct Membership {
     pub lost_reason: String,
     /// A fatal error waiting to come out of `poll()`.
     pub fatal: Option<Error>,
+    /// An error the next `poll()` reports once, the member going on (a Heartbeat answer with
+    /// an error lagless has no rule for: the heartbeat backs off and tries again).
+    pub error: Option<Error>,
 }
 
 impl Membership {
@@ -100,6 +103,7 @@ impl Membership {
             partitions_lost: false,
             lost_reason: String::new(),
             fatal: None,
+            error: None,
         }
     }
 
@@ -150,11 +154,15 @@ impl Membership {
         (self.state == MemberState::Stable).then_some(&self.generation)
     }
 
-    /// The generation an OffsetCommit goes with, or why the member cannot commit now. A stable
-    /// member commits with its generation; a member that never joined (or left cleanly)
-    /// commits outside any generation. A member whose generation was reset while it owned
-    /// partitions cannot commit them: another member may own them already.
-    pub fn commit_generation(&self) -> Result<Generation, Error> {
+    /// The generation an OffsetCommit is sent with. A committer of manually assigned
+    /// partitions (`simple`) commits outside any generation; a subscribed member only in a
+    /// stable generation (Java's `generationIfStable`): once it has left or lost its
+    /// generation its partitions may belong to another member, and a commit as generation -1
+    /// (which the broker takes when the group is empty) could move their offsets backwards.
+    pub fn commit_generation(&self, simple: bool) -> Result<Generation, Error> {
+        if simple {
+            return Ok(Generation::none());
+        }
         if let Some(g) = self.stable_generation() {
             return Ok(g.clone());
         }
@@ -176,12 +184,16 @@ impl Membership {
                 "the offsets cannot be committed: {why}"
             )));
         }
-        if self.state == MemberState::Unjoined && self.generation.generation_id < 0 {
-            return Ok(Generation::none());
+        if self.state != MemberState::Unjoined && self.generation.generation_id >= 0 {
+            return Err(Error::CommitFailed(
+                "the group is rebalancing; the offsets can be committed again after the rebalance, \
+                 or in on_partitions_revoked"
+                    .into(),
+            ));
         }
         Err(Error::CommitFailed(
-            "the group is rebalancing; the offsets can be committed again after the rebalance, \
-             or in on_partitions_revoked"
+            "the consumer is not part of an active group (it has not joined yet, or it left the group \
+             or lost its generation and its partitions may have moved); the next poll() rejoins"
                 .into(),
         ))
     }
@@ -618,7 +630,7 @@ mod tests {
     fn a_commit_after_a_poll_timeout_says_the_partitions_were_lost_not_rebalancing() {
         let mut m = stable();
         m.poll_timeout_expired();
-        let e = m.commit_generation().unwrap_err().to_string();
+        let e = m.commit_generation(false).unwrap_err().to_string();
         assert!(
             e.contains("max.poll.interval.ms") && e.contains("left the group"),
             "{e}"
@@ -627,7 +639,7 @@ mod tests {
         let mut m = stable();
         let g = m.generation.clone();
         m.on_heartbeat(&g, codes::ILLEGAL_GENERATION);
-        let e = m.commit_generation().unwrap_err().to_string();
+        let e = m.commit_generation(false).unwrap_err().to_string();
         assert!(
             e.contains("generation was reset") && e.contains("stale"),
             "{e}"
@@ -637,14 +649,37 @@ mod tests {
     #[test]
     fn commit_generation_by_state() {
         let m = stable();
-        assert_eq!(m.commit_generation().unwrap(), m.generation);
+        assert_eq!(m.commit_generation(false).unwrap(), m.generation);
         let mut joining = stable();
         joining.state = MemberState::PreparingRebalance;
-        let e = joining.commit_generation().unwrap_err().to_string();
+        let e = joining.commit_generation(false).unwrap_err().to_string();
         assert!(e.contains("rebalancing"), "{e}");
-        // Never joined: a commit outside any generation.
+        // Never joined: only a committer of manually assigned partitions commits outside any
+        // generation.
         let fresh = Membership::new(None);
-        assert_eq!(fresh.commit_generation().unwrap(), Generation::none());
+        assert!(fresh.commit_generation(false).is_err());
+        assert_eq!(fresh.commit_generation(true).unwrap(), Generation::none());
+    }
+
+    #[test]
+    fn an_unjoined_member_does_not_commit_as_generation_minus_one() {
+        let mut m = stable();
+        assert_eq!(m.commit_generation(false).unwrap().generation_id, 5);
+        m.poll_timeout_expired();
+        m.partitions_lost = false; // as after poll() reported them lost
+        assert!(matches!(
+            m.commit_generation(false),
+            Err(Error::CommitFailed(msg)) if msg.contains("not part of an active group")
+        ));
+        let m = Membership::new(None);
+        assert!(m.commit_generation(false).is_err(), "never joined");
+        assert_eq!(m.commit_generation(true).unwrap(), Generation::none());
+        let mut m = stable();
+        m.state = MemberState::CompletingRebalance;
+        assert!(matches!(
+            m.commit_generation(false),
+            Err(Error::CommitFailed(msg)) if msg.contains("rebalancing")
+        ));
     }
 
     #[test]

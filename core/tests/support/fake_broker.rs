@@ -6,10 +6,12 @@
 //! side decoders and encoding answers at the version the client asked for. Each partition has a
 //! [`Behavior`]: a log of records that grows at a fixed rate, or a fetch error on every request.
 //! For a consumer with a `group.id` and manual assignment it is also the group coordinator as
-//! far as committed offsets go (FindCoordinator, OffsetFetch, OffsetCommit; no membership).
+//! far as committed offsets go (FindCoordinator, OffsetFetch, OffsetCommit), and for a
+//! subscribed consumer the coordinator of a one-member group (JoinGroup, SyncGroup, Heartbeat,
+//! LeaveGroup), whose Heartbeat answers can be set to an error.
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI16, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +19,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -31,9 +34,11 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetFetchRequest, OffsetFetchResponse, RequestHeader, ResponseHeader, TopicName,
+    FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, RequestHeader, ResponseHeader,
+    SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 use lagless::protocol::records::{BatchBuilder, Compression};
@@ -89,6 +94,14 @@ struct State {
     fetches: Vec<AtomicUsize>,
     /// Committed offset and metadata per partition (any group).
     committed: std::sync::Mutex<Vec<Option<(i64, String)>>>,
+    /// The error code every Heartbeat is answered with (0: none).
+    heartbeat_error: AtomicI16,
+    /// Heartbeats received, and of those, answered with an error.
+    heartbeats: AtomicUsize,
+    heartbeats_failed: AtomicUsize,
+    /// The next this many OffsetCommits are answered with `commit_error` on every partition.
+    commit_failures: AtomicUsize,
+    commit_error: AtomicI16,
 }
 
 impl State {
@@ -152,6 +165,11 @@ impl FakeBroker {
             started: Instant::now(),
             fetch_max_version,
             port,
+            heartbeat_error: AtomicI16::new(0),
+            heartbeats: AtomicUsize::new(0),
+            heartbeats_failed: AtomicUsize::new(0),
+            commit_failures: AtomicUsize::new(0),
+            commit_error: AtomicI16::new(0),
         });
         let st = state.clone();
         runtime.spawn(async move {
@@ -188,6 +206,28 @@ impl FakeBroker {
     /// How many fetch requests asked for partition `p`.
     pub fn fetches_of(&self, p: usize) -> usize {
         self.state.fetches[p].load(Ordering::Relaxed)
+    }
+
+    /// Every Heartbeat from now on is answered with `code` (0: none).
+    pub fn set_heartbeat_error(&self, code: i16) {
+        self.state.heartbeat_error.store(code, Ordering::Relaxed);
+    }
+
+    /// The next `count` OffsetCommits are answered with `code` on every partition (nothing is
+    /// committed).
+    pub fn fail_commits(&self, code: i16, count: usize) {
+        self.state.commit_error.store(code, Ordering::Relaxed);
+        self.state.commit_failures.store(count, Ordering::Relaxed);
+    }
+
+    /// Heartbeats received so far.
+    pub fn heartbeats(&self) -> usize {
+        self.state.heartbeats.load(Ordering::Relaxed)
+    }
+
+    /// Heartbeats answered with the error of [`FakeBroker::set_heartbeat_error`] so far.
+    pub fn heartbeats_failed(&self) -> usize {
+        self.state.heartbeats_failed.load(Ordering::Relaxed)
     }
 }
 
@@ -244,6 +284,22 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
                 let req = OffsetCommitRequest::decode(&mut buf, version)?;
                 offset_commit(&st, &req).encode(&mut body, version)?;
             }
+            ApiKey::JoinGroup => {
+                let req = JoinGroupRequest::decode(&mut buf, version)?;
+                join_group(&req).encode(&mut body, version)?;
+            }
+            ApiKey::SyncGroup => {
+                let req = SyncGroupRequest::decode(&mut buf, version)?;
+                sync_group(&req).encode(&mut body, version)?;
+            }
+            ApiKey::Heartbeat => {
+                HeartbeatRequest::decode(&mut buf, version)?;
+                heartbeat(&st).encode(&mut body, version)?;
+            }
+            ApiKey::LeaveGroup => {
+                LeaveGroupRequest::decode(&mut buf, version)?;
+                LeaveGroupResponse::default().encode(&mut body, version)?;
+            }
             other => anyhow::bail!("the fake broker does not serve {other:?}"),
         }
         let mut out = BytesMut::new();
@@ -273,6 +329,10 @@ fn api_versions(fetch_max_version: Option<i16>) -> ApiVersionsResponse {
         v::<FindCoordinatorRequest>(ApiKey::FindCoordinator),
         v::<OffsetFetchRequest>(ApiKey::OffsetFetch),
         v::<OffsetCommitRequest>(ApiKey::OffsetCommit),
+        v::<JoinGroupRequest>(ApiKey::JoinGroup),
+        v::<SyncGroupRequest>(ApiKey::SyncGroup),
+        v::<HeartbeatRequest>(ApiKey::Heartbeat),
+        v::<LeaveGroupRequest>(ApiKey::LeaveGroup),
         match fetch_max_version {
             Some(max) => ApiVersion::default()
                 .with_api_key(ApiKey::Fetch as i16)
@@ -569,6 +629,32 @@ fn offset_fetch(st: &State, req: &OffsetFetchRequest) -> OffsetFetchResponse {
 }
 
 fn offset_commit(st: &State, req: &OffsetCommitRequest) -> OffsetCommitResponse {
+    let failing = st
+        .commit_failures
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok();
+    if failing {
+        let code = st.commit_error.load(Ordering::Relaxed);
+        let topics = req
+            .topics
+            .iter()
+            .map(|t| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return OffsetCommitResponse::default().with_topics(topics);
+    }
     let mut committed = st.committed.lock().unwrap();
     let topics = req
         .topics
@@ -600,4 +686,49 @@ fn offset_commit(st: &State, req: &OffsetCommitRequest) -> OffsetCommitResponse 
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// The member of a one-member group, always in generation 1.
+const MEMBER_ID: &str = "fake-member-1";
+const GENERATION: i32 = 1;
+
+/// Every join makes the joining member the leader and only member of generation 1, with the
+/// first assignor it offers.
+fn join_group(req: &JoinGroupRequest) -> JoinGroupResponse {
+    let Some(first) = req.protocols.first() else {
+        return JoinGroupResponse::default().with_error_code(23); // INCONSISTENT_GROUP_PROTOCOL
+    };
+    JoinGroupResponse::default()
+        .with_generation_id(GENERATION)
+        .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+        .with_protocol_name(Some(first.name.clone()))
+        .with_leader(StrBytes::from_static_str(MEMBER_ID))
+        .with_member_id(StrBytes::from_static_str(MEMBER_ID))
+        .with_members(vec![JoinGroupResponseMember::default()
+            .with_member_id(StrBytes::from_static_str(MEMBER_ID))
+            .with_group_instance_id(req.group_instance_id.clone())
+            .with_metadata(first.metadata.clone())])
+}
+
+/// The member gets what it, as the leader, assigned itself.
+fn sync_group(req: &SyncGroupRequest) -> SyncGroupResponse {
+    let assignment = req
+        .assignments
+        .iter()
+        .find(|a| a.member_id.as_str() == req.member_id.as_str())
+        .map(|a| a.assignment.clone())
+        .unwrap_or_default();
+    SyncGroupResponse::default()
+        .with_protocol_type(req.protocol_type.clone())
+        .with_protocol_name(req.protocol_name.clone())
+        .with_assignment(assignment)
+}
+
+fn heartbeat(st: &State) -> HeartbeatResponse {
+    st.heartbeats.fetch_add(1, Ordering::Relaxed);
+    let code = st.heartbeat_error.load(Ordering::Relaxed);
+    if code != 0 {
+        st.heartbeats_failed.fetch_add(1, Ordering::Relaxed);
+    }
+    HeartbeatResponse::default().with_error_code(code)
 }
