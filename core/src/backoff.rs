@@ -167,7 +167,10 @@ mod tests {
         let b = Backoff::new(ms(100), ms(1000));
         let waits: Vec<Duration> = (0..2000).map(|_| b.delay(10)).collect();
         let longest = waits.iter().max().unwrap();
-        assert!(*longest <= ms(1000), "a wait of {longest:?} above the 1000 ms cap");
+        assert!(
+            *longest <= ms(1000),
+            "a wait of {longest:?} above the 1000 ms cap"
+        );
         assert!(waits.iter().all(|w| *w >= ms(800)));
         assert!(waits.iter().filter(|w| **w < ms(990)).count() > 500);
         // Below the cap the jitter still goes both ways.

@@ -75,8 +75,10 @@ mod tests {
 
     #[test]
     fn a_runtime_that_cannot_start_is_illegal_state_for_consumer_and_producer() {
-        let e = io_runtime_started(Err(std::io::Error::other("Resource temporarily unavailable")))
-            .unwrap_err();
+        let e = io_runtime_started(Err(std::io::Error::other(
+            "Resource temporarily unavailable",
+        )))
+        .unwrap_err();
         assert!(matches!(e, Error::IllegalState(_)), "{e:?}");
         assert!(!e.is_retriable());
         assert_eq!(

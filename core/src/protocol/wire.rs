@@ -89,7 +89,9 @@ pub fn response_correlation_id(frame: &[u8]) -> Result<i32> {
 
 /// Decodes a response frame (without the size prefix) for request type `R` at `version`.
 /// Malformed bytes are an error, never a panic: the decoder runs behind `catch_unwind` because
-/// the crate's decoders are not all hardened against hostile input.
+/// the crate's decoders are not all hardened against hostile input. Nor an abort: the vendored
+/// crate bounds every reservation sized by a length off the wire by the bytes left in the frame
+/// (vendor/kafka-protocol/PATCHED.md), so a hostile length fails the decode instead.
 pub fn decode_response<R: Request>(mut frame: Bytes, version: i16) -> Result<R::Response> {
     let hv = <R::Response as HeaderVersion>::header_version(version);
     let decoded = std::panic::catch_unwind(move || -> anyhow::Result<R::Response> {
