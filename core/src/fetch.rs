@@ -51,6 +51,23 @@ pub(crate) struct PartitionState {
     pub main: Stream,
     /// KIP-333: the recovery stream draining the backlog ranges, while any are unfinished.
     pub recovery: Option<Recovery>,
+    /// KIP-392: the replica the leader told this client to fetch from (`client.rack`), until
+    /// when; dropped on an error from it or once `metadata.max.age.ms` has passed.
+    pub preferred_replica: Option<(i32, Instant)>,
+}
+
+/// KIP-392: the broker a partition's fetch goes to: the preferred read replica while it is
+/// known, still valid and in the cluster metadata, else the leader.
+pub(crate) fn fetch_target(
+    leader: i32,
+    preferred: Option<(i32, Instant)>,
+    now: Instant,
+    is_known_broker: impl Fn(i32) -> bool,
+) -> i32 {
+    match preferred {
+        Some((replica, until)) if now < until && is_known_broker(replica) => replica,
+        _ => leader,
+    }
 }
 
 /// Which of a partition's two fetch cursors a fetch or a record belongs to.
@@ -320,6 +337,7 @@ impl PartitionState {
             log_start_offset: -1,
             main: Stream::new(backoff),
             recovery: None,
+            preferred_replica: None,
         }
     }
 
@@ -717,9 +735,15 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 }
                 match meta.partition(&tp.topic, tp.partition) {
                     Some(info) if info.leader >= 0 => {
+                        let target = fetch_target(info.leader, p.preferred_replica, now, |b| {
+                            meta.brokers.contains_key(&b)
+                        });
+                        if target == info.leader {
+                            p.preferred_replica = None;
+                        }
                         for (kind, offset) in &ready {
                             let oversized = p.stream_mut(*kind).is_some_and(|s| s.oversized);
-                            per_broker.entry((info.leader, *kind)).or_default().push((
+                            per_broker.entry((target, *kind)).or_default().push((
                                 tp.clone(),
                                 *offset,
                                 p.cursor,
@@ -923,9 +947,12 @@ fn handle_fetch(
         Ok(r) => {
             let e = Error::kafka(r.error_code, format!("fetch from broker {broker}"));
             for (tp, _, _) in &sent {
-                if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
-                    s.in_flight = false;
-                    s.failed(e.to_string(), true);
+                if let Some(p) = st.partitions.get_mut(tp) {
+                    p.preferred_replica = None;
+                    if let Some(s) = p.stream_mut(kind) {
+                        s.in_flight = false;
+                        s.failed(e.to_string(), true);
+                    }
                 }
             }
             return true;
@@ -938,9 +965,13 @@ fn handle_fetch(
                 shared.push_error(&mut st, e.clone());
             }
             for (tp, _, _) in &sent {
-                if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
-                    s.in_flight = false;
-                    s.failed(e.to_string(), true);
+                if let Some(p) = st.partitions.get_mut(tp) {
+                    // A preferred replica that fails is left for the leader (KIP-392).
+                    p.preferred_replica = None;
+                    if let Some(s) = p.stream_mut(kind) {
+                        s.in_flight = false;
+                        s.failed(e.to_string(), true);
+                    }
                 }
             }
             shared.cluster.disconnect(broker, kind.lane());
@@ -977,6 +1008,35 @@ fn handle_fetch(
                 continue; // seeked, reset or reassigned meanwhile
             }
             let code = pd.error_code;
+            // KIP-392: the leader names a replica in the client's rack (fetch v11+) and answers
+            // without records; the next fetches go there, until metadata.max.age.ms or an error.
+            let replica = pd.preferred_read_replica.0;
+            if code == codes::NONE && replica >= 0 && replica != broker {
+                tracing::debug!(topic = %key.topic, partition = key.partition, leader = broker, replica, "fetching from the preferred read replica");
+                p.preferred_replica = Some((
+                    replica,
+                    Instant::now() + shared.config.common.metadata_max_age,
+                ));
+                if let Some(stream) = p.stream_mut(kind) {
+                    stream.progressed();
+                }
+                continue;
+            }
+            if code != codes::NONE && p.preferred_replica.is_some_and(|(b, _)| b == broker) {
+                // An error from the follower (out of range while it catches up, not a replica
+                // any more): back to the leader, which decides again.
+                p.preferred_replica = None;
+                if code == codes::OFFSET_OUT_OF_RANGE {
+                    if let Some(stream) = p.stream_mut(kind) {
+                        stream.failed(
+                            format!("offset {offset} out of range on follower {broker}"),
+                            false,
+                        );
+                    }
+                    refresh = true;
+                    continue;
+                }
+            }
             if code == codes::NONE {
                 p.high_watermark = pd.high_watermark;
                 p.log_start_offset = pd.log_start_offset;
@@ -1309,6 +1369,22 @@ mod tests {
             t0 + secs(86400),
             Duration::MAX
         ));
+    }
+
+    #[test]
+    fn fetches_follow_the_preferred_replica_until_it_expires_or_leaves_the_cluster() {
+        let t0 = Instant::now();
+        let known = |b: i32| (1..=3).contains(&b);
+        // No preferred replica: the leader.
+        assert_eq!(fetch_target(1, None, t0, known), 1);
+        // The leader named replica 3 until t0 + 5 s (metadata.max.age.ms).
+        let preferred = Some((3, t0 + secs(5)));
+        assert_eq!(fetch_target(1, preferred, t0, known), 3);
+        assert_eq!(fetch_target(1, preferred, t0 + secs(4), known), 3);
+        // Expired: back to the leader, which decides again.
+        assert_eq!(fetch_target(1, preferred, t0 + secs(5), known), 1);
+        // A replica no longer in the cluster metadata: the leader.
+        assert_eq!(fetch_target(1, Some((7, t0 + secs(5))), t0, known), 1);
     }
 
     fn stream() -> Stream {
