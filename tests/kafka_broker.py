@@ -511,11 +511,15 @@ class KafkaCluster:
 
     def __init__(self, nodes: int = 1, port: int | None = None, dir: str | os.PathLike | None = None,
                  timeout: float = DEFAULT_TIMEOUT, keep_data: bool = False,
-                 die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None):
+                 die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None,
+                 racks: list[str] | None = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         self.n, self.port, self.timeout, self.keep_data, self.quiet = nodes, port, timeout, keep_data, quiet
         self.die_with_parent = die_with_parent
+        # broker.rack of node i is racks[i-1]; with racks, followers serve fetches of clients in
+        # their rack (KIP-392).
+        self.racks = list(racks or [])
         self.jvm_opts = list(jvm_opts or []) + os.environ.get("LAGLESS_KAFKA_JVM_OPTS", "").split()
         self._dir_arg = Path(dir) if dir else None
         self.dir: Path | None = None
@@ -723,7 +727,7 @@ num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
 log.segment.bytes=67108864
-""")
+{self._rack_props(node)}""")
         (node.dir / "log4j2.properties").write_text(f"""\
 status = warn
 appender.file.type = File
@@ -742,6 +746,13 @@ logger.state.level = WARN
 logger.clients.name = org.apache.kafka.clients
 logger.clients.level = WARN
 """)
+
+    def _rack_props(self, node: Node) -> str:
+        if not self.racks:
+            return ""
+        rack = self.racks[(node.node_id - 1) % len(self.racks)]
+        return (f"broker.rack={rack}\n"
+                "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector\n")
 
     def _format(self, java: str) -> None:
         procs = []
@@ -909,7 +920,8 @@ class _Terminated(BaseException):
 
 
 def cmd_start(a) -> int:
-    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, die_with_parent=False)
+    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, die_with_parent=False,
+                     racks=a.racks.split(",") if a.racks else None)
     c.start()
     c.detach()
     try:
@@ -940,7 +952,8 @@ def cmd_run(a) -> int:
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         raise BrokerError("run needs a command: run [--nodes N] -- CMD ARGS...")
-    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout)
+    c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout,
+                     racks=a.racks.split(",") if a.racks else None)
 
     def on_signal(signum, _frame):
         raise _Terminated(signum)
@@ -1023,6 +1036,8 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--dir", help="state directory (default: a new temporary one)")
         sp.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                         help="seconds to wait for the cluster (default %(default)s)")
+        sp.add_argument("--racks", help="broker.rack per node, comma-separated (node i gets the "
+                                        "i-th); also turns on the rack-aware replica selector")
 
     sp = sub.add_parser("start", help="start a cluster in the background")
     cluster_args(sp)

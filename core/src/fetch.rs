@@ -1012,7 +1012,11 @@ fn handle_fetch(
             // without records; the next fetches go there, until metadata.max.age.ms or an error.
             let replica = pd.preferred_read_replica.0;
             if code == codes::NONE && replica >= 0 && replica != broker {
-                tracing::debug!(topic = %key.topic, partition = key.partition, leader = broker, replica, "fetching from the preferred read replica");
+                tracing::debug!(
+                    "{}-{}: fetching from replica {replica}, which leader {broker} prefers",
+                    key.topic,
+                    key.partition
+                );
                 p.preferred_replica = Some((
                     replica,
                     Instant::now() + shared.config.common.metadata_max_age,

@@ -20,6 +20,16 @@ pub struct OwnBroker {
 
 impl OwnBroker {
     pub fn start(nodes: u32) -> OwnBroker {
+        OwnBroker::start_with(nodes, &[])
+    }
+
+    /// A cluster whose node i has `broker.rack` = `racks[i-1]`, with the rack-aware replica
+    /// selector on (KIP-392).
+    pub fn start_with_racks(nodes: u32, racks: &[&str]) -> OwnBroker {
+        OwnBroker::start_with(nodes, &["--racks", &racks.join(",")])
+    }
+
+    fn start_with(nodes: u32, extra: &[&str]) -> OwnBroker {
         // Tests of one binary run side by side: each cluster gets a directory of its own.
         static N: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -31,6 +41,7 @@ impl OwnBroker {
             .arg(harness())
             .args(["start", "--nodes", &nodes.to_string(), "--dir"])
             .arg(&dir)
+            .args(extra)
             .output()
             .expect("python3 runs the broker harness");
         let stdout = String::from_utf8_lossy(&out.stdout);
