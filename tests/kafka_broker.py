@@ -758,7 +758,8 @@ class KafkaCluster:
     def __init__(self, nodes: int = 1, port: int | None = None, dir: str | os.PathLike | None = None,
                  timeout: float = DEFAULT_TIMEOUT, keep_data: bool = False,
                  die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None,
-                 security: bool = False, reauth_ms: int | None = None):
+                 security: bool = False, reauth_ms: int | None = None,
+                 racks: list[str] | None = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         if reauth_ms is not None and not security:
@@ -767,6 +768,9 @@ class KafkaCluster:
         self.certs: dict[str, Path] | None = None
         self.n, self.port, self.timeout, self.keep_data, self.quiet = nodes, port, timeout, keep_data, quiet
         self.die_with_parent = die_with_parent
+        # broker.rack of node i is racks[i-1]; with racks, followers serve fetches of clients in
+        # their rack (KIP-392).
+        self.racks = list(racks or [])
         self.jvm_opts = list(jvm_opts or []) + os.environ.get("LAGLESS_KAFKA_JVM_OPTS", "").split()
         self._dir_arg = Path(dir) if dir else None
         self.dir: Path | None = None
@@ -997,7 +1001,7 @@ num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
 log.segment.bytes=67108864
-""")
+{self._rack_props(node)}""")
         (node.dir / "log4j2.properties").write_text(f"""\
 status = warn
 appender.file.type = File
@@ -1016,6 +1020,13 @@ logger.state.level = WARN
 logger.clients.name = org.apache.kafka.clients
 logger.clients.level = WARN
 """)
+
+    def _rack_props(self, node: Node) -> str:
+        if not self.racks:
+            return ""
+        rack = self.racks[(node.node_id - 1) % len(self.racks)]
+        return (f"broker.rack={rack}\n"
+                "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector\n")
 
     def _format(self, java: str) -> None:
         procs = []
@@ -1209,7 +1220,8 @@ class _Terminated(BaseException):
 
 def cmd_start(a) -> int:
     c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, die_with_parent=False,
-                     security=a.security, reauth_ms=a.reauth_ms)
+                     security=a.security, reauth_ms=a.reauth_ms,
+                     racks=a.racks.split(",") if a.racks else None)
     c.start()
     c.detach()
     try:
@@ -1245,7 +1257,7 @@ def cmd_run(a) -> int:
     if not cmd:
         raise BrokerError("run needs a command: run [--nodes N] -- CMD ARGS...")
     c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, security=a.security,
-                     reauth_ms=a.reauth_ms)
+                     reauth_ms=a.reauth_ms, racks=a.racks.split(",") if a.racks else None)
 
     def on_signal(signum, _frame):
         raise _Terminated(signum)
@@ -1336,6 +1348,8 @@ def main(argv: list[str] | None = None) -> int:
                              "_BOOTSTRAP and LAGLESS_SECURITY_DIR (see its security.json)")
         sp.add_argument("--reauth-ms", type=int, metavar="N",
                         help="with --security: connections.max.reauth.ms=N on the SASL listeners")
+        sp.add_argument("--racks", help="broker.rack per node, comma-separated (node i gets the "
+                                        "i-th); also turns on the rack-aware replica selector")
 
     sp = sub.add_parser("start", help="start a cluster in the background")
     cluster_args(sp)

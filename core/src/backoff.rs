@@ -1,7 +1,8 @@
 //! Time, not retry counts (KIP-572, KIP-580): the one backoff of lagless, and deadlines.
 //!
-//! `backoff(n) = min(max, initial * 2^n) * U(0.8, 1.2)`; when `max <= initial` the backoff is a
-//! constant `max` (with jitter), as in the Java client's `ExponentialBackoff`.
+//! `backoff(n) = min(max, min(max, initial * 2^n) * U(0.8, 1.2))`: the jitter comes before the cap, so a wait
+//! never exceeds `retry.backoff.max.ms`, as in the Java client's `ExponentialBackoff`; when
+//! `max <= initial` the backoff is `max` less up to 20% jitter.
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -27,9 +28,12 @@ impl Backoff {
         } else {
             // 2^n saturates long before u32 overflow matters: cap the exponent.
             let factor = 1u32 << failures.min(20);
+            // The exponent stops growing at the cap (Java's `expMax`), so waits at the cap
+            // still spread over [0.8, 1.0] x max.
             self.initial.saturating_mul(factor).min(self.max)
         };
         base.mul_f64(rand::thread_rng().gen_range(0.8..=1.2))
+            .min(self.max)
     }
 }
 
@@ -140,7 +144,7 @@ mod tests {
             ] {
                 let d = b.delay(n).as_secs_f64() * 1000.0;
                 assert!(
-                    d >= base * 0.8 - 1e-6 && d <= base * 1.2 + 1e-6,
+                    d >= base * 0.8 - 1e-6 && d <= (base * 1.2).min(1000.0) + 1e-6,
                     "n={n}: {d}"
                 );
             }
@@ -152,8 +156,26 @@ mod tests {
         let b = Backoff::new(ms(500), ms(200));
         for n in 0..10 {
             let d = b.delay(n).as_secs_f64() * 1000.0;
-            assert!((160.0..=240.0).contains(&d), "{d}");
+            assert!((160.0..=200.0).contains(&d), "{d}");
         }
+    }
+
+    #[test]
+    fn jitter_never_takes_a_wait_above_the_cap() {
+        // KIP-580 as the Java client does it: jitter first, then the cap. Waits at the cap spread
+        // over [0.8, 1.0] x retry.backoff.max.ms, never above it.
+        let b = Backoff::new(ms(100), ms(1000));
+        let waits: Vec<Duration> = (0..2000).map(|_| b.delay(10)).collect();
+        let longest = waits.iter().max().unwrap();
+        assert!(
+            *longest <= ms(1000),
+            "a wait of {longest:?} above the 1000 ms cap"
+        );
+        assert!(waits.iter().all(|w| *w >= ms(800)));
+        assert!(waits.iter().filter(|w| **w < ms(990)).count() > 500);
+        // Below the cap the jitter still goes both ways.
+        let below: Vec<Duration> = (0..2000).map(|_| b.delay(1)).collect();
+        assert!(below.iter().any(|w| *w > ms(220)) && below.iter().any(|w| *w < ms(180)));
     }
 
     #[test]

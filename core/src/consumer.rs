@@ -67,12 +67,7 @@ impl Consumer {
     }
 
     pub fn new(config: ConsumerConfig) -> Result<Consumer> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("lagless-io")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Transport(format!("cannot start the I/O runtime: {e}")))?;
+        let runtime = crate::io_runtime("lagless-io")?;
         let cluster = Cluster::new(config.common.clone());
         let shared = Shared::new(cluster, config);
         runtime.spawn(fetch::run(shared.clone()));

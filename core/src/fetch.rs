@@ -51,6 +51,23 @@ pub(crate) struct PartitionState {
     pub main: Stream,
     /// KIP-333: the recovery stream draining the backlog ranges, while any are unfinished.
     pub recovery: Option<Recovery>,
+    /// KIP-392: the replica the leader told this client to fetch from (`client.rack`), until
+    /// when; dropped on an error from it or once `metadata.max.age.ms` has passed.
+    pub preferred_replica: Option<(i32, Instant)>,
+}
+
+/// KIP-392: the broker a partition's fetch goes to: the preferred read replica while it is
+/// known, still valid and in the cluster metadata, else the leader.
+pub(crate) fn fetch_target(
+    leader: i32,
+    preferred: Option<(i32, Instant)>,
+    now: Instant,
+    is_known_broker: impl Fn(i32) -> bool,
+) -> i32 {
+    match preferred {
+        Some((replica, until)) if now < until && is_known_broker(replica) => replica,
+        _ => leader,
+    }
 }
 
 /// Which of a partition's two fetch cursors a fetch or a record belongs to.
@@ -84,8 +101,11 @@ pub(crate) struct Stream {
     pub in_flight: bool,
     pub retry: Retry,
     pub next_attempt: Instant,
-    /// First failure since the last progress (KIP-572's task deadline starts here).
-    pub failing_since: Option<Instant>,
+    /// KIP-572's clock: when the stream last made progress (an answer that moved it on, a cursor
+    /// the application set) or last had nothing to ask the cluster for (see [`Activity`]).
+    pub last_progress: Instant,
+    /// The last attempt failed and no answer has moved the stream on since.
+    pub failing: bool,
     pub last_error: Option<String>,
     pub stuck_reported_at: Option<Instant>,
     /// The whole first batch did not fit `max.partition.fetch.bytes`: put this partition first in
@@ -102,7 +122,8 @@ impl Stream {
             in_flight: false,
             retry: Retry::new(backoff),
             next_attempt: Instant::now(),
-            failing_since: None,
+            last_progress: Instant::now(),
+            failing: false,
             last_error: None,
             stuck_reported_at: None,
             oversized: false,
@@ -116,7 +137,7 @@ impl Stream {
 
     fn failed(&mut self, why: String, backoff_wait: bool) {
         let now = Instant::now();
-        self.failing_since.get_or_insert(now);
+        self.failing = true;
         self.last_error = Some(why);
         if backoff_wait {
             self.next_attempt = now + self.retry.failed();
@@ -124,34 +145,112 @@ impl Stream {
     }
 
     fn progressed(&mut self) {
-        self.failing_since = None;
+        self.last_progress = Instant::now();
+        self.failing = false;
         self.stuck_reported_at = None;
         self.last_error = None;
         self.retry.succeeded();
     }
 
-    /// KIP-572: whether this stream has made no progress for `task_timeout` since it started
-    /// failing (or since it was last reported); marks it reported.
-    fn stuck(&mut self, now: Instant, task_timeout: Duration) -> Option<String> {
-        let since = self.failing_since?;
-        let due = self.stuck_reported_at.unwrap_or(since) + task_timeout;
-        if now < due {
+    /// What the stream is doing now, for KIP-572's clock. `lookup_in_flight`: a position lookup
+    /// for it is under way; `idle_by_choice`: the application keeps it from fetching (paused,
+    /// buffers full).
+    fn activity(
+        &self,
+        lookup_in_flight: bool,
+        idle_by_choice: bool,
+        lookup_wanted: bool,
+    ) -> Activity {
+        if self.in_flight || lookup_in_flight {
+            Activity::InFlight
+        } else if self.failing {
+            Activity::Failing
+        } else if idle_by_choice || (self.fetch_offset.is_none() && !lookup_wanted) {
+            Activity::Idle
+        } else {
+            Activity::Ready
+        }
+    }
+
+    /// KIP-572: reports the stream once it has made no progress for `task_timeout` while it had
+    /// something to ask the cluster for (and again every `task_timeout` after); idle time does not
+    /// count. Returns the cause to report.
+    fn stuck(
+        &mut self,
+        activity: Activity,
+        now: Instant,
+        task_timeout: Duration,
+    ) -> Option<String> {
+        if activity == Activity::Idle {
+            self.last_progress = now;
+        }
+        if !task_stuck(
+            self.last_progress,
+            activity,
+            self.stuck_reported_at,
+            now,
+            task_timeout,
+        ) {
             return None;
         }
         self.stuck_reported_at = Some(now);
-        Some(
-            self.last_error
-                .clone()
-                .unwrap_or_else(|| "no progress".into()),
-        )
+        let quiet = now
+            .saturating_duration_since(self.last_progress)
+            .as_millis();
+        Some(match (&self.last_error, activity) {
+            (Some(e), _) => e.clone(),
+            (None, Activity::InFlight) => {
+                format!("no answer from the broker for {quiet} ms (a request is in flight)")
+            }
+            (None, _) => format!("no progress for {quiet} ms"),
+        })
+    }
+
+    /// Whether the stream buffered enough: it fetches again once the application took some.
+    fn buffer_full(&self, max_partition_fetch_bytes: i32) -> bool {
+        self.buffered_bytes >= 2 * max_partition_fetch_bytes.max(0) as usize
     }
 
     /// Whether the fetch loop may send a fetch for this stream now.
     fn wants_fetch(&self, now: Instant, max_partition_fetch_bytes: i32) -> Option<i64> {
         let offset = self.fetch_offset?;
-        let full = self.buffered_bytes >= 2 * max_partition_fetch_bytes.max(0) as usize;
+        let full = self.buffer_full(max_partition_fetch_bytes);
         (!self.in_flight && now >= self.next_attempt && !full).then_some(offset)
     }
+}
+
+/// What a stream is doing, as far as KIP-572 is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activity {
+    /// Nothing to ask the cluster for: paused, buffers full, or no position and no lookup wanted.
+    Idle,
+    /// A fetch or position lookup is waiting for an answer.
+    InFlight,
+    /// The last attempt failed; the next waits out its backoff.
+    Failing,
+    /// It wants to fetch and waits for its turn (a leader, a free connection).
+    Ready,
+}
+
+/// KIP-572's decision: whether a stream whose last progress was at `last_progress` and that is
+/// now in `activity` is stuck at `now`. The clock runs from the last progress whatever the stream
+/// is waiting for: a request hung on a broker that stopped answering counts as no progress from
+/// the start, not only once it times out (`request.timeout.ms` later). An idle stream is never
+/// stuck. After a report (`reported_at`), the next comes `task_timeout` later.
+pub(crate) fn task_stuck(
+    last_progress: Instant,
+    activity: Activity,
+    reported_at: Option<Instant>,
+    now: Instant,
+    task_timeout: Duration,
+) -> bool {
+    if activity == Activity::Idle {
+        return false;
+    }
+    let since = reported_at.map_or(last_progress, |r| r.max(last_progress));
+    since
+        .checked_add(task_timeout)
+        .is_some_and(|due| now >= due)
 }
 
 /// KIP-333: a partition's backlog ranges and the stream that drains them, first range first.
@@ -238,6 +337,7 @@ impl PartitionState {
             log_start_offset: -1,
             main: Stream::new(backoff),
             recovery: None,
+            preferred_replica: None,
         }
     }
 
@@ -258,7 +358,8 @@ impl PartitionState {
         self.main.fetch_offset = Some(offset);
         self.lookup = None;
         self.cursor += 1;
-        self.main.failing_since = None;
+        self.main.failing = false;
+        self.main.last_progress = Instant::now();
         freed
     }
 
@@ -578,7 +679,13 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
             let now = Instant::now();
             let buffer_full = st.buffered_bytes >= shared.config.fetch_buffer_max_bytes;
-            let task_timeout = shared.config.common.task_timeout;
+            // A healthy partition at the log end is answered only after fetch.max.wait.ms: a
+            // task.timeout.ms below that must not report it.
+            let task_timeout = shared
+                .config
+                .common
+                .task_timeout
+                .max(2 * shared.config.fetch_max_wait);
             let mut per_broker: BTreeMap<(i32, StreamKind), Vec<FetchCandidate>> = BTreeMap::new();
             let mut unknown_topics: Vec<String> = Vec::new();
             let mut stuck: Vec<Error> = Vec::new();
@@ -588,7 +695,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     topic: tp.topic.clone(),
                     partition: tp.partition,
                 };
-                if let Some(cause) = p.main.stuck(now, task_timeout) {
+                let max_bytes = shared.config.max_partition_fetch_bytes;
+                let idle = |s: &Stream| p.paused || buffer_full || s.buffer_full(max_bytes);
+                let main_activity =
+                    p.main
+                        .activity(p.lookup_in_flight, idle(&p.main), p.lookup.is_some());
+                let recovery_activity = p
+                    .recovery
+                    .as_ref()
+                    .map(|r| r.stream.activity(false, idle(&r.stream), false));
+                if let Some(cause) = p.main.stuck(main_activity, now, task_timeout) {
                     stuck.push(Error::PartitionStuck {
                         partition: partition.clone(),
                         cause,
@@ -597,7 +713,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 if let Some(cause) = p
                     .recovery
                     .as_mut()
-                    .and_then(|r| r.stream.stuck(now, task_timeout))
+                    .zip(recovery_activity)
+                    .and_then(|(r, a)| r.stream.stuck(a, now, task_timeout))
                 {
                     stuck.push(Error::PartitionStuck {
                         partition,
@@ -638,9 +755,15 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 }
                 match meta.partition(&tp.topic, tp.partition) {
                     Some(info) if info.leader >= 0 => {
+                        let target = fetch_target(info.leader, p.preferred_replica, now, |b| {
+                            meta.brokers.contains_key(&b)
+                        });
+                        if target == info.leader {
+                            p.preferred_replica = None;
+                        }
                         for (kind, offset) in &ready {
                             let oversized = p.stream_mut(*kind).is_some_and(|s| s.oversized);
-                            per_broker.entry((info.leader, *kind)).or_default().push((
+                            per_broker.entry((target, *kind)).or_default().push((
                                 tp.clone(),
                                 *offset,
                                 p.cursor,
@@ -858,9 +981,12 @@ fn handle_fetch(
         Ok(r) => {
             let e = Error::kafka(r.error_code, format!("fetch from broker {broker}"));
             for (tp, _, _) in &sent {
-                if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
-                    s.in_flight = false;
-                    s.failed(e.to_string(), true);
+                if let Some(p) = st.partitions.get_mut(tp) {
+                    p.preferred_replica = None;
+                    if let Some(s) = p.stream_mut(kind) {
+                        s.in_flight = false;
+                        s.failed(e.to_string(), true);
+                    }
                 }
             }
             return true;
@@ -873,9 +999,13 @@ fn handle_fetch(
                 shared.push_error(&mut st, e.clone());
             }
             for (tp, _, _) in &sent {
-                if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
-                    s.in_flight = false;
-                    s.failed(e.to_string(), true);
+                if let Some(p) = st.partitions.get_mut(tp) {
+                    // A preferred replica that fails is left for the leader (KIP-392).
+                    p.preferred_replica = None;
+                    if let Some(s) = p.stream_mut(kind) {
+                        s.in_flight = false;
+                        s.failed(e.to_string(), true);
+                    }
                 }
             }
             shared.cluster.disconnect(broker, kind.lane());
@@ -912,6 +1042,39 @@ fn handle_fetch(
                 continue; // seeked, reset or reassigned meanwhile
             }
             let code = pd.error_code;
+            // KIP-392: the leader names a replica in the client's rack (fetch v11+) and answers
+            // without records; the next fetches go there, until metadata.max.age.ms or an error.
+            let replica = pd.preferred_read_replica.0;
+            if code == codes::NONE && replica >= 0 && replica != broker {
+                tracing::debug!(
+                    "{}-{}: fetching from replica {replica}, which leader {broker} prefers",
+                    key.topic,
+                    key.partition
+                );
+                p.preferred_replica = Some((
+                    replica,
+                    Instant::now() + shared.config.common.metadata_max_age,
+                ));
+                if let Some(stream) = p.stream_mut(kind) {
+                    stream.progressed();
+                }
+                continue;
+            }
+            if code != codes::NONE && p.preferred_replica.is_some_and(|(b, _)| b == broker) {
+                // An error from the follower (out of range while it catches up, not a replica
+                // any more): back to the leader, which decides again.
+                p.preferred_replica = None;
+                if code == codes::OFFSET_OUT_OF_RANGE {
+                    if let Some(stream) = p.stream_mut(kind) {
+                        stream.failed(
+                            format!("offset {offset} out of range on follower {broker}"),
+                            false,
+                        );
+                    }
+                    refresh = true;
+                    continue;
+                }
+            }
             if code == codes::NONE {
                 p.high_watermark = pd.high_watermark;
                 p.log_start_offset = pd.log_start_offset;
@@ -1163,5 +1326,160 @@ pub(crate) fn reset_policy(config: &ConsumerConfig) -> Option<PositionLookup> {
         AutoOffsetReset::Earliest => Some(PositionLookup::Earliest),
         AutoOffsetReset::Latest => Some(PositionLookup::Latest),
         AutoOffsetReset::None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TASK: Duration = Duration::from_secs(5);
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn a_request_hung_on_a_silent_broker_counts_from_the_last_progress() {
+        let t0 = Instant::now();
+        // The fetch sent after the last answer never comes back: stuck task.timeout.ms after
+        // that answer, not after the request times out.
+        assert!(!task_stuck(
+            t0,
+            Activity::InFlight,
+            None,
+            t0 + secs(4),
+            TASK
+        ));
+        assert!(task_stuck(t0, Activity::InFlight, None, t0 + TASK, TASK));
+        assert!(task_stuck(t0, Activity::InFlight, None, t0 + secs(6), TASK));
+    }
+
+    #[test]
+    fn failing_or_waiting_for_a_turn_counts_and_idle_never_does() {
+        let t0 = Instant::now();
+        for a in [Activity::Failing, Activity::Ready] {
+            assert!(!task_stuck(t0, a, None, t0 + secs(4), TASK), "{a:?}");
+            assert!(task_stuck(t0, a, None, t0 + secs(5), TASK), "{a:?}");
+        }
+        assert!(!task_stuck(t0, Activity::Idle, None, t0 + secs(3600), TASK));
+    }
+
+    #[test]
+    fn a_report_comes_again_after_another_task_timeout() {
+        let t0 = Instant::now();
+        let reported = Some(t0 + secs(5));
+        assert!(!task_stuck(
+            t0,
+            Activity::InFlight,
+            reported,
+            t0 + secs(9),
+            TASK
+        ));
+        assert!(task_stuck(
+            t0,
+            Activity::InFlight,
+            reported,
+            t0 + secs(10),
+            TASK
+        ));
+        // Progress after the report restarts the clock from that progress.
+        assert!(!task_stuck(
+            t0 + secs(8),
+            Activity::InFlight,
+            reported,
+            t0 + secs(12),
+            TASK
+        ));
+        assert!(task_stuck(
+            t0 + secs(8),
+            Activity::InFlight,
+            reported,
+            t0 + secs(13),
+            TASK
+        ));
+    }
+
+    #[test]
+    fn a_task_timeout_of_forever_never_reports() {
+        let t0 = Instant::now();
+        assert!(!task_stuck(
+            t0,
+            Activity::Failing,
+            None,
+            t0 + secs(86400),
+            Duration::MAX
+        ));
+    }
+
+    #[test]
+    fn fetches_follow_the_preferred_replica_until_it_expires_or_leaves_the_cluster() {
+        let t0 = Instant::now();
+        let known = |b: i32| (1..=3).contains(&b);
+        // No preferred replica: the leader.
+        assert_eq!(fetch_target(1, None, t0, known), 1);
+        // The leader named replica 3 until t0 + 5 s (metadata.max.age.ms).
+        let preferred = Some((3, t0 + secs(5)));
+        assert_eq!(fetch_target(1, preferred, t0, known), 3);
+        assert_eq!(fetch_target(1, preferred, t0 + secs(4), known), 3);
+        // Expired: back to the leader, which decides again.
+        assert_eq!(fetch_target(1, preferred, t0 + secs(5), known), 1);
+        // A replica no longer in the cluster metadata: the leader.
+        assert_eq!(fetch_target(1, Some((7, t0 + secs(5))), t0, known), 1);
+    }
+
+    fn stream() -> Stream {
+        let mut s = Stream::new(Backoff::new(Duration::from_millis(100), secs(1)));
+        s.fetch_offset = Some(0);
+        s
+    }
+
+    #[test]
+    fn a_stream_reports_an_unanswered_fetch_and_idle_time_does_not_count() {
+        let mut s = stream();
+        let t0 = s.last_progress;
+        s.in_flight = true;
+        let a = s.activity(false, false, false);
+        assert_eq!(a, Activity::InFlight);
+        assert_eq!(s.stuck(a, t0 + secs(4), TASK), None);
+        let cause = s.stuck(a, t0 + secs(5), TASK).expect("stuck");
+        assert!(cause.contains("no answer"), "{cause}");
+        // Reported once per task.timeout.ms.
+        assert_eq!(s.stuck(a, t0 + secs(6), TASK), None);
+
+        // Paused for a minute, then fetching again: the pause is not counted.
+        let mut s = stream();
+        let t0 = s.last_progress;
+        let idle = s.activity(false, true, false);
+        assert_eq!(idle, Activity::Idle);
+        assert_eq!(s.stuck(idle, t0 + secs(60), TASK), None);
+        s.in_flight = true;
+        let a = s.activity(false, false, false);
+        assert_eq!(s.stuck(a, t0 + secs(64), TASK), None);
+        assert!(s.stuck(a, t0 + secs(65), TASK).is_some());
+    }
+
+    #[test]
+    fn a_stream_names_the_last_error_and_progress_clears_it() {
+        let mut s = stream();
+        let t0 = s.last_progress;
+        s.failed("NOT_LEADER_OR_FOLLOWER".into(), true);
+        let a = s.activity(false, false, false);
+        assert_eq!(a, Activity::Failing);
+        assert_eq!(
+            s.stuck(a, t0 + secs(5), TASK).as_deref(),
+            Some("NOT_LEADER_OR_FOLLOWER")
+        );
+        s.progressed();
+        assert_eq!(s.activity(false, false, false), Activity::Ready);
+        let t1 = s.last_progress;
+        assert_eq!(s.stuck(Activity::Ready, t1 + secs(4), TASK), None);
+        // A position lookup in flight counts for the main stream; no position and no lookup
+        // wanted is idle.
+        let mut s = stream();
+        s.fetch_offset = None;
+        assert_eq!(s.activity(true, false, true), Activity::InFlight);
+        assert_eq!(s.activity(false, false, true), Activity::Ready);
+        assert_eq!(s.activity(false, false, false), Activity::Idle);
     }
 }

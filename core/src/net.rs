@@ -173,11 +173,32 @@ impl Connection {
         let req = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("lagless"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let resp = self.call_at_version(&req, 3, self.request_timeout).await?;
+        let resp = match self.call_at_version(&req, 3, self.request_timeout).await {
+            // A broker before Kafka 2.4 does not know v3 (KIP-511): it answers UNSUPPORTED_VERSION
+            // in the v0 layout, which does not decode as v3. Every broker speaks v0: ask again.
+            Ok(r) if r.error_code == codes::UNSUPPORTED_VERSION => None,
+            Err(Error::Corrupt(_)) => None,
+            other => Some(other?),
+        };
+        let resp = match resp {
+            Some(r) => r,
+            None => {
+                self.call_at_version(&ApiVersionsRequest::default(), 0, self.request_timeout)
+                    .await?
+            }
+        };
         if resp.error_code != codes::NONE {
             return Err(Error::kafka(
                 resp.error_code,
-                format!("ApiVersions from broker {}", self.addr),
+                format!(
+                    "ApiVersions from broker {}{}",
+                    self.addr,
+                    if resp.error_code == codes::UNSUPPORTED_VERSION {
+                        ": the broker is too old for lagless (Kafka 2.1 or newer is required)"
+                    } else {
+                        ""
+                    }
+                ),
             ));
         }
         self.broker_versions = resp

@@ -749,12 +749,7 @@ impl Producer {
                 "must be at least 1",
             ));
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("lagless-producer")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::IllegalState(format!("cannot start the I/O runtime: {e}")))?;
+        let runtime = crate::io_runtime("lagless-producer")?;
         let batch_size = config.batch_size.min(config.max_request_size.max(1));
         let shared = Arc::new(Shared {
             cluster: Cluster::new(config.common.clone()),

@@ -5,11 +5,14 @@
 //! No real broker is needed (`LAGLESS_BOOTSTRAP` is not read).
 #[path = "support/fake_broker.rs"]
 mod fake_broker;
+#[path = "support/wait.rs"]
+mod wait;
 
 use std::time::{Duration, Instant};
 
 use fake_broker::{Behavior, FakeBroker};
 use lagless::{Config, Consumer, Error, TopicPartition};
+use wait::wait_until;
 
 const TOPIC: &str = "fetch-limits";
 
@@ -40,14 +43,17 @@ fn prefetch_stops_at_fetch_buffer_max_bytes_until_poll_makes_room() {
     // bound is reached after three answers; the whole log is ~1.5 MB.
     let c = consumer(&broker.addr, &[("fetch.buffer.max.bytes", "40000")]);
     c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Fetching stops: no new fetch for 1 s (ten fetch.max.wait.ms). A consumer that kept
+    // fetching into a full buffer would stop only at the end of the log, ~100 fetches later.
+    let mut last = (0, Instant::now());
+    wait_until("fetching to stop", Duration::from_secs(60), || {
+        let n = broker.fetches_of(0);
+        if n != last.0 {
+            last = (n, Instant::now());
+        }
+        n > 0 && last.1.elapsed() >= Duration::from_secs(1)
+    });
     let filled = broker.fetches_of(0);
-    std::thread::sleep(Duration::from_millis(1000));
-    let later = broker.fetches_of(0);
-    assert_eq!(
-        filled, later,
-        "the consumer kept fetching into a full buffer"
-    );
     assert!(
         (1..=4).contains(&filled),
         "{filled} fetches of ~15 KB before a 40 KB buffer was full"

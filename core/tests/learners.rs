@@ -201,23 +201,20 @@ fn owners(log: &Log) -> BTreeMap<&'static str, BTreeSet<i32>> {
     owned
 }
 
-fn wait_until(
+fn wait_for_owners(
     log: &Log,
     what: &str,
     cond: impl Fn(&BTreeMap<&'static str, BTreeSet<i32>>) -> bool,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let owned = owners(log);
-        if cond(&owned) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} never happened: {owned:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(what, Duration::from_secs(60), || cond(&owners(log)));
+}
+
+/// Whether `member` delivered any record yet.
+fn delivered_any(log: &Log, member: &str) -> bool {
+    log.lock()
+        .unwrap()
+        .iter()
+        .any(|e| matches!(e, Event::Record { member: m, .. } if *m == member))
 }
 
 /// A steady producer: a record on every partition every 10 ms until stopped.
@@ -252,6 +249,22 @@ impl Producing {
         self.on.store(false, Ordering::Relaxed);
         self.thread.join().unwrap()
     }
+}
+
+/// How many offsets below `rounds`, over every partition, were not delivered yet.
+fn missing_offsets(events: &[Event], rounds: i64) -> usize {
+    let mut seen: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
+    for e in events {
+        if let Event::Record {
+            partition, offset, ..
+        } = e
+        {
+            if *offset < rounds {
+                seen.entry(*partition).or_default().insert(*offset);
+            }
+        }
+    }
+    PARTITIONS as usize * rounds as usize - seen.values().map(|s| s.len()).sum::<usize>()
 }
 
 /// Nothing lost: every offset below `rounds` of every partition was delivered.
@@ -332,7 +345,7 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
     let b = member(&bs, &group, &topic, Listener::new("b", &log), &[]);
     let ta = run_member(a, "a", &log, &stop);
     let tb = run_member(b, "b", &log, &stop);
-    wait_until(&log, "a and b splitting the partitions", |o| {
+    wait_for_owners(&log, "a and b splitting the partitions", |o| {
         o.values().map(|s| s.len()).collect::<Vec<_>>() == vec![2, 2]
     });
 
@@ -348,12 +361,16 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
         &[],
     );
     let tc = run_member(c, "c", &log, &stop);
-    wait_until(&log, "c getting a partition", |o| {
+    wait_for_owners(&log, "c getting a partition", |o| {
         o.get("c").is_some_and(|s| !s.is_empty())
     });
-    std::thread::sleep(Duration::from_secs(1)); // c consumes a little
+    wait_until("c delivering records", Duration::from_secs(30), || {
+        delivered_any(&log, "c")
+    });
     let rounds = producing.stop();
-    std::thread::sleep(Duration::from_secs(2)); // the tail is read
+    wait_until("every record read", Duration::from_secs(60), || {
+        missing_offsets(&log.lock().unwrap(), rounds) == 0
+    });
     stop.store(true, Ordering::Relaxed);
     for t in [ta, tb, tc] {
         t.join().unwrap();
@@ -422,7 +439,7 @@ fn a_learner_that_is_not_ready_is_asked_again_after_a_backoff() {
 
     let a = member(&bs, &group, &topic, Listener::new("a", &log), &[]);
     let ta = run_member(a, "a", &log, &stop);
-    wait_until(&log, "a owning every partition", |o| {
+    wait_for_owners(&log, "a owning every partition", |o| {
         o.get("a").is_some_and(|s| s.len() == PARTITIONS as usize)
     });
     let backoff_ms = BACKOFF.as_millis().to_string();
@@ -440,12 +457,16 @@ fn a_learner_that_is_not_ready_is_asked_again_after_a_backoff() {
         ],
     );
     let tc = run_member(c, "c", &log, &stop);
-    wait_until(&log, "c getting a partition", |o| {
+    wait_for_owners(&log, "c getting a partition", |o| {
         o.get("c").is_some_and(|s| !s.is_empty())
     });
-    std::thread::sleep(Duration::from_secs(1)); // c consumes a little
+    wait_until("c delivering records", Duration::from_secs(30), || {
+        delivered_any(&log, "c")
+    });
     let rounds = producing.stop();
-    std::thread::sleep(Duration::from_secs(2)); // the tail is read
+    wait_until("every record read", Duration::from_secs(60), || {
+        missing_offsets(&log.lock().unwrap(), rounds) == 0
+    });
     stop.store(true, Ordering::Relaxed);
     for t in [ta, tc] {
         t.join().unwrap();
@@ -536,7 +557,7 @@ fn partitions_move_to_a_ready_learner_without_waiting_for_its_heartbeat_interval
         &[],
     );
     let ta = run_member(a, "a", &log, &stop);
-    wait_until(&log, "a owning every partition", |o| {
+    wait_for_owners(&log, "a owning every partition", |o| {
         o.get("a").is_some_and(|s| s.len() == PARTITIONS as usize)
     });
     let heartbeat_ms = HEARTBEAT.as_millis().to_string();
@@ -554,7 +575,7 @@ fn partitions_move_to_a_ready_learner_without_waiting_for_its_heartbeat_interval
         ],
     );
     let tc = run_member(c, "c", &log, &stop);
-    wait_until(&log, "c getting a partition", |o| {
+    wait_for_owners(&log, "c getting a partition", |o| {
         o.get("c").is_some_and(|s| !s.is_empty())
     });
     stop.store(true, Ordering::Relaxed);

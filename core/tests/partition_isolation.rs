@@ -283,3 +283,58 @@ fn a_broker_too_old_for_lagless_is_a_clear_error_from_poll() {
         start.elapsed()
     );
 }
+
+#[test]
+fn a_broker_before_kafka_2_4_is_asked_again_at_api_versions_v0_and_read() {
+    // Before KIP-511 a broker answers ApiVersions v3 with UNSUPPORTED_VERSION in the v0 layout;
+    // lagless asks again at v0 and carries on with the versions it learns.
+    const N: i64 = 500;
+    let broker = FakeBroker::start_before_2_4(
+        TOPIC,
+        vec![Behavior::Records {
+            total: N,
+            per_sec: 0,
+        }],
+        None,
+    );
+    let c = consumer(&broker.addr);
+    c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
+    let start = Instant::now();
+    let mut next = 0;
+    while next < N {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "stopped at offset {next}"
+        );
+        for r in c.poll(Duration::from_millis(100)).expect("poll") {
+            assert_eq!(r.offset, next);
+            next += 1;
+        }
+    }
+}
+
+#[test]
+fn a_broker_before_kafka_2_4_and_too_old_for_lagless_is_reported_too_old() {
+    let broker = FakeBroker::start_before_2_4(
+        TOPIC,
+        vec![Behavior::Records {
+            total: 10,
+            per_sec: 0,
+        }],
+        Some(3),
+    );
+    let c = consumer(&broker.addr);
+    c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
+    let start = Instant::now();
+    let err = loop {
+        match c.poll(Duration::from_millis(100)) {
+            Err(e) => break e,
+            Ok(r) => assert!(
+                r.is_empty() && start.elapsed() < Duration::from_secs(10),
+                "no error"
+            ),
+        }
+    };
+    assert_eq!(err.kafka_code(), Some(codes::UNSUPPORTED_VERSION), "{err}");
+    assert!(err.to_string().contains("too old"), "{err}");
+}

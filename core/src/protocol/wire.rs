@@ -93,7 +93,9 @@ pub fn response_correlation_id(frame: &[u8]) -> Result<i32> {
 
 /// Decodes a response frame (without the size prefix) for request type `R` at `version`.
 /// Malformed bytes are an error, never a panic: the decoder runs behind `catch_unwind` because
-/// the crate's decoders are not all hardened against hostile input.
+/// the crate's decoders are not all hardened against hostile input. Nor an abort: the vendored
+/// crate bounds every reservation sized by a length off the wire by the bytes left in the frame
+/// (vendor/kafka-protocol/PATCHED.md), so a hostile length fails the decode instead.
 pub fn decode_response<R: Request>(mut frame: Bytes, version: i16) -> Result<R::Response> {
     let hv = <R::Response as HeaderVersion>::header_version(version);
     let decoded = std::panic::catch_unwind(move || -> anyhow::Result<R::Response> {
@@ -110,5 +112,71 @@ pub fn decode_response<R: Request>(mut frame: Bytes, version: i16) -> Result<R::
             "response of api {} v{version} could not be decoded",
             R::KEY
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{FetchRequest, JoinGroupRequest, MetadataRequest};
+
+    /// A response frame (without the size prefix): correlation id 7, the header's empty tagged
+    /// fields when `flexible`, then `body`.
+    fn frame(flexible: bool, body: &[u8]) -> Bytes {
+        let mut f = BytesMut::new();
+        f.put_i32(7);
+        if flexible {
+            f.put_u8(0);
+        }
+        f.put_slice(body);
+        f.freeze()
+    }
+
+    fn assert_corrupt<R: Request>(version: i16, flexible: bool, body: &[u8]) {
+        match decode_response::<R>(frame(flexible, body), version) {
+            Err(Error::Corrupt(msg)) => {
+                assert!(msg.contains(&format!("api {}", R::KEY)), "{msg}")
+            }
+            Err(e) => panic!("not Corrupt: {e}"),
+            Ok(_) => panic!("decoded a frame that claims billions of elements"),
+        }
+    }
+
+    #[test]
+    fn a_huge_array_length_off_the_wire_is_a_clean_corrupt_error() {
+        // Metadata v4: throttle time, then the brokers array claims i32::MAX entries (a
+        // reservation of hundreds of gigabytes) in a frame of a few bytes.
+        let mut body = BytesMut::new();
+        body.put_i32(0);
+        body.put_i32(i32::MAX);
+        body.put_slice(&[0; 16]);
+        assert_corrupt::<MetadataRequest>(4, false, &body);
+
+        // Metadata v12 (flexible): a compact array of u32::MAX - 1 entries, as a varint.
+        let mut body = BytesMut::new();
+        body.put_i32(0);
+        body.put_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        body.put_slice(&[0; 16]);
+        assert_corrupt::<MetadataRequest>(12, true, &body);
+
+        // Fetch v12: throttle time, error code, session id, then the topics.
+        let mut body = BytesMut::new();
+        body.put_i32(0);
+        body.put_i16(0);
+        body.put_i32(0);
+        body.put_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        assert_corrupt::<FetchRequest>(12, true, &body);
+
+        // JoinGroup v5: throttle time, error code, generation, protocol name, leader, member id,
+        // then the members.
+        let mut body = BytesMut::new();
+        body.put_i32(0);
+        body.put_i16(0);
+        body.put_i32(1);
+        body.put_i16(0);
+        body.put_i16(0);
+        body.put_i16(0);
+        body.put_i32(i32::MAX);
+        assert_corrupt::<JoinGroupRequest>(5, false, &body);
     }
 }

@@ -87,6 +87,9 @@ const RECORDS_PER_FETCH: i64 = 200;
 struct State {
     /// Advertise Fetch only up to this version (an old broker), instead of what lagless needs.
     fetch_max_version: Option<i16>,
+    /// The highest ApiVersions version it knows (`None`: lagless' own); one below 3 answers a
+    /// newer request as a broker before Kafka 2.4 does.
+    api_versions_max: Option<i16>,
     topic: String,
     partitions: Vec<Behavior>,
     started: Instant,
@@ -148,6 +151,25 @@ impl FakeBroker {
         partitions: Vec<Behavior>,
         fetch_max_version: Option<i16>,
     ) -> FakeBroker {
+        FakeBroker::start_inner(topic, partitions, fetch_max_version, None)
+    }
+
+    /// A broker from before Kafka 2.4 (KIP-511): it knows ApiVersions v0-v2 only, and answers a
+    /// newer ApiVersions request with UNSUPPORTED_VERSION in the v0 layout.
+    pub fn start_before_2_4(
+        topic: &str,
+        partitions: Vec<Behavior>,
+        fetch_max_version: Option<i16>,
+    ) -> FakeBroker {
+        FakeBroker::start_inner(topic, partitions, fetch_max_version, Some(2))
+    }
+
+    fn start_inner(
+        topic: &str,
+        partitions: Vec<Behavior>,
+        fetch_max_version: Option<i16>,
+        api_versions_max: Option<i16>,
+    ) -> FakeBroker {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("fake-broker")
@@ -164,6 +186,7 @@ impl FakeBroker {
             partitions,
             started: Instant::now(),
             fetch_max_version,
+            api_versions_max,
             port,
             heartbeat_error: AtomicI16::new(0),
             heartbeats: AtomicUsize::new(0),
@@ -258,7 +281,13 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
         match api {
             ApiKey::ApiVersions => {
                 ApiVersionsRequest::decode(&mut buf, version)?;
-                api_versions(st.fetch_max_version).encode(&mut body, version)?;
+                let answer = api_versions(st.fetch_max_version, st.api_versions_max);
+                match st.api_versions_max {
+                    Some(max) if version > max => answer
+                        .with_error_code(lagless::error::codes::UNSUPPORTED_VERSION)
+                        .encode(&mut body, 0)?,
+                    _ => answer.encode(&mut body, version)?,
+                }
             }
             ApiKey::Metadata => {
                 let req = MetadataRequest::decode(&mut buf, version)?;
@@ -315,7 +344,10 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
 }
 
 /// The versions lagless needs, as far as it goes (a real 4.x broker offers more).
-fn api_versions(fetch_max_version: Option<i16>) -> ApiVersionsResponse {
+fn api_versions(
+    fetch_max_version: Option<i16>,
+    api_versions_max: Option<i16>,
+) -> ApiVersionsResponse {
     fn v<M: Message>(key: ApiKey) -> ApiVersion {
         ApiVersion::default()
             .with_api_key(key as i16)
@@ -323,7 +355,13 @@ fn api_versions(fetch_max_version: Option<i16>) -> ApiVersionsResponse {
             .with_max_version(lagless_max_version(key))
     }
     ApiVersionsResponse::default().with_api_keys(vec![
-        v::<ApiVersionsRequest>(ApiKey::ApiVersions),
+        match api_versions_max {
+            Some(max) => ApiVersion::default()
+                .with_api_key(ApiKey::ApiVersions as i16)
+                .with_min_version(0)
+                .with_max_version(max),
+            None => v::<ApiVersionsRequest>(ApiKey::ApiVersions),
+        },
         v::<MetadataRequest>(ApiKey::Metadata),
         v::<ListOffsetsRequest>(ApiKey::ListOffsets),
         v::<FindCoordinatorRequest>(ApiKey::FindCoordinator),

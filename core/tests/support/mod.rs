@@ -9,6 +9,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lagless::{Config, Consumer, Producer};
 
+mod wait;
+#[allow(unused_imports)]
+pub use wait::wait_until;
+
 pub fn bootstrap() -> String {
     std::env::var("LAGLESS_BOOTSTRAP").expect(
         "LAGLESS_BOOTSTRAP is not set: these tests need a Kafka broker \

@@ -1,8 +1,11 @@
 //! A Kafka cluster of a test's own, started and restarted through the project's harness
 //! (tests/kafka_broker.py), for tests that stop or restart brokers. Stopped on drop, also when
 //! the test fails.
+#![allow(dead_code)]
+
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 fn harness() -> PathBuf {
@@ -17,12 +20,28 @@ pub struct OwnBroker {
 
 impl OwnBroker {
     pub fn start(nodes: u32) -> OwnBroker {
-        let dir =
-            std::env::temp_dir().join(format!("lagless-own-broker-{}-{nodes}", std::process::id()));
+        OwnBroker::start_with(nodes, &[])
+    }
+
+    /// A cluster whose node i has `broker.rack` = `racks[i-1]`, with the rack-aware replica
+    /// selector on (KIP-392).
+    pub fn start_with_racks(nodes: u32, racks: &[&str]) -> OwnBroker {
+        OwnBroker::start_with(nodes, &["--racks", &racks.join(",")])
+    }
+
+    fn start_with(nodes: u32, extra: &[&str]) -> OwnBroker {
+        // Tests of one binary run side by side: each cluster gets a directory of its own.
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "lagless-own-broker-{}-{nodes}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
         let out = Command::new("python3")
             .arg(harness())
             .args(["start", "--nodes", &nodes.to_string(), "--dir"])
             .arg(&dir)
+            .args(extra)
             .output()
             .expect("python3 runs the broker harness");
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -61,6 +80,81 @@ impl OwnBroker {
             "restart failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+impl OwnBroker {
+    /// Runs `code` in Python with `c` bound to this cluster (the harness's `KafkaCluster`) and
+    /// returns what it printed.
+    fn python(&self, code: &str) -> String {
+        let script = format!(
+            "import sys; sys.path.insert(0, {tests:?}); import kafka_broker; \
+             from kafka_broker import KafkaCluster; c = KafkaCluster.from_state({dir:?}); {code}",
+            tests = harness().parent().unwrap().to_str().unwrap(),
+            dir = self.dir.to_str().unwrap(),
+        );
+        let out = Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{code}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// The address of node `node` (1-based).
+    pub fn address(&self, node: u32) -> String {
+        self.bootstrap
+            .split(',')
+            .nth(node as usize - 1)
+            .unwrap()
+            .to_string()
+    }
+
+    /// The node leading `topic`-`partition`, as the cluster's metadata says now.
+    pub fn leader_of(&self, topic: &str, partition: i32) -> u32 {
+        self.python(&format!(
+            "print(kafka_broker.metadata(c.bootstrap, [{topic:?}])['topics'][{topic:?}]['partitions'][{partition}])"
+        ))
+        .parse()
+        .expect("a node id")
+    }
+
+    /// SIGSTOPs node `node`: its sockets stay open but it answers nothing, as a hung machine
+    /// does. The node continues (SIGCONT) when the guard is dropped, also when the test fails.
+    pub fn freeze(&self, node: u32) -> Frozen {
+        let pid = self.python(&format!("print(c.nodes[{node}].pid)"));
+        signal(&pid, "STOP");
+        Frozen { pid }
+    }
+}
+
+fn signal(pid: &str, sig: &str) {
+    let ok = Command::new("kill")
+        .args(["-s", sig, pid])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -s {sig} {pid} failed");
+}
+
+/// A node stopped with SIGSTOP; continued on drop.
+pub struct Frozen {
+    pid: String,
+}
+
+impl Frozen {
+    /// Continues the node now.
+    pub fn thaw(self) {}
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-s", "CONT", &self.pid])
+            .status();
     }
 }
 
