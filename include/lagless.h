@@ -196,6 +196,18 @@ typedef struct lagless_producer lagless_producer;
 typedef struct lagless_tplist lagless_tplist;
 
 /**
+ * Where an application's OAUTHBEARER tokens come from. Called whenever a connection needs a
+ * token and the cached one has passed 80% of its lifetime, from a lagless thread (not the
+ * caller's), possibly from several clients at once: it may block, and `opaque` must be safe to
+ * use from any thread. On success it writes the token (NUL-terminated) into `token`
+ * (`token_size` bytes), the token's expiry in milliseconds since the Unix epoch into
+ * `expires_at_ms`, the principal it names into `principal` (`principal_size` bytes) and returns
+ * 0; on failure it returns non-zero with a message in `errstr` (`errstr_size` bytes), which
+ * becomes a `LAGLESS_ERR_AUTHENTICATION` error. Never put the token or a secret in `errstr`.
+ */
+typedef int32_t (*lagless_oauthbearer_token_cb)(void *opaque, char *token, size_t token_size, int64_t *expires_at_ms, char *principal, size_t principal_size, char *errstr, size_t errstr_size);
+
+/**
  * A rebalance callback: `partitions` is borrowed for the duration of the call. Return 0 on
  * success; any other value makes the poll (or close, unsubscribe) that ran the callback return
  * `LAGLESS_ERR_CALLBACK` after the assignment change completed. The callback may call consumer
@@ -241,18 +253,6 @@ typedef void (*lagless_commit_cb)(void *opaque, const lagless_error *err);
  * thread inside a lagless call; it must be thread-safe, quick, and must not call lagless.
  */
 typedef void (*lagless_log_cb)(void *opaque, int32_t level, const char *target, const char *message);
-
-/**
- * Where an application's OAUTHBEARER tokens come from. Called whenever a connection needs a
- * token and the cached one has passed 80% of its lifetime, from a lagless thread (not the
- * caller's), possibly from several clients at once: it may block, and `opaque` must be safe to
- * use from any thread. On success it writes the token (NUL-terminated) into `token`
- * (`token_size` bytes), the token's expiry in milliseconds since the Unix epoch into
- * `expires_at_ms`, the principal it names into `principal` (`principal_size` bytes) and returns
- * 0; on failure it returns non-zero with a message in `errstr` (`errstr_size` bytes), which
- * becomes a `LAGLESS_ERR_AUTHENTICATION` error. Never put the token or a secret in `errstr`.
- */
-typedef int32_t (*lagless_oauthbearer_token_cb)(void *opaque, char *token, size_t token_size, int64_t *expires_at_ms, char *principal, size_t principal_size, char *errstr, size_t errstr_size);
 
 /**
  * A record header for `lagless_producer_send_with_headers`: `key` is a NUL-terminated UTF-8
@@ -325,18 +325,16 @@ lagless_error *lagless_config_dump(const lagless_config *config, char **out_dump
 void lagless_config_destroy(lagless_config *config);
 
 /**
- * Makes `cb` the source of OAUTHBEARER tokens (with `sasl.mechanism=OAUTHBEARER`); it wins
- * over `sasl.oauthbearer.*`. A NULL `cb` gives `LAGLESS_ERR_INVALID_ARGUMENT`.
- */
-lagless_error *lagless_config_set_oauthbearer_token_cb(lagless_config *config,
-                                                       lagless_oauthbearer_token_cb cb,
-                                                       void *opaque);
-
-/**
  * Frees a string lagless returned as owned (`lagless_config_get`, `lagless_config_dump`).
  * NULL is ignored.
  */
 void lagless_string_destroy(char *s);
+
+/**
+ * Makes `cb` the source of OAUTHBEARER tokens (with `sasl.mechanism=OAUTHBEARER`); it wins
+ * over `sasl.oauthbearer.*`. A NULL `cb` gives `LAGLESS_ERR_INVALID_ARGUMENT`.
+ */
+lagless_error *lagless_config_set_oauthbearer_token_cb(lagless_config *config, lagless_oauthbearer_token_cb cb, void *opaque);
 
 /**
  * A consumer from `config` (copied; it may be destroyed afterwards). A bad setting gives
