@@ -2,7 +2,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backoff::{Deadline, Retry};
+use crate::backoff::{retry_until, Deadline, Retry};
 use crate::cluster::Cluster;
 use crate::config::{CommonConfig, Config};
 use crate::error::{codes, Error, Result};
@@ -104,48 +104,36 @@ pub fn create_partitions(bootstrap: &str, name: &str, partitions: i32) -> Result
         ));
     }
     run(config, |cluster, deadline| async move {
-        let mut retry = Retry::new(cluster.backoff());
-        loop {
-            let attempt = async {
-                let conn = cluster.any_broker(deadline).await?;
-                let timeout = deadline.remaining().max(Duration::from_millis(1));
-                let req = CreatePartitionsRequest::default()
-                    .with_topics(vec![CreatePartitionsTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(name.to_string())))
-                        .with_count(partitions)
-                        .with_assignments(None)])
-                    .with_timeout_ms(timeout.as_millis().min(i32::MAX as u128) as i32);
-                let resp = conn.call_with_timeout(&req, timeout).await?;
-                let result = resp
-                    .results
-                    .iter()
-                    .find(|t| t.name.0.as_str() == name)
-                    .ok_or_else(|| {
-                        Error::Corrupt(format!(
-                            "CreatePartitions response does not mention `{name}`"
-                        ))
-                    })?;
-                if result.error_code != codes::NONE {
-                    let mut context = format!("growing topic `{name}` to {partitions} partitions");
-                    if let Some(m) = &result.error_message {
-                        context.push_str(": ");
-                        context.push_str(m.as_str());
-                    }
-                    return Err(Error::kafka(result.error_code, context));
+        retry_until(cluster.backoff(), deadline, "CreatePartitions", || async {
+            let conn = cluster.any_broker(deadline).await?;
+            let timeout = deadline.remaining().max(Duration::from_millis(1));
+            let req = CreatePartitionsRequest::default()
+                .with_topics(vec![CreatePartitionsTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(name.to_string())))
+                    .with_count(partitions)
+                    .with_assignments(None)])
+                .with_timeout_ms(timeout.as_millis().min(i32::MAX as u128) as i32);
+            let resp = conn.call_with_timeout(&req, timeout).await?;
+            let result = resp
+                .results
+                .iter()
+                .find(|t| t.name.0.as_str() == name)
+                .ok_or_else(|| {
+                    Error::Corrupt(format!(
+                        "CreatePartitions response does not mention `{name}`"
+                    ))
+                })?;
+            if result.error_code != codes::NONE {
+                let mut context = format!("growing topic `{name}` to {partitions} partitions");
+                if let Some(m) = &result.error_message {
+                    context.push_str(": ");
+                    context.push_str(m.as_str());
                 }
-                Ok(())
-            };
-            match attempt.await {
-                Ok(()) => break,
-                Err(e) => {
-                    let wait = retry.failed();
-                    if !e.is_retriable() || deadline.remaining() <= wait {
-                        return Err(e);
-                    }
-                    tokio::time::sleep(wait).await;
-                }
+                return Err(Error::kafka(result.error_code, context));
             }
-        }
+            Ok(())
+        })
+        .await?;
         wait_for_leaders(&cluster, name, partitions, deadline).await
     })
 }

@@ -68,6 +68,35 @@ impl Retry {
     }
 }
 
+/// Runs `attempt` until it succeeds, fails with an error that is not retriable, or the next
+/// wait would pass `deadline` (then the last error is returned). Waits follow `backoff`
+/// (KIP-580) between tries. The one retry-until-deadline loop for one-shot operations.
+pub async fn retry_until<T, F, Fut>(
+    backoff: Backoff,
+    deadline: Deadline,
+    what: &str,
+    mut attempt: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut retry = Retry::new(backoff);
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                let wait = retry.failed();
+                if !e.is_retriable() || deadline.remaining() <= wait {
+                    return Err(e);
+                }
+                tracing::debug!(error = %e, "{what} failed; retrying");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
 /// A point in time by which a blocking call must return.
 #[derive(Debug, Clone, Copy)]
 pub struct Deadline {
@@ -206,6 +235,58 @@ mod tests {
         assert_eq!(
             d.error("commit").to_string(),
             "timed out: commit did not complete within 0 ms"
+        );
+    }
+    #[tokio::test]
+    async fn retry_until_retries_retriable_errors_and_stops_at_the_first_fatal_one() {
+        let backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(10));
+        let mut tries = 0;
+        let r: Result<u32> = retry_until(
+            backoff,
+            Deadline::after(Duration::from_secs(5)),
+            "test",
+            || {
+                tries += 1;
+                let n = tries;
+                async move {
+                    if n < 3 {
+                        Err(Error::Transport("down".into()))
+                    } else {
+                        Ok(n)
+                    }
+                }
+            },
+        )
+        .await;
+        assert_eq!(r.unwrap(), 3);
+        let mut tries = 0;
+        let r: Result<()> = retry_until(
+            backoff,
+            Deadline::after(Duration::from_secs(5)),
+            "test",
+            || {
+                tries += 1;
+                async { Err(Error::InvalidArgument("bad".into())) }
+            },
+        )
+        .await;
+        assert!(matches!(r, Err(Error::InvalidArgument(_))));
+        assert_eq!(tries, 1, "a fatal error is not retried");
+        let mut tries = 0;
+        let r: Result<()> = retry_until(
+            backoff,
+            Deadline::after(Duration::from_millis(35)),
+            "test",
+            || {
+                tries += 1;
+                async { Err(Error::Transport("down".into())) }
+            },
+        )
+        .await;
+        assert!(matches!(r, Err(Error::Transport(_))));
+        assert!(
+            (2..=5).contains(&tries),
+            "stops at the deadline after {tries} tries"
         );
     }
 }

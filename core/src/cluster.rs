@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
-use crate::backoff::{Backoff, Deadline, Retry};
+use crate::backoff::{retry_until, Backoff, Deadline, Retry};
 use crate::config::CommonConfig;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 use crate::net::Connection;
@@ -524,50 +524,37 @@ impl Cluster {
                 "the topic name is empty".to_string(),
             ));
         }
-        let mut retry = Retry::new(self.backoff());
-        loop {
-            let attempt = async {
-                let conn = self.any_broker(deadline).await?;
-                let timeout = self
-                    .config
-                    .request_timeout
-                    .min(deadline.remaining().max(Duration::from_millis(1)));
-                let req = CreateTopicsRequest::default()
-                    .with_topics(vec![CreatableTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(name.to_string())))
-                        .with_num_partitions(partitions)
-                        .with_replication_factor(replication_factor)])
-                    .with_timeout_ms(timeout.as_millis().min(i32::MAX as u128) as i32);
-                let resp = conn.call_with_timeout(&req, timeout).await?;
-                let result = resp
-                    .topics
-                    .iter()
-                    .find(|t| t.name.0.as_str() == name)
-                    .ok_or_else(|| {
-                        Error::Corrupt(format!("CreateTopics response does not mention `{name}`"))
-                    })?;
-                if result.error_code != codes::NONE {
-                    let mut context = format!("creating topic `{name}`");
-                    if let Some(m) = &result.error_message {
-                        context.push_str(": ");
-                        context.push_str(m.as_str());
-                    }
-                    return Err(Error::kafka(result.error_code, context));
+        retry_until(self.backoff(), deadline, "CreateTopics", || async {
+            let conn = self.any_broker(deadline).await?;
+            let timeout = self
+                .config
+                .request_timeout
+                .min(deadline.remaining().max(Duration::from_millis(1)));
+            let req = CreateTopicsRequest::default()
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(name.to_string())))
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(replication_factor)])
+                .with_timeout_ms(timeout.as_millis().min(i32::MAX as u128) as i32);
+            let resp = conn.call_with_timeout(&req, timeout).await?;
+            let result = resp
+                .topics
+                .iter()
+                .find(|t| t.name.0.as_str() == name)
+                .ok_or_else(|| {
+                    Error::Corrupt(format!("CreateTopics response does not mention `{name}`"))
+                })?;
+            if result.error_code != codes::NONE {
+                let mut context = format!("creating topic `{name}`");
+                if let Some(m) = &result.error_message {
+                    context.push_str(": ");
+                    context.push_str(m.as_str());
                 }
-                Ok(())
-            };
-            match attempt.await {
-                Ok(()) => return Ok(()),
-                Err(e) => {
-                    let wait = retry.failed();
-                    if !e.is_retriable() || deadline.remaining() <= wait {
-                        return Err(e);
-                    }
-                    tracing::debug!(topic = name, error = %e, "CreateTopics failed; retrying");
-                    tokio::time::sleep(wait).await;
-                }
+                return Err(Error::kafka(result.error_code, context));
             }
-        }
+            Ok(())
+        })
+        .await
     }
 
     /// Drops the connection to broker `id` (after an error that says it is not what we think).
