@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use lagless::{Consumer, ConsumerRecord, Error, RebalanceListener, Result, TopicPartition};
 
+use crate::batch::{TopicCache, TopicNames};
 use crate::boundary::{api_timeout, write_opt, write_out, Opaque};
 use crate::config::lagless_config;
 use crate::error::{cstring_lossy, lagless_error};
@@ -27,7 +28,7 @@ pub struct lagless_consumer {
     inner: Consumer,
     closed: AtomicBool,
     /// NUL-terminated topic names shared by every message of a topic.
-    topics: Mutex<HashMap<Arc<str>, Arc<CString>>>,
+    pub(crate) topics: TopicCache,
     /// Finished asynchronous commits whose callbacks wait for the polling thread.
     commits_done: Arc<Mutex<VecDeque<CommitDone>>>,
     /// The rebalance callbacks, shared with the listener the core holds.
@@ -169,14 +170,14 @@ impl lagless_consumer {
         }
     }
 
-    fn message(&self, record: ConsumerRecord) -> *mut lagless_message {
-        let topic = {
-            let mut t = self.topics.lock().unwrap_or_else(|p| p.into_inner());
-            t.entry(record.topic.clone())
-                .or_insert_with(|| Arc::new(cstring_lossy(&record.topic)))
-                .clone()
-        };
-        Box::into_raw(Box::new(lagless_message { record, topic }))
+    /// A message of its own; `names` looks each topic up once per poll, not once per record.
+    fn message(names: &mut TopicNames, record: ConsumerRecord) -> *mut lagless_message {
+        let topic = names.name(&record.topic);
+        Box::into_raw(Box::new(lagless_message {
+            record,
+            topic,
+            in_batch: false,
+        }))
     }
 
     /// Subscribes through `subscribe` with a core listener that reads this handle's callbacks,
@@ -222,7 +223,7 @@ impl lagless_consumer {
     }
 
     /// Polls up to `max` records; a negative timeout waits until records, an error or a wakeup.
-    fn poll(&self, timeout_ms: i32, max: usize) -> Result<Vec<ConsumerRecord>> {
+    pub(crate) fn poll(&self, timeout_ms: i32, max: usize) -> Result<Vec<ConsumerRecord>> {
         let c = self.open()?;
         let r = if timeout_ms >= 0 {
             c.poll_at_most(Duration::from_millis(timeout_ms as u64), max)
@@ -272,7 +273,7 @@ pub extern "C" fn lagless_consumer_new(
         let h = Box::new(lagless_consumer {
             inner,
             closed: AtomicBool::new(false),
-            topics: Mutex::new(HashMap::new()),
+            topics: TopicCache::default(),
             commits_done: Arc::new(Mutex::new(VecDeque::new())),
             callbacks: Arc::new(Mutex::new(CCallbacks::default())),
         });
@@ -471,7 +472,10 @@ pub extern "C" fn lagless_consumer_poll(
         let h = try_ref!(consumer);
         try_out!(out_message);
         let mut records = h.poll(timeout_ms, 1)?;
-        let m = records.pop().map_or(std::ptr::null_mut(), |r| h.message(r));
+        let mut names = TopicNames::new(&h.topics);
+        let m = records
+            .pop()
+            .map_or(std::ptr::null_mut(), |r| lagless_consumer::message(&mut names, r));
         write_out(out_message, m);
         Ok(())
     }
@@ -498,9 +502,10 @@ pub extern "C" fn lagless_consumer_poll_batch(
         }
         let records = h.poll(timeout_ms, capacity)?;
         let n = records.len();
+        let mut names = TopicNames::new(&h.topics);
         for (i, r) in records.into_iter().enumerate() {
             // SAFETY: `out_messages` has room for `capacity` >= n pointers.
-            unsafe { out_messages.add(i).write(h.message(r)) };
+            unsafe { out_messages.add(i).write(lagless_consumer::message(&mut names, r)) };
         }
         write_out(out_count, n);
         Ok(())

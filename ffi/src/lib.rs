@@ -19,6 +19,7 @@
 #[macro_use]
 mod boundary;
 mod admin;
+mod batch;
 mod config;
 mod consumer;
 mod error;
@@ -28,6 +29,7 @@ mod producer;
 mod tplist;
 
 pub use admin::*;
+pub use batch::*;
 pub use config::*;
 pub use consumer::*;
 pub use error::*;

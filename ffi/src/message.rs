@@ -11,10 +11,13 @@ use lagless::{ConsumerRecord, Error};
 use crate::boundary::{write_opt, write_out};
 use crate::error::lagless_error;
 
-/// One consumed record. Owned by the caller, freed with `lagless_message_destroy`.
+/// One consumed record. Owned by the caller, freed with `lagless_message_destroy`, except the
+/// messages of a `lagless_batch`, which belong to the batch.
 pub struct lagless_message {
     pub(crate) record: ConsumerRecord,
     pub(crate) topic: Arc<CString>,
+    /// Part of a `lagless_batch` (freed with it), not a message of its own.
+    pub(crate) in_batch: bool,
 }
 
 fn with_msg<T>(m: *const lagless_message, f: impl FnOnce(&lagless_message) -> T, none: T) -> T {
@@ -142,12 +145,14 @@ pub extern "C" fn lagless_message_from_recovery(message: *const lagless_message)
     ffi_panic_boundary! { with_msg(message, |m| m.record.from_recovery, false) }
 }
 
-/// Frees a message and everything borrowed from it. NULL is ignored.
+/// Frees a message and everything borrowed from it. NULL is ignored, and so is a message of a
+/// `lagless_batch` (freed with its batch by `lagless_batch_destroy`).
 #[no_mangle]
 pub extern "C" fn lagless_message_destroy(message: *mut lagless_message) {
     ffi_panic_boundary! {
-        if !message.is_null() {
-            // SAFETY: `message` came from a lagless poll function and is destroyed once.
+        // SAFETY: the header requires NULL or a message not yet destroyed.
+        if unsafe { message.as_ref() }.is_some_and(|m| !m.in_batch) {
+            // SAFETY: a message of its own from a lagless poll function, destroyed once.
             drop(unsafe { Box::from_raw(message) });
         }
     }

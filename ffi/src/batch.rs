@@ -1,0 +1,195 @@
+//! Batches: the records of one poll handed to C in one piece.
+//!
+//! `lagless_consumer_consume_batch` moves the records the core returned into one `lagless_batch`
+//! (one allocation for the handle and one for its message array, whatever the record count). Its
+//! messages are views into it: keys, values and headers are the fetched bytes themselves (no
+//! copy), and every message of a topic shares one NUL-terminated name, interned once per consumer.
+//! The `lagless_message_*` accessors read them; everything they return stays valid until
+//! `lagless_batch_destroy`, also after the consumer is closed or destroyed.
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+use lagless::{ConsumerRecord, Error};
+
+use crate::boundary::{write_out, PanicValue};
+use crate::consumer::lagless_consumer;
+use crate::error::{cstring_lossy, lagless_error};
+use crate::message::lagless_message;
+
+/// The consumer's NUL-terminated topic names, shared by every message of a topic.
+pub(crate) type TopicCache = Mutex<HashMap<Arc<str>, Arc<CString>>>;
+
+/// The names of the topics met in one poll: the consumer's cache is locked once per topic per
+/// poll, not once per record.
+pub(crate) struct TopicNames<'a> {
+    cache: &'a TopicCache,
+    seen: Vec<(Arc<str>, Arc<CString>)>,
+}
+
+impl<'a> TopicNames<'a> {
+    pub(crate) fn new(cache: &'a TopicCache) -> Self {
+        TopicNames {
+            cache,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The C name of `topic`. A poll's records come in runs of one partition, so the last name
+    /// is checked first (by pointer: the core shares one `Arc<str>` per topic).
+    pub(crate) fn name(&mut self, topic: &Arc<str>) -> Arc<CString> {
+        if let Some((_, c)) = self
+            .seen
+            .iter()
+            .rev()
+            .find(|(t, _)| Arc::ptr_eq(t, topic) || **t == **topic)
+        {
+            return c.clone();
+        }
+        let c = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(topic.clone())
+            .or_insert_with(|| Arc::new(cstring_lossy(topic)))
+            .clone();
+        self.seen.push((topic.clone(), c.clone()));
+        c
+    }
+
+    /// A message owned by a batch (`lagless_message_destroy` leaves it alone).
+    pub(crate) fn view(&mut self, record: ConsumerRecord) -> lagless_message {
+        let topic = self.name(&record.topic);
+        lagless_message {
+            record,
+            topic,
+            in_batch: true,
+        }
+    }
+}
+
+/// The records of one `lagless_consumer_consume_batch`, in the order the consumer delivered
+/// them. Owned by the caller, freed with `lagless_batch_destroy`. Immutable: any thread may read
+/// it, one thread destroys it.
+pub struct lagless_batch {
+    messages: Vec<lagless_message>,
+}
+
+impl PanicValue for *const lagless_message {
+    fn panic_value() -> Self {
+        std::ptr::null()
+    }
+}
+
+/// Waits up to `timeout_ms` (negative: until a record, an error or a wakeup) and hands over up
+/// to `max` records (and at most `max.poll.records`) as one batch in `*out_batch`, which the
+/// caller frees with `lagless_batch_destroy`. The batch is empty (count 0, not NULL) when the
+/// timeout passed with no record. Costs one allocation per batch, not per record: the messages
+/// are views into the batch (see `lagless_batch_message`). Otherwise the same as
+/// `lagless_consumer_poll_batch`: due rebalance and commit callbacks run on this thread first,
+/// positions advance past the records handed over, `max` 0 is `LAGLESS_ERR_INVALID_ARGUMENT`.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_consume_batch(
+    consumer: *mut lagless_consumer,
+    max: usize,
+    timeout_ms: i32,
+    out_batch: *mut *mut lagless_batch,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_batch);
+        if max == 0 {
+            return Err(Error::InvalidArgument("`max` is 0".into()));
+        }
+        let records = h.poll(timeout_ms, max)?;
+        let mut names = TopicNames::new(&h.topics);
+        let messages = records.into_iter().map(|r| names.view(r)).collect();
+        write_out(out_batch, Box::into_raw(Box::new(lagless_batch { messages })));
+        Ok(())
+    }
+}
+
+/// The number of messages in the batch; 0 for NULL.
+#[no_mangle]
+pub extern "C" fn lagless_batch_count(batch: *const lagless_batch) -> usize {
+    ffi_panic_boundary! {
+        // SAFETY: the header requires NULL or a batch not yet destroyed.
+        unsafe { batch.as_ref() }.map_or(0, |b| b.messages.len())
+    }
+}
+
+/// Message `index` of the batch, borrowed from it: read it with the `lagless_message_*`
+/// accessors until `lagless_batch_destroy` (`lagless_message_destroy` on it does nothing). NULL
+/// for a NULL batch or an index past the end.
+#[no_mangle]
+pub extern "C" fn lagless_batch_message(
+    batch: *const lagless_batch,
+    index: usize,
+) -> *const lagless_message {
+    ffi_panic_boundary! {
+        // SAFETY: the header requires NULL or a batch not yet destroyed.
+        unsafe { batch.as_ref() }
+            .and_then(|b| b.messages.get(index))
+            .map_or(std::ptr::null(), |m| m as *const lagless_message)
+    }
+}
+
+/// Frees a batch and everything borrowed from it. NULL is ignored.
+#[no_mangle]
+pub extern "C" fn lagless_batch_destroy(batch: *mut lagless_batch) {
+    ffi_panic_boundary! {
+        if !batch.is_null() {
+            // SAFETY: `batch` came from `lagless_consumer_consume_batch` and is destroyed once.
+            drop(unsafe { Box::from_raw(batch) });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(topic: &Arc<str>) -> ConsumerRecord {
+        ConsumerRecord {
+            topic: topic.clone(),
+            partition: 0,
+            offset: 0,
+            timestamp: 0,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            from_recovery: false,
+        }
+    }
+
+    #[test]
+    fn one_name_per_topic_shared_by_its_messages_and_across_polls() {
+        let cache = TopicCache::default();
+        let (a, b): (Arc<str>, Arc<str>) = ("orders".into(), "payments".into());
+        // The same name under another allocation, as a later fetch may bring it.
+        let a2: Arc<str> = "orders".into();
+        let mut names = TopicNames::new(&cache);
+        let m = [a.clone(), b.clone(), a2.clone(), a.clone()].map(|t| names.view(record(&t)));
+        assert!(Arc::ptr_eq(&m[0].topic, &m[2].topic) && Arc::ptr_eq(&m[0].topic, &m[3].topic));
+        assert!(!Arc::ptr_eq(&m[0].topic, &m[1].topic));
+        assert_eq!(m[1].topic.to_str().unwrap(), "payments");
+        assert_eq!(cache.lock().unwrap().len(), 2);
+        // A later poll finds the names in the consumer's cache.
+        let again = TopicNames::new(&cache).view(record(&a2));
+        assert!(Arc::ptr_eq(&again.topic, &m[0].topic));
+        assert!(m.iter().all(|m| m.in_batch));
+    }
+
+    #[test]
+    fn null_and_out_of_range_give_neutral_values() {
+        assert_eq!(lagless_batch_count(std::ptr::null()), 0);
+        assert!(lagless_batch_message(std::ptr::null(), 0).is_null());
+        lagless_batch_destroy(std::ptr::null_mut());
+        let b = Box::into_raw(Box::new(lagless_batch {
+            messages: Vec::new(),
+        }));
+        assert_eq!(lagless_batch_count(b), 0);
+        assert!(lagless_batch_message(b, 0).is_null());
+        lagless_batch_destroy(b);
+    }
+}
