@@ -3,7 +3,7 @@
 
     python clients.py MODE <bootstrap> <topic> <partitions> <records>
 
-MODE: librdkafka, confluent-poll, confluent-consume, kafka-python-iter, kafka-python-poll,
+MODE: confluent-consume-len, confluent-poll, confluent-consume, kafka-python-iter, kafka-python-poll,
 aiokafka-getone, aiokafka-getmany, lagless-poll, lagless-consume.
 
 Same line protocol as core/examples/bench_consume.rs: START <cpu ticks>, PROGRESS <records>,
@@ -73,8 +73,8 @@ def confluent(mode, bootstrap, topic, partitions, meter):
     })
     meter.start()
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    if mode == "librdkafka":
-        # librdkafka's own rate: the C-level consume(500) loop, no per-message Python work beyond
+    if mode == "confluent-consume-len":
+        # confluent-kafka's C-level consume(500) loop, no per-message Python work beyond
         # an error check; bytes are summed by len() of each message (a C call).
         while not meter.done():
             msgs = c.consume(BATCH, 1.0)
@@ -207,7 +207,7 @@ def lagless_py(mode, bootstrap, topic, partitions, meter):
 
 
 MODES = {
-    "librdkafka": confluent, "confluent-poll": confluent, "confluent-consume": confluent,
+    "confluent-consume-len": confluent, "confluent-poll": confluent, "confluent-consume": confluent,
     "kafka-python-iter": kafka_python, "kafka-python-poll": kafka_python,
     "aiokafka-getone": aiokafka, "aiokafka-getmany": aiokafka,
     "lagless-poll": lagless_py, "lagless-consume": lagless_py,
