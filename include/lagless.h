@@ -152,6 +152,13 @@
 #define LAGLESS_OFFSET_INVALID -1
 
 /**
+ * The records of one `lagless_consumer_consume_batch`, in the order the consumer delivered
+ * them. Owned by the caller, freed with `lagless_batch_destroy`. Immutable: any thread may read
+ * it, one thread destroys it.
+ */
+typedef struct lagless_batch lagless_batch;
+
+/**
  * Settings for a consumer or a producer. Owned by the caller (`lagless_config_new` /
  * `lagless_config_destroy`). `lagless_consumer_new` and `lagless_producer_new` copy it: it may
  * be destroyed or reused right after. Not synchronized: use one config from one thread at a
@@ -176,7 +183,8 @@ typedef struct lagless_consumer lagless_consumer;
 typedef struct lagless_error lagless_error;
 
 /**
- * One consumed record. Owned by the caller, freed with `lagless_message_destroy`.
+ * One consumed record. Owned by the caller, freed with `lagless_message_destroy`, except the
+ * messages of a `lagless_batch`, which belong to the batch.
  */
 typedef struct lagless_message lagless_message;
 
@@ -293,6 +301,34 @@ const char *lagless_version(void);
  * thread-safety: any thread.
  */
 lagless_error *lagless_admin_create_topic(const char *bootstrap, const char *name, int32_t partitions, int16_t replication_factor);
+
+/**
+ * Waits up to `timeout_ms` (negative: until a record, an error or a wakeup) and hands over up
+ * to `max` records (and at most `max.poll.records`) as one batch in `*out_batch`, which the
+ * caller frees with `lagless_batch_destroy`. The batch is empty (count 0, not NULL) when the
+ * timeout passed with no record. Costs one allocation per batch, not per record: the messages
+ * are views into the batch (see `lagless_batch_message`). Otherwise the same as
+ * `lagless_consumer_poll_batch`: due rebalance and commit callbacks run on this thread first,
+ * positions advance past the records handed over, `max` 0 is `LAGLESS_ERR_INVALID_ARGUMENT`.
+ */
+lagless_error *lagless_consumer_consume_batch(lagless_consumer *consumer, size_t max, int32_t timeout_ms, lagless_batch **out_batch);
+
+/**
+ * The number of messages in the batch; 0 for NULL.
+ */
+size_t lagless_batch_count(const lagless_batch *batch);
+
+/**
+ * Message `index` of the batch, borrowed from it: read it with the `lagless_message_*`
+ * accessors until `lagless_batch_destroy` (`lagless_message_destroy` on it does nothing). NULL
+ * for a NULL batch or an index past the end.
+ */
+const lagless_message *lagless_batch_message(const lagless_batch *batch, size_t index);
+
+/**
+ * Frees a batch and everything borrowed from it. NULL is ignored.
+ */
+void lagless_batch_destroy(lagless_batch *batch);
 
 /**
  * A new, empty config (every key at its default). Returns NULL only if lagless failed
@@ -672,7 +708,8 @@ lagless_error *lagless_message_header_get(const lagless_message *message, size_t
 bool lagless_message_from_recovery(const lagless_message *message);
 
 /**
- * Frees a message and everything borrowed from it. NULL is ignored.
+ * Frees a message and everything borrowed from it. NULL is ignored, and so is a message of a
+ * `lagless_batch` (freed with its batch by `lagless_batch_destroy`).
  */
 void lagless_message_destroy(lagless_message *message);
 
