@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 fn cpu_ticks() -> u64 {
