@@ -24,7 +24,7 @@ pub mod subscription;
 
 pub use config::Config;
 pub use consumer::{Consumer, ConsumerRecord, Watermarks};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use offsets::OffsetAndMetadata;
 pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};
