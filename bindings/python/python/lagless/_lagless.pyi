@@ -13,6 +13,7 @@ __all__ = [
     "TopicPartition",
     "create_topic",
     "_set_log_level",
+    "_error_kinds",
     "OFFSET_BEGINNING",
     "OFFSET_END",
     "OFFSET_INVALID",
@@ -196,3 +197,4 @@ class Producer:
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) -> None: ...
 def _set_log_level(level: Optional[int]) -> None: ...
+def _error_kinds() -> List[Tuple[int, str]]: ...
