@@ -141,7 +141,7 @@ def first_error(config: Dict[str, object], within: float = 30.0) -> Tuple[lagles
 
 
 def check_fatal(e: lagless.LaglessError, cls: type, name: str, says: List[str],
-                secrets: List[str] = []) -> None:
+                secrets: Tuple[str, ...] = ()) -> None:
     assert type(e) is cls, f"{type(e).__name__}: {e}"
     assert e.name == name and e.fatal and not e.retriable, (e.name, e.fatal, e.retriable)
     for s in says:
@@ -183,7 +183,7 @@ def test_a_wrong_password_is_an_authentication_error_naming_the_mechanism(sec):
     e, took = first_error(sec.scram("alice", "not-alice-s-password-42"))
     check_fatal(e, lagless.AuthenticationError, "AUTHENTICATION",
                 ["SCRAM-SHA-512", sec.bootstrap("SASL_SSL"), "SASL_AUTHENTICATION_FAILED"],
-                ["not-alice-s-password-42"])
+                ("not-alice-s-password-42",))
     assert not isinstance(e, lagless.SslError)
     assert took < 15, f"took {took:.1f} s: {e}"
 
@@ -213,7 +213,7 @@ def test_an_oauth_cb_with_a_malformed_answer_says_what_is_wrong(sec, answer, say
 def test_an_expired_token_from_oauth_cb_is_refused_without_showing_it(sec):
     token, _ = unsecured_token("alice")
     e, _ = first_error(sec.oauth(lambda _config: (token, time.time() - 10, "alice")))
-    check_fatal(e, lagless.AuthenticationError, "AUTHENTICATION", ["expired"], [token])
+    check_fatal(e, lagless.AuthenticationError, "AUTHENTICATION", ["expired"], (token,))
 
 
 def test_oauth_cb_must_be_callable(sec):
