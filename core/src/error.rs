@@ -95,6 +95,8 @@ error_kinds! {
     IllegalState = 14, "ILLEGAL_STATE", retriable: No, fatal: No;
     /// [`Error::Authentication`]
     Authentication = 15, "AUTHENTICATION", retriable: No, fatal: Yes;
+    /// [`Error::Tls`]
+    Tls = 16, "SSL", retriable: No, fatal: Yes;
 }
 
 impl ErrorKind {
@@ -156,6 +158,10 @@ pub enum Error {
     /// that could not prove it knows the password (SCRAM), or no token to offer (OAUTHBEARER).
     /// Fatal: trying again with the same credentials fails the same way.
     Authentication(String),
+    /// TLS failed: the broker's certificate is untrusted, expired or made out for another host,
+    /// the broker refused lagless's client certificate, or one side speaks TLS and the other
+    /// does not (`security.protocol` mismatches the listener). Fatal, as authentication.
+    Tls(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -415,6 +421,7 @@ impl Error {
             Error::Callback(_) => ErrorKind::Callback,
             Error::IllegalState(_) => ErrorKind::IllegalState,
             Error::Authentication(_) => ErrorKind::Authentication,
+            Error::Tls(_) => ErrorKind::Tls,
         }
     }
 
@@ -521,6 +528,7 @@ impl fmt::Display for Error {
             Error::Callback(m) => write!(f, "rebalance callback failed: {m}"),
             Error::IllegalState(m) => write!(f, "illegal state: {m}"),
             Error::Authentication(m) => write!(f, "authentication failed: {m}"),
+            Error::Tls(m) => write!(f, "TLS: {m}"),
         }
     }
 }
@@ -589,7 +597,7 @@ mod tests {
             .map(|k| (k.code(), k.name()))
             .collect();
         assert_eq!(
-            stable[..15],
+            stable[..16],
             [
                 (1, "CONFIG"),
                 (2, "INVALID_ARGUMENT"),
@@ -606,6 +614,7 @@ mod tests {
                 (13, "CALLBACK"),
                 (14, "ILLEGAL_STATE"),
                 (15, "AUTHENTICATION"),
+                (16, "SSL"),
             ]
         );
         for w in ErrorKind::ALL.windows(2) {
@@ -696,6 +705,7 @@ mod tests {
                 false,
                 true,
             ),
+            (Error::Tls(s()), ErrorKind::Tls, false, true),
         ];
         for (e, kind, retriable, fatal) in &cases {
             assert_eq!(e.kind(), *kind, "{e}");

@@ -13,7 +13,7 @@ checks that every kind of the core has its class. A new kind is a new class here
 
 from __future__ import annotations
 
-from typing import ClassVar, Dict, Optional, Type
+from typing import ClassVar, Dict, List, Optional, Type
 
 __all__ = [
     "LaglessError",
@@ -32,6 +32,7 @@ __all__ = [
     "CallbackError",
     "IllegalStateError",
     "AuthenticationError",
+    "SslError",
 ]
 
 
@@ -167,9 +168,23 @@ class AuthenticationError(LaglessError, PermissionError):
     kind = "AUTHENTICATION"
 
 
-#: The class of each core error kind, from the classes above.
+class SslError(AuthenticationError):
+    """TLS failed: the broker's certificate is untrusted, expired or made out for another host,
+    the broker refused the client certificate, or ``security.protocol`` mismatches the listener.
+    Fatal. A kind of AuthenticationError, as the Java client's SslAuthenticationException is an
+    AuthenticationException: code that catches security failures catches it too."""
+
+    kind = "SSL"
+
+
+def _subclasses(cls: Type[LaglessError]) -> List[Type[LaglessError]]:
+    return [c for sub in cls.__subclasses__() for c in [sub, *_subclasses(sub)]]
+
+
+#: The class of each core error kind, from the classes above (SslError is an
+#: AuthenticationError, so the whole tree below LaglessError counts).
 _BY_KIND: Dict[str, Type[LaglessError]] = {
-    cls.kind: cls for cls in LaglessError.__subclasses__() if cls.__module__ == __name__ and cls.kind
+    cls.kind: cls for cls in _subclasses(LaglessError) if cls.__module__ == __name__ and cls.kind
 }
 
 
