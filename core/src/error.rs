@@ -1,10 +1,110 @@
 //! The one error type of lagless, and the table that says what a consumer does with each Kafka
 //! error code (retry, refresh metadata, rediscover the coordinator, rejoin, or give up).
 //!
-//! Every error has a stable numeric [`Error::code`] (the C ABI and Python expose it), a name, and
-//! the answers to "can I try again?" ([`Error::is_retriable`]) and "is this client done?"
-//! ([`Error::is_fatal`]). Errors that come from a broker keep the broker's error code.
+//! Every error has a kind ([`ErrorKind`], from one table below: stable number, name, whether it
+//! is retriable or fatal) that the C ABI (`LAGLESS_ERR_*`) and the Python exception classes map
+//! once each, and the answers to "can I try again?" ([`Error::is_retriable`]) and "is this
+//! client done?" ([`Error::is_fatal`]). Errors that come from a broker keep the broker's error
+//! code.
 use std::fmt;
+
+/// Whether every error of a kind is retriable (or fatal), none is, or the broker's error code
+/// decides (through [`kafka_error_action`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Yes,
+    No,
+    ByKafkaCode,
+}
+
+/// Builds [`ErrorKind`] and its lookups from the table of kinds, so that a kind is one line.
+macro_rules! error_kinds {
+    ($($(#[$doc:meta])* $kind:ident = $code:literal, $name:literal,
+        retriable: $retriable:ident, fatal: $fatal:ident;)*) => {
+        /// The kind of an [`Error`]. Its [`code`](ErrorKind::code) is a stable ABI: the C
+        /// constants `LAGLESS_ERR_<name>` and the Python exception classes carry it, so a kind is
+        /// never renumbered and a number never reused.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorKind {
+            $($(#[$doc])* $kind = $code,)*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in the order of their codes; the C and Python layers test that they
+            /// map each one.
+            pub const ALL: &'static [ErrorKind] = &[$(ErrorKind::$kind),*];
+
+            /// The stable number of the kind, the same in Rust, C (`LAGLESS_ERR_*`) and Python
+            /// (`LaglessError.code`).
+            pub const fn code(self) -> i32 {
+                self as i32
+            }
+
+            /// The upper-case name of the kind ("CONFIG", "KAFKA"): the C constant is
+            /// `LAGLESS_ERR_` followed by it, and the Python class says it as `kind`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(ErrorKind::$kind => $name,)*
+                }
+            }
+
+            fn retriable(self) -> Verdict {
+                match self {
+                    $(ErrorKind::$kind => Verdict::$retriable,)*
+                }
+            }
+
+            fn fatal(self) -> Verdict {
+                match self {
+                    $(ErrorKind::$kind => Verdict::$fatal,)*
+                }
+            }
+        }
+    };
+}
+
+error_kinds! {
+    /// [`Error::Config`]
+    Config = 1, "CONFIG", retriable: No, fatal: No;
+    /// [`Error::InvalidArgument`]
+    InvalidArgument = 2, "INVALID_ARGUMENT", retriable: No, fatal: No;
+    /// [`Error::Kafka`]: the broker's error code decides what it is.
+    Kafka = 3, "KAFKA", retriable: ByKafkaCode, fatal: ByKafkaCode;
+    /// [`Error::Timeout`]
+    Timeout = 4, "TIMEOUT", retriable: Yes, fatal: No;
+    /// [`Error::Transport`]
+    Transport = 5, "TRANSPORT", retriable: Yes, fatal: No;
+    /// [`Error::Corrupt`]
+    Corrupt = 6, "CORRUPT", retriable: No, fatal: No;
+    /// [`Error::UnknownTopic`]
+    UnknownTopic = 7, "UNKNOWN_TOPIC", retriable: No, fatal: No;
+    /// [`Error::NoOffset`]
+    NoOffset = 8, "NO_OFFSET", retriable: No, fatal: No;
+    /// [`Error::PartitionStuck`]
+    PartitionStuck = 9, "PARTITION_STUCK", retriable: Yes, fatal: No;
+    /// [`Error::CommitFailed`]
+    CommitFailed = 10, "COMMIT_FAILED", retriable: No, fatal: No;
+    /// [`Error::Wakeup`]
+    Wakeup = 11, "WAKEUP", retriable: Yes, fatal: No;
+    /// [`Error::Closed`]
+    Closed = 12, "CLOSED", retriable: No, fatal: Yes;
+    /// [`Error::Callback`]
+    Callback = 13, "CALLBACK", retriable: No, fatal: No;
+    /// [`Error::IllegalState`]
+    IllegalState = 14, "ILLEGAL_STATE", retriable: No, fatal: No;
+    /// [`Error::Authentication`]
+    Authentication = 15, "AUTHENTICATION", retriable: No, fatal: Yes;
+    /// [`Error::Tls`]
+    Tls = 16, "SSL", retriable: No, fatal: Yes;
+}
+
+impl ErrorKind {
+    /// The kind with stable number `code`, if there is one.
+    pub fn from_code(code: i32) -> Option<ErrorKind> {
+        ErrorKind::ALL.iter().copied().find(|k| k.code() == code)
+    }
+}
 
 /// A topic and partition an error belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -58,6 +158,10 @@ pub enum Error {
     /// that could not prove it knows the password (SCRAM), or no token to offer (OAUTHBEARER).
     /// Fatal: trying again with the same credentials fails the same way.
     Authentication(String),
+    /// TLS failed: the broker's certificate is untrusted, expired or made out for another host,
+    /// the broker refused lagless's client certificate, or one side speaks TLS and the other
+    /// does not (`security.protocol` mismatches the listener). Fatal, as authentication.
+    Tls(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -298,46 +402,42 @@ impl Error {
         }
     }
 
-    /// A stable number for the kind of error, the same in Rust, C and Python. Broker errors carry
-    /// their Kafka code separately ([`Error::kafka_code`]).
-    pub fn code(&self) -> i32 {
+    /// The kind of the error; adding a variant to [`Error`] adds a line here and one to the
+    /// table of kinds.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Config { .. } => 1,
-            Error::InvalidArgument(_) => 2,
-            Error::Kafka { .. } => 3,
-            Error::Timeout(_) => 4,
-            Error::Transport(_) => 5,
-            Error::Corrupt(_) => 6,
-            Error::UnknownTopic(_) => 7,
-            Error::NoOffset(_) => 8,
-            Error::PartitionStuck { .. } => 9,
-            Error::CommitFailed(_) => 10,
-            Error::Wakeup => 11,
-            Error::Closed => 12,
-            Error::Callback(_) => 13,
-            Error::IllegalState(_) => 14,
-            Error::Authentication(_) => 15,
+            Error::Config { .. } => ErrorKind::Config,
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Kafka { .. } => ErrorKind::Kafka,
+            Error::Timeout(_) => ErrorKind::Timeout,
+            Error::Transport(_) => ErrorKind::Transport,
+            Error::Corrupt(_) => ErrorKind::Corrupt,
+            Error::UnknownTopic(_) => ErrorKind::UnknownTopic,
+            Error::NoOffset(_) => ErrorKind::NoOffset,
+            Error::PartitionStuck { .. } => ErrorKind::PartitionStuck,
+            Error::CommitFailed(_) => ErrorKind::CommitFailed,
+            Error::Wakeup => ErrorKind::Wakeup,
+            Error::Closed => ErrorKind::Closed,
+            Error::Callback(_) => ErrorKind::Callback,
+            Error::IllegalState(_) => ErrorKind::IllegalState,
+            Error::Authentication(_) => ErrorKind::Authentication,
+            Error::Tls(_) => ErrorKind::Tls,
         }
     }
 
-    /// A short upper-case name for the kind; for broker errors, Kafka's name of the code.
+    /// A stable number for the kind of error, the same in Rust, C and Python
+    /// ([`ErrorKind::code`]). Broker errors carry their Kafka code separately
+    /// ([`Error::kafka_code`]).
+    pub fn code(&self) -> i32 {
+        self.kind().code()
+    }
+
+    /// A short upper-case name: the kind's ([`ErrorKind::name`]); for broker errors, Kafka's
+    /// name of the code.
     pub fn name(&self) -> &'static str {
         match self {
-            Error::Config { .. } => "CONFIG",
-            Error::InvalidArgument(_) => "INVALID_ARGUMENT",
             Error::Kafka { code, .. } => kafka_error_name(*code),
-            Error::Timeout(_) => "TIMEOUT",
-            Error::Transport(_) => "TRANSPORT",
-            Error::Corrupt(_) => "CORRUPT",
-            Error::UnknownTopic(_) => "UNKNOWN_TOPIC",
-            Error::NoOffset(_) => "NO_OFFSET",
-            Error::PartitionStuck { .. } => "PARTITION_STUCK",
-            Error::CommitFailed(_) => "COMMIT_FAILED",
-            Error::Wakeup => "WAKEUP",
-            Error::Closed => "CLOSED",
-            Error::Callback(_) => "CALLBACK",
-            Error::IllegalState(_) => "ILLEGAL_STATE",
-            Error::Authentication(_) => "AUTHENTICATION",
+            _ => self.kind().name(),
         }
     }
 
@@ -361,28 +461,28 @@ impl Error {
 
     /// Whether the same call may succeed if tried again.
     pub fn is_retriable(&self) -> bool {
-        match self {
-            Error::Kafka { code, .. } => matches!(
-                kafka_error_action(*code),
+        self.decide(self.kind().retriable(), |action| {
+            matches!(
+                action,
                 Action::Retry
                     | Action::RefreshMetadata
                     | Action::RediscoverCoordinator
                     | Action::Rejoin
-            ),
-            Error::Timeout(_)
-            | Error::Transport(_)
-            | Error::PartitionStuck { .. }
-            | Error::Wakeup => true,
-            _ => false,
-        }
+            )
+        })
     }
 
     /// Whether the client can no longer be used (it should be closed).
     pub fn is_fatal(&self) -> bool {
-        match self {
-            Error::Kafka { code, .. } => kafka_error_action(*code) == Action::Fatal,
-            Error::Closed | Error::Authentication(_) => true,
-            _ => false,
+        self.decide(self.kind().fatal(), |action| action == Action::Fatal)
+    }
+
+    fn decide(&self, verdict: Verdict, by_action: impl FnOnce(Action) -> bool) -> bool {
+        match (verdict, self.kafka_code()) {
+            (Verdict::Yes, _) => true,
+            (Verdict::No, _) => false,
+            (Verdict::ByKafkaCode, Some(code)) => by_action(kafka_error_action(code)),
+            (Verdict::ByKafkaCode, None) => false,
         }
     }
 }
@@ -428,6 +528,7 @@ impl fmt::Display for Error {
             Error::Callback(m) => write!(f, "rebalance callback failed: {m}"),
             Error::IllegalState(m) => write!(f, "illegal state: {m}"),
             Error::Authentication(m) => write!(f, "authentication failed: {m}"),
+            Error::Tls(m) => write!(f, "TLS: {m}"),
         }
     }
 }
@@ -485,6 +586,143 @@ mod tests {
             kafka_error_action(FENCED_LEADER_EPOCH),
             Action::RefreshMetadata
         );
+    }
+
+    /// The numbers are an ABI (C constants, Python `code`): this list is written out so that a
+    /// renumbered kind fails here, not in an application.
+    #[test]
+    fn kind_codes_and_names_are_the_stable_ones() {
+        let stable: Vec<(i32, &str)> = ErrorKind::ALL
+            .iter()
+            .map(|k| (k.code(), k.name()))
+            .collect();
+        assert_eq!(
+            stable[..16],
+            [
+                (1, "CONFIG"),
+                (2, "INVALID_ARGUMENT"),
+                (3, "KAFKA"),
+                (4, "TIMEOUT"),
+                (5, "TRANSPORT"),
+                (6, "CORRUPT"),
+                (7, "UNKNOWN_TOPIC"),
+                (8, "NO_OFFSET"),
+                (9, "PARTITION_STUCK"),
+                (10, "COMMIT_FAILED"),
+                (11, "WAKEUP"),
+                (12, "CLOSED"),
+                (13, "CALLBACK"),
+                (14, "ILLEGAL_STATE"),
+                (15, "AUTHENTICATION"),
+                (16, "SSL"),
+            ]
+        );
+        for w in ErrorKind::ALL.windows(2) {
+            assert!(w[0].code() < w[1].code(), "{:?} then {:?}", w[0], w[1]);
+        }
+        for k in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_code(k.code()), Some(*k));
+        }
+        assert_eq!(ErrorKind::from_code(0), None);
+    }
+
+    #[test]
+    fn every_error_has_its_kinds_code_name_and_verdicts() {
+        let p = ErrorPartition {
+            topic: "t".into(),
+            partition: 0,
+        };
+        let s = || "x".to_string();
+        // (error, kind, retriable, fatal) as the Java client and librdkafka classify them.
+        let cases = [
+            (Error::config("k", "m"), ErrorKind::Config, false, false),
+            (
+                Error::InvalidArgument(s()),
+                ErrorKind::InvalidArgument,
+                false,
+                false,
+            ),
+            (
+                Error::kafka(codes::NOT_COORDINATOR, ""),
+                ErrorKind::Kafka,
+                true,
+                false,
+            ),
+            (
+                Error::kafka(codes::FENCED_INSTANCE_ID, ""),
+                ErrorKind::Kafka,
+                false,
+                true,
+            ),
+            (
+                Error::kafka(codes::OFFSET_METADATA_TOO_LARGE, ""),
+                ErrorKind::Kafka,
+                false,
+                false,
+            ),
+            (Error::Timeout(s()), ErrorKind::Timeout, true, false),
+            (Error::Transport(s()), ErrorKind::Transport, true, false),
+            (Error::Corrupt(s()), ErrorKind::Corrupt, false, false),
+            (
+                Error::UnknownTopic(s()),
+                ErrorKind::UnknownTopic,
+                false,
+                false,
+            ),
+            (
+                Error::NoOffset(p.clone()),
+                ErrorKind::NoOffset,
+                false,
+                false,
+            ),
+            (
+                Error::PartitionStuck {
+                    partition: p,
+                    cause: s(),
+                },
+                ErrorKind::PartitionStuck,
+                true,
+                false,
+            ),
+            (
+                Error::CommitFailed(s()),
+                ErrorKind::CommitFailed,
+                false,
+                false,
+            ),
+            (Error::Wakeup, ErrorKind::Wakeup, true, false),
+            (Error::Closed, ErrorKind::Closed, false, true),
+            (Error::Callback(s()), ErrorKind::Callback, false, false),
+            (
+                Error::IllegalState(s()),
+                ErrorKind::IllegalState,
+                false,
+                false,
+            ),
+            (
+                Error::Authentication(s()),
+                ErrorKind::Authentication,
+                false,
+                true,
+            ),
+            (Error::Tls(s()), ErrorKind::Tls, false, true),
+        ];
+        for (e, kind, retriable, fatal) in &cases {
+            assert_eq!(e.kind(), *kind, "{e}");
+            assert_eq!(e.code(), kind.code(), "{e}");
+            assert_eq!(
+                (e.is_retriable(), e.is_fatal()),
+                (*retriable, *fatal),
+                "{e}"
+            );
+            if *kind != ErrorKind::Kafka {
+                assert_eq!(e.name(), kind.name());
+            }
+        }
+        let covered: Vec<ErrorKind> = cases.iter().map(|c| c.1).collect();
+        for k in ErrorKind::ALL {
+            assert!(covered.contains(k), "no error of kind {k:?} in this test");
+        }
     }
 
     #[test]

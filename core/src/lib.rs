@@ -12,6 +12,7 @@ pub mod consumer;
 pub mod error;
 pub(crate) mod fetch;
 pub mod group;
+pub mod listener;
 pub mod log;
 pub mod net;
 pub mod offsets;
@@ -24,7 +25,8 @@ pub mod subscription;
 
 pub use config::Config;
 pub use consumer::{Consumer, ConsumerRecord, Watermarks};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
+pub use listener::{RebalanceEvent, RebalanceEventListener};
 pub use offsets::OffsetAndMetadata;
 pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};

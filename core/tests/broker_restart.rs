@@ -14,6 +14,7 @@ use lagless::{Config, Consumer, Producer, ProducerRecord};
 use own_broker::OwnBroker;
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn consumer_and_producer_carry_on_through_a_broker_restart() {
     let broker = OwnBroker::start(1);
     let b = broker.bootstrap.clone();

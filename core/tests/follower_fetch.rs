@@ -14,6 +14,7 @@ use own_broker::OwnBroker;
 const N: usize = 3000;
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_consumer_in_a_followers_rack_reads_every_record_from_that_follower() {
     let cluster = OwnBroker::start_with_racks(3, &["rack-1", "rack-2", "rack-3"]);
     let b = cluster.bootstrap.clone();

@@ -134,6 +134,7 @@ fn generation(c: &Consumer) -> i32 {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn slow_processing_within_the_poll_interval_keeps_the_member_in_the_group() {
     let t = topic(2);
     let group = unique("slow");
@@ -168,6 +169,7 @@ fn slow_processing_within_the_poll_interval_keeps_the_member_in_the_group() {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn exceeding_the_poll_interval_leaves_at_once_and_the_next_poll_rejoins() {
     let t = topic(4);
     produce(&t, 4, 50);
@@ -226,6 +228,7 @@ fn exceeding_the_poll_interval_leaves_at_once_and_the_next_poll_rejoins() {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn cooperative_scale_up_never_revokes_partitions_that_stay() {
     let t = topic(6);
     let group = unique("coop");
@@ -285,6 +288,7 @@ fn cooperative_scale_up_never_revokes_partitions_that_stay() {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn eager_scale_up_revokes_everything() {
     let t = topic(6);
     let group = unique("eager");
@@ -312,6 +316,7 @@ fn eager_scale_up_revokes_everything() {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn restarting_a_static_member_within_the_session_timeout_causes_no_rebalance() {
     let t = topic(2);
     let group = unique("static");
@@ -357,6 +362,7 @@ fn restarting_a_static_member_within_the_session_timeout_causes_no_rebalance() {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn wakeup_ends_a_blocked_poll_at_once() {
     let t = topic(1);
     let c = Arc::new(consumer(&unique("wakeup"), &[]));
@@ -401,6 +407,7 @@ fn close_returns_within_its_timeout_with_the_broker_unreachable() {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn commit_inside_revoked_and_committed_offsets() {
     struct CommitOnRevoke(Arc<Mutex<usize>>);
     impl RebalanceListener for CommitOnRevoke {
@@ -480,6 +487,7 @@ fn member_process() -> ! {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_crashed_member_s_partitions_move_and_nothing_is_lost() {
     act_as_child_if_spawned();
     let t = topic(4);
@@ -560,6 +568,7 @@ fn child_offsets(path: &std::path::Path) -> Vec<(i32, i64)> {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_session_timeout_the_broker_refuses_is_a_fatal_error_naming_its_range() {
     let t = topic(1);
     // The test broker allows 1000..1800000 ms.
@@ -589,6 +598,7 @@ fn a_session_timeout_the_broker_refuses_is_a_fatal_error_naming_its_range() {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn pattern_subscription_picks_up_new_matching_topics() {
     let prefix = unique("pattern");
     lagless::admin::create_topic(&bootstrap(), &format!("{prefix}-a"), 1, 1).unwrap();
@@ -621,6 +631,7 @@ fn regex_escape(s: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_failing_callback_completes_the_assignment_then_its_error_comes_out_of_poll() {
     struct Failing;
     impl RebalanceListener for Failing {
@@ -651,6 +662,7 @@ fn a_failing_callback_completes_the_assignment_then_its_error_comes_out_of_poll(
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn async_commit_callback_runs_on_the_polling_thread_and_auto_commit_commits_the_previous_poll() {
     let t = topic(1);
     produce(&t, 1, 10);
@@ -714,6 +726,7 @@ fn async_commit_callback_runs_on_the_polling_thread_and_auto_commit_commits_the_
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn enforce_rebalance_starts_a_new_generation() {
     let t = topic(1);
     let c = consumer(&unique("enforce"), &[]);
@@ -732,6 +745,7 @@ fn enforce_rebalance_starts_a_new_generation() {
 /// A member dropped without `close()` still leaves the group (LeaveGroup from `Drop`): with a
 /// 30 s session timeout, the survivor gets the partitions long before the session would expire.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_member_dropped_without_close_leaves_the_group() {
     let t = topic(2);
     let group = unique("drop");
@@ -794,6 +808,7 @@ impl RebalanceListener for GenerationRecorder {
 /// stale assignment and rejoin: never hand out, fetch or deliver a partition of a generation
 /// the member already left.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_join_finished_before_a_poll_interval_expiry_is_discarded_and_the_member_rejoins() {
     let t = topic(2);
     let group = unique("stale-join");
@@ -882,6 +897,7 @@ fn a_join_finished_before_a_poll_interval_expiry_is_discarded_and_the_member_rej
 /// the loss) fails saying why: the member left the group and its partitions may be another
 /// member's; not that "the group is rebalancing".
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_commit_after_a_poll_interval_expiry_says_the_member_left_and_its_partitions_are_lost() {
     let t = topic(1);
     produce(&t, 1, 5);

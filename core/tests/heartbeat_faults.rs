@@ -6,11 +6,13 @@
 //! No real broker is needed (`LAGLESS_BOOTSTRAP` is not read).
 #[path = "support/fake_broker.rs"]
 mod fake_broker;
+mod support;
 
 use std::time::{Duration, Instant};
 
 use fake_broker::{Behavior, FakeBroker};
-use lagless::{Config, Consumer, Error};
+use lagless::{Consumer, Error};
+use support::{consumer, poll_until_error, wait_until};
 
 const TOPIC: &str = "heartbeat-faults";
 const FENCED_INSTANCE_ID: i16 = 82;
@@ -20,9 +22,9 @@ const UNKNOWN_SERVER_ERROR: i16 = -1;
 /// A member of the fake broker's one-member group, heartbeating every 100 ms, stable and
 /// heartbeating successfully.
 fn joined_member(broker: &FakeBroker) -> Consumer {
-    let c = Consumer::from_config(
-        &Config::from_pairs([
-            ("bootstrap.servers", broker.addr.as_str()),
+    let c = consumer(
+        &broker.addr,
+        &[
             ("group.id", "heartbeat-faults"),
             ("group.instance.id", "instance-1"),
             ("auto.offset.reset", "earliest"),
@@ -32,35 +34,22 @@ fn joined_member(broker: &FakeBroker) -> Consumer {
             ("max.poll.interval.ms", "60000"),
             ("retry.backoff.ms", "100"),
             ("retry.backoff.max.ms", "1000"),
-        ])
-        .unwrap(),
-    )
-    .unwrap();
+        ],
+    );
     c.subscribe(&[TOPIC], None).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.assignment().len() != 1 || broker.heartbeats() < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the member never joined the fake group and heartbeated"
-        );
-        c.poll(Duration::from_millis(50)).unwrap();
-    }
+    wait_until(
+        "the member joined the fake group and heartbeated",
+        Duration::from_secs(30),
+        || {
+            c.poll(Duration::from_millis(50)).unwrap();
+            c.assignment().len() == 1 && broker.heartbeats() >= 2
+        },
+    );
     c
 }
 
-/// Polls until `poll()` fails, returning the error.
-fn poll_until_error(c: &Consumer) -> Error {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "no error came out of poll() within 20 s of the heartbeat error"
-        );
-        if let Err(e) = c.poll(Duration::from_millis(50)) {
-            return e;
-        }
-    }
-}
+/// How long a heartbeat error may take to come out of `poll()`.
+const ERROR_WITHIN: Duration = Duration::from_secs(20);
 
 /// Polls for `window`, returning the errors `poll()` gave.
 fn errors_while_polling(c: &Consumer, window: Duration) -> Vec<Error> {
@@ -86,7 +75,7 @@ fn fatal_answer_stops_heartbeats(code: i16) {
     );
     let c = joined_member(&broker);
     broker.set_heartbeat_error(code);
-    let err = poll_until_error(&c);
+    let err = poll_until_error(&c, ERROR_WITHIN);
     assert_eq!(err.kafka_code(), Some(code), "{err}");
     assert!(err.is_fatal(), "{err}");
     let sent = broker.heartbeats();
@@ -133,7 +122,7 @@ fn an_unexpected_heartbeat_error_is_reported_and_backs_off() {
     );
     let c = joined_member(&broker);
     broker.set_heartbeat_error(UNKNOWN_SERVER_ERROR);
-    let err = poll_until_error(&c);
+    let err = poll_until_error(&c, ERROR_WITHIN);
     assert_eq!(err.kafka_code(), Some(UNKNOWN_SERVER_ERROR), "{err}");
     let failed = broker.heartbeats_failed();
     let later = errors_while_polling(&c, Duration::from_secs(3));
@@ -172,18 +161,16 @@ fn a_failed_auto_commit_is_sent_again() {
     );
     // Every commit fails until the member has consumed everything and auto-committed once.
     broker.fail_commits(UNKNOWN_SERVER_ERROR, usize::MAX);
-    let c = Consumer::from_config(
-        &Config::from_pairs([
-            ("bootstrap.servers", broker.addr.as_str()),
+    let c = consumer(
+        &broker.addr,
+        &[
             ("group.id", "auto-commit-again"),
             ("auto.offset.reset", "earliest"),
             ("fetch.max.wait.ms", "100"),
             ("enable.auto.commit", "true"),
             ("auto.commit.interval.ms", "200"),
-        ])
-        .unwrap(),
-    )
-    .unwrap();
+        ],
+    );
     c.subscribe(&[TOPIC], None).unwrap();
     let mut consumed = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -191,12 +178,16 @@ fn a_failed_auto_commit_is_sent_again() {
         assert!(Instant::now() < deadline, "consumed {consumed} of 100");
         consumed += c.poll(Duration::from_millis(50)).unwrap().len();
     }
-    // Two auto-commit intervals with everything consumed: at least one (failed) auto-commit of
-    // offset 100.
-    let until = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < until {
-        c.poll(Duration::from_millis(50)).unwrap();
-    }
+    // Everything consumed: an auto-commit of offset 100 comes within an interval or two, and is
+    // refused.
+    wait_until(
+        "an auto-commit of offset 100",
+        Duration::from_secs(10),
+        || {
+            c.poll(Duration::from_millis(50)).unwrap();
+            broker.refused_commits(0).contains(&100)
+        },
+    );
     assert_eq!(broker.committed(0), None);
     broker.fail_commits(0, 0);
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -32,6 +32,7 @@ fn produce(bootstrap: &str, topic: &str, per_partition: usize, from: usize) {
 }
 
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn the_consumer_follows_new_leaders_without_losing_or_repeating_records() {
     let cluster = OwnBroker::start(3);
     let b = cluster.bootstrap.clone();

@@ -6,12 +6,14 @@
 //! No real broker is needed (`LAGLESS_BOOTSTRAP` is not read).
 #[path = "support/fake_broker.rs"]
 mod fake_broker;
+mod support;
 
 use std::time::{Duration, Instant};
 
 use fake_broker::{Behavior, FakeBroker, BASE_TIMESTAMP};
 use lagless::error::codes;
-use lagless::{Config, Consumer, Error, TopicPartition};
+use lagless::{Consumer, Error, TopicPartition};
+use support::poll_until_error;
 
 const TOPIC: &str = "isolation";
 /// Partition 0's log grows by RATE records a second up to TOTAL: records keep arriving for
@@ -21,15 +23,15 @@ const RATE: u64 = 1000;
 const TASK_TIMEOUT: Duration = Duration::from_millis(2000);
 
 fn consumer(bootstrap: &str) -> Consumer {
-    let c = Config::from_pairs([
-        ("bootstrap.servers", bootstrap),
-        ("auto.offset.reset", "earliest"),
-        ("task.timeout.ms", "2000"),
-        ("fetch.max.wait.ms", "100"),
-        ("max.poll.records", "300"),
-    ])
-    .unwrap();
-    Consumer::from_config(&c).unwrap()
+    support::consumer(
+        bootstrap,
+        &[
+            ("auto.offset.reset", "earliest"),
+            ("task.timeout.ms", "2000"),
+            ("fetch.max.wait.ms", "100"),
+            ("max.poll.records", "300"),
+        ],
+    )
 }
 
 #[derive(Default, Debug)]
@@ -266,15 +268,7 @@ fn a_broker_too_old_for_lagless_is_a_clear_error_from_poll() {
     let c = consumer(&broker.addr);
     c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
     let start = Instant::now();
-    let err = loop {
-        match c.poll(Duration::from_millis(100)) {
-            Err(e) => break e,
-            Ok(r) => assert!(
-                r.is_empty() && start.elapsed() < Duration::from_secs(10),
-                "no error"
-            ),
-        }
-    };
+    let err = poll_until_error(&c, Duration::from_secs(10));
     assert_eq!(err.kafka_code(), Some(codes::UNSUPPORTED_VERSION), "{err}");
     assert!(err.to_string().contains("too old"), "{err}");
     assert!(
@@ -325,16 +319,7 @@ fn a_broker_before_kafka_2_4_and_too_old_for_lagless_is_reported_too_old() {
     );
     let c = consumer(&broker.addr);
     c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
-    let start = Instant::now();
-    let err = loop {
-        match c.poll(Duration::from_millis(100)) {
-            Err(e) => break e,
-            Ok(r) => assert!(
-                r.is_empty() && start.elapsed() < Duration::from_secs(10),
-                "no error"
-            ),
-        }
-    };
+    let err = poll_until_error(&c, Duration::from_secs(10));
     assert_eq!(err.kafka_code(), Some(codes::UNSUPPORTED_VERSION), "{err}");
     assert!(err.to_string().contains("too old"), "{err}");
 }

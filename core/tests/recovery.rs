@@ -20,32 +20,16 @@ use support::*;
 
 const MIN_LAG: &str = "10";
 
-/// Appends `n` records to partition 0 of `topic` and returns the log end after them.
-fn produce(bs: &str, topic: &str, n: usize) {
-    let p = producer(bs, &[("linger.ms", "5")]);
-    for i in 0..n {
-        p.send(ProducerRecord::new(topic, format!("v{i}")).with_partition(0))
-            .unwrap();
-    }
-    p.flush(Duration::from_secs(60)).unwrap();
-    p.close(Duration::from_secs(5)).unwrap();
+/// Appends `n` records to partition 0 of `topic`.
+fn produce_to_0(bs: &str, topic: &str, n: usize) {
+    produce(bs, topic, 1, n);
 }
 
-/// A group member of `group` with short liveness timeouts, manual commits and `extra`.
+/// A group member of `group` with manual commits and `extra`.
 fn member(bs: &str, group: &str, extra: &[(&str, &str)]) -> Consumer {
-    let mut pairs = vec![
-        ("group.id", group),
-        ("auto.offset.reset", "earliest"),
-        ("enable.auto.commit", "false"),
-        ("session.timeout.ms", "6000"),
-        ("heartbeat.interval.ms", "500"),
-        ("max.poll.interval.ms", "30000"),
-    ];
-    for (k, v) in extra {
-        pairs.retain(|(pk, _)| pk != k);
-        pairs.push((k, v));
-    }
-    consumer(bs, &pairs)
+    let mut all = vec![("enable.auto.commit", "false")];
+    all.extend_from_slice(extra);
+    group_member(bs, group, &all)
 }
 
 fn recovery_member(bs: &str, group: &str, extra: &[(&str, &str)]) -> Consumer {
@@ -67,14 +51,7 @@ fn commit_with_metadata(bs: &str, group: &str, topic: &str, offset: i64, metadat
     let c = member(bs, group, &[]);
     c.subscribe(&[topic], None).unwrap();
     let tp = TopicPartition::new(topic, 0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while c.assignment().is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the first member got no assignment"
-        );
-        c.poll(Duration::from_millis(100)).unwrap();
-    }
+    wait_assigned(&c, Duration::from_secs(60));
     c.commit_sync(
         Some(&[(
             tp,
@@ -87,15 +64,6 @@ fn commit_with_metadata(bs: &str, group: &str, topic: &str, offset: i64, metadat
     )
     .unwrap();
     c.close(None).unwrap();
-}
-
-fn wait_assigned(c: &Consumer, within: Duration) {
-    let deadline = Instant::now() + within;
-    while c.assignment().is_empty() {
-        assert!(Instant::now() < deadline, "no assignment within {within:?}");
-        c.poll(Duration::from_millis(0)).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn committed(c: &Consumer, tp: &TopicPartition) -> lagless::OffsetAndMetadata {
@@ -154,14 +122,15 @@ impl Drop for Trickle {
 /// this one); each record's flag says which stream it came from; and the committed offset, after
 /// every commit, is the smallest offset not yet delivered.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn takeover_delivers_fresh_records_at_once_while_the_backlog_drains() {
     let bs = bootstrap();
     let topic = new_topic(&bs, "recovery-seed", 1);
     let group = unique_name("recovery-seed");
     let tp = TopicPartition::new(&topic, 0);
-    produce(&bs, &topic, 70);
+    produce_to_0(&bs, &topic, 70);
     commit_as_departed_member(&bs, &group, &topic, 70);
-    produce(&bs, &topic, 5_000);
+    produce_to_0(&bs, &topic, 5_000);
     let end = 5_070;
 
     let c = recovery_member(&bs, &group, &[("max.poll.records", "50")]);
@@ -288,12 +257,13 @@ fn takeover_delivers_fresh_records_at_once_while_the_backlog_drains() {
 /// A backlog below `parallel.rebalance.min.lag`, and a seek, give the plain consumer's
 /// behaviour: one stream, in order from the committed offset (or the seek), no recovery flag.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn small_backlogs_and_seeks_use_the_main_stream_alone() {
     let bs = bootstrap();
     let topic = new_topic(&bs, "recovery-small", 1);
     let group = unique_name("recovery-small");
     let tp = TopicPartition::new(&topic, 0);
-    produce(&bs, &topic, 20);
+    produce_to_0(&bs, &topic, 20);
     commit_as_departed_member(&bs, &group, &topic, 15); // backlog 5 < min lag 10
     let c = recovery_member(&bs, &group, &[]);
     c.subscribe(&[&topic], None).unwrap();
@@ -307,7 +277,7 @@ fn small_backlogs_and_seeks_use_the_main_stream_alone() {
     c.close(None).unwrap();
 
     // A big backlog gets a recovery stream; seek() cancels it and reads from the seek on.
-    produce(&bs, &topic, 100);
+    produce_to_0(&bs, &topic, 100);
     let c = recovery_member(&bs, &group, &[("max.poll.records", "5")]);
     c.subscribe(&[&topic], None).unwrap();
     wait_assigned(&c, Duration::from_secs(60));
@@ -342,6 +312,7 @@ fn small_backlogs_and_seeks_use_the_main_stream_alone() {
 /// token whose low-water mark is not the committed offset) is ignored with a warning: the
 /// takeover starts from the committed offset, and nothing below the log end is skipped.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn untrusted_commit_metadata_resumes_at_the_committed_offset() {
     let bs = bootstrap();
     for metadata in [
@@ -353,9 +324,9 @@ fn untrusted_commit_metadata_resumes_at_the_committed_offset() {
         let topic = new_topic(&bs, "recovery-untrusted", 1);
         let group = unique_name("recovery-untrusted");
         let tp = TopicPartition::new(&topic, 0);
-        produce(&bs, &topic, 70);
+        produce_to_0(&bs, &topic, 70);
         commit_with_metadata(&bs, &group, &topic, 70, metadata);
-        produce(&bs, &topic, 130);
+        produce_to_0(&bs, &topic, 130);
         let c = recovery_member(&bs, &group, &[]);
         assert_eq!(committed(&c, &tp).metadata, metadata);
         c.subscribe(&[&topic], None).unwrap();
@@ -592,9 +563,9 @@ fn crash_mid_recovery(
     let bs = bootstrap();
     let topic = new_topic(&bs, prefix, 1);
     let group = unique_name(prefix);
-    produce(&bs, &topic, 70);
+    produce_to_0(&bs, &topic, 70);
     commit_as_departed_member(&bs, &group, &topic, 70);
-    produce(&bs, &topic, backlog);
+    produce_to_0(&bs, &topic, backlog);
     let first_end = 70 + backlog as i64;
     let out: PathBuf = std::env::temp_dir().join(format!("{group}.child"));
     // The explicit committer processes (and commits) some of the fresh records first, so that X
@@ -628,7 +599,7 @@ fn crash_mid_recovery(
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    produce(&bs, &topic, fresh);
+    produce_to_0(&bs, &topic, fresh);
     while !read_child_log(&out).paused {
         assert!(
             Instant::now() < deadline,
@@ -743,6 +714,7 @@ fn spans(offsets: impl Iterator<Item = i64>) -> String {
 /// not process (the rest of the backlog and the main stream from X on): nothing is lost, and
 /// nothing the dead member processed (all of it below X, so all of it committed) comes again.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn an_explicit_commit_during_recovery_claims_nothing_above_its_offset() {
     act_as_child_if_spawned();
     let bs = bootstrap();
@@ -816,6 +788,7 @@ fn an_explicit_commit_during_recovery_claims_nothing_above_its_offset() {
 /// range from the token and adds a range for the new backlog; nothing is lost, and since the
 /// dead member committed everything it delivered, nothing it delivered comes again.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_second_crash_resumes_both_ranges_from_the_token() {
     act_as_child_if_spawned();
     let bs = bootstrap();
@@ -829,7 +802,7 @@ fn a_second_crash_resumes_both_ranges_from_the_token() {
     let tp = TopicPartition::new(&topic, 0);
     let child_main_next = first_end + child.main as i64;
     assert_eq!(child.main, 100);
-    produce(&bs, &topic, 500);
+    produce_to_0(&bs, &topic, 500);
     let second_end = child_main_next + 500;
 
     let c = recovery_member(&bs, &group, &[]);
@@ -871,6 +844,7 @@ fn a_second_crash_resumes_both_ranges_from_the_token() {
 /// over in mid-recovery starts at the committed low-water mark: nothing is lost, and it
 /// re-delivers only what the dead member delivered above that mark.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_consumer_without_the_mode_resumes_at_the_low_water_mark() {
     act_as_child_if_spawned();
     let bs = bootstrap();
@@ -915,14 +889,15 @@ fn a_consumer_without_the_mode_resumes_at_the_low_water_mark() {
 /// With auto-commit, close() commits the low-water mark and the token, not the main stream's
 /// position: the next lagless owner resumes both streams exactly where this one stopped.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn close_with_auto_commit_commits_the_token() {
     let bs = bootstrap();
     let topic = new_topic(&bs, "recovery-close", 1);
     let group = unique_name("recovery-close");
     let tp = TopicPartition::new(&topic, 0);
-    produce(&bs, &topic, 70);
+    produce_to_0(&bs, &topic, 70);
     commit_as_departed_member(&bs, &group, &topic, 70);
-    produce(&bs, &topic, 5_000);
+    produce_to_0(&bs, &topic, 5_000);
     let c = recovery_member(
         &bs,
         &group,
@@ -930,7 +905,7 @@ fn close_with_auto_commit_commits_the_token() {
     );
     c.subscribe(&[&topic], None).unwrap();
     wait_assigned(&c, Duration::from_secs(60));
-    produce(&bs, &topic, 20);
+    produce_to_0(&bs, &topic, 20);
     let mut delivered: BTreeSet<i64> = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     // Some of the backlog and all 20 fresh records.
@@ -964,6 +939,7 @@ fn close_with_auto_commit_commits_the_token() {
 /// OFFSET_METADATA_TOO_LARGE), the committed metadata fits and parses, and the next owner, which
 /// resumes from the merged token, re-delivers the merged gaps: every offset comes at least once.
 #[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_token_too_long_for_the_broker_merges_ranges_and_loses_nothing() {
     use lagless::recovery::{RecoveryRange, RecoveryState, MAX_TOKEN_BYTES};
 
@@ -1017,10 +993,10 @@ fn a_token_too_long_for_the_broker_merges_ranges_and_loses_nothing() {
     // What the earlier owners delivered: everything below m that no range still owes.
     let delivered_before: BTreeSet<i64> = (0..m).filter(|o| !before.is_undelivered(*o)).collect();
 
-    produce(&bs, &topic, m as usize);
+    produce_to_0(&bs, &topic, m as usize);
     commit_with_metadata(&bs, &group, &topic, 0, &token);
     // The new backlog the takeover finds: one more range, [m, end).
-    produce(&bs, &topic, 300);
+    produce_to_0(&bs, &topic, 300);
     let end = m + 300;
     let mut after_takeover = before.clone();
     after_takeover.ranges.push(RecoveryRange {

@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lagless::{Consumer, ConsumerRecord, Error, RebalanceListener, Result, TopicPartition};
+use lagless::{
+    Consumer, ConsumerRecord, Error, RebalanceEvent, RebalanceEventListener, RebalanceListener,
+    Result, TopicPartition,
+};
 
 use crate::batch::{TopicCache, TopicNames};
 use crate::boundary::{api_timeout, write_opt, write_out, Opaque};
@@ -99,8 +102,8 @@ impl Default for CCallbacks {
     }
 }
 
-/// The listener the core holds; it reads the consumer's callbacks at each call, so a learning
-/// callback set after `lagless_consumer_subscribe` is seen.
+/// What the core's listener forwards every rebalance event to; it reads the consumer's callbacks
+/// at each call, so a learning callback set after `lagless_consumer_subscribe` is seen.
 struct CListener {
     callbacks: Arc<Mutex<CCallbacks>>,
     handle: *mut lagless_consumer,
@@ -117,13 +120,18 @@ impl CListener {
         *self.callbacks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn call(
-        &self,
-        which: &str,
-        cb: lagless_rebalance_cb,
-        opaque: Opaque,
-        parts: &[TopicPartition],
-    ) -> Result<()> {
+    /// Forwards one rebalance event to its C callback: the one place that says which callback
+    /// (and which opaque pointer) serves which event.
+    fn forward(&self, event: RebalanceEvent, parts: &[TopicPartition]) -> Result<()> {
+        let cbs = self.now();
+        let (which, cb, opaque) = match event {
+            RebalanceEvent::Assigned => ("on_assigned", cbs.on_assigned, cbs.opaque),
+            RebalanceEvent::Revoked => ("on_revoked", cbs.on_revoked, cbs.opaque),
+            // As the Java client: lost partitions go to "revoked" unless told apart.
+            RebalanceEvent::Lost if cbs.on_lost.is_some() => ("on_lost", cbs.on_lost, cbs.opaque),
+            RebalanceEvent::Lost => ("on_revoked", cbs.on_revoked, cbs.opaque),
+            RebalanceEvent::Learning => ("learning", cbs.on_learning, cbs.learning_opaque),
+        };
         let Some(cb) = cb else { return Ok(()) };
         let list = lagless_tplist::from_partitions(parts.iter().cloned());
         // SAFETY: a C function pointer the caller gave us, called with the caller's opaque
@@ -135,28 +143,6 @@ impl CListener {
             Err(Error::Callback(format!(
                 "the {which} callback returned {rc}"
             )))
-        }
-    }
-}
-
-impl RebalanceListener for CListener {
-    fn on_partitions_revoked(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
-        let cbs = self.now();
-        self.call("on_revoked", cbs.on_revoked, cbs.opaque, p)
-    }
-    fn on_partitions_assigned(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
-        let cbs = self.now();
-        self.call("on_assigned", cbs.on_assigned, cbs.opaque, p)
-    }
-    fn on_partitions_learning(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
-        let cbs = self.now();
-        self.call("learning", cbs.on_learning, cbs.learning_opaque, p)
-    }
-    fn on_partitions_lost(&mut self, _c: &Consumer, p: &[TopicPartition]) -> Result<()> {
-        let cbs = self.now();
-        match cbs.on_lost {
-            Some(_) => self.call("on_lost", cbs.on_lost, cbs.opaque, p),
-            None => self.call("on_revoked", cbs.on_revoked, cbs.opaque, p),
         }
     }
 }
@@ -189,10 +175,13 @@ impl lagless_consumer {
         listener: *const lagless_rebalance_listener,
         subscribe: impl FnOnce(Option<Box<dyn RebalanceListener>>) -> Result<()>,
     ) -> Result<()> {
-        subscribe(Some(Box::new(CListener {
+        let c_callbacks = CListener {
             callbacks: self.callbacks.clone(),
             handle,
-        })))?;
+        };
+        subscribe(Some(Box::new(RebalanceEventListener(
+            move |_: &Consumer, event, parts: &[TopicPartition]| c_callbacks.forward(event, parts),
+        ))))?;
         // SAFETY: NULL or a listener struct the caller owns for this call.
         if let Some(l) = unsafe { listener.as_ref() } {
             let mut cbs = self.callbacks.lock().unwrap_or_else(|p| p.into_inner());

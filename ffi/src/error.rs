@@ -4,6 +4,9 @@ use std::ffi::{c_char, CString};
 
 use lagless::Error;
 
+// The error kinds of the core (`lagless::ErrorKind`), one constant each: `LAGLESS_ERR_` and the
+// kind's name, with its stable number. A test checks every core kind has its constant.
+
 /// A configuration key is unknown or its value is bad; the message names the key.
 pub const LAGLESS_ERR_CONFIG: i32 = 1;
 /// An argument is bad: NULL, not UTF-8, out of range.
@@ -34,6 +37,9 @@ pub const LAGLESS_ERR_CALLBACK: i32 = 13;
 pub const LAGLESS_ERR_ILLEGAL_STATE: i32 = 14;
 /// SASL authentication failed (wrong credentials, refused mechanism, no token); fatal.
 pub const LAGLESS_ERR_AUTHENTICATION: i32 = 15;
+/// TLS failed: the broker's certificate is untrusted, expired or for another host, the client
+/// certificate was refused, or `security.protocol` mismatches the listener; fatal.
+pub const LAGLESS_ERR_SSL: i32 = 16;
 /// lagless hit an internal bug (a Rust panic, caught at the C boundary).
 pub const LAGLESS_ERR_PANIC: i32 = 100;
 
@@ -173,45 +179,40 @@ pub extern "C" fn lagless_error_destroy(err: *mut lagless_error) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lagless::error::ErrorPartition;
+    use std::collections::HashMap;
 
+    use lagless::ErrorKind;
+
+    /// The C layer maps the core's kinds in one place, the `LAGLESS_ERR_<name>` constants of
+    /// the header (generated from this file): a kind added to the core without its constant, or
+    /// a constant whose number is not the kind's, fails here.
     #[test]
-    fn codes_match_the_core() {
-        let p = ErrorPartition {
-            topic: "t".into(),
-            partition: 0,
-        };
-        let cases = [
-            (Error::config("k", "m"), LAGLESS_ERR_CONFIG),
-            (
-                Error::InvalidArgument("x".into()),
-                LAGLESS_ERR_INVALID_ARGUMENT,
-            ),
-            (Error::kafka(16, "x"), LAGLESS_ERR_KAFKA),
-            (Error::Timeout("x".into()), LAGLESS_ERR_TIMEOUT),
-            (Error::Transport("x".into()), LAGLESS_ERR_TRANSPORT),
-            (Error::Corrupt("x".into()), LAGLESS_ERR_CORRUPT),
-            (Error::UnknownTopic("x".into()), LAGLESS_ERR_UNKNOWN_TOPIC),
-            (Error::NoOffset(p.clone()), LAGLESS_ERR_NO_OFFSET),
-            (
-                Error::PartitionStuck {
-                    partition: p,
-                    cause: "x".into(),
-                },
-                LAGLESS_ERR_PARTITION_STUCK,
-            ),
-            (Error::CommitFailed("x".into()), LAGLESS_ERR_COMMIT_FAILED),
-            (Error::Wakeup, LAGLESS_ERR_WAKEUP),
-            (Error::Closed, LAGLESS_ERR_CLOSED),
-            (Error::Callback("x".into()), LAGLESS_ERR_CALLBACK),
-            (Error::IllegalState("x".into()), LAGLESS_ERR_ILLEGAL_STATE),
-            (
-                Error::Authentication("x".into()),
-                LAGLESS_ERR_AUTHENTICATION,
-            ),
-        ];
-        for (e, code) in cases {
-            assert_eq!(e.code(), code, "{e}");
+    fn every_core_error_kind_has_its_constant_in_the_header() {
+        let header = include_str!("../../include/lagless.h");
+        let defined: HashMap<&str, i32> = header
+            .lines()
+            .filter_map(|l| l.strip_prefix("#define LAGLESS_ERR_"))
+            .filter_map(|rest| {
+                let (name, value) = rest.split_once(' ')?;
+                Some((name, value.trim().parse().ok()?))
+            })
+            .collect();
+        for kind in ErrorKind::ALL {
+            assert_eq!(
+                defined.get(kind.name()),
+                Some(&kind.code()),
+                "include/lagless.h must define LAGLESS_ERR_{} {} (add the constant to \
+                 ffi/src/error.rs and run ffi/gen-header.sh)",
+                kind.name(),
+                kind.code()
+            );
+        }
+        for (name, code) in &defined {
+            let kind = ErrorKind::from_code(*code).map(ErrorKind::name);
+            assert!(
+                *name == "PANIC" && *code == LAGLESS_ERR_PANIC || kind == Some(*name),
+                "LAGLESS_ERR_{name} {code} is no core error kind"
+            );
         }
     }
 

@@ -3,11 +3,11 @@
 #   build liblagless (release), check the committed header, install to a temporary prefix and
 #   build every C program through pkg-config with -std=c99 -Wall -Wextra -Werror -pedantic;
 #   check the exports and soname; run produce / error-path / two-process group / recovery-stream /
-#   learner-assignment / batch hand-over tests plainly, under AddressSanitizer and (produce,
+#   learner-assignment / batch hand-over tests and the TLS/SASL round trips (over the security
+#   listeners of `kafka_broker.py --security`) plainly, under AddressSanitizer and (produce,
 #   errors, lookups, batch) under valgrind;
 #   the C++ consumer; the example; the Python ctypes test.
-# Usage: LAGLESS_BOOTSTRAP=host:port tests/c/run.sh
-#   or:  python3 tests/kafka_broker.py run -- bash tests/c/run.sh
+# Usage: python3 tests/kafka_broker.py run --security -- bash tests/c/run.sh
 # LAGLESS_C_SKIP_VALGRIND=1 skips the valgrind runs; LAGLESS_VALGRIND_GROUP=1 adds the group test.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,7 +39,7 @@ step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
 read -r -a PC <<<"$(pkg-config --cflags --libs lagless)"
-for t in test_produce test_errors group_member produce_n test_recovery test_learners test_lookups test_batch; do
+for t in test_produce test_errors group_member produce_n test_recovery test_learners test_lookups test_security test_batch; do
   cc "${CFLAGS[@]}" -o "$work/$t" "tests/c/$t.c" "${PC[@]}" -pthread
   cc "${CFLAGS[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$work/asan-$t" "tests/c/$t.c" "${PC[@]}" -pthread
 done
@@ -114,6 +114,8 @@ step "learner assignments"
 "$work/test_learners" "lagless-c-learners-$run_id" "lagless-c-learners-g-$run_id"
 step "lookups and group controls"
 "$work/test_lookups" "lagless-c-lookups-$run_id" "lagless-c-lookups-g-$run_id"
+step "TLS and SASL"
+"$work/test_security" "lagless-c-security-$run_id"
 step "batch hand-over"
 "$work/test_batch" "lagless-c-batch-$run_id" "lagless-c-batch-g-$run_id"
 
@@ -130,6 +132,8 @@ step "AddressSanitizer: learner assignments"
 "$work/asan-test_learners" "lagless-c-learners-asan-$run_id" "lagless-c-learners-g-asan-$run_id"
 step "AddressSanitizer: lookups and group controls"
 "$work/asan-test_lookups" "lagless-c-lookups-asan-$run_id" "lagless-c-lookups-g-asan-$run_id"
+step "AddressSanitizer: TLS and SASL"
+"$work/asan-test_security" "lagless-c-security-asan-$run_id"
 step "AddressSanitizer: batch hand-over"
 "$work/asan-test_batch" "lagless-c-batch-asan-$run_id" "lagless-c-batch-g-asan-$run_id"
 unset ASAN_OPTIONS

@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use lagless::offsets::OffsetAndMetadata;
-use lagless::{CommitResults, Consumer as CoreConsumer, ConsumerRecord, Error, RebalanceListener};
+use lagless::{
+    CommitResults, Consumer as CoreConsumer, ConsumerRecord, Error, RebalanceEvent,
+    RebalanceEventListener, RebalanceListener,
+};
 use pyo3::exceptions::{PyStopIteration, PyTypeError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
@@ -80,27 +83,24 @@ struct PyListener {
     stash: Stash,
 }
 
-#[derive(Clone, Copy)]
-enum Event {
-    Assigned,
-    Revoked,
-    Lost,
-    /// Learner assignments: only a listener object's optional `on_partitions_learning`.
-    Learning,
-}
-
 impl PyListener {
-    fn call(&self, event: Event, partitions: &[lagless::TopicPartition]) -> lagless::Result<()> {
+    /// Forwards one rebalance event to the listener object's method of the same name and to the
+    /// callable given for it: the one place that says which Python code serves which event.
+    fn forward(
+        &self,
+        event: RebalanceEvent,
+        partitions: &[lagless::TopicPartition],
+    ) -> lagless::Result<()> {
         Python::attach(|py| {
             let result = (|| -> PyResult<()> {
                 let (method, callable) = {
                     let cbs = lock(&self.callbacks);
                     let callable = match event {
-                        Event::Assigned => cbs.on_assign.as_ref(),
-                        Event::Revoked => cbs.on_revoke.as_ref(),
+                        RebalanceEvent::Assigned => cbs.on_assign.as_ref(),
+                        RebalanceEvent::Revoked => cbs.on_revoke.as_ref(),
                         // As the Java client: lost partitions go to "revoked" unless told apart.
-                        Event::Lost => cbs.on_lost.as_ref().or(cbs.on_revoke.as_ref()),
-                        Event::Learning => None,
+                        RebalanceEvent::Lost => cbs.on_lost.as_ref().or(cbs.on_revoke.as_ref()),
+                        RebalanceEvent::Learning => None,
                     };
                     (
                         cbs.listener.as_ref().map(|l| l.clone_ref(py)),
@@ -122,14 +122,9 @@ impl PyListener {
                 };
                 if let Some(l) = method {
                     let l = l.bind(py);
-                    let name = match event {
-                        Event::Assigned => "on_partitions_assigned",
-                        Event::Revoked => "on_partitions_revoked",
-                        Event::Lost => "on_partitions_lost",
-                        Event::Learning => "on_partitions_learning",
-                    };
+                    let name = event.method_name();
                     // The learning method is optional: a listener without it is ready at once.
-                    if !matches!(event, Event::Learning) || l.hasattr(name)? {
+                    if event != RebalanceEvent::Learning || l.hasattr(name)? {
                         l.call_method1(name, (consumer.clone(), list()?))?;
                     }
                 }
@@ -144,37 +139,6 @@ impl PyListener {
                 Error::Callback(msg)
             })
         })
-    }
-}
-
-impl RebalanceListener for PyListener {
-    fn on_partitions_revoked(
-        &mut self,
-        _: &CoreConsumer,
-        partitions: &[lagless::TopicPartition],
-    ) -> lagless::Result<()> {
-        self.call(Event::Revoked, partitions)
-    }
-    fn on_partitions_assigned(
-        &mut self,
-        _: &CoreConsumer,
-        partitions: &[lagless::TopicPartition],
-    ) -> lagless::Result<()> {
-        self.call(Event::Assigned, partitions)
-    }
-    fn on_partitions_lost(
-        &mut self,
-        _: &CoreConsumer,
-        partitions: &[lagless::TopicPartition],
-    ) -> lagless::Result<()> {
-        self.call(Event::Lost, partitions)
-    }
-    fn on_partitions_learning(
-        &mut self,
-        _: &CoreConsumer,
-        partitions: &[lagless::TopicPartition],
-    ) -> lagless::Result<()> {
-        self.call(Event::Learning, partitions)
     }
 }
 
@@ -301,8 +265,13 @@ impl Consumer {
             consumer: PyWeakrefReference::new(slf.as_any())?.unbind(),
             stash: this.stash.clone(),
         };
+        let listener = RebalanceEventListener(
+            move |_: &CoreConsumer, event, parts: &[lagless::TopicPartition]| {
+                l.forward(event, parts)
+            },
+        );
         let core = this.core();
-        let r = py.detach(|| subscribe(core, Box::new(l)));
+        let r = py.detach(|| subscribe(core, Box::new(listener)));
         this.check(py, r)
     }
 }

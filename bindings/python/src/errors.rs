@@ -1,40 +1,31 @@
 //! Core errors as the Python exception classes of `lagless._errors`, with their attributes.
 //!
-//! The classes are plain Python (attributes and docs are easier there); this module only picks
-//! the class by the core error's stable code and fills in the attributes.
-use lagless::Error;
+//! The classes are plain Python (attributes and docs are easier there); each says the core error
+//! kind it stands for (`kind`, the core's `ErrorKind::name`), and this module asks
+//! `lagless._errors` for the class of a kind and fills in the attributes.
+use lagless::{Error, ErrorKind};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 
 static ERRORS_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
-/// The class for each stable core error code (`Error::code`).
-fn class_name(code: i32) -> &'static str {
-    match code {
-        1 => "ConfigError",
-        2 => "InvalidArgumentError",
-        3 => "KafkaError",
-        4 => "LaglessTimeout",
-        5 => "TransportError",
-        6 => "CorruptError",
-        7 => "UnknownTopicError",
-        8 => "NoOffsetError",
-        9 => "PartitionStuckError",
-        10 => "CommitFailedError",
-        11 => "WakeupError",
-        12 => "ClosedError",
-        13 => "CallbackError",
-        14 => "IllegalStateError",
-        15 => "AuthenticationError",
-        _ => "LaglessError",
-    }
+/// Every core error kind as (stable code, name): what the package's test checks its exception
+/// classes against.
+#[pyfunction]
+pub fn _error_kinds() -> Vec<(i32, &'static str)> {
+    ErrorKind::ALL
+        .iter()
+        .map(|k| (k.code(), k.name()))
+        .collect()
 }
 
 fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
     let module =
         ERRORS_MODULE.get_or_try_init(py, || py.import("lagless._errors").map(Bound::unbind))?;
-    let cls = module.bind(py).getattr(class_name(e.code()))?;
+    let cls = module
+        .bind(py)
+        .call_method1("_class_for", (e.kind().name(),))?;
     let kw = PyDict::new(py);
     kw.set_item("code", e.code())?;
     kw.set_item("name", e.name())?;

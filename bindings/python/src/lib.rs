@@ -35,6 +35,7 @@ fn _lagless(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::Message>()?;
     m.add_function(wrap_pyfunction!(create_topic, m)?)?;
     m.add_function(wrap_pyfunction!(log::_set_log_level, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_error_kinds, m)?)?;
     m.add("OFFSET_BEGINNING", types::OFFSET_BEGINNING)?;
     m.add("OFFSET_END", types::OFFSET_END)?;
     m.add("OFFSET_INVALID", types::OFFSET_INVALID)?;

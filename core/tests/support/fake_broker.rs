@@ -105,6 +105,8 @@ struct State {
     /// The next this many OffsetCommits are answered with `commit_error` on every partition.
     commit_failures: AtomicUsize,
     commit_error: AtomicI16,
+    /// The (partition, offset) of every OffsetCommit answered with `commit_error`.
+    refused_commits: std::sync::Mutex<Vec<(i32, i64)>>,
 }
 
 impl State {
@@ -192,6 +194,7 @@ impl FakeBroker {
             heartbeats: AtomicUsize::new(0),
             heartbeats_failed: AtomicUsize::new(0),
             commit_failures: AtomicUsize::new(0),
+            refused_commits: std::sync::Mutex::new(Vec::new()),
             commit_error: AtomicI16::new(0),
         });
         let st = state.clone();
@@ -241,6 +244,16 @@ impl FakeBroker {
     pub fn fail_commits(&self, code: i16, count: usize) {
         self.state.commit_error.store(code, Ordering::Relaxed);
         self.state.commit_failures.store(count, Ordering::Relaxed);
+    }
+
+    /// The offsets of partition `p` in the OffsetCommits answered with an error so far.
+    pub fn refused_commits(&self, p: i32) -> Vec<i64> {
+        let refused = self.state.refused_commits.lock().unwrap();
+        refused
+            .iter()
+            .filter(|(rp, _)| *rp == p)
+            .map(|(_, o)| *o)
+            .collect()
     }
 
     /// Heartbeats received so far.
@@ -673,6 +686,12 @@ fn offset_commit(st: &State, req: &OffsetCommitRequest) -> OffsetCommitResponse 
         .is_ok();
     if failing {
         let code = st.commit_error.load(Ordering::Relaxed);
+        st.refused_commits.lock().unwrap().extend(
+            req.topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .map(|p| (p.partition_index, p.committed_offset)),
+        );
         let topics = req
             .topics
             .iter()

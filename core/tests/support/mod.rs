@@ -1,23 +1,26 @@
 //! Helpers shared by the integration tests that run against a real broker.
 //!
 //! The broker address comes from `LAGLESS_BOOTSTRAP` (tests/run starts a broker and sets it).
+//! Tests that need a broker carry `#[ignore = "needs a Kafka broker: ..."]`, so that a plain
+//! `cargo test` runs the rest without one; tests/run runs them with `--include-ignored`.
 //! Every test creates its own topics, named uniquely, so reruns against one broker never collide.
 #![allow(dead_code)]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lagless::{Config, Consumer, Producer};
+use lagless::{Config, Consumer, Producer, ProducerRecord};
 
 mod wait;
 #[allow(unused_imports)]
-pub use wait::wait_until;
+pub use wait::{poll_until_error, wait_assigned, wait_until};
 
 pub fn bootstrap() -> String {
     std::env::var("LAGLESS_BOOTSTRAP").expect(
-        "LAGLESS_BOOTSTRAP is not set: these tests need a Kafka broker \
-         (run them through tests/run, or start one with `python3 tests/kafka_broker.py start` \
-         and set LAGLESS_BOOTSTRAP=host:port)",
+        "LAGLESS_BOOTSTRAP is not set: this test needs a Kafka broker (run it through tests/run, \
+         or as `python3 tests/kafka_broker.py run --security -- cargo test ... -- \
+         --include-ignored`)",
     )
 }
 
@@ -61,6 +64,62 @@ pub fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> Consumer {
         c.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
     }
     Consumer::from_config(&c).expect("consumer")
+}
+
+/// A member of `group` reading from the earliest offset, with liveness timeouts short enough for
+/// tests (session 6 s, heartbeat 0.5 s, poll interval 30 s); `extra` adds settings or overrides
+/// these.
+pub fn group_member(bootstrap: &str, group: &str, extra: &[(&str, &str)]) -> Consumer {
+    let mut pairs = vec![
+        ("group.id", group),
+        ("auto.offset.reset", "earliest"),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+        ("max.poll.interval.ms", "30000"),
+    ];
+    for (k, v) in extra {
+        pairs.retain(|(pk, _)| pk != k);
+        pairs.push((k, v));
+    }
+    consumer(bootstrap, &pairs)
+}
+
+/// Produces `per_partition` records (values `v<partition>-<i>`) to each of partitions
+/// `0..partitions` of `topic`, waits for every delivery and returns the offsets written per
+/// partition, so a test can count every one of them on the consuming side. A fresh producer, so
+/// it sees partitions added a moment ago.
+pub fn produce(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    per_partition: usize,
+) -> BTreeMap<i32, BTreeSet<i64>> {
+    let p = producer(bootstrap, &[("linger.ms", "5")]);
+    let mut deliveries = Vec::new();
+    for i in 0..per_partition {
+        for part in 0..partitions {
+            let record = ProducerRecord::new(topic, format!("v{part}-{i}")).with_partition(part);
+            deliveries.push(p.send(record).expect("send"));
+        }
+    }
+    p.flush(Duration::from_secs(60)).expect("flush");
+    let mut written: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
+    for d in deliveries {
+        let md = d.wait().expect("delivery");
+        written.entry(md.partition).or_default().insert(md.offset);
+    }
+    p.close(Duration::from_secs(5)).expect("close the producer");
+    written
+}
+
+/// Sends the core's log events to the test output when `RUST_LOG` is set.
+pub fn init_logs() {
+    if std::env::var("RUST_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
 }
 
 pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Producer {

@@ -61,25 +61,13 @@ impl OwnBroker {
     /// SIGTERM node `node` (1-based), then, after `down_for`, start it again on the same port
     /// with its data (`None`: leave it down).
     pub fn restart(&self, node: u32, down_for: Option<Duration>) {
-        let script = format!(
-            "import sys, time; sys.path.insert(0, {tests:?}); from kafka_broker import KafkaCluster; \
-             c = KafkaCluster.from_state({dir:?}); c.stop_node({node}); {again}; c.detach()",
-            tests = harness().parent().unwrap().to_str().unwrap(),
-            dir = self.dir.to_str().unwrap(),
+        self.python(&format!(
+            "import time; c.stop_node({node}); {again}; c.detach()",
             again = match down_for {
                 Some(d) => format!("time.sleep({}); c.start_node({node})", d.as_secs_f64()),
                 None => "pass".to_string(),
             }
-        );
-        let out = Command::new("python3")
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "restart failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ));
     }
 }
 

@@ -15,24 +15,8 @@ from __future__ import annotations
 import atexit
 import logging
 
-from ._errors import (
-    AuthenticationError,
-    CallbackError,
-    ClosedError,
-    CommitFailedError,
-    ConfigError,
-    CorruptError,
-    IllegalStateError,
-    InvalidArgumentError,
-    KafkaError,
-    LaglessError,
-    LaglessTimeout,
-    NoOffsetError,
-    PartitionStuckError,
-    TransportError,
-    UnknownTopicError,
-    WakeupError,
-)
+from . import _errors
+from ._errors import *  # noqa: F403 (the exception classes; their list is _errors.__all__)
 from ._lagless import (
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -59,23 +43,8 @@ __all__ = [
     "OFFSET_END",
     "OFFSET_INVALID",
     "__version__",
-    "LaglessError",
-    "ConfigError",
-    "InvalidArgumentError",
-    "KafkaError",
-    "LaglessTimeout",
-    "TransportError",
-    "CorruptError",
-    "UnknownTopicError",
-    "NoOffsetError",
-    "PartitionStuckError",
-    "CommitFailedError",
-    "WakeupError",
-    "ClosedError",
-    "CallbackError",
-    "IllegalStateError",
-    "AuthenticationError",
 ]
+__all__ += _errors.__all__
 
 _logger = logging.getLogger("lagless")
 

@@ -4,11 +4,16 @@ The native module raises these with the attributes filled in from the core error
 lagless' stable error number (the same in Rust, C and Python), ``name`` its upper-case name (for
 broker errors, Kafka's name of the broker's code), ``kafka_code`` the broker's error code where
 the error came from a broker.
+
+Each class says the core error kind it stands for in ``kind`` (the core's name of the kind, as in
+the C constant ``LAGLESS_ERR_<kind>``); the native module picks the class by it, and a test
+checks that every kind of the core has its class. A new kind is a new class here with its
+``kind``, and its name in ``__all__`` (the package re-exports that list).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import ClassVar, Dict, List, Optional, Type
 
 __all__ = [
     "LaglessError",
@@ -27,12 +32,15 @@ __all__ = [
     "CallbackError",
     "IllegalStateError",
     "AuthenticationError",
+    "SslError",
 ]
 
 
 class LaglessError(Exception):
     """The root of every lagless error."""
 
+    #: The core error kind the class stands for; None here, at the root.
+    kind: ClassVar[Optional[str]] = None
     code: int
     name: str
     retriable: bool
@@ -73,58 +81,114 @@ class LaglessError(Exception):
 class ConfigError(LaglessError, ValueError):
     """A configuration key is unknown or its value is bad; ``key`` names it."""
 
+    kind = "CONFIG"
+
 
 class InvalidArgumentError(LaglessError, ValueError):
     """An argument to a call is bad (an empty topic name, a negative offset)."""
+
+    kind = "INVALID_ARGUMENT"
 
 
 class KafkaError(LaglessError):
     """A broker answered with an error code (``kafka_code``; ``name`` is Kafka's name for it)."""
 
+    kind = "KAFKA"
+
 
 class LaglessTimeout(LaglessError, TimeoutError):
     """A deadline passed before the operation completed."""
+
+    kind = "TIMEOUT"
 
 
 class TransportError(LaglessError, ConnectionError):
     """No connection could be made to a broker, or a connection broke."""
 
+    kind = "TRANSPORT"
+
 
 class CorruptError(LaglessError):
     """Malformed data from the wire or from another group member."""
+
+    kind = "CORRUPT"
 
 
 class UnknownTopicError(LaglessError):
     """The topic does not exist in the cluster."""
 
+    kind = "UNKNOWN_TOPIC"
+
 
 class NoOffsetError(LaglessError):
     """``auto.offset.reset=none`` and the partition has no valid committed offset."""
+
+    kind = "NO_OFFSET"
 
 
 class PartitionStuckError(LaglessError):
     """A partition made no progress for ``task.timeout.ms``; the others keep flowing."""
 
+    kind = "PARTITION_STUCK"
+
 
 class CommitFailedError(LaglessError):
     """A commit could not complete: the group rebalanced or this member left it."""
+
+    kind = "COMMIT_FAILED"
 
 
 class WakeupError(LaglessError):
     """``wakeup()`` was called while (or before) ``poll()`` waited."""
 
+    kind = "WAKEUP"
+
 
 class ClosedError(LaglessError):
     """The client was closed."""
+
+    kind = "CLOSED"
 
 
 class CallbackError(LaglessError):
     """A rebalance listener callback failed (raised only when the original exception is gone)."""
 
+    kind = "CALLBACK"
+
 
 class IllegalStateError(LaglessError):
     """The client is not in a state that allows the call (``commit`` without a group)."""
 
+    kind = "ILLEGAL_STATE"
+
 
 class AuthenticationError(LaglessError, PermissionError):
     """SASL authentication failed: wrong credentials, a refused mechanism or no token. Fatal."""
+
+    kind = "AUTHENTICATION"
+
+
+class SslError(AuthenticationError):
+    """TLS failed: the broker's certificate is untrusted, expired or made out for another host,
+    the broker refused the client certificate, or ``security.protocol`` mismatches the listener.
+    Fatal. A kind of AuthenticationError, as the Java client's SslAuthenticationException is an
+    AuthenticationException: code that catches security failures catches it too."""
+
+    kind = "SSL"
+
+
+def _subclasses(cls: Type[LaglessError]) -> List[Type[LaglessError]]:
+    return [c for sub in cls.__subclasses__() for c in [sub, *_subclasses(sub)]]
+
+
+#: The class of each core error kind, from the classes above (SslError is an
+#: AuthenticationError, so the whole tree below LaglessError counts).
+_BY_KIND: Dict[str, Type[LaglessError]] = {
+    cls.kind: cls for cls in _subclasses(LaglessError) if cls.__module__ == __name__ and cls.kind
+}
+
+
+def _class_for(kind: str) -> Type[LaglessError]:
+    """The class for the core error kind ``kind``; the root class for a kind this package does not
+    know (a newer native module than these classes)."""
+    return _BY_KIND.get(kind, LaglessError)

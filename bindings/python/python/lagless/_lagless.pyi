@@ -13,6 +13,7 @@ __all__ = [
     "TopicPartition",
     "create_topic",
     "_set_log_level",
+    "_error_kinds",
     "OFFSET_BEGINNING",
     "OFFSET_END",
     "OFFSET_INVALID",
@@ -24,7 +25,15 @@ OFFSET_BEGINNING: int
 OFFSET_END: int
 OFFSET_INVALID: int
 
-_ConfigValue = Union[str, int, float, bool]
+# `oauth_cb(sasl.oauthbearer.config) -> (token, expiry[, principal[, extensions]])`: OAUTHBEARER
+# tokens from the application, expiry in seconds since the epoch (as in confluent-kafka).
+_OAuthToken = Union[
+    Tuple[str, float],
+    Tuple[str, float, Optional[str]],
+    Tuple[str, float, Optional[str], Optional[Dict[str, str]]],
+]
+_OAuthCallback = Callable[[str], _OAuthToken]
+_ConfigValue = Union[str, int, float, bool, _OAuthCallback]
 _Payload = Union[bytes, bytearray, str, None]
 _Headers = Union[Iterable[Tuple[str, _Payload]], Mapping[str, _Payload]]
 _PartitionsCallback = Callable[["Consumer", List["TopicPartition"]], Any]
@@ -196,3 +205,4 @@ class Producer:
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) -> None: ...
 def _set_log_level(level: Optional[int]) -> None: ...
+def _error_kinds() -> List[Tuple[int, str]]: ...
