@@ -4,7 +4,7 @@
 //! thread that called `lagless_consumer_poll`, `_poll_batch`, `_commit_sync`, `_unsubscribe` or
 //! `_close`, never on a library thread.
 use std::collections::{HashMap, VecDeque};
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
