@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::task::JoinSet;
 
 use super::apply::{apply, fetch_failed, select, Asked, PartitionAnswer, Selected};
@@ -235,8 +236,13 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         .await?;
                     conn.call_with_timeout(&plan.request, timeout).await
                 }
-                .await
-                .map(|resp| decode_answer(resp, &plan.partitions, shared2.config.check_crcs));
+                .await;
+                let result = match result {
+                    Ok(resp) => {
+                        Ok(decode_answer(resp, &plan.partitions, shared2.config.check_crcs).await)
+                    }
+                    Err(e) => Err(e),
+                };
                 TaskDone::Fetch {
                     plan_broker: plan.broker,
                     kind: plan.kind,
@@ -372,8 +378,10 @@ fn build_fetch(
 }
 
 /// Decodes a fetch answer: each partition asked gets its records decoded, decompressed and
-/// chosen for its stream ([`select`]). Runs on the fetch task, without the lock.
-fn decode_answer(
+/// chosen for its stream ([`select`]). Runs on the fetch task, without the lock; when several
+/// partitions brought records, each is decoded on a task of its own, so that the runtime's
+/// workers decompress them side by side.
+async fn decode_answer(
     resp: FetchResponse,
     asked: &[(TopicPartition, Asked)],
     check_crcs: bool,
@@ -387,6 +395,8 @@ fn decode_answer(
         .map(|(i, (tp, _))| ((tp.topic.as_str(), tp.partition), i))
         .collect();
     let mut answers: Vec<Option<PartitionAnswer>> = asked.iter().map(|_| None).collect();
+    // (index into `asked`, the records field)
+    let mut to_decode: Vec<(usize, Bytes)> = Vec::new();
     for topic in resp.responses {
         for pd in topic.partitions {
             let Some(&i) = index.get(&(topic.topic.0.as_str(), pd.partition_index)) else {
@@ -395,19 +405,47 @@ fn decode_answer(
             if answers[i].is_some() {
                 continue;
             }
-            let records = if pd.error_code == codes::NONE {
-                let data = pd.records.unwrap_or_default();
-                decode_batches(data, check_crcs).map(|d| select(d, &asked[i].1))
-            } else {
-                Ok(Selected::default())
-            };
+            if pd.error_code == codes::NONE {
+                to_decode.push((i, pd.records.unwrap_or_default()));
+            }
             answers[i] = Some(PartitionAnswer {
                 error_code: pd.error_code,
                 high_watermark: pd.high_watermark,
                 log_start_offset: pd.log_start_offset,
                 preferred_read_replica: pd.preferred_read_replica.0,
-                records,
+                records: Ok(Selected::default()),
             });
+        }
+    }
+    let decode = move |data: Bytes, asked: Asked| {
+        decode_batches(data, check_crcs).map(|d| select(d, &asked))
+    };
+    let with_data = to_decode.iter().filter(|(_, d)| !d.is_empty()).count();
+    if with_data <= 1 {
+        for (i, data) in to_decode {
+            if let Some(a) = answers[i].as_mut() {
+                a.records = decode(data, asked[i].1);
+            }
+        }
+    } else {
+        let decoding: Vec<_> = to_decode
+            .into_iter()
+            .map(|(i, data)| {
+                let a = asked[i].1;
+                (i, tokio::spawn(async move { decode(data, a) }))
+            })
+            .collect();
+        for (i, handle) in decoding {
+            let records = handle.await.unwrap_or_else(|e| {
+                Err(if e.is_cancelled() {
+                    Error::Closed
+                } else {
+                    Error::IllegalState(format!("decoding the records failed: {e}"))
+                })
+            });
+            if let Some(a) = answers[i].as_mut() {
+                a.records = records;
+            }
         }
     }
     Answer::Partitions(
