@@ -24,7 +24,15 @@ OFFSET_BEGINNING: int
 OFFSET_END: int
 OFFSET_INVALID: int
 
-_ConfigValue = Union[str, int, float, bool]
+# `oauth_cb(sasl.oauthbearer.config) -> (token, expiry[, principal[, extensions]])`: OAUTHBEARER
+# tokens from the application, expiry in seconds since the epoch (as in confluent-kafka).
+_OAuthToken = Union[
+    Tuple[str, float],
+    Tuple[str, float, Optional[str]],
+    Tuple[str, float, Optional[str], Optional[Dict[str, str]]],
+]
+_OAuthCallback = Callable[[str], _OAuthToken]
+_ConfigValue = Union[str, int, float, bool, _OAuthCallback]
 _Payload = Union[bytes, bytearray, str, None]
 _Headers = Union[Iterable[Tuple[str, _Payload]], Mapping[str, _Payload]]
 _PartitionsCallback = Callable[["Consumer", List["TopicPartition"]], Any]
