@@ -1,18 +1,16 @@
-//! Offsets: position lookups (committed offset, else `auto.offset.reset`), ListOffsets for
-//! earliest/latest/timestamps, and reading the group's committed offsets.
+//! Offsets: ListOffsets for earliest/latest/timestamps, reading the group's committed offsets,
+//! and the bookkeeping of asynchronous commits. The fetch path's position lookups build on these
+//! (`fetch::lookup`); nothing here depends on the fetch path.
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use crate::backoff::{Deadline, Retry};
 use crate::cluster::{Cluster, Lane};
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
-use crate::fetch::{reset_policy, LookupOutcome, PositionLookup, Shared};
 use crate::protocol::msg::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use crate::protocol::msg::offset_fetch_request::OffsetFetchRequestTopic;
 use crate::protocol::msg::{
     BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes, TopicName,
 };
-use crate::recovery::RecoveryState;
 use crate::TopicPartition;
 
 /// ListOffsets' special timestamps.
@@ -117,113 +115,6 @@ impl<C> MergedCommit<C> {
     }
 }
 
-/// Gives each partition a position: the committed offset where the group has one, else the
-/// reset policy.
-pub(crate) async fn lookup_positions(
-    shared: &Arc<Shared>,
-    wanted: &[(TopicPartition, PositionLookup, u64)],
-) -> Result<Vec<(TopicPartition, LookupOutcome)>> {
-    let config = &shared.config;
-    let deadline = Deadline::after(config.common.default_api_timeout);
-    let mut out = Vec::new();
-    let mut by_policy: Vec<(TopicPartition, PositionLookup)> = Vec::new();
-    let committed_wanted: Vec<TopicPartition> = wanted
-        .iter()
-        .filter(|(_, l, _)| *l == PositionLookup::Committed)
-        .map(|(tp, _, _)| tp.clone())
-        .collect();
-    let committed = match (&config.group_id, committed_wanted.is_empty()) {
-        (Some(group), false) => {
-            fetch_committed(&shared.cluster, group, &committed_wanted, deadline).await?
-        }
-        _ => HashMap::new(),
-    };
-    // KIP-333: committed partitions whose backlog may get a recovery stream need the log end.
-    let mut takeovers: Vec<(TopicPartition, OffsetAndMetadata)> = Vec::new();
-    for (tp, lookup, _) in wanted {
-        match lookup {
-            PositionLookup::Committed => match committed.get(tp) {
-                Some(Some(c)) if c.offset >= 0 && config.enable_parallel_rebalance => {
-                    takeovers.push((tp.clone(), c.clone()))
-                }
-                Some(Some(c)) if c.offset >= 0 => {
-                    out.push((tp.clone(), LookupOutcome::Position(c.offset)))
-                }
-                _ => by_policy.push((tp.clone(), PositionLookup::ResetPolicy)),
-            },
-            other => by_policy.push((tp.clone(), *other)),
-        }
-    }
-    if !takeovers.is_empty() {
-        let ends: Vec<(TopicPartition, i64)> = takeovers
-            .iter()
-            .map(|(tp, _)| (tp.clone(), LATEST_TIMESTAMP))
-            .collect();
-        let mut ends: HashMap<TopicPartition, Result<(i64, i64)>> =
-            list_offsets_with(&shared.cluster, &ends, deadline, false)
-                .await?
-                .into_iter()
-                .collect();
-        for (tp, c) in takeovers {
-            let outcome = match ends.remove(&tp) {
-                Some(Ok((log_end, _))) => {
-                    let state = RecoveryState::on_assignment(
-                        c.offset,
-                        Some(&c.metadata),
-                        log_end,
-                        config.parallel_rebalance_min_lag,
-                    );
-                    if state.is_active() {
-                        LookupOutcome::Recover(state)
-                    } else {
-                        LookupOutcome::Position(state.main_next)
-                    }
-                }
-                Some(Err(e)) => LookupOutcome::Failed(e),
-                None => LookupOutcome::Failed(Error::Transport(format!(
-                    "no log end offset for {tp} in the ListOffsets answer"
-                ))),
-            };
-            out.push((tp, outcome));
-        }
-    }
-    let mut requests: Vec<(TopicPartition, i64)> = Vec::new();
-    for (tp, lookup) in by_policy {
-        let lookup = if lookup == PositionLookup::ResetPolicy {
-            match reset_policy(config) {
-                Some(l) => l,
-                None => {
-                    out.push((tp, LookupOutcome::NoOffset));
-                    continue;
-                }
-            }
-        } else {
-            lookup
-        };
-        let ts = if lookup == PositionLookup::Earliest {
-            EARLIEST_TIMESTAMP
-        } else {
-            LATEST_TIMESTAMP
-        };
-        requests.push((tp, ts));
-    }
-    if !requests.is_empty() {
-        // One attempt: a partition whose leader is unknown or answers a retriable error fails
-        // alone and is retried by the fetch loop after its own backoff, rather than holding up
-        // the positions of every other partition in this request until the deadline (KIP-572).
-        for (tp, r) in list_offsets_with(&shared.cluster, &requests, deadline, false).await? {
-            out.push((
-                tp,
-                match r {
-                    Ok((offset, _)) => LookupOutcome::Position(offset),
-                    Err(e) => LookupOutcome::Failed(e),
-                },
-            ));
-        }
-    }
-    Ok(out)
-}
-
 /// ListOffsets for each (partition, timestamp), sent to each partition's leader. The answer per
 /// partition is (offset, timestamp); offset -1 when no record has a timestamp at or after it.
 pub async fn list_offsets(
@@ -237,7 +128,7 @@ pub async fn list_offsets(
 /// [`list_offsets`]; with `retry` false, partitions that fail with a retriable error (no leader,
 /// a retriable error code, an unreachable leader) get that error at once instead of being retried
 /// until the deadline.
-async fn list_offsets_with(
+pub(crate) async fn list_offsets_with(
     cluster: &Cluster,
     wanted: &[(TopicPartition, i64)],
     deadline: Deadline,

@@ -600,9 +600,13 @@ fn compress(compression: Compression, input: &[u8]) -> std::io::Result<Vec<u8>> 
         }
         Compression::Lz4 => {
             // The Java client decompresses each LZ4 block on its own, so blocks must not refer
-            // to earlier ones.
+            // to earlier ones. Blocks of at most 64 KiB, as the Java client writes them: a reader
+            // sizes its buffers by the frame's block size, and the automatic choice gives 256 KiB
+            // or 4 MiB blocks to batches above 64 KiB, which every consumer (lagless' own
+            // decoder too) then allocates and clears per batch, several times the data's size.
             let info = lz4_flex::frame::FrameInfo::new()
-                .block_mode(lz4_flex::frame::BlockMode::Independent);
+                .block_mode(lz4_flex::frame::BlockMode::Independent)
+                .block_size(lz4_flex::frame::BlockSize::Max64KB);
             let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
             encoder.write_all(input)?;
             encoder.finish().map_err(std::io::Error::other)
@@ -1378,6 +1382,21 @@ mod tests {
         }
         assert_eq!(inflate_limit(10), INFLATE_FLOOR);
         assert_eq!(inflate_limit(8 << 20), (8 << 20) * 64 + (1 << 20));
+    }
+
+    #[test]
+    fn lz4_frames_have_64_kib_blocks_whatever_the_batch_size() {
+        for len in [10usize, 100 << 10, 300 << 10] {
+            let plain: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let frame = compress(Compression::Lz4, &plain).unwrap();
+            // The frame magic, FLG, then BD: the largest block size in bits 4-6 (4: 64 KiB).
+            assert_eq!(&frame[..4], &[0x04, 0x22, 0x4d, 0x18]);
+            assert_eq!((frame[5] >> 4) & 0x7, 4, "{len} bytes");
+            assert_eq!(
+                decompress(Compression::Lz4, &frame, 1 << 20).unwrap(),
+                plain
+            );
+        }
     }
 
     #[test]
