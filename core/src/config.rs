@@ -15,6 +15,7 @@ use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::group::assignor::{assignor_entry, ASSIGNORS};
 use crate::net::Security;
 use crate::sasl::OAuthBearerTokenProvider;
 
@@ -94,22 +95,6 @@ impl KeyInfo {
 
 const I32_MAX: i64 = i32::MAX as i64;
 
-/// The assignors lagless implements, by the name it speaks on the wire (the protocol name in
-/// JoinGroup), with the Java class name users copy from Java configs.
-const ASSIGNORS: &[(&str, &str)] = &[
-    ("range", "org.apache.kafka.clients.consumer.RangeAssignor"),
-    (
-        "roundrobin",
-        "org.apache.kafka.clients.consumer.RoundRobinAssignor",
-    ),
-    (
-        "cooperative-sticky",
-        "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
-    ),
-    // Learner assignments; lagless only, so it has no Java class name.
-    ("learner-sticky", "learner-sticky"),
-];
-
 // Built with a `const fn` so each table row stays one readable call.
 const fn key(
     name: &'static str,
@@ -140,6 +125,17 @@ const fn secret(
         sensitive: true,
         ..key(name, default, scope, kind, doc)
     }
+}
+
+// Most TLS and SASL keys have one shape: no default, for consumers and producers alike, any
+// string (files, PEM text, names); their checks come when the settings meet (net::security).
+const fn tls_sasl_key(name: &'static str, doc: &'static str) -> KeyInfo {
+    key(name, None, Scope::Common, Kind::Str, doc)
+}
+
+// The same for one whose value is a secret (a password, a private key, a JAAS line).
+const fn tls_sasl_secret(name: &'static str, doc: &'static str) -> KeyInfo {
+    secret(name, None, Scope::Common, Kind::Str, doc)
 }
 
 use Kind::*;
@@ -254,55 +250,13 @@ static KEYS: &[KeyInfo] = &[
         OneOf(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
         "Protocol to talk to brokers: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS).",
     ),
-    key(
-        "ssl.ca.location",
-        None,
-        Common,
-        Str,
-        "File (or directory) of PEM CA certificates that sign the brokers' certificates; without it (and ssl.ca.pem, ssl.truststore.*) the system's CAs are trusted.",
-    ),
-    key(
-        "ssl.ca.pem",
-        None,
-        Common,
-        Str,
-        "PEM CA certificates, inline, as ssl.ca.location.",
-    ),
-    key(
-        "ssl.certificate.location",
-        None,
-        Common,
-        Str,
-        "File of the client's PEM certificate (chain) for mutual TLS, with ssl.key.location.",
-    ),
-    key(
-        "ssl.certificate.pem",
-        None,
-        Common,
-        Str,
-        "The client's PEM certificate (chain), inline, as ssl.certificate.location.",
-    ),
-    key(
-        "ssl.key.location",
-        None,
-        Common,
-        Str,
-        "File of the client's PEM private key (PKCS#8, encrypted with ssl.key.password or not; PKCS#1; SEC1).",
-    ),
-    secret(
-        "ssl.key.pem",
-        None,
-        Common,
-        Str,
-        "The client's PEM private key, inline, as ssl.key.location.",
-    ),
-    secret(
-        "ssl.key.password",
-        None,
-        Common,
-        Str,
-        "Password of an encrypted PKCS#8 client key (ssl.key.location, ssl.key.pem, ssl.keystore.key).",
-    ),
+    tls_sasl_key("ssl.ca.location", "File (or directory) of PEM CA certificates that sign the brokers' certificates; without it (and ssl.ca.pem, ssl.truststore.*) the system's CAs are trusted."),
+    tls_sasl_key("ssl.ca.pem", "PEM CA certificates, inline, as ssl.ca.location."),
+    tls_sasl_key("ssl.certificate.location", "File of the client's PEM certificate (chain) for mutual TLS, with ssl.key.location."),
+    tls_sasl_key("ssl.certificate.pem", "The client's PEM certificate (chain), inline, as ssl.certificate.location."),
+    tls_sasl_key("ssl.key.location", "File of the client's PEM private key (PKCS#8, encrypted with ssl.key.password or not; PKCS#1; SEC1)."),
+    tls_sasl_secret("ssl.key.pem", "The client's PEM private key, inline, as ssl.key.location."),
+    tls_sasl_secret("ssl.key.password", "Password of an encrypted PKCS#8 client key (ssl.key.location, ssl.key.pem, ssl.keystore.key)."),
     key(
         "ssl.endpoint.identification.algorithm",
         Some("https"),
@@ -310,20 +264,8 @@ static KEYS: &[KeyInfo] = &[
         OneOf(&["https", "none", ""]),
         "https: a broker's certificate must carry the host lagless connects to; none (or empty) skips that check, not the others.",
     ),
-    key(
-        "ssl.keystore.location",
-        None,
-        Common,
-        Str,
-        "Client key and certificate store for mutual TLS: PKCS#12 (with ssl.keystore.password) or PEM (ssl.keystore.type).",
-    ),
-    secret(
-        "ssl.keystore.password",
-        None,
-        Common,
-        Str,
-        "Password of the PKCS#12 store of ssl.keystore.location.",
-    ),
+    tls_sasl_key("ssl.keystore.location", "Client key and certificate store for mutual TLS: PKCS#12 (with ssl.keystore.password) or PEM (ssl.keystore.type)."),
+    tls_sasl_secret("ssl.keystore.password", "Password of the PKCS#12 store of ssl.keystore.location."),
     key(
         "ssl.keystore.type",
         None,
@@ -335,20 +277,8 @@ static KEYS: &[KeyInfo] = &[
         },
         "PKCS12 or PEM; unset, it is read from the file (JKS is refused with how to convert it).",
     ),
-    secret(
-        "ssl.keystore.key",
-        None,
-        Common,
-        Str,
-        "The client's PEM private key, inline (Java's name for ssl.key.pem).",
-    ),
-    key(
-        "ssl.keystore.certificate.chain",
-        None,
-        Common,
-        Str,
-        "The client's PEM certificate chain, inline (Java's name for ssl.certificate.pem).",
-    ),
+    tls_sasl_secret("ssl.keystore.key", "The client's PEM private key, inline (Java's name for ssl.key.pem)."),
+    tls_sasl_key("ssl.keystore.certificate.chain", "The client's PEM certificate chain, inline (Java's name for ssl.certificate.pem)."),
     key(
         "ssl.truststore.type",
         None,
@@ -360,27 +290,9 @@ static KEYS: &[KeyInfo] = &[
         },
         "PEM or PKCS12; unset, it is read from the file (JKS is refused with how to convert it).",
     ),
-    key(
-        "ssl.truststore.location",
-        None,
-        Common,
-        Str,
-        "File of trusted CA certificates, PEM or PKCS#12 (Java's name for ssl.ca.location).",
-    ),
-    secret(
-        "ssl.truststore.password",
-        None,
-        Common,
-        Str,
-        "Password of a PKCS#12 ssl.truststore.location.",
-    ),
-    key(
-        "ssl.truststore.certificates",
-        None,
-        Common,
-        Str,
-        "PEM CA certificates, inline (Java's name for ssl.ca.pem).",
-    ),
+    tls_sasl_key("ssl.truststore.location", "File of trusted CA certificates, PEM or PKCS#12 (Java's name for ssl.ca.location)."),
+    tls_sasl_secret("ssl.truststore.password", "Password of a PKCS#12 ssl.truststore.location."),
+    tls_sasl_key("ssl.truststore.certificates", "PEM CA certificates, inline (Java's name for ssl.ca.pem)."),
     key(
         "sasl.mechanism",
         None,
@@ -403,27 +315,9 @@ static KEYS: &[KeyInfo] = &[
         },
         "librdkafka's name for sasl.mechanism.",
     ),
-    key(
-        "sasl.username",
-        None,
-        Common,
-        Str,
-        "User name for PLAIN and SCRAM.",
-    ),
-    secret(
-        "sasl.password",
-        None,
-        Common,
-        Str,
-        "Password for PLAIN and SCRAM.",
-    ),
-    secret(
-        "sasl.jaas.config",
-        None,
-        Common,
-        Str,
-        "Java's login module line (PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule) with the credentials.",
-    ),
+    tls_sasl_key("sasl.username", "User name for PLAIN and SCRAM."),
+    tls_sasl_secret("sasl.password", "Password for PLAIN and SCRAM."),
+    tls_sasl_secret("sasl.jaas.config", "Java's login module line (PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule) with the credentials."),
     key(
         "sasl.oauthbearer.method",
         Some("default"),
@@ -431,48 +325,12 @@ static KEYS: &[KeyInfo] = &[
         OneOf(&["default", "oidc"]),
         "OAUTHBEARER tokens: default (the application's token provider, else unsecured tokens from sasl.oauthbearer.config) or oidc (client credentials from sasl.oauthbearer.token.endpoint.url; setting that URL alone means oidc too, as in the Java client).",
     ),
-    secret(
-        "sasl.oauthbearer.config",
-        None,
-        Common,
-        Str,
-        "Unsecured OAUTHBEARER tokens, for testing: `principal=<name> [scope=<s>] [lifeSeconds=<n>]`.",
-    ),
-    key(
-        "sasl.oauthbearer.token.endpoint.url",
-        None,
-        Common,
-        Str,
-        "OIDC token endpoint for sasl.oauthbearer.method=oidc.",
-    ),
-    key(
-        "sasl.oauthbearer.client.id",
-        None,
-        Common,
-        Str,
-        "OIDC client id for sasl.oauthbearer.method=oidc.",
-    ),
-    secret(
-        "sasl.oauthbearer.client.secret",
-        None,
-        Common,
-        Str,
-        "OIDC client secret for sasl.oauthbearer.method=oidc.",
-    ),
-    key(
-        "sasl.oauthbearer.scope",
-        None,
-        Common,
-        Str,
-        "Scope requested from the OIDC token endpoint.",
-    ),
-    key(
-        "sasl.oauthbearer.extensions",
-        None,
-        Common,
-        Str,
-        "SASL extensions sent with OAUTHBEARER tokens (KIP-342), as key=value,key=value.",
-    ),
+    tls_sasl_secret("sasl.oauthbearer.config", "Unsecured OAUTHBEARER tokens, for testing: `principal=<name> [scope=<s>] [lifeSeconds=<n>]`."),
+    tls_sasl_key("sasl.oauthbearer.token.endpoint.url", "OIDC token endpoint for sasl.oauthbearer.method=oidc."),
+    tls_sasl_key("sasl.oauthbearer.client.id", "OIDC client id for sasl.oauthbearer.method=oidc."),
+    tls_sasl_secret("sasl.oauthbearer.client.secret", "OIDC client secret for sasl.oauthbearer.method=oidc."),
+    tls_sasl_key("sasl.oauthbearer.scope", "Scope requested from the OIDC token endpoint."),
+    tls_sasl_key("sasl.oauthbearer.extensions", "SASL extensions sent with OAUTHBEARER tokens (KIP-342), as key=value,key=value."),
     // Consumer.
     key(
         "group.id",
@@ -743,7 +601,7 @@ impl Kind {
             HostPorts => "a comma-separated list of host:port".to_string(),
             Assignors => format!(
                 "a comma-separated list of assignors from {}",
-                quoted(&ASSIGNORS.iter().map(|(n, _)| *n).collect::<Vec<_>>())
+                quoted(&ASSIGNORS.iter().map(|a| a.name).collect::<Vec<_>>())
             ),
             InstanceId => "1 to 249 characters from a-z, A-Z, 0-9, `.`, `_` and `-`".to_string(),
         }
@@ -862,10 +720,8 @@ fn parse_host_ports(value: &str) -> std::result::Result<Vec<String>, String> {
 fn parse_assignors(value: &str) -> std::result::Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
     for entry in split_list(value) {
-        let name = ASSIGNORS
-            .iter()
-            .find(|(short, class)| short.eq_ignore_ascii_case(entry) || *class == entry)
-            .map(|(short, _)| *short)
+        let name = assignor_entry(entry)
+            .map(|a| a.name)
             .ok_or_else(|| format!("`{entry}` is not a known assignor"))?;
         // Two entries for one assignor would offer one protocol twice in JoinGroup.
         if out.iter().any(|n| n == name) {
@@ -1169,8 +1025,9 @@ pub struct CommonConfig {
     pub metadata_max_age: Duration,
     /// Zero: report a partition at its first failure.
     pub task_timeout: Duration,
-    /// `security.protocol` with its TLS setup and SASL credentials.
-    pub security: Security,
+    /// `security.protocol` with its TLS setup and SASL credentials. Crate-private: it holds the
+    /// connection layer's types (rustls configs, SASL mechanisms).
+    pub(crate) security: Security,
 }
 
 impl CommonConfig {
