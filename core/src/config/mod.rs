@@ -1,0 +1,4 @@
+//! Configuration, split by responsibility (see the parts' first lines).
+mod keys;
+
+pub use keys::*;
