@@ -246,6 +246,9 @@ async fn list_offsets_with(
 ) -> Result<Vec<(TopicPartition, Result<(i64, i64)>)>> {
     let mut results: BTreeMap<TopicPartition, Result<(i64, i64)>> = BTreeMap::new();
     let mut todo: Vec<(TopicPartition, i64)> = wanted.to_vec();
+    // Not `backoff::retry_until`: one ListOffsets round answers many partitions, and only the
+    // ones that failed retriably go round again (each against its current leader), while the
+    // others keep their answers; at the deadline each unfinished partition gets its own Timeout.
     let mut backoff = Retry::new(cluster.backoff());
     let mut refreshed = false;
     while !todo.is_empty() {
