@@ -15,15 +15,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use crate::protocol::msg::{
-    ApiKey, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest, StrBytes,
-};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::{codes, Error, Result};
+use crate::protocol::msg::{
+    ApiKey, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest, StrBytes,
+};
 use crate::protocol::wire::{self, client_versions, Api, MAX_FRAME_BYTES};
 use crate::sasl::{self, SaslCredentials};
 

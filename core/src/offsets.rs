@@ -402,15 +402,18 @@ pub async fn fetch_committed(
     partitions: &[TopicPartition],
     deadline: Deadline,
 ) -> Result<HashMap<TopicPartition, Option<OffsetAndMetadata>>> {
-    let topics: Vec<OffsetFetchRequestTopic> =
-        group_by_topic(partitions.iter().map(|tp| (tp.topic.as_str(), tp.partition)))
-        .into_iter()
-        .map(|(t, ps)| {
-            OffsetFetchRequestTopic::default()
-                .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                .with_partition_indexes(ps)
-        })
-        .collect();
+    let topics: Vec<OffsetFetchRequestTopic> = group_by_topic(
+        partitions
+            .iter()
+            .map(|tp| (tp.topic.as_str(), tp.partition)),
+    )
+    .into_iter()
+    .map(|(t, ps)| {
+        OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+            .with_partition_indexes(ps)
+    })
+    .collect();
     let req = OffsetFetchRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group_id.to_string())))
         .with_topics(Some(topics))

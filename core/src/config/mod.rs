@@ -237,6 +237,7 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    use super::keys::{Kind::*, Scope::*};
     use super::*;
 
     fn config(pairs: &[(&str, &str)]) -> Config {

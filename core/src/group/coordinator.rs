@@ -903,12 +903,12 @@ impl GroupDriver {
                     (tp.topic.as_str(), partition)
                 }))
                 .into_iter()
-                    .map(|(t, ps)| {
-                        OffsetCommitRequestTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                            .with_partitions(ps)
-                    })
-                    .collect();
+                .map(|(t, ps)| {
+                    OffsetCommitRequestTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                        .with_partitions(ps)
+                })
+                .collect();
                 let mut req = OffsetCommitRequest::default()
                     .with_group_id(self.group_id_bytes())
                     .with_generation_id_or_member_epoch(generation.generation_id)

@@ -230,7 +230,11 @@ pub(super) struct Accumulator {
 }
 
 impl Accumulator {
-    pub(super) fn new(batch_size: usize, linger: Duration, compression: Compression) -> Accumulator {
+    pub(super) fn new(
+        batch_size: usize,
+        linger: Duration,
+        compression: Compression,
+    ) -> Accumulator {
         Accumulator {
             topics: HashMap::new(),
             batch_size: batch_size.max(1),

@@ -35,8 +35,8 @@ mod partitioner;
 mod sender;
 
 use accumulator::*;
-pub use partitioner::{murmur2, partition_for_key};
 use partitioner::*;
+pub use partitioner::{murmur2, partition_for_key};
 use sender::*;
 
 /// The bytes a v2 batch spends before its first record.

@@ -126,7 +126,10 @@ pub(super) fn read_bounded<R: Read>(
 
 /// Snappy as Kafka producers write it: xerial-framed by the Java client, raw by some others.
 /// snappy-java reads anything without the xerial magic as raw snappy, and so does this.
-pub(super) fn snappy_decompress(input: &[u8], limit: usize) -> std::result::Result<Vec<u8>, String> {
+pub(super) fn snappy_decompress(
+    input: &[u8],
+    limit: usize,
+) -> std::result::Result<Vec<u8>, String> {
     let mut decoder = snap::raw::Decoder::new();
     let too_large = || format!("output exceeds {limit} bytes; refusing to inflate further");
     if input.len() < XERIAL_HEADER_LEN || !input.starts_with(XERIAL_MAGIC) {

@@ -2,7 +2,6 @@
 //! checks, and the records inside (after decompression).
 use super::*;
 
-
 /// Decodes the record batches of a fetch response's records field.
 ///
 /// A fetch whose only batch is truncated gives no batches and `truncated = true`: the batch is

@@ -49,12 +49,11 @@ mod compression;
 mod decode;
 mod encode;
 
-use compression::*;
 pub use compression::Compression;
-use decode::*;
+use compression::*;
 pub use decode::decode_batches;
+use decode::*;
 pub use encode::BatchBuilder;
-
 
 /// A record header. Kafka allows a null value but not a null key.
 #[derive(Debug, Clone, PartialEq, Eq)]
