@@ -3,9 +3,10 @@
 //! (`fetch::lookup`); nothing here depends on the fetch path.
 use std::collections::{BTreeMap, HashMap};
 
-use crate::backoff::{Deadline, Retry};
+use crate::backoff::{retry_until, Deadline, Retry};
 use crate::cluster::{Cluster, Lane};
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
+use crate::protocol::group_by_topic;
 use crate::protocol::msg::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use crate::protocol::msg::offset_fetch_request::OffsetFetchRequestTopic;
 use crate::protocol::msg::{
@@ -136,6 +137,9 @@ pub(crate) async fn list_offsets_with(
 ) -> Result<Vec<(TopicPartition, Result<(i64, i64)>)>> {
     let mut results: BTreeMap<TopicPartition, Result<(i64, i64)>> = BTreeMap::new();
     let mut todo: Vec<(TopicPartition, i64)> = wanted.to_vec();
+    // Not `backoff::retry_until`: one ListOffsets round answers many partitions, and only the
+    // ones that failed retriably go round again (each against its current leader), while the
+    // others keep their answers; at the deadline each unfinished partition gets its own Timeout.
     let mut backoff = Retry::new(cluster.backoff());
     let mut refreshed = false;
     while !todo.is_empty() {
@@ -190,21 +194,21 @@ pub(crate) async fn list_offsets_with(
             }
         }
         for (leader, parts) in by_leader {
-            let mut topics: Vec<ListOffsetsTopic> = Vec::new();
-            for (tp, ts, epoch) in &parts {
-                let lp = ListOffsetsPartition::default()
-                    .with_partition_index(tp.partition)
-                    .with_timestamp(*ts)
-                    .with_current_leader_epoch(*epoch);
-                match topics.last_mut() {
-                    Some(t) if t.name.0.as_str() == tp.topic => t.partitions.push(lp),
-                    _ => topics.push(
-                        ListOffsetsTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
-                            .with_partitions(vec![lp]),
-                    ),
-                }
-            }
+            let topics: Vec<ListOffsetsTopic> =
+                group_by_topic(parts.iter().map(|(tp, ts, epoch)| {
+                    let lp = ListOffsetsPartition::default()
+                        .with_partition_index(tp.partition)
+                        .with_timestamp(*ts)
+                        .with_current_leader_epoch(*epoch);
+                    (tp.topic.as_str(), lp)
+                }))
+                .into_iter()
+                .map(|(t, ps)| {
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                        .with_partitions(ps)
+                })
+                .collect();
             let req = ListOffsetsRequest::default()
                 .with_replica_id(BrokerId(-1))
                 .with_isolation_level(0)
@@ -289,75 +293,59 @@ pub async fn fetch_committed(
     partitions: &[TopicPartition],
     deadline: Deadline,
 ) -> Result<HashMap<TopicPartition, Option<OffsetAndMetadata>>> {
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for tp in partitions {
-        by_topic
-            .entry(tp.topic.as_str())
-            .or_default()
-            .push(tp.partition);
-    }
-    let topics: Vec<OffsetFetchRequestTopic> = by_topic
-        .into_iter()
-        .map(|(t, ps)| {
-            OffsetFetchRequestTopic::default()
-                .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                .with_partition_indexes(ps)
-        })
-        .collect();
+    let topics: Vec<OffsetFetchRequestTopic> = group_by_topic(
+        partitions
+            .iter()
+            .map(|tp| (tp.topic.as_str(), tp.partition)),
+    )
+    .into_iter()
+    .map(|(t, ps)| {
+        OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+            .with_partition_indexes(ps)
+    })
+    .collect();
     let req = OffsetFetchRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group_id.to_string())))
         .with_topics(Some(topics))
         .with_require_stable(true);
-    let mut retry = Retry::new(cluster.backoff());
-    loop {
-        let attempt = async {
-            let (coordinator, conn) = cluster.find_coordinator(group_id, deadline).await?;
-            let resp = conn
-                .call(&req)
-                .await
-                .inspect_err(|_| cluster.disconnect(coordinator, Lane::Coordinator))?;
-            if resp.error_code != codes::NONE {
-                return Err(Error::kafka(
-                    resp.error_code,
-                    format!("fetching committed offsets of group `{group_id}`"),
-                ));
-            }
-            let mut out = HashMap::new();
-            for t in resp.topics {
-                for p in t.partitions {
-                    let tp = TopicPartition {
-                        topic: t.name.0.to_string(),
-                        partition: p.partition_index,
-                    };
-                    if p.error_code != codes::NONE {
-                        return Err(Error::kafka_partition(
-                            p.error_code,
-                            "fetching committed offsets",
-                            &tp.topic,
-                            tp.partition,
-                        ));
-                    }
-                    let v = (p.committed_offset >= 0).then(|| OffsetAndMetadata {
-                        offset: p.committed_offset,
-                        metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
-                    });
-                    out.insert(tp, v);
+    retry_until(cluster.backoff(), deadline, "OffsetFetch", || async {
+        let (coordinator, conn) = cluster.find_coordinator(group_id, deadline).await?;
+        let resp = conn
+            .call(&req)
+            .await
+            .inspect_err(|_| cluster.disconnect(coordinator, Lane::Coordinator))?;
+        if resp.error_code != codes::NONE {
+            return Err(Error::kafka(
+                resp.error_code,
+                format!("fetching committed offsets of group `{group_id}`"),
+            ));
+        }
+        let mut out = HashMap::new();
+        for t in resp.topics {
+            for p in t.partitions {
+                let tp = TopicPartition {
+                    topic: t.name.0.to_string(),
+                    partition: p.partition_index,
+                };
+                if p.error_code != codes::NONE {
+                    return Err(Error::kafka_partition(
+                        p.error_code,
+                        "fetching committed offsets",
+                        &tp.topic,
+                        tp.partition,
+                    ));
                 }
-            }
-            Ok(out)
-        };
-        match attempt.await {
-            Ok(r) => return Ok(r),
-            Err(e) => {
-                let wait = retry.failed();
-                if !e.is_retriable() || deadline.remaining() <= wait {
-                    return Err(e);
-                }
-                tracing::debug!(error = %e, "OffsetFetch failed; retrying");
-                tokio::time::sleep(wait).await;
+                let v = (p.committed_offset >= 0).then(|| OffsetAndMetadata {
+                    offset: p.committed_offset,
+                    metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
+                });
+                out.insert(tp, v);
             }
         }
-    }
+        Ok(out)
+    })
+    .await
 }
 
 #[cfg(test)]

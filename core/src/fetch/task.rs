@@ -16,6 +16,7 @@ use super::Shared;
 use crate::backoff::{Deadline, Retry};
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, ErrorPartition, Result};
+use crate::protocol::group_by_topic;
 use crate::protocol::msg::fetch_request::{FetchPartition, FetchTopic};
 use crate::protocol::msg::{BrokerId, FetchRequest, FetchResponse, StrBytes, TopicName};
 use crate::protocol::records::decode_batches;
@@ -337,23 +338,22 @@ fn build_fetch(
     kind: StreamKind,
     parts: Vec<FetchCandidate>,
 ) -> FetchPlan {
-    let mut topics: Vec<FetchTopic> = Vec::new();
-    for (tp, asked, epoch, _) in &parts {
+    let topics: Vec<FetchTopic> = group_by_topic(parts.iter().map(|(tp, asked, epoch, _)| {
         let fp = FetchPartition::default()
             .with_partition(tp.partition)
             .with_fetch_offset(asked.offset)
             .with_current_leader_epoch(*epoch)
             .with_log_start_offset(-1)
             .with_partition_max_bytes(config.max_partition_fetch_bytes);
-        match topics.last_mut() {
-            Some(t) if t.topic.0.as_str() == tp.topic => t.partitions.push(fp),
-            _ => topics.push(
-                FetchTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
-                    .with_partitions(vec![fp]),
-            ),
-        }
-    }
+        (tp.topic.as_str(), fp)
+    }))
+    .into_iter()
+    .map(|(t, ps)| {
+        FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
+            .with_partitions(ps)
+    })
+    .collect();
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(config.fetch_max_wait.as_millis() as i32)

@@ -27,6 +27,7 @@ use crate::protocol::consumer_protocol::{
     encode_subscription, Assignment, LearnerAssignmentData, Subscription, TopicPartitions,
     HIGHEST_VERSION,
 };
+use crate::protocol::group_by_topic;
 use crate::protocol::msg::describe_configs_request::DescribeConfigsResource;
 use crate::protocol::msg::join_group_request::JoinGroupRequestProtocol;
 use crate::protocol::msg::leave_group_request::MemberIdentity;
@@ -901,27 +902,21 @@ impl GroupDriver {
             let attempt = async {
                 let conn = self.coordinator(deadline).await?;
                 let v = conn.version::<OffsetCommitRequest>()?;
-                let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> =
-                    BTreeMap::new();
-                for (tp, om) in &pending {
-                    by_topic.entry(tp.topic.as_str()).or_default().push(
-                        OffsetCommitRequestPartition::default()
-                            .with_partition_index(tp.partition)
-                            .with_committed_offset(om.offset)
-                            .with_committed_leader_epoch(-1)
-                            .with_committed_metadata(Some(StrBytes::from_string(
-                                om.metadata.clone(),
-                            ))),
-                    );
-                }
-                let topics = by_topic
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        OffsetCommitRequestTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                            .with_partitions(ps)
-                    })
-                    .collect();
+                let topics = group_by_topic(pending.iter().map(|(tp, om)| {
+                    let partition = OffsetCommitRequestPartition::default()
+                        .with_partition_index(tp.partition)
+                        .with_committed_offset(om.offset)
+                        .with_committed_leader_epoch(-1)
+                        .with_committed_metadata(Some(StrBytes::from_string(om.metadata.clone())));
+                    (tp.topic.as_str(), partition)
+                }))
+                .into_iter()
+                .map(|(t, ps)| {
+                    OffsetCommitRequestTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                        .with_partitions(ps)
+                })
+                .collect();
                 let mut req = OffsetCommitRequest::default()
                     .with_group_id(self.group_id_bytes())
                     .with_generation_id_or_member_epoch(generation.generation_id)
@@ -1038,14 +1033,10 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 fn to_topic_partitions(set: &BTreeSet<TopicPartition>) -> Vec<TopicPartitions> {
-    let mut out: Vec<TopicPartitions> = Vec::new();
-    for tp in set {
-        match out.last_mut() {
-            Some(t) if t.topic == tp.topic => t.partitions.push(tp.partition),
-            _ => out.push(TopicPartitions::new(tp.topic.clone(), vec![tp.partition])),
-        }
-    }
-    out
+    group_by_topic(set.iter().map(|tp| (tp.topic.as_str(), tp.partition)))
+        .into_iter()
+        .map(|(t, ps)| TopicPartitions::new(t, ps))
+        .collect()
 }
 
 #[cfg(test)]
