@@ -20,15 +20,16 @@ pub mod protocol;
 pub mod recovery;
 pub mod sasl;
 pub mod secret;
-pub mod subscription;
 
 pub use config::Config;
-pub use consumer::{Consumer, ConsumerRecord, Watermarks};
+pub use consumer::{
+    CommitCallback, CommitResults, Consumer, ConsumerRecord, GroupMetadata, RebalanceListener,
+    Watermarks,
+};
 pub use error::{Error, Result};
 pub use offsets::OffsetAndMetadata;
 pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};
-pub use subscription::{CommitCallback, CommitResults, GroupMetadata, RebalanceListener};
 
 /// A topic and one of its partitions.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
