@@ -793,4 +793,73 @@ mod tests {
         m.start_join();
         assert!(m.stable_generation().is_none());
     }
+
+    #[test]
+    fn a_dynamic_member_leaves_with_its_id_and_a_static_one_sends_nothing() {
+        let mut m = stable();
+        assert_eq!(m.leave().as_deref(), Some("m-1"));
+        assert_eq!(m.generation(), &Generation::none());
+        assert_eq!(m.state(), MemberState::Unjoined);
+        assert!(!m.partitions_lost(), "leaving gives the partitions up, it does not lose them");
+        assert_eq!(m.leave(), None, "no id left to leave with");
+        let mut m = Membership::new(Some("instance-1".into()));
+        m.on_join_success(3, "m-1", None);
+        m.on_sync_success();
+        assert_eq!(m.leave(), None);
+        assert_eq!(m.generation(), &Generation::none());
+    }
+
+    #[test]
+    fn a_sync_answer_for_a_generation_reset_meanwhile_is_not_taken() {
+        let mut m = Membership::new(None);
+        m.start_join();
+        m.on_join_success(4, "m-1", None);
+        let g = m.generation().clone();
+        // The heartbeat found the generation stale while SyncGroup was in flight.
+        m.on_heartbeat(&g, codes::ILLEGAL_GENERATION);
+        assert_eq!(m.on_sync_success_for(4), None);
+        assert_eq!(m.state(), MemberState::Unjoined);
+        let mut m = Membership::new(None);
+        m.on_join_success(4, "m-1", None);
+        assert_eq!(
+            m.on_sync_success_for(4).map(|g| g.generation_id),
+            Some(4)
+        );
+        assert_eq!(m.state(), MemberState::Stable);
+        assert!(!m.rejoin_needed());
+    }
+
+    #[test]
+    fn starting_a_join_clears_the_request_and_stops_commits() {
+        let mut m = stable();
+        m.request_rejoin("the subscription changed");
+        m.start_join();
+        assert!(!m.rejoin_needed());
+        assert_eq!(m.state(), MemberState::PreparingRebalance);
+        assert!(m.commit_generation(false).is_err());
+        assert!(!m.heartbeats_enabled(), "the pending JoinGroup keeps the member alive");
+        assert_eq!(m.join_sent(), ("m-1".to_string(), 5));
+    }
+
+    #[test]
+    fn close_gives_partitions_up_as_lost_without_a_generation() {
+        let mut m = stable();
+        assert!(!m.holds_no_generation());
+        m.poll_timeout_expired();
+        assert!(m.holds_no_generation());
+        m.take_partitions_lost();
+        assert!(m.holds_no_generation(), "still in no generation");
+        assert!(Membership::new(None).holds_no_generation());
+    }
+
+    #[test]
+    fn an_error_to_report_once_comes_out_once_and_a_fatal_one_stays() {
+        let mut m = stable();
+        m.report_once(Error::kafka(-1, "Heartbeat"));
+        assert!(m.take_error().is_some());
+        assert!(m.take_error().is_none());
+        m.set_fatal(Error::kafka(codes::GROUP_AUTHORIZATION_FAILED, "JoinGroup"));
+        assert!(m.fatal().is_some());
+        assert!(m.fatal().is_some());
+    }
 }
