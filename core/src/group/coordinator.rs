@@ -15,7 +15,9 @@ use crate::cluster::{Cluster, Lane};
 use crate::config::ConsumerConfig;
 use crate::consumer::AsyncCommitDone;
 use crate::error::{codes, Error, Result};
-use crate::group::assignor::{assignor_by_name, Assignor, MemberSubscription, RebalanceProtocol};
+use crate::group::assignor::{
+    assignor_by_name, Assignor, LearnerIntent, MemberSubscription, RebalanceProtocol,
+};
 use crate::group::heartbeat::{
     heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness,
 };
@@ -406,8 +408,14 @@ impl GroupDriver {
             .map(|a| {
                 let sub = Subscription {
                     topics: input.topics.clone(),
-                    user_data: a
-                        .subscription_user_data(generation_id, &to_topic_partitions(&input.ready)),
+                    user_data: a.subscription_user_data(
+                        generation_id,
+                        &to_topic_partitions(&input.ready),
+                        LearnerIntent {
+                            leaving: false,
+                            max_learning: self.config.learner_max_warmup_partitions,
+                        },
+                    ),
                     owned_partitions: to_topic_partitions(&input.owned),
                     generation_id,
                     rack_id: self.config.common.client_rack.clone(),
