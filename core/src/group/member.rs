@@ -800,7 +800,10 @@ mod tests {
         assert_eq!(m.leave().as_deref(), Some("m-1"));
         assert_eq!(m.generation(), &Generation::none());
         assert_eq!(m.state(), MemberState::Unjoined);
-        assert!(!m.partitions_lost(), "leaving gives the partitions up, it does not lose them");
+        assert!(
+            !m.partitions_lost(),
+            "leaving gives the partitions up, it does not lose them"
+        );
         assert_eq!(m.leave(), None, "no id left to leave with");
         let mut m = Membership::new(Some("instance-1".into()));
         m.on_join_success(3, "m-1", None);
@@ -821,10 +824,7 @@ mod tests {
         assert_eq!(m.state(), MemberState::Unjoined);
         let mut m = Membership::new(None);
         m.on_join_success(4, "m-1", None);
-        assert_eq!(
-            m.on_sync_success_for(4).map(|g| g.generation_id),
-            Some(4)
-        );
+        assert_eq!(m.on_sync_success_for(4).map(|g| g.generation_id), Some(4));
         assert_eq!(m.state(), MemberState::Stable);
         assert!(!m.rejoin_needed());
     }
@@ -837,7 +837,10 @@ mod tests {
         assert!(!m.rejoin_needed());
         assert_eq!(m.state(), MemberState::PreparingRebalance);
         assert!(m.commit_generation(false).is_err());
-        assert!(!m.heartbeats_enabled(), "the pending JoinGroup keeps the member alive");
+        assert!(
+            !m.heartbeats_enabled(),
+            "the pending JoinGroup keeps the member alive"
+        );
         assert_eq!(m.join_sent(), ("m-1".to_string(), 5));
     }
 
