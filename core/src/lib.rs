@@ -24,16 +24,17 @@ pub mod protocol;
 pub mod recovery;
 pub mod sasl;
 pub mod secret;
-pub mod subscription;
 
 pub use config::Config;
-pub use consumer::{Consumer, ConsumerRecord, Watermarks};
+pub use consumer::{
+    CommitCallback, CommitResults, Consumer, ConsumerRecord, GroupMetadata, RebalanceListener,
+    Watermarks,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use listener::{RebalanceEvent, RebalanceEventListener};
 pub use offsets::OffsetAndMetadata;
 pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};
-pub use subscription::{CommitCallback, CommitResults, GroupMetadata, RebalanceListener};
 
 /// A topic and one of its partitions.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
