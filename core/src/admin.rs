@@ -162,6 +162,9 @@ async fn wait_for_leaders(
     deadline: Deadline,
 ) -> Result<()> {
     cluster.add_interest([&name.to_string()]);
+    // Not `backoff::retry_until`: this polls for a state (every leader elected), not for an
+    // operation to succeed. Nothing failed while the leaders are missing, the wait is capped so
+    // a fresh topic is seen soon, and running out of time is a Timeout that names the topic.
     let mut retry = Retry::new(cluster.backoff());
     loop {
         let m = cluster.refresh(&[name.to_string()], deadline).await?;

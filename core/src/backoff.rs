@@ -75,6 +75,22 @@ pub async fn retry_until<T, F, Fut>(
     backoff: Backoff,
     deadline: Deadline,
     what: &str,
+    attempt: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    retry_until_if(backoff, deadline, what, Error::is_retriable, attempt).await
+}
+
+/// [`retry_until`] for an operation that retries more errors than [`Error::is_retriable`] says,
+/// such as a coordinator lookup that also retries the errors which mean "ask again elsewhere".
+pub async fn retry_until_if<T, F, Fut>(
+    backoff: Backoff,
+    deadline: Deadline,
+    what: &str,
+    retriable: impl Fn(&Error) -> bool,
     mut attempt: F,
 ) -> Result<T>
 where
@@ -87,7 +103,7 @@ where
             Ok(v) => return Ok(v),
             Err(e) => {
                 let wait = retry.failed();
-                if !e.is_retriable() || deadline.remaining() <= wait {
+                if !retriable(&e) || deadline.remaining() <= wait {
                     return Err(e);
                 }
                 tracing::debug!(error = %e, "{what} failed; retrying");
@@ -288,5 +304,46 @@ mod tests {
             (2..=5).contains(&tries),
             "stops at the deadline after {tries} tries"
         );
+    }
+
+    #[tokio::test]
+    async fn retry_until_if_retries_what_its_predicate_calls_retriable() {
+        let backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(10));
+        // NOT_COORDINATOR-like: not retriable by itself, retried by a coordinator lookup.
+        let mut tries = 0;
+        let r: Result<u32> = retry_until_if(
+            backoff,
+            Deadline::after(Duration::from_secs(5)),
+            "test",
+            |e| matches!(e, Error::IllegalState(_)),
+            || {
+                tries += 1;
+                let n = tries;
+                async move {
+                    if n < 3 {
+                        Err(Error::IllegalState("elsewhere".into()))
+                    } else {
+                        Ok(n)
+                    }
+                }
+            },
+        )
+        .await;
+        assert_eq!(r.unwrap(), 3);
+        // And only that: a transport error the predicate rejects is returned at once.
+        let mut tries = 0;
+        let r: Result<()> = retry_until_if(
+            backoff,
+            Deadline::after(Duration::from_secs(5)),
+            "test",
+            |e| matches!(e, Error::IllegalState(_)),
+            || {
+                tries += 1;
+                async { Err(Error::Transport("down".into())) }
+            },
+        )
+        .await;
+        assert!(matches!(r, Err(Error::Transport(_))));
+        assert_eq!(tries, 1);
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
-use crate::backoff::{retry_until, Backoff, Deadline, Retry};
+use crate::backoff::{retry_until, retry_until_if, Backoff, Deadline, Retry};
 use crate::config::CommonConfig;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 use crate::net::Connection;
@@ -295,31 +295,26 @@ impl Cluster {
     /// (say, every broker down) must not make a caller with a short deadline wait for its own.
     pub async fn refresh(&self, extra: &[String], deadline: Deadline) -> Result<Arc<Metadata>> {
         let started = Instant::now();
-        let mut retry = Retry::new(self.backoff());
-        loop {
-            let attempt = {
-                let Ok(_guard) =
-                    tokio::time::timeout_at(deadline.instant().into(), self.refresh_lock.lock())
-                        .await
-                else {
-                    return Err(self.refresh_timed_out());
-                };
-                // Someone else refreshed while we waited for the lock: that answer is fresh enough.
-                let current = self.metadata();
-                if current.fetched_at.is_some_and(|t| t >= started)
-                    && extra.iter().all(|x| current.topics.contains_key(x))
-                {
-                    return Ok(current);
-                }
-                let (mut topics, all) = self
-                    .interest
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                topics.extend(extra.iter().cloned());
-                self.fetch_metadata(&topics, all, deadline).await
+        retry_until(self.backoff(), deadline, "metadata request", || async {
+            let Ok(_guard) =
+                tokio::time::timeout_at(deadline.instant().into(), self.refresh_lock.lock()).await
+            else {
+                return Err(self.refresh_timed_out());
             };
-            match attempt {
+            // Someone else refreshed while we waited for the lock: that answer is fresh enough.
+            let current = self.metadata();
+            if current.fetched_at.is_some_and(|t| t >= started)
+                && extra.iter().all(|x| current.topics.contains_key(x))
+            {
+                return Ok(current);
+            }
+            let (mut topics, all) = self
+                .interest
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            topics.extend(extra.iter().cloned());
+            match self.fetch_metadata(&topics, all, deadline).await {
                 Ok(m) => {
                     let m = Arc::new(m);
                     *self.metadata.write().unwrap_or_else(|p| p.into_inner()) = m.clone();
@@ -327,22 +322,19 @@ impl Cluster {
                         .last_refresh_error
                         .lock()
                         .unwrap_or_else(|p| p.into_inner()) = None;
-                    return Ok(m);
+                    Ok(m)
                 }
                 Err(e) => {
                     *self
                         .last_refresh_error
                         .lock()
                         .unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
-                    let wait = retry.failed();
-                    if !e.is_retriable() || deadline.remaining() <= wait {
-                        return Err(e);
-                    }
-                    tracing::debug!(error = %e, "metadata request failed; retrying");
-                    tokio::time::sleep(wait).await;
+                    Err(e)
                 }
             }
-        }
+            // The refresh lock is released here, before retry_until's backoff sleep.
+        })
+        .await
     }
 
     /// The error for a refresh whose deadline passed while another one held the lock: the
@@ -448,64 +440,54 @@ impl Cluster {
         group_id: &str,
         deadline: Deadline,
     ) -> Result<(i32, Arc<Connection>)> {
-        let mut retry = Retry::new(self.backoff());
-        loop {
-            let attempt = async {
-                let conn = self.any_broker(deadline).await?;
-                let v = conn.version::<FindCoordinatorRequest>()?;
-                let key = StrBytes::from_string(group_id.to_string());
-                let req = if v >= 4 {
-                    FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
-                } else {
-                    FindCoordinatorRequest::default().with_key(key)
-                };
-                let resp = conn.call(&req).await?;
-                let (code, id, host, port) = if v >= 4 {
-                    let c = resp.coordinators.first().ok_or_else(|| {
-                        Error::Corrupt("FindCoordinator response has no coordinator".into())
-                    })?;
-                    (c.error_code, c.node_id.0, c.host.to_string(), c.port)
-                } else {
-                    (
-                        resp.error_code,
-                        resp.node_id.0,
-                        resp.host.to_string(),
-                        resp.port,
-                    )
-                };
-                if code != codes::NONE {
-                    return Err(Error::kafka(
-                        code,
-                        format!("finding the coordinator of group `{group_id}`"),
-                    ));
-                }
-                let addr = format!("{host}:{port}");
-                let slot = self.slot(id, Lane::Coordinator, &addr);
-                {
-                    let mut s = slot.lock().await;
-                    if s.addr != addr {
-                        s.addr = addr;
-                        s.conn = None;
-                    }
-                }
-                let c = self.connect_slot(&slot, deadline).await?;
-                Ok((id, c))
+        // A coordinator that moved (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) is asked for again.
+        let retriable = |e: &Error| {
+            e.is_retriable()
+                || e.kafka_code().map(kafka_error_action) == Some(Action::RediscoverCoordinator)
+        };
+        let what = format!("coordinator lookup of group `{group_id}`");
+        retry_until_if(self.backoff(), deadline, &what, retriable, || async {
+            let conn = self.any_broker(deadline).await?;
+            let v = conn.version::<FindCoordinatorRequest>()?;
+            let key = StrBytes::from_string(group_id.to_string());
+            let req = if v >= 4 {
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
+            } else {
+                FindCoordinatorRequest::default().with_key(key)
             };
-            match attempt.await {
-                Ok(r) => return Ok(r),
-                Err(e) => {
-                    let wait = retry.failed();
-                    let retriable = e.is_retriable()
-                        || e.kafka_code().map(kafka_error_action)
-                            == Some(Action::RediscoverCoordinator);
-                    if !retriable || deadline.remaining() <= wait {
-                        return Err(e);
-                    }
-                    tracing::debug!(group = group_id, error = %e, "coordinator lookup failed; retrying");
-                    tokio::time::sleep(wait).await;
+            let resp = conn.call(&req).await?;
+            let (code, id, host, port) = if v >= 4 {
+                let c = resp.coordinators.first().ok_or_else(|| {
+                    Error::Corrupt("FindCoordinator response has no coordinator".into())
+                })?;
+                (c.error_code, c.node_id.0, c.host.to_string(), c.port)
+            } else {
+                (
+                    resp.error_code,
+                    resp.node_id.0,
+                    resp.host.to_string(),
+                    resp.port,
+                )
+            };
+            if code != codes::NONE {
+                return Err(Error::kafka(
+                    code,
+                    format!("finding the coordinator of group `{group_id}`"),
+                ));
+            }
+            let addr = format!("{host}:{port}");
+            let slot = self.slot(id, Lane::Coordinator, &addr);
+            {
+                let mut s = slot.lock().await;
+                if s.addr != addr {
+                    s.addr = addr;
+                    s.conn = None;
                 }
             }
-        }
+            let c = self.connect_slot(&slot, deadline).await?;
+            Ok((id, c))
+        })
+        .await
     }
 
     /// Creates a topic (an admin operation). Any broker will do: KRaft brokers forward the

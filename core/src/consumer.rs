@@ -1,7 +1,9 @@
 //! The consumer's public, blocking API over the library's I/O runtime.
 //!
 //! I/O runs on a tokio runtime in library-owned threads; the caller's thread only waits in
-//! `poll()` for records the fetch task has buffered.
+//! `poll()` for records the fetch task has buffered. The consumer as a group member (subscribe,
+//! the listener, the group steps of `poll()`) is in `consumer/group.rs`; commits in
+//! `consumer/commits.rs`.
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -17,8 +19,15 @@ use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
 use crate::group::coordinator::GroupDriver;
 use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
-use crate::subscription::{CommitCallback, CommitResults, GroupLocal};
 use crate::TopicPartition;
+
+mod commits;
+mod group;
+
+pub(crate) use commits::AsyncCommitDone;
+pub use commits::{CommitCallback, CommitResults};
+use group::GroupLocal;
+pub use group::{GroupMetadata, RebalanceListener};
 
 /// A record as `poll()` returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,12 +1,15 @@
 //! lagless: a Kafka consumer client.
 //!
 //! The crate speaks the Kafka wire protocol itself. `kafka-protocol` supplies the message schemas and
-//! is reached only through [`protocol`]; everything a user sees is lagless' own types.
+//! is reached only through the crate-private `protocol::{msg, wire}`; everything a user sees is
+//! lagless' own types. The connections (`net`), the cluster view (`cluster`) and the group
+//! coordinator driver are crate-private too. The `unstable-fuzzing` feature makes the wire-level
+//! readers public for the fuzz targets and the tests' fake broker, with no stability promise.
 #![deny(unsafe_code)]
 
 pub mod admin;
 pub mod backoff;
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod config;
 pub mod consumer;
 pub mod error;
@@ -14,23 +17,24 @@ pub(crate) mod fetch;
 pub mod group;
 pub mod listener;
 pub mod log;
-pub mod net;
+pub(crate) mod net;
 pub mod offsets;
 pub mod producer;
 pub mod protocol;
 pub mod recovery;
 pub mod sasl;
 pub mod secret;
-pub mod subscription;
 
 pub use config::Config;
-pub use consumer::{Consumer, ConsumerRecord, Watermarks};
+pub use consumer::{
+    CommitCallback, CommitResults, Consumer, ConsumerRecord, GroupMetadata, RebalanceListener,
+    Watermarks,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use listener::{RebalanceEvent, RebalanceEventListener};
 pub use offsets::OffsetAndMetadata;
 pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};
-pub use subscription::{CommitCallback, CommitResults, GroupMetadata, RebalanceListener};
 
 /// A topic and one of its partitions.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

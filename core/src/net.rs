@@ -15,23 +15,22 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
-};
-use kafka_protocol::protocol::{Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::{codes, Error, Result};
-use crate::protocol::wire::{self, client_versions, MAX_FRAME_BYTES};
+use crate::protocol::msg::{
+    ApiKey, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest, StrBytes,
+};
+use crate::protocol::wire::{self, client_versions, Api, MAX_FRAME_BYTES};
 use crate::sasl::{self, SaslCredentials};
 
 pub mod security;
 pub mod tls;
 
-pub use security::{Security, SecurityProtocol};
+pub use security::Security;
 
 type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<Result<Bytes>>>>>;
 
@@ -219,7 +218,7 @@ impl Connection {
 
     /// The highest version of `R` that both this broker and lagless speak. A broker that has none
     /// in common is too old (or too new) for lagless: say so, with both ranges.
-    pub fn version<R: Request>(&self) -> Result<i16> {
+    pub fn version<R: Api>(&self) -> Result<i16> {
         let (cmin, cmax) = client_versions::<R>();
         let name = ApiKey::try_from(R::KEY)
             .map(|k| format!("{k:?}"))
@@ -248,11 +247,11 @@ impl Connection {
     }
 
     /// Sends `req` at the negotiated version and waits up to `request.timeout.ms` for the answer.
-    pub async fn call<R: Request>(&self, req: &R) -> Result<R::Response> {
+    pub async fn call<R: Api>(&self, req: &R) -> Result<R::Response> {
         self.call_with_timeout(req, self.request_timeout).await
     }
 
-    pub async fn call_with_timeout<R: Request>(
+    pub async fn call_with_timeout<R: Api>(
         &self,
         req: &R,
         timeout: Duration,
@@ -263,7 +262,7 @@ impl Connection {
 
     /// Like [`Connection::call`], also returning the version used, for requests whose response
     /// fields depend on it.
-    pub async fn call_versioned<R: Request>(
+    pub async fn call_versioned<R: Api>(
         &self,
         req: &R,
         timeout: Duration,
@@ -273,14 +272,14 @@ impl Connection {
     }
 
     /// Sends a request the broker will not answer (a Produce with acks=0).
-    pub fn send_no_response<R: Request>(&self, req: &R) -> Result<()> {
+    pub fn send_no_response<R: Api>(&self, req: &R) -> Result<()> {
         let v = self.version::<R>()?;
         let id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let frame = wire::encode_request(req, v, id, &self.client_id)?;
         self.outgoing.send(frame).map_err(|_| self.closed_error())
     }
 
-    async fn call_at_version<R: Request>(
+    async fn call_at_version<R: Api>(
         &self,
         req: &R,
         version: i16,
@@ -388,7 +387,7 @@ struct Wire {
 }
 
 impl Wire {
-    async fn call<R: Request>(&self, req: &R, version: i16) -> Result<R::Response> {
+    async fn call<R: Api>(&self, req: &R, version: i16) -> Result<R::Response> {
         let id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let frame = wire::encode_request(req, version, id, &self.client_id)?;
         let (tx, rx) = oneshot::channel();

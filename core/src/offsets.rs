@@ -1,18 +1,17 @@
-//! Offsets: position lookups (committed offset, else `auto.offset.reset`), ListOffsets for
-//! earliest/latest/timestamps, and reading the group's committed offsets.
+//! Offsets: ListOffsets for earliest/latest/timestamps, reading the group's committed offsets,
+//! and the bookkeeping of asynchronous commits. The fetch path's position lookups build on these
+//! (`fetch::lookup`); nothing here depends on the fetch path.
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
-use crate::backoff::{Deadline, Retry};
+use crate::backoff::{retry_until, Deadline, Retry};
 use crate::cluster::{Cluster, Lane};
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
-use crate::fetch::{reset_policy, LookupOutcome, PositionLookup, Shared};
+use crate::protocol::group_by_topic;
 use crate::protocol::msg::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use crate::protocol::msg::offset_fetch_request::OffsetFetchRequestTopic;
 use crate::protocol::msg::{
     BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes, TopicName,
 };
-use crate::recovery::RecoveryState;
 use crate::TopicPartition;
 
 /// ListOffsets' special timestamps.
@@ -117,113 +116,6 @@ impl<C> MergedCommit<C> {
     }
 }
 
-/// Gives each partition a position: the committed offset where the group has one, else the
-/// reset policy.
-pub(crate) async fn lookup_positions(
-    shared: &Arc<Shared>,
-    wanted: &[(TopicPartition, PositionLookup, u64)],
-) -> Result<Vec<(TopicPartition, LookupOutcome)>> {
-    let config = &shared.config;
-    let deadline = Deadline::after(config.common.default_api_timeout);
-    let mut out = Vec::new();
-    let mut by_policy: Vec<(TopicPartition, PositionLookup)> = Vec::new();
-    let committed_wanted: Vec<TopicPartition> = wanted
-        .iter()
-        .filter(|(_, l, _)| *l == PositionLookup::Committed)
-        .map(|(tp, _, _)| tp.clone())
-        .collect();
-    let committed = match (&config.group_id, committed_wanted.is_empty()) {
-        (Some(group), false) => {
-            fetch_committed(&shared.cluster, group, &committed_wanted, deadline).await?
-        }
-        _ => HashMap::new(),
-    };
-    // KIP-333: committed partitions whose backlog may get a recovery stream need the log end.
-    let mut takeovers: Vec<(TopicPartition, OffsetAndMetadata)> = Vec::new();
-    for (tp, lookup, _) in wanted {
-        match lookup {
-            PositionLookup::Committed => match committed.get(tp) {
-                Some(Some(c)) if c.offset >= 0 && config.enable_parallel_rebalance => {
-                    takeovers.push((tp.clone(), c.clone()))
-                }
-                Some(Some(c)) if c.offset >= 0 => {
-                    out.push((tp.clone(), LookupOutcome::Position(c.offset)))
-                }
-                _ => by_policy.push((tp.clone(), PositionLookup::ResetPolicy)),
-            },
-            other => by_policy.push((tp.clone(), *other)),
-        }
-    }
-    if !takeovers.is_empty() {
-        let ends: Vec<(TopicPartition, i64)> = takeovers
-            .iter()
-            .map(|(tp, _)| (tp.clone(), LATEST_TIMESTAMP))
-            .collect();
-        let mut ends: HashMap<TopicPartition, Result<(i64, i64)>> =
-            list_offsets_with(&shared.cluster, &ends, deadline, false)
-                .await?
-                .into_iter()
-                .collect();
-        for (tp, c) in takeovers {
-            let outcome = match ends.remove(&tp) {
-                Some(Ok((log_end, _))) => {
-                    let state = RecoveryState::on_assignment(
-                        c.offset,
-                        Some(&c.metadata),
-                        log_end,
-                        config.parallel_rebalance_min_lag,
-                    );
-                    if state.is_active() {
-                        LookupOutcome::Recover(state)
-                    } else {
-                        LookupOutcome::Position(state.main_next)
-                    }
-                }
-                Some(Err(e)) => LookupOutcome::Failed(e),
-                None => LookupOutcome::Failed(Error::Transport(format!(
-                    "no log end offset for {tp} in the ListOffsets answer"
-                ))),
-            };
-            out.push((tp, outcome));
-        }
-    }
-    let mut requests: Vec<(TopicPartition, i64)> = Vec::new();
-    for (tp, lookup) in by_policy {
-        let lookup = if lookup == PositionLookup::ResetPolicy {
-            match reset_policy(config) {
-                Some(l) => l,
-                None => {
-                    out.push((tp, LookupOutcome::NoOffset));
-                    continue;
-                }
-            }
-        } else {
-            lookup
-        };
-        let ts = if lookup == PositionLookup::Earliest {
-            EARLIEST_TIMESTAMP
-        } else {
-            LATEST_TIMESTAMP
-        };
-        requests.push((tp, ts));
-    }
-    if !requests.is_empty() {
-        // One attempt: a partition whose leader is unknown or answers a retriable error fails
-        // alone and is retried by the fetch loop after its own backoff, rather than holding up
-        // the positions of every other partition in this request until the deadline (KIP-572).
-        for (tp, r) in list_offsets_with(&shared.cluster, &requests, deadline, false).await? {
-            out.push((
-                tp,
-                match r {
-                    Ok((offset, _)) => LookupOutcome::Position(offset),
-                    Err(e) => LookupOutcome::Failed(e),
-                },
-            ));
-        }
-    }
-    Ok(out)
-}
-
 /// ListOffsets for each (partition, timestamp), sent to each partition's leader. The answer per
 /// partition is (offset, timestamp); offset -1 when no record has a timestamp at or after it.
 pub async fn list_offsets(
@@ -237,7 +129,7 @@ pub async fn list_offsets(
 /// [`list_offsets`]; with `retry` false, partitions that fail with a retriable error (no leader,
 /// a retriable error code, an unreachable leader) get that error at once instead of being retried
 /// until the deadline.
-async fn list_offsets_with(
+pub(crate) async fn list_offsets_with(
     cluster: &Cluster,
     wanted: &[(TopicPartition, i64)],
     deadline: Deadline,
@@ -245,6 +137,9 @@ async fn list_offsets_with(
 ) -> Result<Vec<(TopicPartition, Result<(i64, i64)>)>> {
     let mut results: BTreeMap<TopicPartition, Result<(i64, i64)>> = BTreeMap::new();
     let mut todo: Vec<(TopicPartition, i64)> = wanted.to_vec();
+    // Not `backoff::retry_until`: one ListOffsets round answers many partitions, and only the
+    // ones that failed retriably go round again (each against its current leader), while the
+    // others keep their answers; at the deadline each unfinished partition gets its own Timeout.
     let mut backoff = Retry::new(cluster.backoff());
     let mut refreshed = false;
     while !todo.is_empty() {
@@ -299,21 +194,21 @@ async fn list_offsets_with(
             }
         }
         for (leader, parts) in by_leader {
-            let mut topics: Vec<ListOffsetsTopic> = Vec::new();
-            for (tp, ts, epoch) in &parts {
-                let lp = ListOffsetsPartition::default()
-                    .with_partition_index(tp.partition)
-                    .with_timestamp(*ts)
-                    .with_current_leader_epoch(*epoch);
-                match topics.last_mut() {
-                    Some(t) if t.name.0.as_str() == tp.topic => t.partitions.push(lp),
-                    _ => topics.push(
-                        ListOffsetsTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
-                            .with_partitions(vec![lp]),
-                    ),
-                }
-            }
+            let topics: Vec<ListOffsetsTopic> =
+                group_by_topic(parts.iter().map(|(tp, ts, epoch)| {
+                    let lp = ListOffsetsPartition::default()
+                        .with_partition_index(tp.partition)
+                        .with_timestamp(*ts)
+                        .with_current_leader_epoch(*epoch);
+                    (tp.topic.as_str(), lp)
+                }))
+                .into_iter()
+                .map(|(t, ps)| {
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                        .with_partitions(ps)
+                })
+                .collect();
             let req = ListOffsetsRequest::default()
                 .with_replica_id(BrokerId(-1))
                 .with_isolation_level(0)
@@ -398,75 +293,59 @@ pub async fn fetch_committed(
     partitions: &[TopicPartition],
     deadline: Deadline,
 ) -> Result<HashMap<TopicPartition, Option<OffsetAndMetadata>>> {
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-    for tp in partitions {
-        by_topic
-            .entry(tp.topic.as_str())
-            .or_default()
-            .push(tp.partition);
-    }
-    let topics: Vec<OffsetFetchRequestTopic> = by_topic
-        .into_iter()
-        .map(|(t, ps)| {
-            OffsetFetchRequestTopic::default()
-                .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                .with_partition_indexes(ps)
-        })
-        .collect();
+    let topics: Vec<OffsetFetchRequestTopic> = group_by_topic(
+        partitions
+            .iter()
+            .map(|tp| (tp.topic.as_str(), tp.partition)),
+    )
+    .into_iter()
+    .map(|(t, ps)| {
+        OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+            .with_partition_indexes(ps)
+    })
+    .collect();
     let req = OffsetFetchRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group_id.to_string())))
         .with_topics(Some(topics))
         .with_require_stable(true);
-    let mut retry = Retry::new(cluster.backoff());
-    loop {
-        let attempt = async {
-            let (coordinator, conn) = cluster.find_coordinator(group_id, deadline).await?;
-            let resp = conn
-                .call(&req)
-                .await
-                .inspect_err(|_| cluster.disconnect(coordinator, Lane::Coordinator))?;
-            if resp.error_code != codes::NONE {
-                return Err(Error::kafka(
-                    resp.error_code,
-                    format!("fetching committed offsets of group `{group_id}`"),
-                ));
-            }
-            let mut out = HashMap::new();
-            for t in resp.topics {
-                for p in t.partitions {
-                    let tp = TopicPartition {
-                        topic: t.name.0.to_string(),
-                        partition: p.partition_index,
-                    };
-                    if p.error_code != codes::NONE {
-                        return Err(Error::kafka_partition(
-                            p.error_code,
-                            "fetching committed offsets",
-                            &tp.topic,
-                            tp.partition,
-                        ));
-                    }
-                    let v = (p.committed_offset >= 0).then(|| OffsetAndMetadata {
-                        offset: p.committed_offset,
-                        metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
-                    });
-                    out.insert(tp, v);
+    retry_until(cluster.backoff(), deadline, "OffsetFetch", || async {
+        let (coordinator, conn) = cluster.find_coordinator(group_id, deadline).await?;
+        let resp = conn
+            .call(&req)
+            .await
+            .inspect_err(|_| cluster.disconnect(coordinator, Lane::Coordinator))?;
+        if resp.error_code != codes::NONE {
+            return Err(Error::kafka(
+                resp.error_code,
+                format!("fetching committed offsets of group `{group_id}`"),
+            ));
+        }
+        let mut out = HashMap::new();
+        for t in resp.topics {
+            for p in t.partitions {
+                let tp = TopicPartition {
+                    topic: t.name.0.to_string(),
+                    partition: p.partition_index,
+                };
+                if p.error_code != codes::NONE {
+                    return Err(Error::kafka_partition(
+                        p.error_code,
+                        "fetching committed offsets",
+                        &tp.topic,
+                        tp.partition,
+                    ));
                 }
-            }
-            Ok(out)
-        };
-        match attempt.await {
-            Ok(r) => return Ok(r),
-            Err(e) => {
-                let wait = retry.failed();
-                if !e.is_retriable() || deadline.remaining() <= wait {
-                    return Err(e);
-                }
-                tracing::debug!(error = %e, "OffsetFetch failed; retrying");
-                tokio::time::sleep(wait).await;
+                let v = (p.committed_offset >= 0).then(|| OffsetAndMetadata {
+                    offset: p.committed_offset,
+                    metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
+                });
+                out.insert(tp, v);
             }
         }
-    }
+        Ok(out)
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -192,49 +192,15 @@ impl RecoveryState {
         self.ranges.first().map_or(self.main_next, |r| r.next)
     }
 
-    /// A record at `offset` was delivered from the recovery stream: the range holding it moves
-    /// past it (offsets skipped in between do not exist: compaction, control records). A range
-    /// that reaches its end is dropped. An offset no range still owes is ignored.
+    /// A record at `offset` was delivered from the recovery stream: see [`range_delivered`].
     pub fn recovery_delivered(&mut self, offset: i64) {
-        // The first range whose end is above `offset` is the only one that can hold it.
-        let i = self.ranges.partition_point(|r| r.end <= offset);
-        if let Some(r) = self.ranges.get_mut(i) {
-            if r.next <= offset {
-                r.next = offset + 1; // offset < end <= i64::MAX
-                if r.finished() {
-                    self.ranges.remove(i);
-                }
-            }
-        }
+        range_delivered(&mut self.ranges, offset);
     }
 
-    /// The recovery stream passed every offset below `next` in the range it drains (the first one)
-    /// without anything more to deliver: control batches, compacted-away records, a range's tail.
-    /// Call it only once every record below `next` in that range has been delivered. The range
-    /// moves to `next` (at most its end) and is dropped if finished.
+    /// The recovery stream passed every offset below `next` in the range it drains without
+    /// anything more to deliver: see [`ranges_skipped_to`].
     pub fn recovery_skipped_to(&mut self, next: i64) {
-        if let Some(r) = self.ranges.first_mut() {
-            if next > r.next {
-                r.next = next.min(r.end);
-                if r.finished() {
-                    self.ranges.remove(0);
-                }
-            }
-        }
-    }
-
-    /// A record at `offset` was delivered from the main stream. Offsets below the main stream's
-    /// next offset are ignored.
-    pub fn main_delivered(&mut self, offset: i64) {
-        if offset >= self.main_next {
-            self.main_next = offset.saturating_add(1);
-        }
-    }
-
-    /// The main stream passed every offset below `next` without more to deliver (control
-    /// batches); it never moves back.
-    pub fn main_skipped_to(&mut self, next: i64) {
-        self.main_next = self.main_next.max(next);
+        ranges_skipped_to(&mut self.ranges, next);
     }
 
     /// Whether a recovery stream still has a range to drain.
@@ -517,6 +483,38 @@ impl RecoveryState {
     }
 }
 
+/// A record at `offset` was delivered from the recovery stream: the range of `ranges` (sorted,
+/// unfinished) holding it moves past it (offsets skipped in between do not exist: compaction,
+/// control records). A range that reaches its end is dropped. An offset no range still owes is
+/// ignored.
+pub(crate) fn range_delivered(ranges: &mut Vec<RecoveryRange>, offset: i64) {
+    // The first range whose end is above `offset` is the only one that can hold it.
+    let i = ranges.partition_point(|r| r.end <= offset);
+    if let Some(r) = ranges.get_mut(i) {
+        if r.next <= offset {
+            r.next = offset + 1; // offset < end <= i64::MAX
+            if r.finished() {
+                ranges.remove(i);
+            }
+        }
+    }
+}
+
+/// The recovery stream passed every offset below `next` in the range it drains (the first of
+/// `ranges`) without anything more to deliver: control batches, compacted-away records, a range's
+/// tail. Call it only once every record below `next` in that range has been delivered. The range
+/// moves to `next` (at most its end) and is dropped if finished.
+pub(crate) fn ranges_skipped_to(ranges: &mut Vec<RecoveryRange>, next: i64) {
+    if let Some(r) = ranges.first_mut() {
+        if next > r.next {
+            r.next = next.min(r.end);
+            if r.finished() {
+                ranges.remove(0);
+            }
+        }
+    }
+}
+
 fn corrupt(what: String) -> Error {
     Error::Corrupt(format!("recovery token: {what}"))
 }
@@ -582,6 +580,12 @@ mod tests {
         RecoveryRange { start, end, next }
     }
 
+    /// The main stream delivered `offset`: in the client the partition's position moves (the
+    /// fetch path owns it); here the state's `main_next` stands for it.
+    fn main_delivered(st: &mut RecoveryState, offset: i64) {
+        st.main_next = st.main_next.max(offset + 1);
+    }
+
     /// Counts warnings logged while `f` runs (on this thread).
     fn warnings<T>(f: impl FnOnce() -> T) -> (T, usize) {
         struct Count(Arc<AtomicUsize>);
@@ -630,7 +634,7 @@ mod tests {
         let mut delivered_rec = Vec::new();
         loop {
             for _ in 0..2 {
-                st.main_delivered(main.next().unwrap());
+                main_delivered(&mut st, main.next().unwrap());
                 assert_eq!(st.low_water_mark(), lowest_undelivered(&st));
             }
             let Some(o) = rec.next() else { break };
@@ -660,7 +664,7 @@ mod tests {
         for o in 70..75 {
             st.recovery_delivered(o);
         }
-        st.main_delivered(120);
+        main_delivered(&mut st, 120);
         assert_eq!(st.token(), "lagless1;m=121;r=70-120@75");
         assert_eq!(RecoveryState::parse_token(&st.token()).unwrap(), st);
         assert_eq!(RecoveryState::default().token(), "lagless1;m=0;r=");
@@ -683,7 +687,7 @@ mod tests {
             st.recovery_delivered(o);
         }
         for o in 120..170 {
-            st.main_delivered(o);
+            main_delivered(&mut st, o);
         }
         let committed = st.low_water_mark();
         assert_eq!(committed, 100);
@@ -860,12 +864,6 @@ mod tests {
         st.recovery_delivered(60); // below every range
         st.recovery_delivered(130); // the main stream's
         assert_eq!(st.ranges, vec![range(70, 120, 76)]);
-        st.main_delivered(125);
-        st.main_delivered(121); // behind the main stream
-        assert_eq!(st.main_next, 126);
-        st.main_skipped_to(130);
-        st.main_skipped_to(128);
-        assert_eq!(st.main_next, 130);
     }
 
     #[test]

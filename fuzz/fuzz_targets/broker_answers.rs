@@ -8,10 +8,10 @@ use bytes::Bytes;
 use lagless::protocol::msg::{
     FetchRequest, JoinGroupRequest, MetadataRequest, OffsetFetchRequest, SyncGroupRequest,
 };
-use lagless::protocol::wire::{client_versions, decode_response};
+use lagless::protocol::wire::{client_versions, decode_response, Api};
 use libfuzzer_sys::fuzz_target;
 
-fn decode<R: kafka_protocol::protocol::Request>(pick: u8, frame: &[u8]) {
+fn decode<R: Api>(pick: u8, frame: &[u8]) {
     let (lo, hi) = client_versions::<R>();
     let version = lo + (pick as i16) % (hi - lo + 1);
     let _ = decode_response::<R>(Bytes::copy_from_slice(frame), version);

@@ -80,22 +80,51 @@ pub trait Assignor: Send + Sync {
     ) -> Result<BTreeMap<String, Assignment>>;
 }
 
-/// The assignor for a configured name: "range", "roundrobin", "cooperative-sticky", or the Java
-/// class name of one of them (so Java configurations can be reused as they are).
+/// The assignors lagless implements, the one registry the config check and the coordinator both
+/// read: the protocol name spoken in JoinGroup, the Java class name users copy from Java configs
+/// (none for learner-sticky, which is lagless only), and the constructor.
+pub(crate) struct AssignorEntry {
+    pub(crate) name: &'static str,
+    pub(crate) java_class: Option<&'static str>,
+    make: fn() -> Box<dyn Assignor>,
+}
+
+pub(crate) const ASSIGNORS: &[AssignorEntry] = &[
+    AssignorEntry {
+        name: "range",
+        java_class: Some("org.apache.kafka.clients.consumer.RangeAssignor"),
+        make: || Box::new(RangeAssignor),
+    },
+    AssignorEntry {
+        name: "roundrobin",
+        java_class: Some("org.apache.kafka.clients.consumer.RoundRobinAssignor"),
+        make: || Box::new(RoundRobinAssignor),
+    },
+    AssignorEntry {
+        name: "cooperative-sticky",
+        java_class: Some("org.apache.kafka.clients.consumer.CooperativeStickyAssignor"),
+        make: || Box::new(CooperativeStickyAssignor),
+    },
+    AssignorEntry {
+        name: "learner-sticky",
+        java_class: None,
+        make: || Box::new(LearnerStickyAssignor),
+    },
+];
+
+/// The registry entry a configured name means: a protocol name in any case, or the exact Java
+/// class name (so Java configurations can be reused as they are).
+pub(crate) fn assignor_entry(name: &str) -> Option<&'static AssignorEntry> {
+    let name = name.trim();
+    ASSIGNORS
+        .iter()
+        .find(|a| a.name.eq_ignore_ascii_case(name) || a.java_class == Some(name))
+}
+
+/// The assignor for a configured name: "range", "roundrobin", "cooperative-sticky",
+/// "learner-sticky", or the Java class name of one of them.
 pub fn assignor_by_name(name: &str) -> Option<Box<dyn Assignor>> {
-    match name.trim() {
-        "range" | "org.apache.kafka.clients.consumer.RangeAssignor" => {
-            Some(Box::new(RangeAssignor))
-        }
-        "roundrobin" | "org.apache.kafka.clients.consumer.RoundRobinAssignor" => {
-            Some(Box::new(RoundRobinAssignor))
-        }
-        "cooperative-sticky" | "org.apache.kafka.clients.consumer.CooperativeStickyAssignor" => {
-            Some(Box::new(CooperativeStickyAssignor))
-        }
-        "learner-sticky" => Some(Box::new(LearnerStickyAssignor)),
-        _ => None,
-    }
+    assignor_entry(name).map(|a| (a.make)())
 }
 
 /// Java's `MemberInfo` order: static members by instance id first, then dynamic ones by member
@@ -729,11 +758,8 @@ mod tests {
     }
 
     fn to_topic_partitions(parts: impl IntoIterator<Item = (String, i32)>) -> Vec<TopicPartitions> {
-        let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-        for (t, p) in parts {
-            by_topic.entry(t).or_default().push(p);
-        }
-        by_topic
+        let parts: Vec<(String, i32)> = parts.into_iter().collect();
+        crate::protocol::group_by_topic(parts.iter().map(|(t, p)| (t.as_str(), *p)))
             .into_iter()
             .map(|(t, ps)| TopicPartitions::new(t, ps))
             .collect()

@@ -13,30 +13,32 @@ use std::time::{Duration, Instant};
 use crate::backoff::{Deadline, Retry};
 use crate::cluster::{Cluster, Lane};
 use crate::config::ConsumerConfig;
+use crate::consumer::AsyncCommitDone;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{
     assignor_by_name, Assignor, LearnerIntent, MemberSubscription, RebalanceProtocol,
 };
-use crate::group::member::{poll_timeout_consequence, Generation, MemberState, Membership, Next};
+use crate::group::heartbeat::{
+    heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness,
+};
+use crate::group::member::{poll_timeout_consequence, Generation, Membership, Next};
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
 use crate::net::Connection;
-use crate::offsets::{AsyncCommits, CommitResults, MergedCommit, OffsetAndMetadata};
+use crate::offsets::AsyncCommits;
 use crate::protocol::consumer_protocol::{
     decode_assignment, decode_learner_assignment_data, decode_subscription, encode_assignment,
     encode_subscription, Assignment, LearnerAssignmentData, Subscription, TopicPartitions,
     HIGHEST_VERSION,
 };
+use crate::protocol::group_by_topic;
 use crate::protocol::msg::describe_configs_request::DescribeConfigsResource;
 use crate::protocol::msg::join_group_request::JoinGroupRequestProtocol;
 use crate::protocol::msg::leave_group_request::MemberIdentity;
-use crate::protocol::msg::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use crate::protocol::msg::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::msg::{
     DescribeConfigsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    OffsetCommitRequest, StrBytes, SyncGroupRequest, TopicName,
+    StrBytes, SyncGroupRequest,
 };
 use crate::TopicPartition;
 
@@ -44,7 +46,7 @@ use crate::TopicPartition;
 const JOIN_GROUP_TIMEOUT_LAPSE: Duration = Duration::from_secs(5);
 
 /// What a member sends when it joins.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct JoinInput {
     pub topics: Vec<String>,
     pub owned: BTreeSet<TopicPartition>,
@@ -85,54 +87,12 @@ pub(crate) struct GroupDriver {
     /// Set when the last assignment said a follow-up rebalance is coming (learner-sticky).
     follow_up_since: Mutex<Option<Instant>>,
     /// A committer for manually assigned partitions: it commits outside any generation.
-    simple: bool,
+    pub(crate) simple: bool,
     /// Asynchronous commits: one in flight, the others merged (see [`AsyncCommits`]).
-    async_commits: Mutex<AsyncCommits<AsyncCommitDone>>,
+    pub(crate) async_commits: Mutex<AsyncCommits<AsyncCommitDone>>,
     /// Woken when the asynchronous commits go idle (a synchronous commit waits for it).
-    async_idle: tokio::sync::Notify,
+    pub(crate) async_idle: tokio::sync::Notify,
 }
-
-/// What an asynchronous commit calls with its result.
-pub(crate) type AsyncCommitDone = Box<dyn FnOnce(Result<CommitResults>) + Send>;
-
-/// The shortest wait for one OffsetCommit attempt, however little of the caller's deadline is
-/// left: an attempt given a millisecond only times out while the broker still applies it.
-const MIN_COMMIT_ATTEMPT: Duration = Duration::from_millis(100);
-
-/// How the last Heartbeat went, as far as scheduling the next one goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HeartbeatAnswer {
-    /// Answered: the next one is due an interval after this one was sent.
-    Ok,
-    /// Failed (no answer, a retriable or unexpected error): the next one is due this long after
-    /// the answer.
-    Retry(Duration),
-    /// Answered with an error the member cannot go on from (fenced, not authorized): none is.
-    Fatal,
-}
-
-/// When the next heartbeat of a member in a generation is due (`None`: never again), from when
-/// the last one was sent and how and when it was answered (both `None` when the member has not
-/// heartbeated in this generation yet). As the Java client, an answered heartbeat's interval
-/// runs from when it was sent; a failed one is retried after its backoff from the answer.
-pub(crate) fn next_heartbeat(
-    interval: Duration,
-    last_sent: Option<Instant>,
-    last_answer: Option<(Instant, HeartbeatAnswer)>,
-    now: Instant,
-) -> Option<Instant> {
-    match (last_sent, last_answer) {
-        (_, Some((_, HeartbeatAnswer::Fatal))) => None,
-        (Some(sent), Some((_, HeartbeatAnswer::Ok))) => Some(sent + interval),
-        (_, Some((at, HeartbeatAnswer::Retry(wait)))) => Some(at + wait),
-        _ => Some(now),
-    }
-}
-
-/// How often a member heartbeats while it expects a follow-up rebalance.
-const FOLLOW_UP_HEARTBEAT: Duration = Duration::from_millis(100);
-/// How long it does so at most (the follow-up normally starts within a second).
-const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(10);
 
 impl GroupDriver {
     pub fn new(
@@ -206,18 +166,18 @@ impl GroupDriver {
         self.closed.store(true, Ordering::Release);
     }
 
-    fn group_id_bytes(&self) -> GroupId {
+    pub(crate) fn group_id_bytes(&self) -> GroupId {
         GroupId(StrBytes::from_string(self.group_id.clone()))
     }
 
-    fn instance_id(&self) -> Option<StrBytes> {
+    pub(crate) fn instance_id(&self) -> Option<StrBytes> {
         self.config
             .group_instance_id
             .clone()
             .map(StrBytes::from_string)
     }
 
-    async fn coordinator(&self, deadline: Deadline) -> Result<Arc<Connection>> {
+    pub(crate) async fn coordinator(&self, deadline: Deadline) -> Result<Arc<Connection>> {
         {
             let c = self.coordinator.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((_, conn)) = c.as_ref() {
@@ -235,7 +195,7 @@ impl GroupDriver {
         Ok(conn)
     }
 
-    fn coordinator_unknown(&self, why: &str) {
+    pub(crate) fn coordinator_unknown(&self, why: &str) {
         if let Some((id, _)) = self
             .coordinator
             .lock()
@@ -264,73 +224,67 @@ impl GroupDriver {
     // ---- the background heartbeat (KIP-62) ----
 
     /// Runs until the consumer closes: heartbeats while the member is in a generation, and
-    /// leaves the group when `poll()` has not been called for `max.poll.interval.ms`. When the
-    /// next heartbeat is due is [`next_heartbeat`]'s decision.
+    /// leaves the group when `poll()` has not been called for `max.poll.interval.ms`. What each
+    /// tick does is [`heartbeat_step`]'s decision; this loop only carries it out.
     pub async fn heartbeat_loop(self: Arc<Self>) {
         let mut retry = Retry::new(self.cluster.backoff());
-        let mut last_ok = Instant::now();
-        let mut last_sent: Option<Instant> = None;
-        let mut last_answer: Option<(Instant, HeartbeatAnswer)> = None;
+        let mut clock = HeartbeatClock::new(Instant::now());
+        let liveness = Liveness {
+            heartbeat_interval: self.config.heartbeat_interval,
+            session_timeout: self.config.session_timeout,
+            max_poll_interval: self.config.max_poll_interval,
+        };
         let tick = Duration::from_millis(50).min(self.config.heartbeat_interval);
         while !self.closed.load(Ordering::Acquire) {
             tokio::time::sleep(tick).await;
             let (enabled, generation) = {
                 let m = self.membership();
-                (m.heartbeats_enabled(), m.generation.clone())
+                (m.heartbeats_enabled(), m.generation().clone())
             };
-            if !enabled {
-                last_ok = Instant::now();
-                last_sent = None;
-                last_answer = None;
-                continue;
-            }
-            let since_poll = self
-                .last_poll
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .elapsed();
-            if since_poll > self.config.max_poll_interval {
-                let send_leave = self.membership().poll_timeout_expired();
-                tracing::warn!(
-                    group = %self.group_id,
-                    member = %generation.member_id,
-                    "consumer poll timeout has expired: poll() was not called for {} ms (max.poll.interval.ms); {}",
-                    since_poll.as_millis(),
-                    poll_timeout_consequence(send_leave)
-                );
-                if send_leave {
-                    self.leave(
-                        &generation.member_id,
-                        "consumer poll timeout has expired",
-                        Deadline::after(self.config.common.request_timeout),
-                    )
-                    .await;
-                }
-                (self.on_change)();
-                continue;
-            }
-            if last_ok.elapsed() > self.config.session_timeout {
-                // As the Java client: the session may be gone on the broker; find the
-                // coordinator again rather than leaving.
-                self.coordinator_unknown("session timed out without a successful heartbeat");
-                last_ok = Instant::now();
-            }
-            let follow_up = self
+            let last_poll = *self.last_poll.lock().unwrap_or_else(|p| p.into_inner());
+            let follow_up_since = *self
                 .follow_up_since
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_some_and(|since| since.elapsed() < FOLLOW_UP_WINDOW);
+                .unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();
-            let interval = if follow_up {
-                FOLLOW_UP_HEARTBEAT.min(self.config.heartbeat_interval)
-            } else {
-                self.config.heartbeat_interval
-            };
-            match next_heartbeat(interval, last_sent, last_answer, now) {
-                Some(due) if due <= now => {}
-                _ => continue,
+            match heartbeat_step(enabled, last_poll, &clock, follow_up_since, &liveness, now) {
+                HeartbeatStep::NotInGeneration => {
+                    clock = HeartbeatClock::new(now);
+                    continue;
+                }
+                HeartbeatStep::PollTimeoutExpired => {
+                    let send_leave = self.membership().poll_timeout_expired();
+                    tracing::warn!(
+                        group = %self.group_id,
+                        member = %generation.member_id,
+                        "consumer poll timeout has expired: poll() was not called for {} ms (max.poll.interval.ms); {}",
+                        now.saturating_duration_since(last_poll).as_millis(),
+                        poll_timeout_consequence(send_leave)
+                    );
+                    if send_leave {
+                        self.leave(
+                            &generation.member_id,
+                            "consumer poll timeout has expired",
+                            Deadline::after(self.config.common.request_timeout),
+                        )
+                        .await;
+                    }
+                    (self.on_change)();
+                    continue;
+                }
+                HeartbeatStep::Tick { session_lost, send } => {
+                    if session_lost {
+                        self.coordinator_unknown(
+                            "session timed out without a successful heartbeat",
+                        );
+                        clock.last_ok = now;
+                    }
+                    if !send {
+                        continue;
+                    }
+                }
             }
-            last_sent = Some(now);
+            clock.last_sent = Some(now);
             let deadline = Deadline::after(
                 self.config
                     .common
@@ -356,7 +310,7 @@ impl GroupDriver {
                     let outcome = match next {
                         Next::Continue | Next::JoinAgain => {
                             retry.succeeded();
-                            last_ok = Instant::now();
+                            clock.last_ok = Instant::now();
                             HeartbeatAnswer::Ok
                         }
                         Next::RetryAfterBackoff => HeartbeatAnswer::Retry(retry.failed()),
@@ -374,7 +328,7 @@ impl GroupDriver {
                             // No rule for this error: tell the user once, and try again after
                             // a backoff, as the Java client does.
                             tracing::warn!(group = %self.group_id, error = %e, "heartbeat failed");
-                            self.membership().error = Some(e);
+                            self.membership().report_once(e);
                             HeartbeatAnswer::Retry(retry.failed())
                         }
                     };
@@ -389,7 +343,7 @@ impl GroupDriver {
                     HeartbeatAnswer::Retry(retry.failed())
                 }
             };
-            last_answer = Some((Instant::now(), outcome));
+            clock.last_answer = Some((Instant::now(), outcome));
         }
     }
 
@@ -397,7 +351,20 @@ impl GroupDriver {
 
     /// JoinGroup until it succeeds, the leader's assignment, SyncGroup. Runs as a task; `poll()`
     /// collects the outcome. Retriable failures retry with backoff here; a fatal one ends it.
+    /// A follower also looks at the cluster right after joining, to stand in for the metadata
+    /// the leader assigned from (see [`MetadataSnapshot::after_join`]).
     pub async fn join(self: Arc<Self>, input: JoinInput) -> Result<JoinOutcome> {
+        let topics = input.topics.clone();
+        let mut outcome = self.clone().join_until_done(input).await?;
+        if outcome.assigned_from.is_none() {
+            let wait = self.config.common.retry_backoff_max;
+            outcome.assigned_from =
+                MetadataSnapshot::after_join(&self.cluster, &topics, wait).await;
+        }
+        Ok(outcome)
+    }
+
+    async fn join_until_done(self: Arc<Self>, input: JoinInput) -> Result<JoinOutcome> {
         let mut retry = Retry::new(self.cluster.backoff());
         let rebalance_timeout = self.config.max_poll_interval;
         loop {
@@ -428,11 +395,7 @@ impl GroupDriver {
             .coordinator(deadline)
             .await
             .map_err(JoinErr::classify)?;
-        let (member_id, generation_id) = {
-            let mut m = self.membership();
-            m.state = MemberState::PreparingRebalance;
-            (m.generation.member_id.clone(), m.generation.generation_id)
-        };
+        let (member_id, generation_id) = self.membership().join_sent();
         let v = conn.version::<JoinGroupRequest>().map_err(JoinErr::Fatal)?;
         if self.config.group_instance_id.is_some() && v < 5 {
             return Err(JoinErr::Fatal(Error::kafka(
@@ -501,7 +464,7 @@ impl GroupDriver {
                 );
                 let mut m = self.membership();
                 m.on_join_error(resp.error_code, resp.member_id.as_str());
-                m.fatal = Some(e.clone());
+                m.set_fatal(e.clone());
                 return Err(JoinErr::Fatal(e));
             }
             let next = self
@@ -590,15 +553,9 @@ impl GroupDriver {
                 "the assignment from the group leader: {e}"
             )))
         })?;
-        let generation = {
-            let mut m = self.membership();
-            if m.generation.generation_id != resp.generation_id {
-                // The heartbeat reset the generation while SyncGroup was in flight.
-                drop(m);
-                return Ok(None);
-            }
-            m.on_sync_success();
-            m.generation.clone()
+        let Some(generation) = self.membership().on_sync_success_for(resp.generation_id) else {
+            // The heartbeat reset the generation while SyncGroup was in flight.
+            return Ok(None);
         };
         let assigned: BTreeSet<TopicPartition> = assignment
             .partitions
@@ -782,235 +739,10 @@ impl GroupDriver {
     /// Leaves the group now (close, unsubscribe): dynamic members send LeaveGroup; static ones
     /// stay until the session expires, so a restart causes no rebalance.
     pub async fn leave_group(&self, reason: &str, deadline: Deadline) {
-        let member_id = {
-            let mut m = self.membership();
-            let id = m.generation.member_id.clone();
-            let is_static = m.is_static();
-            m.generation = Generation::none();
-            m.state = MemberState::Unjoined;
-            m.partitions_lost = false;
-            if is_static {
-                return;
-            }
-            id
-        };
-        self.leave(&member_id, reason, deadline).await;
-    }
-
-    /// Sends `offsets` as an asynchronous commit and calls `done` with the result (on a
-    /// library thread: the caller hands it on). One attempt, never retried; while one is in
-    /// flight later ones are merged and sent after it, so the group's offsets only move in the
-    /// order they were asked for.
-    pub fn commit_async(
-        self: &Arc<Self>,
-        runtime: &tokio::runtime::Runtime,
-        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
-        done: AsyncCommitDone,
-    ) {
-        let first = self
-            .async_commits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(offsets, done);
-        if let Some(first) = first {
-            runtime.spawn(self.clone().send_async_commits(first));
+        let member_id = self.membership().leave();
+        if let Some(member_id) = member_id {
+            self.leave(&member_id, reason, deadline).await;
         }
-    }
-
-    async fn send_async_commits(self: Arc<Self>, mut batch: MergedCommit<AsyncCommitDone>) {
-        loop {
-            let offsets: Vec<(TopicPartition, OffsetAndMetadata)> =
-                std::mem::take(&mut batch.offsets).into_iter().collect();
-            let deadline = Deadline::after(self.config.common.request_timeout);
-            let result = self.commit_with(&offsets, deadline, false).await;
-            if let Err(e) = &result {
-                tracing::warn!(group = %self.group_id, error = %e, "asynchronous commit failed");
-            }
-            for (done, r) in batch.split(&result) {
-                done(r);
-            }
-            let next = self
-                .async_commits
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .answered();
-            match next {
-                Some(b) => batch = b,
-                None => {
-                    self.async_idle.notify_waiters();
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Waits until no asynchronous commit is in flight or waiting, so a synchronous commit
-    /// sent next lands after them.
-    pub async fn async_commits_done(&self, deadline: Deadline) -> Result<()> {
-        loop {
-            let idle = self.async_idle.notified();
-            tokio::pin!(idle);
-            idle.as_mut().enable();
-            if self
-                .async_commits
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_idle()
-            {
-                return Ok(());
-            }
-            if tokio::time::timeout(deadline.remaining(), idle)
-                .await
-                .is_err()
-            {
-                return Err(deadline.error("waiting for the asynchronous commits in flight"));
-            }
-        }
-    }
-
-    /// OffsetCommit through the member's generation (or as a simple consumer when it has none),
-    /// after the asynchronous commits in flight. Returns the result per partition, with what
-    /// was sent for it; the whole call fails only when nothing was committed.
-    pub async fn commit(
-        &self,
-        offsets: &[(TopicPartition, OffsetAndMetadata)],
-        deadline: Deadline,
-    ) -> Result<CommitResults> {
-        if offsets.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.async_commits_done(deadline).await?;
-        self.commit_with(offsets, deadline, true).await
-    }
-
-    /// OffsetCommit, retried until `deadline` when `retries`, else sent once.
-    async fn commit_with(
-        &self,
-        offsets: &[(TopicPartition, OffsetAndMetadata)],
-        deadline: Deadline,
-        retries: bool,
-    ) -> Result<CommitResults> {
-        if offsets.is_empty() {
-            return Ok(Vec::new());
-        }
-        let generation = self.membership().commit_generation(self.simple)?;
-        let mut pending: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.to_vec();
-        let mut results: CommitResults = Vec::new();
-        let mut retry = Retry::new(self.cluster.backoff());
-        loop {
-            let attempt = async {
-                let conn = self.coordinator(deadline).await?;
-                let v = conn.version::<OffsetCommitRequest>()?;
-                let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> =
-                    BTreeMap::new();
-                for (tp, om) in &pending {
-                    by_topic.entry(tp.topic.as_str()).or_default().push(
-                        OffsetCommitRequestPartition::default()
-                            .with_partition_index(tp.partition)
-                            .with_committed_offset(om.offset)
-                            .with_committed_leader_epoch(-1)
-                            .with_committed_metadata(Some(StrBytes::from_string(
-                                om.metadata.clone(),
-                            ))),
-                    );
-                }
-                let topics = by_topic
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        OffsetCommitRequestTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                            .with_partitions(ps)
-                    })
-                    .collect();
-                let mut req = OffsetCommitRequest::default()
-                    .with_group_id(self.group_id_bytes())
-                    .with_generation_id_or_member_epoch(generation.generation_id)
-                    .with_member_id(StrBytes::from_string(generation.member_id.clone()))
-                    .with_topics(topics);
-                if v >= 7 {
-                    req = req.with_group_instance_id(self.instance_id());
-                }
-                if v <= 4 {
-                    req = req.with_retention_time_ms(-1);
-                }
-                let attempt_timeout = deadline
-                    .remaining()
-                    .max(MIN_COMMIT_ATTEMPT)
-                    .min(self.config.common.request_timeout);
-                conn.call_with_timeout(&req, attempt_timeout).await
-            }
-            .await;
-            let resp = match attempt {
-                Ok(r) => r,
-                Err(e) => {
-                    // A request that timed out on a working connection leaves it to the
-                    // heartbeats and other commits (the connection closes itself when broken).
-                    if !matches!(e, Error::Timeout(_)) {
-                        self.coordinator_unknown("OffsetCommit failed");
-                    }
-                    let wait = retry.failed();
-                    if !retries || !e.is_retriable() || deadline.remaining() <= wait {
-                        return Err(e);
-                    }
-                    tokio::time::sleep(wait).await;
-                    continue;
-                }
-            };
-            let mut again = Vec::new();
-            let mut rediscover = false;
-            for t in resp.topics {
-                for p in t.partitions {
-                    let tp = TopicPartition::new(t.name.0.to_string(), p.partition_index);
-                    let Some(pos) = pending.iter().position(|(x, _)| *x == tp) else {
-                        continue;
-                    };
-                    let entry = pending[pos].clone();
-                    if p.error_code == codes::NONE {
-                        results.push((tp, entry.1, Ok(())));
-                        continue;
-                    }
-                    let (next, err) = self.membership().on_commit_error(&generation, p.error_code);
-                    match next {
-                        Next::RetryAfterBackoff if retries => again.push(entry),
-                        Next::RediscoverCoordinator => {
-                            rediscover = true;
-                            if retries {
-                                again.push(entry)
-                            } else {
-                                results.push((tp, entry.1, Err(with_partition(err, &entry.0))))
-                            }
-                        }
-                        _ => results.push((tp, entry.1, Err(with_partition(err, &entry.0)))),
-                    }
-                }
-            }
-            if rediscover {
-                self.coordinator_unknown("OffsetCommit answered NOT_COORDINATOR");
-            }
-            if again.is_empty() {
-                (self.on_change)();
-                return Ok(results);
-            }
-            let wait = retry.failed();
-            if deadline.remaining() <= wait {
-                for (tp, om) in again {
-                    results.push((tp, om, Err(deadline.error("OffsetCommit"))));
-                }
-                return Ok(results);
-            }
-            tokio::time::sleep(wait).await;
-            pending = again;
-        }
-    }
-}
-
-fn with_partition(e: Error, tp: &TopicPartition) -> Error {
-    match e {
-        Error::Kafka { code, context, .. } => {
-            Error::kafka_partition(code, context, &tp.topic, tp.partition)
-        }
-        Error::CommitFailed(m) => Error::CommitFailed(format!("{tp}: {m}")),
-        other => other,
     }
 }
 
@@ -1038,58 +770,8 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 fn to_topic_partitions(set: &BTreeSet<TopicPartition>) -> Vec<TopicPartitions> {
-    let mut out: Vec<TopicPartitions> = Vec::new();
-    for tp in set {
-        match out.last_mut() {
-            Some(t) if t.topic == tp.topic => t.partitions.push(tp.partition),
-            _ => out.push(TopicPartitions::new(tp.topic.clone(), vec![tp.partition])),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MS: Duration = Duration::from_millis(1);
-
-    #[test]
-    fn the_first_heartbeat_of_a_generation_is_due_at_once() {
-        let now = Instant::now();
-        assert_eq!(next_heartbeat(3000 * MS, None, None, now), Some(now));
-    }
-
-    #[test]
-    fn an_answered_heartbeat_is_followed_an_interval_after_it_was_sent() {
-        let t0 = Instant::now();
-        let answered = Some((t0 + 40 * MS, HeartbeatAnswer::Ok));
-        assert_eq!(
-            next_heartbeat(3000 * MS, Some(t0), answered, t0 + 50 * MS),
-            Some(t0 + 3000 * MS)
-        );
-    }
-
-    #[test]
-    fn a_failed_heartbeat_is_retried_after_its_backoff_from_the_answer() {
-        let t0 = Instant::now();
-        let failed = Some((t0 + 40 * MS, HeartbeatAnswer::Retry(200 * MS)));
-        assert_eq!(
-            next_heartbeat(3000 * MS, Some(t0), failed, t0 + 50 * MS),
-            Some(t0 + 240 * MS)
-        );
-    }
-
-    #[test]
-    fn after_a_fatal_answer_no_heartbeat_is_ever_due() {
-        let t0 = Instant::now();
-        let fatal = Some((t0 + 40 * MS, HeartbeatAnswer::Fatal));
-        for later in [0, 50, 3000, 600_000] {
-            assert_eq!(
-                next_heartbeat(3000 * MS, Some(t0), fatal, t0 + later * MS),
-                None,
-                "{later} ms later"
-            );
-        }
-    }
+    group_by_topic(set.iter().map(|tp| (tp.topic.as_str(), tp.partition)))
+        .into_iter()
+        .map(|(t, ps)| TopicPartitions::new(t, ps))
+        .collect()
 }

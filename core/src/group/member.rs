@@ -70,26 +70,27 @@ pub enum Next {
 }
 
 /// The member's protocol state. Owned by the driver behind a lock; the caller's thread reads it
-/// in `poll()`.
+/// in `poll()`. Its fields are private: every change is one of the transitions below, so the
+/// member's state moves only the ways this file (and its tests) say.
 #[derive(Debug, Clone)]
 pub struct Membership {
-    pub state: MemberState,
-    pub generation: Generation,
-    pub group_instance_id: Option<String>,
+    state: MemberState,
+    generation: Generation,
+    group_instance_id: Option<String>,
     /// A rebalance is needed; the next `poll()` starts it (never the driver on its own).
-    pub rejoin_needed: bool,
-    pub rejoin_reason: String,
+    rejoin_needed: bool,
+    rejoin_reason: String,
     /// The generation was reset while the member owned partitions: the next `poll()` reports
     /// them lost before it rejoins.
-    pub partitions_lost: bool,
+    partitions_lost: bool,
     /// Why the generation was reset when `partitions_lost` was set (for the error of a commit
     /// attempted before `poll()` reports the loss).
-    pub lost_reason: String,
+    lost_reason: String,
     /// A fatal error waiting to come out of `poll()`.
-    pub fatal: Option<Error>,
+    fatal: Option<Error>,
     /// An error the next `poll()` reports once, the member going on (a Heartbeat answer with
     /// an error lagless has no rule for: the heartbeat backs off and tries again).
-    pub error: Option<Error>,
+    error: Option<Error>,
 }
 
 impl Membership {
@@ -109,6 +110,93 @@ impl Membership {
 
     pub fn is_static(&self) -> bool {
         self.group_instance_id.is_some()
+    }
+
+    pub fn state(&self) -> MemberState {
+        self.state
+    }
+
+    pub fn generation(&self) -> &Generation {
+        &self.generation
+    }
+
+    pub fn group_instance_id(&self) -> Option<&str> {
+        self.group_instance_id.as_deref()
+    }
+
+    pub fn rejoin_needed(&self) -> bool {
+        self.rejoin_needed
+    }
+
+    pub fn rejoin_reason(&self) -> &str {
+        &self.rejoin_reason
+    }
+
+    /// Whether the generation was reset while the member owned partitions and `poll()` has not
+    /// reported them lost yet.
+    pub fn partitions_lost(&self) -> bool {
+        self.partitions_lost
+    }
+
+    /// The fatal error `poll()` reports, if the member cannot go on.
+    pub fn fatal(&self) -> Option<&Error> {
+        self.fatal.as_ref()
+    }
+
+    /// The member cannot go on: every later `poll()` reports `e`.
+    pub fn set_fatal(&mut self, e: Error) {
+        self.fatal = Some(e);
+    }
+
+    /// An error the member went on from (a Heartbeat answer lagless has no rule for): the next
+    /// `poll()` reports it once.
+    pub fn report_once(&mut self, e: Error) {
+        self.error = Some(e);
+    }
+
+    /// The error to report once, taken by the `poll()` that reports it.
+    pub fn take_error(&mut self) -> Option<Error> {
+        self.error.take()
+    }
+
+    /// `poll()` reports the owned partitions lost: the loss is told once. Returns whether
+    /// there was a loss to report.
+    pub fn take_partitions_lost(&mut self) -> bool {
+        std::mem::take(&mut self.partitions_lost)
+    }
+
+    /// Whether the partitions the member holds may already be another member's: the loss is
+    /// not reported yet, or the member is in no generation (close and unsubscribe then give
+    /// them up as lost, without a commit).
+    pub fn holds_no_generation(&self) -> bool {
+        self.partitions_lost || self.generation.generation_id < 0
+    }
+
+    /// `poll()` starts a join: the rebalance asked for is under way.
+    pub fn start_join(&mut self) {
+        self.state = MemberState::PreparingRebalance;
+        self.rejoin_needed = false;
+    }
+
+    /// A JoinGroup goes out (the first of a join, or one sent again after an error answer).
+    /// Returns the member id and generation it is sent with.
+    pub fn join_sent(&mut self) -> (String, i32) {
+        self.state = MemberState::PreparingRebalance;
+        (
+            self.generation.member_id.clone(),
+            self.generation.generation_id,
+        )
+    }
+
+    /// The member leaves the group (close, unsubscribe). Returns the member id a LeaveGroup
+    /// goes out with: none for a static member, which stays until its session expires so a
+    /// restart causes no rebalance, nor for a member that has no id.
+    pub fn leave(&mut self) -> Option<String> {
+        let id = std::mem::take(&mut self.generation.member_id);
+        self.generation = Generation::none();
+        self.state = MemberState::Unjoined;
+        self.partitions_lost = false;
+        (!self.is_static() && !id.is_empty()).then_some(id)
     }
 
     /// Asks for a rebalance; `poll()` will start it.
@@ -287,6 +375,17 @@ impl Membership {
         self.state = MemberState::Stable;
         self.rejoin_needed = false;
         self.rejoin_reason.clear();
+    }
+
+    /// SyncGroup of generation `generation_id` succeeded. Returns the generation the member is
+    /// now stable in, or `None` when the background side reset the generation while SyncGroup
+    /// was in flight (the assignment is then for a generation the member has left: join again).
+    pub fn on_sync_success_for(&mut self, generation_id: i32) -> Option<Generation> {
+        if self.generation.generation_id != generation_id {
+            return None;
+        }
+        self.on_sync_success();
+        Some(self.generation.clone())
     }
 
     /// A Heartbeat answer for the generation `sent` (the member's generation when it was sent).
@@ -651,7 +750,7 @@ mod tests {
         let m = stable();
         assert_eq!(m.commit_generation(false).unwrap(), m.generation);
         let mut joining = stable();
-        joining.state = MemberState::PreparingRebalance;
+        joining.start_join();
         let e = joining.commit_generation(false).unwrap_err().to_string();
         assert!(e.contains("rebalancing"), "{e}");
         // Never joined: only a committer of manually assigned partitions commits outside any
@@ -666,7 +765,7 @@ mod tests {
         let mut m = stable();
         assert_eq!(m.commit_generation(false).unwrap().generation_id, 5);
         m.poll_timeout_expired();
-        m.partitions_lost = false; // as after poll() reported them lost
+        assert!(m.take_partitions_lost(), "poll() reports them lost");
         assert!(matches!(
             m.commit_generation(false),
             Err(Error::CommitFailed(msg)) if msg.contains("not part of an active group")
@@ -691,7 +790,79 @@ mod tests {
             m.stable_generation().is_some(),
             "a requested rebalance has not started yet"
         );
-        m.state = MemberState::PreparingRebalance;
+        m.start_join();
         assert!(m.stable_generation().is_none());
+    }
+
+    #[test]
+    fn a_dynamic_member_leaves_with_its_id_and_a_static_one_sends_nothing() {
+        let mut m = stable();
+        assert_eq!(m.leave().as_deref(), Some("m-1"));
+        assert_eq!(m.generation(), &Generation::none());
+        assert_eq!(m.state(), MemberState::Unjoined);
+        assert!(
+            !m.partitions_lost(),
+            "leaving gives the partitions up, it does not lose them"
+        );
+        assert_eq!(m.leave(), None, "no id left to leave with");
+        let mut m = Membership::new(Some("instance-1".into()));
+        m.on_join_success(3, "m-1", None);
+        m.on_sync_success();
+        assert_eq!(m.leave(), None);
+        assert_eq!(m.generation(), &Generation::none());
+    }
+
+    #[test]
+    fn a_sync_answer_for_a_generation_reset_meanwhile_is_not_taken() {
+        let mut m = Membership::new(None);
+        m.start_join();
+        m.on_join_success(4, "m-1", None);
+        let g = m.generation().clone();
+        // The heartbeat found the generation stale while SyncGroup was in flight.
+        m.on_heartbeat(&g, codes::ILLEGAL_GENERATION);
+        assert_eq!(m.on_sync_success_for(4), None);
+        assert_eq!(m.state(), MemberState::Unjoined);
+        let mut m = Membership::new(None);
+        m.on_join_success(4, "m-1", None);
+        assert_eq!(m.on_sync_success_for(4).map(|g| g.generation_id), Some(4));
+        assert_eq!(m.state(), MemberState::Stable);
+        assert!(!m.rejoin_needed());
+    }
+
+    #[test]
+    fn starting_a_join_clears_the_request_and_stops_commits() {
+        let mut m = stable();
+        m.request_rejoin("the subscription changed");
+        m.start_join();
+        assert!(!m.rejoin_needed());
+        assert_eq!(m.state(), MemberState::PreparingRebalance);
+        assert!(m.commit_generation(false).is_err());
+        assert!(
+            !m.heartbeats_enabled(),
+            "the pending JoinGroup keeps the member alive"
+        );
+        assert_eq!(m.join_sent(), ("m-1".to_string(), 5));
+    }
+
+    #[test]
+    fn close_gives_partitions_up_as_lost_without_a_generation() {
+        let mut m = stable();
+        assert!(!m.holds_no_generation());
+        m.poll_timeout_expired();
+        assert!(m.holds_no_generation());
+        m.take_partitions_lost();
+        assert!(m.holds_no_generation(), "still in no generation");
+        assert!(Membership::new(None).holds_no_generation());
+    }
+
+    #[test]
+    fn an_error_to_report_once_comes_out_once_and_a_fatal_one_stays() {
+        let mut m = stable();
+        m.report_once(Error::kafka(-1, "Heartbeat"));
+        assert!(m.take_error().is_some());
+        assert!(m.take_error().is_none());
+        m.set_fatal(Error::kafka(codes::GROUP_AUTHORIZATION_FAILED, "JoinGroup"));
+        assert!(m.fatal().is_some());
+        assert!(m.fatal().is_some());
     }
 }

@@ -1,7 +1,11 @@
-//! Consumer groups over the classic protocol: membership (sans-IO), the driver with the
-//! background heartbeat, the assignors, and the member's rebalance decisions.
+//! Consumer groups over the classic protocol: the membership (sans-IO, `member`), what `poll()`
+//! does next (`step`) and when the heartbeat does what (`heartbeat`), both pure; the driver that
+//! carries them out over the network (`coordinator`), the member's rebalance decisions
+//! (`rebalance`) and the assignors.
 pub mod assignor;
 pub(crate) mod coordinator;
+pub(crate) mod heartbeat;
 pub mod member;
 pub(crate) mod metadata_snapshot;
 pub mod rebalance;
+pub(crate) mod step;

@@ -1,5 +1,5 @@
 //! What a member gives up, keeps and takes around a rebalance, as pure functions of what it
-//! knows. The caller's thread (`subscription.rs`) runs them in `poll()`.
+//! knows. The caller's thread (`consumer/group.rs`) runs them in `poll()`.
 //!
 //! The rule behind all of them: a member never keeps, fetches or commits a partition once the
 //! group may have handed it to another member. Under an eager assignor the leader hands out

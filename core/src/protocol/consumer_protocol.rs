@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use crate::error::{Error, Result};
+use crate::protocol::group_by_topic;
 
 /// The highest version of both messages we know. A newer version is read as this one: Kafka only
 /// ever appends fields to these schemas, so the prefix we understand is still valid.
@@ -81,17 +82,14 @@ pub fn encode_subscription(s: &Subscription, version: i16) -> Result<Bytes> {
         .flat_map(|tp| tp.partitions.iter().map(move |p| (tp.topic.as_str(), *p)))
         .collect();
     owned.sort();
-    let mut owned_partitions: Vec<SubscriptionTopicPartition> = Vec::new();
-    for (topic, partition) in owned {
-        match owned_partitions.last_mut() {
-            Some(last) if last.topic.0.as_str() == topic => last.partitions.push(partition),
-            _ => owned_partitions.push(
-                SubscriptionTopicPartition::default()
-                    .with_topic(topic_name(topic))
-                    .with_partitions(vec![partition]),
-            ),
-        }
-    }
+    let owned_partitions: Vec<SubscriptionTopicPartition> = group_by_topic(owned)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            SubscriptionTopicPartition::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(partitions)
+        })
+        .collect();
     let msg = ConsumerProtocolSubscription::default()
         .with_topics(topics.into_iter().map(StrBytes::from_string).collect())
         .with_user_data(s.user_data.clone())

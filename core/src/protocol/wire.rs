@@ -5,10 +5,49 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{
-    encode_request_header_into_buffer, Decodable, HeaderVersion, Request, StrBytes,
+    encode_request_header_into_buffer, Decodable, Encodable, HeaderVersion, Message, StrBytes,
 };
 
 use crate::error::{Error, Result};
+
+/// A request lagless sends: its api key and the type of its answer. The crate's own `Request`
+/// trait is only compiled with its `broker` feature (request decoding, response encoding), which
+/// a client does not need; this is the client half of it, for the requests lagless sends.
+pub trait Api: Encodable + Message {
+    const KEY: i16;
+    type Response: Decodable + HeaderVersion;
+}
+
+macro_rules! apis {
+    ($($key:ident: $request:ident => $response:ident,)*) => {
+        $(
+            impl Api for kafka_protocol::messages::$request {
+                const KEY: i16 = ApiKey::$key as i16;
+                type Response = kafka_protocol::messages::$response;
+            }
+        )*
+    };
+}
+
+apis! {
+    ApiVersions: ApiVersionsRequest => ApiVersionsResponse,
+    CreatePartitions: CreatePartitionsRequest => CreatePartitionsResponse,
+    CreateTopics: CreateTopicsRequest => CreateTopicsResponse,
+    DescribeConfigs: DescribeConfigsRequest => DescribeConfigsResponse,
+    Fetch: FetchRequest => FetchResponse,
+    FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse,
+    Heartbeat: HeartbeatRequest => HeartbeatResponse,
+    JoinGroup: JoinGroupRequest => JoinGroupResponse,
+    LeaveGroup: LeaveGroupRequest => LeaveGroupResponse,
+    ListOffsets: ListOffsetsRequest => ListOffsetsResponse,
+    Metadata: MetadataRequest => MetadataResponse,
+    OffsetCommit: OffsetCommitRequest => OffsetCommitResponse,
+    OffsetFetch: OffsetFetchRequest => OffsetFetchResponse,
+    Produce: ProduceRequest => ProduceResponse,
+    SaslAuthenticate: SaslAuthenticateRequest => SaslAuthenticateResponse,
+    SaslHandshake: SaslHandshakeRequest => SaslHandshakeResponse,
+    SyncGroup: SyncGroupRequest => SyncGroupResponse,
+}
 
 /// The largest response frame lagless accepts. A frame length above it means a corrupt stream
 /// (or a TLS/HTTP peer on a PLAINTEXT port), not a real response: refuse before allocating.
@@ -45,14 +84,14 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
 
 /// The versions lagless itself can use for request `R`: the crate's encodable range, capped by
 /// [`lagless_max_version`].
-pub fn client_versions<R: Request>() -> (i16, i16) {
+pub fn client_versions<R: Api>() -> (i16, i16) {
     let key = ApiKey::try_from(R::KEY).expect("request types carry a known api key");
-    let v = <R as kafka_protocol::protocol::Message>::VERSIONS;
+    let v = <R as Message>::VERSIONS;
     (v.min, v.max.min(lagless_max_version(key)))
 }
 
 /// Frames `req` with its request header. The frame includes the 4-byte size prefix.
-pub fn encode_request<R: Request>(
+pub fn encode_request<R: Api>(
     req: &R,
     version: i16,
     correlation_id: i32,
@@ -96,7 +135,7 @@ pub fn response_correlation_id(frame: &[u8]) -> Result<i32> {
 /// the crate's decoders are not all hardened against hostile input. Nor an abort: the vendored
 /// crate bounds every reservation sized by a length off the wire by the bytes left in the frame
 /// (vendor/kafka-protocol/PATCHED.md), so a hostile length fails the decode instead.
-pub fn decode_response<R: Request>(mut frame: Bytes, version: i16) -> Result<R::Response> {
+pub fn decode_response<R: Api>(mut frame: Bytes, version: i16) -> Result<R::Response> {
     let hv = <R::Response as HeaderVersion>::header_version(version);
     let decoded = std::panic::catch_unwind(move || -> anyhow::Result<R::Response> {
         ResponseHeader::decode(&mut frame, hv)?;
@@ -132,7 +171,7 @@ mod tests {
         f.freeze()
     }
 
-    fn assert_corrupt<R: Request>(version: i16, flexible: bool, body: &[u8]) {
+    fn assert_corrupt<R: Api>(version: i16, flexible: bool, body: &[u8]) {
         match decode_response::<R>(frame(flexible, body), version) {
             Err(Error::Corrupt(msg)) => {
                 assert!(msg.contains(&format!("api {}", R::KEY)), "{msg}")

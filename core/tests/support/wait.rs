@@ -1,5 +1,7 @@
 //! Waiting on a condition with a deadline: tests never sleep a fixed time and then assert, since
 //! under load any fixed time is sometimes too short.
+#![allow(dead_code)]
+
 use std::time::{Duration, Instant};
 
 use lagless::{Consumer, ConsumerRecord, Error};

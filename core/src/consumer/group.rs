@@ -1,23 +1,28 @@
-//! The consumer's group side: subscribe, the rebalance listener, commits, and the steps `poll()`
-//! runs on the caller's thread (rejoin, callbacks, auto-commit).
+//! The consumer as a group member: subscribe, the rebalance listener, and the group steps
+//! `poll()` carries out on the caller's thread (report lost partitions, revoke, start a join,
+//! apply a finished one, learner warm-up). Which step comes next is decided in
+//! [`crate::group::step`]; the join and the heartbeat run in `group::coordinator`; commits,
+//! auto-commit included, are in `consumer/commits.rs`.
 //!
 //! Listener callbacks run only here, on the thread that called `poll()`, `close()` or
 //! `unsubscribe()`, never on a library thread; no lock is held while they run, so a callback
 //! may call back into the consumer (commit inside `on_partitions_revoked`).
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use regex::Regex;
 
 use crate::backoff::{Deadline, Retry};
+use crate::cluster::Metadata;
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::fetch::PositionLookup;
 use crate::group::coordinator::{GroupDriver, JoinInput, JoinOutcome};
-use crate::group::member::MemberState;
-use crate::group::metadata_snapshot::{AssignmentBasis, MetadataSnapshot};
-use crate::group::rebalance::{accept_join_outcome, changes_after_join, to_revoke_before_join};
+use crate::group::member::Membership;
+use crate::group::metadata_snapshot::AssignmentBasis;
+use crate::group::rebalance::changes_after_join;
+use crate::group::step::{matching_topics, next_step, GroupStep, JoinProgress, LocalGroup};
 use crate::offsets::OffsetAndMetadata;
 use crate::TopicPartition;
 
@@ -66,10 +71,6 @@ pub trait RebalanceListener: Send {
     }
 }
 
-pub use crate::offsets::CommitResults;
-/// Called on the polling thread when an asynchronous commit completes.
-pub type CommitCallback = Box<dyn FnOnce(Result<CommitResults>) + Send>;
-
 pub(crate) enum Topics {
     Names(BTreeSet<String>),
     Pattern(Regex),
@@ -82,7 +83,7 @@ pub(crate) struct GroupLocal {
     /// The topics of the current subscription (for a pattern, those that matched).
     pub subscribed: BTreeSet<String>,
     pub listener: Option<Box<dyn RebalanceListener>>,
-    pub join: Option<tokio::task::JoinHandle<Result<JoinOutcome>>>,
+    pub join: JoinSlot,
     pub join_retry_at: Instant,
     pub owned: BTreeSet<TopicPartition>,
     pub next_auto_commit: Instant,
@@ -100,13 +101,116 @@ pub(crate) struct GroupLocal {
     pub assignment_basis: AssignmentBasis,
 }
 
-/// What the caller's thread must do after looking at the group (outside the lock).
-enum Step {
+/// The join `poll()` started: its task, and its answer once it has one. The answer comes
+/// through a channel, so taking it in never blocks on the runtime (an async front can take the
+/// same steps).
+pub(crate) enum JoinSlot {
+    Idle,
+    Running {
+        task: tokio::task::JoinHandle<()>,
+        answer: tokio::sync::oneshot::Receiver<Result<JoinOutcome>>,
+    },
+    Finished(Result<JoinOutcome>),
+}
+
+impl JoinSlot {
+    /// Takes in the answer of a finished join task. A task that ended without one (aborted)
+    /// leaves nothing to take in.
+    fn collect(&mut self) {
+        if let JoinSlot::Running { answer, .. } = self {
+            match answer.try_recv() {
+                Ok(r) => *self = JoinSlot::Finished(r),
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => *self = JoinSlot::Idle,
+            }
+        }
+    }
+
+    fn progress(&self) -> JoinProgress<'_> {
+        match self {
+            JoinSlot::Idle => JoinProgress::Idle,
+            JoinSlot::Running { .. } => JoinProgress::Running,
+            JoinSlot::Finished(r) => JoinProgress::Finished(r),
+        }
+    }
+
+    /// The finished join's answer, taken in by the step that applies (or drops) it.
+    fn take_finished(&mut self) -> Option<Result<JoinOutcome>> {
+        match std::mem::replace(self, JoinSlot::Idle) {
+            JoinSlot::Finished(r) => Some(r),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    fn abort(self) {
+        if let JoinSlot::Running { task, .. } = self {
+            task.abort();
+        }
+    }
+}
+
+impl GroupLocal {
+    /// The topics and assignment follow metadata: a pattern subscription takes the topics that
+    /// match now, and an assignment that no longer covers what the subscribed topics have asks
+    /// for a rebalance (the Java client's metadata snapshot comparison).
+    fn follow_metadata(&mut self, m: &mut Membership, meta: &Metadata, exclude_internal: bool) {
+        if let Topics::Pattern(re) = &self.topics {
+            if let Some(matched) = matching_topics(re, meta, exclude_internal) {
+                if matched != self.subscribed {
+                    self.subscribed = matched;
+                    m.request_rejoin("the topics matching the subscribed pattern changed");
+                }
+            }
+        }
+        if let Some(reason) = self.assignment_basis.check(meta) {
+            m.request_rejoin(reason);
+        }
+    }
+
+    /// The next group step: takes in a finished join and follows metadata, then asks
+    /// [`next_step`]. Never blocks.
+    fn next_step(
+        &mut self,
+        m: &mut Membership,
+        meta: &Metadata,
+        exclude_internal: bool,
+        now: Instant,
+    ) -> GroupStep {
+        self.join.collect();
+        if !m.partitions_lost() {
+            self.follow_metadata(m, meta, exclude_internal);
+        }
+        let view = LocalGroup {
+            protocol: self.driver.rebalance_protocol(),
+            owned: &self.owned,
+            subscribed: &self.subscribed,
+            pattern: matches!(self.topics, Topics::Pattern(_)),
+            ready: &self.ready,
+            join: self.join.progress(),
+            join_retry_at: self.join_retry_at,
+        };
+        next_step(m, &view, now)
+    }
+}
+
+/// A step whose work runs outside the group lock, on the caller's thread: it calls the
+/// listener (and may commit).
+enum CallerStep {
     Lost(BTreeSet<TopicPartition>),
     Revoke(BTreeSet<TopicPartition>),
-    Join(Box<JoinOutcome>),
-    None,
+    ApplyJoin(Box<JoinOutcome>),
+    /// A step done under the lock; look again.
+    Again,
+    /// Nothing more to do in this `poll()`.
+    Done,
 }
+
+/// At most this many steps per `poll()` (lost, a finished join, revocations, a new join): each
+/// step brings the member closer to waiting, this only bounds a `poll()` in any case.
+const MAX_STEPS_PER_POLL: usize = 8;
 
 impl Consumer {
     /// Joins the consumer group `group.id` and reads the partitions the group assigns, of
@@ -169,7 +273,7 @@ impl Consumer {
                 topics: Topics::Names(BTreeSet::new()),
                 subscribed: BTreeSet::new(),
                 listener: None,
-                join: None,
+                join: JoinSlot::Idle,
                 join_retry_at: Instant::now(),
                 owned: BTreeSet::new(),
                 next_auto_commit: Instant::now() + self.shared.config.auto_commit_interval,
@@ -225,9 +329,7 @@ impl Consumer {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(local) = g.take() {
             local.driver.close();
-            if let Some(j) = local.join {
-                j.abort();
-            }
+            local.join.abort();
         }
         self.shared.cluster.set_interest(BTreeSet::new(), false);
         callback_error.map_or(Ok(()), Err)
@@ -238,12 +340,13 @@ impl Consumer {
         let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         let local = g.as_ref()?;
         let m = local.driver.membership();
+        let generation = m.generation();
         Some(GroupMetadata {
             group_id: local.driver.group_id.clone(),
-            generation_id: m.generation.generation_id,
-            member_id: m.generation.member_id.clone(),
-            group_instance_id: m.group_instance_id.clone(),
-            protocol: m.generation.protocol.clone(),
+            generation_id: generation.generation_id,
+            member_id: generation.member_id.clone(),
+            group_instance_id: m.group_instance_id().map(str::to_string),
+            protocol: generation.protocol.clone(),
         })
     }
 
@@ -261,7 +364,7 @@ impl Consumer {
         Ok(())
     }
 
-    fn driver(&self) -> Option<Arc<GroupDriver>> {
+    pub(super) fn driver(&self) -> Option<Arc<GroupDriver>> {
         self.group
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -269,166 +372,9 @@ impl Consumer {
             .map(|l| l.driver.clone())
     }
 
-    /// A driver for commits: the group's, or a standalone one for a manually assigned consumer
-    /// with a `group.id` (it commits as a simple consumer, outside any generation).
-    fn commit_driver(&self) -> Result<Arc<GroupDriver>> {
-        if let Some(d) = self.driver() {
-            return Ok(d);
-        }
-        let mut s = self
-            .simple_committer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(d) = s.as_ref() {
-            return Ok(d.clone());
-        }
-        if self.shared.config.group_id.is_none() {
-            return Err(Error::IllegalState(
-                "committing offsets needs group.id".into(),
-            ));
-        }
-        let d =
-            GroupDriver::simple_committer(self.shared.cluster.clone(), self.shared.config.clone())?;
-        *s = Some(d.clone());
-        Ok(d)
-    }
-
-    /// The offsets `commit` uses when none are given: the consumed position of every assigned
-    /// partition, i.e. the offset after the last record `poll()` returned. A partition with
-    /// unfinished recovery ranges (KIP-333) gives the low-water mark over them and the main
-    /// stream, with the recovery token as metadata.
-    pub fn consumed_offsets(&self) -> Vec<(TopicPartition, OffsetAndMetadata)> {
-        let assigned: Vec<TopicPartition> = self.assignment();
-        self.shared.commit_offsets(assigned.iter())
-    }
-
-    /// KIP-333: an explicit commit must not pass a partition's unfinished backlog, nor claim
-    /// more than the offset asked: see [`crate::fetch::PartitionState::commit_offset_asked`].
-    fn within_backlog(
-        &self,
-        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
-    ) -> Vec<(TopicPartition, OffsetAndMetadata)> {
-        if !self.shared.config.enable_parallel_rebalance {
-            return offsets;
-        }
-        let st = self.shared.lock();
-        offsets
-            .into_iter()
-            .map(|(tp, om)| match st.partitions.get(&tp) {
-                Some(p) => {
-                    let asked = om.offset;
-                    let om = p.commit_offset_asked(om);
-                    if om.offset != asked {
-                        tracing::debug!(partition = %tp, asked, committed = om.offset, token = %om.metadata, "commit held at the recovery low-water mark");
-                    }
-                    (tp, om)
-                }
-                None => (tp, om),
-            })
-            .collect()
-    }
-
-    /// Commits `offsets` (or the consumed positions) and waits for the answer. A failed
-    /// partition makes the whole call fail with that partition's error; see
-    /// [`Consumer::commit_sync_detailed`] for per-partition results.
-    pub fn commit_sync(
-        &self,
-        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
-        timeout: Option<Duration>,
-    ) -> Result<()> {
-        for (_, _, r) in self.commit_sync_detailed(offsets, timeout)? {
-            r?;
-        }
-        Ok(())
-    }
-
-    pub fn commit_sync_detailed(
-        &self,
-        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
-        timeout: Option<Duration>,
-    ) -> Result<CommitResults> {
-        self.check_open()?;
-        let offsets = match offsets {
-            Some(o) => {
-                validate_offsets(o)?;
-                self.within_backlog(o.to_vec())
-            }
-            None => self.consumed_offsets(),
-        };
-        let driver = self.commit_driver()?;
-        let deadline = self.api_deadline(timeout);
-        self.run_commit_callbacks();
-        let res = self.block_on(async move { driver.commit(&offsets, deadline).await })??;
-        self.note_committed(&res);
-        Ok(res)
-    }
-
-    /// Sends a commit and returns at once; `callback` runs on the polling thread (inside a
-    /// later `poll()`, `commit_sync()` or `close()`) with the result.
-    pub fn commit_async(
-        &self,
-        offsets: Option<Vec<(TopicPartition, OffsetAndMetadata)>>,
-        callback: Option<CommitCallback>,
-    ) -> Result<()> {
-        self.check_open()?;
-        let offsets = match offsets {
-            Some(o) => {
-                validate_offsets(&o)?;
-                self.within_backlog(o)
-            }
-            None => self.consumed_offsets(),
-        };
-        let driver = self.commit_driver()?;
-        // The result waits for the caller's thread (subscribed or manually assigned alike):
-        // callbacks never run on the library's I/O threads. Auto-commit (no callback) sends it
-        // too, so what the group took is remembered there.
-        let tx = self.commits_tx.clone();
-        let shared = self.shared.clone();
-        driver.commit_async(
-            self.runtime()?,
-            offsets,
-            Box::new(move |res| {
-                let _ = tx.send((callback, res));
-                shared.data_ready.notify_all();
-            }),
-        );
-        Ok(())
-    }
-
-    /// Runs the callbacks of finished asynchronous commits, on this (the caller's) thread.
-    pub(crate) fn run_commit_callbacks(&self) {
-        let done: Vec<_> = self
-            .commits_done
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .try_iter()
-            .collect();
-        for (cb, res) in done {
-            if let Ok(r) = &res {
-                self.note_committed(r);
-            }
-            if let Some(cb) = cb {
-                cb(res);
-            }
-        }
-    }
-
-    /// Remembers what was committed, so auto-commit sends only what changed since.
-    fn note_committed(&self, res: &CommitResults) {
-        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(l) = g.as_mut() {
-            for (tp, om, r) in res {
-                // A late answer for a partition given up since is not this member's to keep.
-                if r.is_ok() && l.owned.contains(tp) {
-                    l.last_committed.insert(tp.clone(), om.clone());
-                }
-            }
-        }
-    }
-
     /// Runs `f` with the listener taken out of the lock, so the callback may call back into the
     /// consumer. Returns the callback's error, if any.
-    fn with_listener(
+    pub(super) fn with_listener(
         &self,
         f: impl FnOnce(&mut dyn RebalanceListener, &Consumer) -> Result<()>,
     ) -> Option<Error> {
@@ -452,29 +398,6 @@ impl Consumer {
             Ok(Err(Error::Callback(m))) => Some(Error::Callback(m)),
             Ok(Err(e)) => Some(Error::Callback(e.to_string())),
             Err(_) => Some(Error::Callback("the rebalance listener panicked".into())),
-        }
-    }
-
-    /// Auto-commit of the consumed positions (with recovery tokens) of `partitions` before they
-    /// are revoked.
-    fn commit_before_revoke(&self, partitions: &BTreeSet<TopicPartition>, deadline: Deadline) {
-        if !self.shared.config.enable_auto_commit || partitions.is_empty() {
-            return;
-        }
-        let offsets = self.shared.commit_offsets(partitions.iter());
-        if let Ok(d) = self.commit_driver() {
-            match self.block_on(async move { d.commit(&offsets, deadline).await }) {
-                Ok(Ok(res)) => {
-                    for (tp, _, r) in &res {
-                        if let Err(e) = r {
-                            tracing::warn!(partition = %tp, error = %e, "auto-commit before revocation failed");
-                        }
-                    }
-                    self.note_committed(&res);
-                }
-                Ok(Err(e)) => tracing::warn!(error = %e, "auto-commit before revocation failed"),
-                Err(_) => {}
-            }
         }
     }
 
@@ -525,20 +448,19 @@ impl Consumer {
         };
         driver.touch_poll();
         self.run_commit_callbacks();
-        if let Some(e) = driver.membership().fatal.clone() {
+        if let Some(e) = driver.membership().fatal().cloned() {
             return Err(e);
         }
         // An error the member went on from (a failed heartbeat) comes out of one poll().
-        let mut errors: Option<Error> = driver.membership().error.take();
+        let mut errors: Option<Error> = driver.membership().take_error();
         let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
-        // Up to a few steps per poll: lost partitions, then a finished join, then a new join.
-        for _ in 0..4 {
-            let step = self.next_group_step(&driver)?;
-            match step {
-                Step::None => break,
-                Step::Lost(parts) => self.lose(parts, &mut errors),
-                Step::Revoke(parts) => self.revoke(parts, deadline, &mut errors),
-                Step::Join(outcome) => self.apply_join(*outcome, deadline, &mut errors),
+        for _ in 0..MAX_STEPS_PER_POLL {
+            match self.take_group_step(&driver)? {
+                CallerStep::Done => break,
+                CallerStep::Again => {}
+                CallerStep::Lost(parts) => self.lose(parts, &mut errors),
+                CallerStep::Revoke(parts) => self.revoke(parts, deadline, &mut errors),
+                CallerStep::ApplyJoin(outcome) => self.apply_join(*outcome, deadline, &mut errors),
             }
         }
         self.retry_learning(&mut errors);
@@ -546,139 +468,90 @@ impl Consumer {
         errors.map_or(Ok(()), Err)
     }
 
-    fn next_group_step(&self, driver: &Arc<GroupDriver>) -> Result<Step> {
+    /// Decides the next group step ([`crate::group::step::next_step`]) and does the part of it
+    /// that needs no callback, under the group lock; what calls the listener is returned.
+    fn take_group_step(&self, driver: &Arc<GroupDriver>) -> Result<CallerStep> {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         let Some(local) = g.as_mut() else {
-            return Ok(Step::None);
+            return Ok(CallerStep::Done);
         };
-        {
-            let mut m = driver.membership();
-            if m.partitions_lost {
-                m.partitions_lost = false;
+        let meta = self.shared.cluster.metadata();
+        let now = Instant::now();
+        let mut m = driver.membership();
+        let step = local.next_step(
+            &mut m,
+            &meta,
+            self.shared.config.exclude_internal_topics,
+            now,
+        );
+        Ok(match step {
+            GroupStep::Wait => CallerStep::Done,
+            GroupStep::ReportLost => {
+                m.take_partitions_lost();
                 let lost = std::mem::take(&mut local.owned);
-                drop(m);
-                if !lost.is_empty() {
-                    return Ok(Step::Lost(lost));
+                if lost.is_empty() {
+                    CallerStep::Again
+                } else {
+                    CallerStep::Lost(lost)
                 }
             }
-        }
-        // A pattern subscription follows the cluster's topics.
-        if let Topics::Pattern(re) = &local.topics {
-            let meta = self.shared.cluster.metadata();
-            if meta.fetched_at.is_some() {
-                let matched: BTreeSet<String> = meta
-                    .topics
-                    .values()
-                    .filter(|t| !(t.is_internal && self.shared.config.exclude_internal_topics))
-                    .filter(|t| re.is_match(&t.name))
-                    .map(|t| t.name.clone())
-                    .collect();
-                if matched != local.subscribed {
-                    local.subscribed = matched;
-                    driver
-                        .membership()
-                        .request_rejoin("the topics matching the subscribed pattern changed");
-                }
-            }
-        }
-        // The assignment no longer covers what the subscribed topics have: rejoin so the leader
-        // assigns what exists now (the Java client's metadata snapshot comparison).
-        if let Some(reason) = local
-            .assignment_basis
-            .check(&self.shared.cluster.metadata())
-        {
-            driver.membership().request_rejoin(reason);
-        }
-        if let Some(join) = &local.join {
-            if !join.is_finished() {
-                return Ok(Step::None);
-            }
-            let join = local.join.take().expect("checked above");
-            let rt = self.runtime()?;
-            let current = driver.membership().generation.clone();
-            match rt.block_on(join) {
-                Ok(Ok(outcome)) if accept_join_outcome(&current, &outcome.generation) => {
-                    return Ok(Step::Join(Box::new(outcome)));
-                }
-                Ok(Ok(outcome)) => {
+            GroupStep::ApplyJoin => match local.join.take_finished() {
+                Some(Ok(outcome)) => CallerStep::ApplyJoin(Box::new(outcome)),
+                _ => CallerStep::Again,
+            },
+            GroupStep::DiscardJoin => {
+                if let Some(Ok(outcome)) = local.join.take_finished() {
                     // The membership was reset after the join finished (max.poll.interval.ms,
                     // a stale generation): its assignment belongs to a generation this member
                     // left. Drop it and rejoin (Java's resetStateAndRejoin).
                     tracing::info!(
                         group = %driver.group_id,
                         joined = outcome.generation.generation_id,
-                        now = current.generation_id,
-                        reason = %driver.membership().rejoin_reason,
+                        now = m.generation().generation_id,
+                        reason = %m.rejoin_reason(),
                         "discarding the assignment of a generation this member has left; rejoining"
                     );
-                    let mut m = driver.membership();
-                    if !m.rejoin_needed {
-                        m.request_rejoin(
-                            "the generation was reset before its assignment was applied",
-                        );
-                    }
                 }
-                Ok(Err(e))
-                    if e.is_fatal() || matches!(e, Error::Corrupt(_) | Error::Config { .. }) =>
-                {
-                    driver.membership().fatal = Some(e.clone());
+                if !m.rejoin_needed() {
+                    m.request_rejoin("the generation was reset before its assignment was applied");
+                }
+                CallerStep::Again
+            }
+            GroupStep::JoinFatal => match local.join.take_finished() {
+                Some(Err(e)) => {
+                    m.set_fatal(e.clone());
                     return Err(e);
                 }
-                Ok(Err(e)) => {
+                _ => CallerStep::Again,
+            },
+            GroupStep::RetryJoin => {
+                if let Some(Err(e)) = local.join.take_finished() {
                     tracing::warn!(error = %e, "joining the group failed; retrying");
-                    local.join_retry_at = Instant::now() + self.shared.config.common.retry_backoff;
-                    return Ok(Step::None);
                 }
-                Err(_) => return Ok(Step::None),
+                local.join_retry_at = now + self.shared.config.common.retry_backoff;
+                CallerStep::Again
             }
-        }
-        let (needed, state, reason) = {
-            let m = driver.membership();
-            (m.rejoin_needed, m.state, m.rejoin_reason.clone())
-        };
-        if !(needed || state == MemberState::Unjoined) || Instant::now() < local.join_retry_at {
-            return Ok(Step::None);
-        }
-        if local.subscribed.is_empty() && matches!(local.topics, Topics::Pattern(_)) {
-            // Nothing matches yet: wait for metadata rather than join with no topics.
-            return Ok(Step::None);
-        }
-        // Before joining (Java's onJoinPrepare): eager revokes everything; cooperative only
-        // the partitions of topics no longer subscribed. The protocol is this member's own,
-        // decided from the assignors it offers, not the one the group chose last time.
-        let to_revoke =
-            to_revoke_before_join(driver.rebalance_protocol(), &local.owned, &local.subscribed);
-        if !to_revoke.is_empty() {
-            return Ok(Step::Revoke(to_revoke));
-        }
-        let input = JoinInput {
-            topics: local.subscribed.iter().cloned().collect(),
-            owned: local.owned.clone(),
-            ready: local.ready.clone(),
-            reason,
-        };
-        {
-            let mut m = driver.membership();
-            m.state = MemberState::PreparingRebalance;
-            m.rejoin_needed = false;
-        }
-        local.assignment_basis = AssignmentBasis::None;
+            GroupStep::Revoke(parts) => CallerStep::Revoke(parts),
+            GroupStep::Join(input) => {
+                m.start_join();
+                drop(m);
+                local.assignment_basis = AssignmentBasis::None;
+                local.join = self.spawn_join(driver, input)?;
+                CallerStep::Again
+            }
+        })
+    }
+
+    /// Starts the join task on the I/O runtime; its answer wakes `poll()`.
+    fn spawn_join(&self, driver: &Arc<GroupDriver>, input: JoinInput) -> Result<JoinSlot> {
+        let (tx, answer) = tokio::sync::oneshot::channel();
         let shared = self.shared.clone();
         let d = driver.clone();
-        local.join = Some(self.runtime()?.spawn(async move {
-            let topics = input.topics.clone();
-            let mut r = d.join(input).await;
-            if let Ok(outcome) = &mut r {
-                if outcome.assigned_from.is_none() {
-                    let wait = shared.config.common.retry_backoff_max;
-                    outcome.assigned_from =
-                        MetadataSnapshot::after_join(&shared.cluster, &topics, wait).await;
-                }
-            }
+        let task = self.runtime()?.spawn(async move {
+            let _ = tx.send(d.join(input).await);
             shared.data_ready.notify_all();
-            r
-        }));
-        Ok(Step::None)
+        });
+        Ok(JoinSlot::Running { task, answer })
     }
 
     fn apply_join(&self, outcome: JoinOutcome, deadline: Deadline, errors: &mut Option<Error>) {
@@ -801,35 +674,6 @@ impl Consumer {
         self.warm_up(due, errors);
     }
 
-    /// Auto-commit of what the previous `poll()` returned (nothing unprocessed is committed).
-    fn maybe_auto_commit(&self, driver: &Arc<GroupDriver>) {
-        if !self.shared.config.enable_auto_commit {
-            return;
-        }
-        let offsets = {
-            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(local) = g.as_mut() else { return };
-            if Instant::now() < local.next_auto_commit
-                || driver.membership().stable_generation().is_none()
-            {
-                return;
-            }
-            local.next_auto_commit = Instant::now() + self.shared.config.auto_commit_interval;
-            let changed: Vec<(TopicPartition, OffsetAndMetadata)> = self
-                .shared
-                .commit_offsets(local.owned.iter())
-                .into_iter()
-                .filter(|(tp, om)| local.last_committed.get(tp) != Some(om))
-                .collect();
-            // `last_committed` is updated when the group has taken them (note_committed): a
-            // failed auto-commit is sent again at the next interval.
-            changed
-        };
-        if !offsets.is_empty() {
-            let _ = self.commit_async(Some(offsets), None);
-        }
-    }
-
     /// Close/unsubscribe: commit, revoke through the listener (if `callbacks`), leave.
     pub(crate) fn leave_group_now(
         &self,
@@ -842,8 +686,7 @@ impl Consumer {
         let (owned, lost) = {
             let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             let owned = g.as_ref().map(|l| l.owned.clone()).unwrap_or_default();
-            let m = driver.membership();
-            (owned, m.partitions_lost || m.generation.generation_id < 0)
+            (owned, driver.membership().holds_no_generation())
         };
         if callbacks {
             if lost {
@@ -878,16 +721,4 @@ pub struct GroupMetadata {
     pub member_id: String,
     pub group_instance_id: Option<String>,
     pub protocol: Option<String>,
-}
-
-fn validate_offsets(offsets: &[(TopicPartition, OffsetAndMetadata)]) -> Result<()> {
-    for (tp, om) in offsets {
-        if om.offset < 0 {
-            return Err(Error::InvalidArgument(format!(
-                "commit offset for {tp} must be >= 0, got {}",
-                om.offset
-            )));
-        }
-    }
-    Ok(())
 }

@@ -1,0 +1,534 @@
+//! Commits: the consumer's commit API (`commit_sync`, `commit_async`), auto-commit (of what the
+//! previous `poll()` returned, and before partitions are revoked), and the OffsetCommit requests
+//! themselves, built and sent through the member's generation with the asynchronous ones kept in
+//! order.
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backoff::{Deadline, Retry};
+use crate::consumer::Consumer;
+use crate::error::{codes, Error, Result};
+use crate::group::coordinator::GroupDriver;
+use crate::group::member::Next;
+use crate::offsets::{MergedCommit, OffsetAndMetadata};
+use crate::protocol::group_by_topic;
+use crate::protocol::msg::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use crate::protocol::msg::{OffsetCommitRequest, StrBytes, TopicName};
+use crate::TopicPartition;
+
+pub use crate::offsets::CommitResults;
+/// Called on the polling thread when an asynchronous commit completes.
+pub type CommitCallback = Box<dyn FnOnce(Result<CommitResults>) + Send>;
+
+/// What an asynchronous commit calls with its result.
+pub(crate) type AsyncCommitDone = Box<dyn FnOnce(Result<CommitResults>) + Send>;
+
+/// The shortest wait for one OffsetCommit attempt, however little of the caller's deadline is
+/// left: an attempt given a millisecond only times out while the broker still applies it.
+const MIN_COMMIT_ATTEMPT: Duration = Duration::from_millis(100);
+
+impl Consumer {
+    /// A driver for commits: the group's, or a standalone one for a manually assigned consumer
+    /// with a `group.id` (it commits as a simple consumer, outside any generation).
+    pub(super) fn commit_driver(&self) -> Result<Arc<GroupDriver>> {
+        if let Some(d) = self.driver() {
+            return Ok(d);
+        }
+        let mut s = self
+            .simple_committer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = s.as_ref() {
+            return Ok(d.clone());
+        }
+        if self.shared.config.group_id.is_none() {
+            return Err(Error::IllegalState(
+                "committing offsets needs group.id".into(),
+            ));
+        }
+        let d =
+            GroupDriver::simple_committer(self.shared.cluster.clone(), self.shared.config.clone())?;
+        *s = Some(d.clone());
+        Ok(d)
+    }
+
+    /// The offsets `commit` uses when none are given: the consumed position of every assigned
+    /// partition, i.e. the offset after the last record `poll()` returned. A partition with
+    /// unfinished recovery ranges (KIP-333) gives the low-water mark over them and the main
+    /// stream, with the recovery token as metadata.
+    pub fn consumed_offsets(&self) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        let assigned: Vec<TopicPartition> = self.assignment();
+        self.shared.commit_offsets(assigned.iter())
+    }
+
+    /// KIP-333: an explicit commit must not pass a partition's unfinished backlog, nor claim
+    /// more than the offset asked: see [`crate::fetch::PartitionState::commit_offset_asked`].
+    pub(super) fn within_backlog(
+        &self,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+    ) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        if !self.shared.config.enable_parallel_rebalance {
+            return offsets;
+        }
+        let st = self.shared.lock();
+        offsets
+            .into_iter()
+            .map(|(tp, om)| match st.partitions.get(&tp) {
+                Some(p) => {
+                    let asked = om.offset;
+                    let om = p.commit_offset_asked(om);
+                    if om.offset != asked {
+                        tracing::debug!(partition = %tp, asked, committed = om.offset, token = %om.metadata, "commit held at the recovery low-water mark");
+                    }
+                    (tp, om)
+                }
+                None => (tp, om),
+            })
+            .collect()
+    }
+
+    /// Commits `offsets` (or the consumed positions) and waits for the answer. A failed
+    /// partition makes the whole call fail with that partition's error; see
+    /// [`Consumer::commit_sync_detailed`] for per-partition results.
+    pub fn commit_sync(
+        &self,
+        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        for (_, _, r) in self.commit_sync_detailed(offsets, timeout)? {
+            r?;
+        }
+        Ok(())
+    }
+
+    pub fn commit_sync_detailed(
+        &self,
+        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
+        timeout: Option<Duration>,
+    ) -> Result<CommitResults> {
+        self.check_open()?;
+        let offsets = match offsets {
+            Some(o) => {
+                validate_offsets(o)?;
+                self.within_backlog(o.to_vec())
+            }
+            None => self.consumed_offsets(),
+        };
+        let driver = self.commit_driver()?;
+        let deadline = self.api_deadline(timeout);
+        self.run_commit_callbacks();
+        let res = self.block_on(async move { driver.commit(&offsets, deadline).await })??;
+        self.note_committed(&res);
+        Ok(res)
+    }
+
+    /// Sends a commit and returns at once; `callback` runs on the polling thread (inside a
+    /// later `poll()`, `commit_sync()` or `close()`) with the result.
+    pub fn commit_async(
+        &self,
+        offsets: Option<Vec<(TopicPartition, OffsetAndMetadata)>>,
+        callback: Option<CommitCallback>,
+    ) -> Result<()> {
+        self.check_open()?;
+        let offsets = match offsets {
+            Some(o) => {
+                validate_offsets(&o)?;
+                self.within_backlog(o)
+            }
+            None => self.consumed_offsets(),
+        };
+        let driver = self.commit_driver()?;
+        // The result waits for the caller's thread (subscribed or manually assigned alike):
+        // callbacks never run on the library's I/O threads. Auto-commit (no callback) sends it
+        // too, so what the group took is remembered there.
+        let tx = self.commits_tx.clone();
+        let shared = self.shared.clone();
+        driver.commit_async(
+            self.runtime()?,
+            offsets,
+            Box::new(move |res| {
+                let _ = tx.send((callback, res));
+                shared.data_ready.notify_all();
+            }),
+        );
+        Ok(())
+    }
+
+    /// Runs the callbacks of finished asynchronous commits, on this (the caller's) thread.
+    pub(crate) fn run_commit_callbacks(&self) {
+        let done: Vec<_> = self
+            .commits_done
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .try_iter()
+            .collect();
+        for (cb, res) in done {
+            if let Ok(r) = &res {
+                self.note_committed(r);
+            }
+            if let Some(cb) = cb {
+                cb(res);
+            }
+        }
+    }
+
+    /// Remembers what was committed, so auto-commit sends only what changed since.
+    pub(super) fn note_committed(&self, res: &CommitResults) {
+        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = g.as_mut() {
+            for (tp, om, r) in res {
+                // A late answer for a partition given up since is not this member's to keep.
+                if r.is_ok() && l.owned.contains(tp) {
+                    l.last_committed.insert(tp.clone(), om.clone());
+                }
+            }
+        }
+    }
+
+    /// Auto-commit of the consumed positions (with recovery tokens) of `partitions` before they
+    /// are revoked.
+    pub(super) fn commit_before_revoke(
+        &self,
+        partitions: &BTreeSet<TopicPartition>,
+        deadline: Deadline,
+    ) {
+        if !self.shared.config.enable_auto_commit || partitions.is_empty() {
+            return;
+        }
+        let offsets = self.shared.commit_offsets(partitions.iter());
+        if let Ok(d) = self.commit_driver() {
+            if let Ok(Some(res)) =
+                self.block_on(async move { d.commit_before_revoke(&offsets, deadline).await })
+            {
+                self.note_committed(&res);
+            }
+        }
+    }
+
+    /// Auto-commit of what the previous `poll()` returned (nothing unprocessed is committed).
+    pub(super) fn maybe_auto_commit(&self, driver: &Arc<GroupDriver>) {
+        if !self.shared.config.enable_auto_commit {
+            return;
+        }
+        let offsets = {
+            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(local) = g.as_mut() else { return };
+            if Instant::now() < local.next_auto_commit
+                || driver.membership().stable_generation().is_none()
+            {
+                return;
+            }
+            local.next_auto_commit = Instant::now() + self.shared.config.auto_commit_interval;
+            // `last_committed` is updated when the group has taken them (note_committed): a
+            // failed auto-commit is sent again at the next interval.
+            not_committed_yet(
+                self.shared.commit_offsets(local.owned.iter()),
+                &local.last_committed,
+            )
+        };
+        if !offsets.is_empty() {
+            let _ = self.commit_async(Some(offsets), None);
+        }
+    }
+}
+
+/// What an auto-commit sends of the `consumed` offsets: those the group has not taken already
+/// (a partition nothing was consumed from since its last commit sends nothing).
+pub(crate) fn not_committed_yet(
+    consumed: Vec<(TopicPartition, OffsetAndMetadata)>,
+    last_committed: &HashMap<TopicPartition, OffsetAndMetadata>,
+) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+    consumed
+        .into_iter()
+        .filter(|(tp, om)| last_committed.get(tp) != Some(om))
+        .collect()
+}
+
+impl GroupDriver {
+    /// The auto-commit before a revocation: committed (retried within `deadline`) while the
+    /// partitions are still this member's. A failure is logged, not reported: the revocation
+    /// goes on, and whoever takes the partitions over resumes at the last commit.
+    pub async fn commit_before_revoke(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        deadline: Deadline,
+    ) -> Option<CommitResults> {
+        match self.commit(offsets, deadline).await {
+            Ok(res) => {
+                for (tp, _, r) in &res {
+                    if let Err(e) = r {
+                        tracing::warn!(partition = %tp, error = %e, "auto-commit before revocation failed");
+                    }
+                }
+                Some(res)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "auto-commit before revocation failed");
+                None
+            }
+        }
+    }
+
+    /// Sends `offsets` as an asynchronous commit and calls `done` with the result (on a
+    /// library thread: the caller hands it on). One attempt, never retried; while one is in
+    /// flight later ones are merged and sent after it, so the group's offsets only move in the
+    /// order they were asked for.
+    pub fn commit_async(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Runtime,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+        done: AsyncCommitDone,
+    ) {
+        let first = self
+            .async_commits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(offsets, done);
+        if let Some(first) = first {
+            runtime.spawn(self.clone().send_async_commits(first));
+        }
+    }
+
+    async fn send_async_commits(self: Arc<Self>, mut batch: MergedCommit<AsyncCommitDone>) {
+        loop {
+            let offsets: Vec<(TopicPartition, OffsetAndMetadata)> =
+                std::mem::take(&mut batch.offsets).into_iter().collect();
+            let deadline = Deadline::after(self.config.common.request_timeout);
+            let result = self.commit_with(&offsets, deadline, false).await;
+            if let Err(e) = &result {
+                tracing::warn!(group = %self.group_id, error = %e, "asynchronous commit failed");
+            }
+            for (done, r) in batch.split(&result) {
+                done(r);
+            }
+            let next = self
+                .async_commits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .answered();
+            match next {
+                Some(b) => batch = b,
+                None => {
+                    self.async_idle.notify_waiters();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits until no asynchronous commit is in flight or waiting, so a synchronous commit
+    /// sent next lands after them.
+    pub async fn async_commits_done(&self, deadline: Deadline) -> Result<()> {
+        loop {
+            let idle = self.async_idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self
+                .async_commits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_idle()
+            {
+                return Ok(());
+            }
+            if tokio::time::timeout(deadline.remaining(), idle)
+                .await
+                .is_err()
+            {
+                return Err(deadline.error("waiting for the asynchronous commits in flight"));
+            }
+        }
+    }
+
+    /// OffsetCommit through the member's generation (or as a simple consumer when it has none),
+    /// after the asynchronous commits in flight. Returns the result per partition, with what
+    /// was sent for it; the whole call fails only when nothing was committed.
+    pub async fn commit(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        deadline: Deadline,
+    ) -> Result<CommitResults> {
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.async_commits_done(deadline).await?;
+        self.commit_with(offsets, deadline, true).await
+    }
+
+    /// OffsetCommit, retried until `deadline` when `retries`, else sent once.
+    async fn commit_with(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        deadline: Deadline,
+        retries: bool,
+    ) -> Result<CommitResults> {
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let generation = self.membership().commit_generation(self.simple)?;
+        let mut pending: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.to_vec();
+        let mut results: CommitResults = Vec::new();
+        let mut retry = Retry::new(self.cluster.backoff());
+        loop {
+            let attempt = async {
+                let conn = self.coordinator(deadline).await?;
+                let v = conn.version::<OffsetCommitRequest>()?;
+                let by_topic = group_by_topic(pending.iter().map(|(tp, om)| {
+                    let partition = OffsetCommitRequestPartition::default()
+                        .with_partition_index(tp.partition)
+                        .with_committed_offset(om.offset)
+                        .with_committed_leader_epoch(-1)
+                        .with_committed_metadata(Some(StrBytes::from_string(om.metadata.clone())));
+                    (tp.topic.as_str(), partition)
+                }));
+                let topics = by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetCommitRequestTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partitions(ps)
+                    })
+                    .collect();
+                let mut req = OffsetCommitRequest::default()
+                    .with_group_id(self.group_id_bytes())
+                    .with_generation_id_or_member_epoch(generation.generation_id)
+                    .with_member_id(StrBytes::from_string(generation.member_id.clone()))
+                    .with_topics(topics);
+                if v >= 7 {
+                    req = req.with_group_instance_id(self.instance_id());
+                }
+                if v <= 4 {
+                    req = req.with_retention_time_ms(-1);
+                }
+                let attempt_timeout = deadline
+                    .remaining()
+                    .max(MIN_COMMIT_ATTEMPT)
+                    .min(self.config.common.request_timeout);
+                conn.call_with_timeout(&req, attempt_timeout).await
+            }
+            .await;
+            let resp = match attempt {
+                Ok(r) => r,
+                Err(e) => {
+                    // A request that timed out on a working connection leaves it to the
+                    // heartbeats and other commits (the connection closes itself when broken).
+                    if !matches!(e, Error::Timeout(_)) {
+                        self.coordinator_unknown("OffsetCommit failed");
+                    }
+                    let wait = retry.failed();
+                    if !retries || !e.is_retriable() || deadline.remaining() <= wait {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+            };
+            let mut again = Vec::new();
+            let mut rediscover = false;
+            for t in resp.topics {
+                for p in t.partitions {
+                    let tp = TopicPartition::new(t.name.0.to_string(), p.partition_index);
+                    let Some(pos) = pending.iter().position(|(x, _)| *x == tp) else {
+                        continue;
+                    };
+                    let entry = pending[pos].clone();
+                    if p.error_code == codes::NONE {
+                        results.push((tp, entry.1, Ok(())));
+                        continue;
+                    }
+                    let (next, err) = self.membership().on_commit_error(&generation, p.error_code);
+                    match next {
+                        Next::RetryAfterBackoff if retries => again.push(entry),
+                        Next::RediscoverCoordinator => {
+                            rediscover = true;
+                            if retries {
+                                again.push(entry)
+                            } else {
+                                results.push((tp, entry.1, Err(with_partition(err, &entry.0))))
+                            }
+                        }
+                        _ => results.push((tp, entry.1, Err(with_partition(err, &entry.0)))),
+                    }
+                }
+            }
+            if rediscover {
+                self.coordinator_unknown("OffsetCommit answered NOT_COORDINATOR");
+            }
+            if again.is_empty() {
+                (self.on_change)();
+                return Ok(results);
+            }
+            let wait = retry.failed();
+            if deadline.remaining() <= wait {
+                for (tp, om) in again {
+                    results.push((tp, om, Err(deadline.error("OffsetCommit"))));
+                }
+                return Ok(results);
+            }
+            tokio::time::sleep(wait).await;
+            pending = again;
+        }
+    }
+}
+
+fn with_partition(e: Error, tp: &TopicPartition) -> Error {
+    match e {
+        Error::Kafka { code, context, .. } => {
+            Error::kafka_partition(code, context, &tp.topic, tp.partition)
+        }
+        Error::CommitFailed(m) => Error::CommitFailed(format!("{tp}: {m}")),
+        other => other,
+    }
+}
+
+fn validate_offsets(offsets: &[(TopicPartition, OffsetAndMetadata)]) -> Result<()> {
+    for (tp, om) in offsets {
+        if om.offset < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "commit offset for {tp} must be >= 0, got {}",
+                om.offset
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn om(offset: i64) -> OffsetAndMetadata {
+        OffsetAndMetadata {
+            offset,
+            metadata: String::new(),
+        }
+    }
+
+    #[test]
+    fn auto_commit_sends_only_what_the_group_has_not_taken() {
+        let a0 = TopicPartition::new("a", 0);
+        let a1 = TopicPartition::new("a", 1);
+        let a2 = TopicPartition::new("a", 2);
+        let last: HashMap<TopicPartition, OffsetAndMetadata> =
+            [(a0.clone(), om(10)), (a1.clone(), om(5))].into();
+        let consumed = vec![(a0, om(10)), (a1.clone(), om(7)), (a2.clone(), om(0))];
+        assert_eq!(
+            not_committed_yet(consumed, &last),
+            vec![(a1, om(7)), (a2, om(0))]
+        );
+    }
+
+    #[test]
+    fn a_commit_offset_below_zero_names_the_partition() {
+        let e = validate_offsets(&[(TopicPartition::new("t", 3), om(-1))]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)));
+        assert_eq!(
+            e.to_string(),
+            "invalid argument: commit offset for t-3 must be >= 0, got -1"
+        );
+        assert!(validate_offsets(&[(TopicPartition::new("t", 3), om(0))]).is_ok());
+    }
+}

@@ -1,0 +1,720 @@
+//! The pure step of the fetch path: one partition's fetch answer applied to its state. No I/O and
+//! no lock of its own: [`select`] runs on the fetch task before the lock `poll()` needs is taken
+//! (it sees only the decoded answer and what the fetch asked for), [`apply`] under that lock, so
+//! the lock covers only the hand-over of records that are ready.
+use std::time::{Duration, Instant};
+
+use super::lookup::PositionLookup;
+use super::state::{record_size, PartitionState, StreamKind};
+use crate::error::{codes, kafka_error_action, Action, Error, Result};
+use crate::protocol::records::{DecodedRecords, Record};
+use crate::TopicPartition;
+
+/// What one stream's fetch asked of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Asked {
+    /// The stream's fetch offset when the fetch was sent.
+    pub offset: i64,
+    /// The partition's cursor then: a seek or reset since makes the answer stale.
+    pub cursor: u64,
+    /// Records at or above it belong to a later recovery range or to the main stream: the end of
+    /// the recovery stream's current range, `i64::MAX` for the main stream.
+    pub limit: i64,
+}
+
+/// The records one fetch brings a stream, chosen from the decoded batches.
+#[derive(Debug, Default)]
+pub(crate) struct Selected {
+    /// Records for the stream's buffer, with the bytes each counts against the buffer limits.
+    pub records: Vec<(Record, usize)>,
+    pub bytes: usize,
+    /// The stream's next fetch offset: past the last record taken, past control batches and
+    /// compacted-away batch tails; the range end for a recovery stream that reached it.
+    pub next: i64,
+    /// KIP-74: the first batch alone does not fit `max.partition.fetch.bytes`.
+    pub oversized: bool,
+}
+
+/// One partition of a fetch answer, its records decoded.
+#[derive(Debug)]
+pub(crate) struct PartitionAnswer {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// KIP-392: the replica the leader names for this client's rack, or -1.
+    pub preferred_read_replica: i32,
+    /// The records chosen for the stream (none when the answer is an error), or why the records
+    /// field could not be decoded.
+    pub records: Result<Selected>,
+}
+
+/// The records of `decoded` a stream that asked `asked` takes, in order: none below the fetch
+/// offset (the batch holding it may start before it), none at or above the limit.
+pub(crate) fn select(decoded: DecodedRecords, asked: &Asked) -> Selected {
+    let mut next = asked.offset;
+    let mut records = Vec::new();
+    let mut bytes = 0usize;
+    'batches: for batch in decoded.batches {
+        if batch.is_control {
+            next = next.max(batch.last_offset + 1);
+            continue;
+        }
+        for r in batch.records {
+            if r.offset < next {
+                continue; // the batch holding the fetch offset starts before it
+            }
+            if r.offset >= asked.limit {
+                next = asked.limit;
+                break 'batches;
+            }
+            next = r.offset + 1;
+            let size = record_size(&r);
+            bytes += size;
+            records.push((r, size));
+        }
+        // Compaction can leave a batch whose last records are gone.
+        next = next.max(batch.last_offset + 1);
+    }
+    Selected {
+        records,
+        bytes,
+        next,
+        // A truncated tail behind whole batches is normal (KIP-74); only a first batch that does
+        // not fit stops the stream.
+        oversized: decoded.truncated && next == asked.offset,
+    }
+}
+
+/// What applying an answer means beyond the partition's own state.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Applied {
+    /// Bytes added to the partition's buffers.
+    pub added: usize,
+    /// Bytes dropped from them (the main stream was reset).
+    pub freed: usize,
+    /// The cluster metadata should be refreshed (a changed leader or epoch, a follower that
+    /// cannot serve the offset).
+    pub refresh: bool,
+    /// To report through `poll()`.
+    pub error: Option<Error>,
+}
+
+/// Applies one partition's answer to the fetch of its `kind` stream that `broker` was asked
+/// (`asked`). An answer for a cursor that moved meanwhile (seek, reset, a recovery stream that
+/// ended) only frees the stream for its next fetch. `replica_valid_for` is how long a preferred
+/// read replica the leader names is kept (`metadata.max.age.ms`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn apply(
+    p: &mut PartitionState,
+    tp: &TopicPartition,
+    kind: StreamKind,
+    broker: i32,
+    asked: &Asked,
+    answer: PartitionAnswer,
+    now: Instant,
+    replica_valid_for: Duration,
+) -> Applied {
+    let mut out = Applied::default();
+    let moved = p.cursor != asked.cursor || p.fetch_limit(kind) != asked.limit;
+    let Some(stream) = p.stream_mut(kind) else {
+        return out; // the recovery stream ended or was cancelled meanwhile
+    };
+    stream.in_flight = false;
+    if moved || stream.fetch_offset != Some(asked.offset) {
+        return out; // seeked, reset or reassigned meanwhile
+    }
+    let code = answer.error_code;
+    // KIP-392: the leader names a replica in the client's rack (fetch v11+) and answers without
+    // records; the next fetches go there, until metadata.max.age.ms or an error.
+    let replica = answer.preferred_read_replica;
+    if code == codes::NONE && replica >= 0 && replica != broker {
+        tracing::debug!(
+            "{}-{}: fetching from replica {replica}, which leader {broker} prefers",
+            tp.topic,
+            tp.partition
+        );
+        stream.progressed();
+        p.preferred_replica = Some((replica, now + replica_valid_for));
+        return out;
+    }
+    if code != codes::NONE && p.preferred_replica.is_some_and(|(b, _)| b == broker) {
+        // An error from the follower (out of range while it catches up, not a replica any more):
+        // back to the leader, which decides again.
+        p.preferred_replica = None;
+        if code == codes::OFFSET_OUT_OF_RANGE {
+            if let Some(stream) = p.stream_mut(kind) {
+                stream.failed(
+                    format!("offset {} out of range on follower {broker}", asked.offset),
+                    false,
+                );
+            }
+            out.refresh = true;
+            return out;
+        }
+    }
+    if code == codes::NONE {
+        p.high_watermark = answer.high_watermark;
+        p.log_start_offset = answer.log_start_offset;
+        let stream = p.stream_mut(kind).expect("checked above");
+        let selected = match answer.records {
+            Ok(s) => s,
+            Err(e) => {
+                stream.failed(e.to_string(), true);
+                out.error = Some(Error::Corrupt(format!(
+                    "{}-{} at offset {}: {e}",
+                    tp.topic, tp.partition, asked.offset
+                )));
+                return out;
+            }
+        };
+        stream.oversized = selected.oversized;
+        if stream.oversized {
+            stream.failed(
+                format!(
+                    "a record batch at offset {} is larger than max.partition.fetch.bytes",
+                    asked.offset
+                ),
+                false,
+            );
+        } else {
+            stream.progressed();
+        }
+        stream.buffered_bytes += selected.bytes;
+        stream.buffer.extend(selected.records);
+        let nothing_buffered = stream.buffer.is_empty();
+        match kind {
+            StreamKind::Main => {
+                p.main.fetch_offset = Some(selected.next);
+                if nothing_buffered {
+                    // Only transaction markers (or compacted-away records) up to `next`: the
+                    // position moves past them, as the Java client's does, so that commits and
+                    // lag reach the end of the log.
+                    p.position = Some(selected.next);
+                }
+            }
+            StreamKind::Recovery => {
+                if let Some(rc) = p.recovery.as_mut() {
+                    rc.fetched_to(selected.next);
+                }
+                p.after_drain();
+            }
+        }
+        out.added = selected.bytes;
+        return out;
+    }
+    let e = Error::kafka_partition(code, "fetch", &tp.topic, tp.partition);
+    if code == codes::OFFSET_OUT_OF_RANGE {
+        match kind {
+            StreamKind::Main => {
+                tracing::info!(topic = %tp.topic, partition = tp.partition, offset = asked.offset, "fetch offset out of range; applying auto.offset.reset");
+                out.freed = p.reset(PositionLookup::ResetPolicy);
+            }
+            StreamKind::Recovery => recovery_out_of_range(p, tp, asked.offset, e),
+        }
+        return out;
+    }
+    let stream = p.stream_mut(kind).expect("checked above");
+    stream.failed(e.to_string(), true);
+    match kafka_error_action(code) {
+        Action::RefreshMetadata => out.refresh = true,
+        Action::Retry => {}
+        _ => out.error = Some(e),
+    }
+    out
+}
+
+/// A fetch failed as a whole (the connection, or an error for the whole request): the stream
+/// backs off, and a preferred read replica is left for the leader (KIP-392).
+pub(crate) fn fetch_failed(p: &mut PartitionState, kind: StreamKind, why: &str) {
+    p.preferred_replica = None;
+    if let Some(s) = p.stream_mut(kind) {
+        s.in_flight = false;
+        s.failed(why.to_string(), true);
+    }
+}
+
+/// OFFSET_OUT_OF_RANGE on a recovery stream: retention deleted the start of the backlog before
+/// the stream reached it. Those records are gone for every client; the stream skips to the log
+/// start (known from the main stream's fetches) with a warning, instead of failing the partition
+/// or resetting the main stream. Until the log start is known to be past the offset, it retries.
+fn recovery_out_of_range(p: &mut PartitionState, tp: &TopicPartition, offset: i64, e: Error) {
+    let log_start = p.log_start_offset;
+    let Some(rc) = p.recovery.as_mut() else {
+        return;
+    };
+    if log_start > offset {
+        tracing::warn!(
+            topic = %tp.topic,
+            partition = tp.partition,
+            from = offset,
+            to = log_start,
+            "records of the recovery backlog were deleted by retention before they were read; skipping to the log start"
+        );
+        rc.fetched_to(log_start);
+        p.after_drain();
+    } else {
+        rc.stream.failed(e.to_string(), true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backoff::Backoff;
+    use crate::fetch::state::Recovery;
+    use crate::protocol::records::{Batch, Compression, TimestampType};
+    use crate::recovery::{RecoveryRange, RecoveryState};
+    use bytes::Bytes;
+
+    const BROKER: i32 = 1;
+    const MAX_AGE: Duration = Duration::from_secs(300);
+
+    fn tp() -> TopicPartition {
+        TopicPartition {
+            topic: "orders".into(),
+            partition: 3,
+        }
+    }
+
+    fn backoff() -> Backoff {
+        Backoff::new(Duration::from_millis(100), Duration::from_secs(1))
+    }
+
+    fn record(offset: i64) -> Record {
+        Record {
+            offset,
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::from(vec![b'v'; 10])),
+            headers: Vec::new(),
+        }
+    }
+
+    /// A batch holding `offsets` (compaction may have removed others) up to `last`.
+    fn batch(offsets: &[i64], last: i64) -> Batch {
+        Batch {
+            base_offset: offsets.first().copied().unwrap_or(last),
+            last_offset: last,
+            partition_leader_epoch: 0,
+            timestamp_type: TimestampType::CreateTime,
+            is_control: false,
+            is_transactional: false,
+            producer_id: -1,
+            compression: Compression::None,
+            records: offsets.iter().map(|&o| record(o)).collect(),
+        }
+    }
+
+    /// A transaction marker at `offset`.
+    fn control(offset: i64) -> Batch {
+        Batch {
+            is_control: true,
+            is_transactional: true,
+            ..batch(&[offset], offset)
+        }
+    }
+
+    fn decoded(batches: Vec<Batch>, truncated: bool) -> DecodedRecords {
+        DecodedRecords { batches, truncated }
+    }
+
+    /// The cursor of a partition made by [`partition_at`].
+    const CURSOR: u64 = 1;
+
+    fn main_asked(offset: i64) -> Asked {
+        Asked {
+            offset,
+            cursor: CURSOR,
+            limit: i64::MAX,
+        }
+    }
+
+    fn offsets(s: &Selected) -> Vec<i64> {
+        s.records.iter().map(|(r, _)| r.offset).collect()
+    }
+
+    /// A partition whose main stream fetches from `offset`, with that fetch in flight.
+    fn partition_at(offset: i64) -> PartitionState {
+        let mut p = PartitionState::new("orders", PositionLookup::Committed, backoff());
+        p.seek(offset);
+        assert_eq!(p.cursor, CURSOR);
+        p.main.in_flight = true;
+        p
+    }
+
+    fn answer(code: i16, records: Selected) -> PartitionAnswer {
+        PartitionAnswer {
+            error_code: code,
+            high_watermark: 100,
+            log_start_offset: 0,
+            preferred_read_replica: -1,
+            records: Ok(records),
+        }
+    }
+
+    fn ok(records: Selected) -> PartitionAnswer {
+        answer(codes::NONE, records)
+    }
+
+    fn apply_main(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
+        apply(
+            p,
+            &tp(),
+            StreamKind::Main,
+            BROKER,
+            &asked,
+            a,
+            Instant::now(),
+            MAX_AGE,
+        )
+    }
+
+    #[test]
+    fn select_starts_at_the_fetch_offset_inside_the_first_batch() {
+        let s = select(
+            decoded(vec![batch(&[10, 11, 12], 12), batch(&[13, 14], 14)], false),
+            &main_asked(11),
+        );
+        assert_eq!(offsets(&s), vec![11, 12, 13, 14]);
+        assert_eq!(s.next, 15);
+        assert_eq!(s.bytes, s.records.iter().map(|(_, b)| b).sum::<usize>());
+        assert!(s.bytes > 0 && !s.oversized);
+    }
+
+    #[test]
+    fn select_passes_control_batches_and_compacted_tails() {
+        // 10 and 12 kept of 10..=14 by compaction, a commit marker at 15, 16 kept of 16..=19.
+        let s = select(
+            decoded(
+                vec![batch(&[10, 12], 14), control(15), batch(&[16], 19)],
+                false,
+            ),
+            &main_asked(10),
+        );
+        assert_eq!(offsets(&s), vec![10, 12, 16]);
+        assert_eq!(s.next, 20);
+        // Only a marker: nothing to deliver, the stream moves past it.
+        let s = select(decoded(vec![control(7)], false), &main_asked(7));
+        assert!(s.records.is_empty());
+        assert_eq!(s.next, 8);
+    }
+
+    #[test]
+    fn select_stops_a_recovery_fetch_at_its_range_end() {
+        let asked = Asked {
+            offset: 70,
+            cursor: 0,
+            limit: 73,
+        };
+        let s = select(
+            decoded(vec![batch(&[70, 71, 72, 73, 74], 74)], false),
+            &asked,
+        );
+        assert_eq!(offsets(&s), vec![70, 71, 72]);
+        assert_eq!(s.next, 73);
+    }
+
+    #[test]
+    fn select_calls_only_a_first_batch_that_does_not_fit_oversized() {
+        let s = select(decoded(Vec::new(), true), &main_asked(5));
+        assert!(s.oversized);
+        assert_eq!(s.next, 5);
+        // A truncated tail behind whole batches is the normal end of a full fetch (KIP-74).
+        let s = select(decoded(vec![batch(&[5, 6], 6)], true), &main_asked(5));
+        assert!(!s.oversized);
+        assert_eq!(s.next, 7);
+    }
+
+    #[test]
+    fn records_are_buffered_and_the_position_waits_for_their_delivery() {
+        let mut p = partition_at(10);
+        let s = select(decoded(vec![batch(&[10, 11], 11)], false), &main_asked(10));
+        let bytes = s.bytes;
+        let a = apply_main(&mut p, main_asked(10), ok(s));
+        assert_eq!(
+            a,
+            Applied {
+                added: bytes,
+                ..Applied::default()
+            }
+        );
+        assert!(!p.main.in_flight);
+        assert_eq!(p.main.fetch_offset, Some(12));
+        assert_eq!(p.main.buffered_bytes, bytes);
+        assert_eq!(p.position, Some(10));
+        assert_eq!(p.high_watermark, 100);
+        assert_eq!(p.pop(StreamKind::Main).map(|(r, _)| r.offset), Some(10));
+        assert_eq!(p.position, Some(11));
+    }
+
+    #[test]
+    fn an_answer_of_only_markers_moves_the_position_past_them() {
+        let mut p = partition_at(10);
+        let s = select(
+            decoded(vec![control(10), control(11)], false),
+            &main_asked(10),
+        );
+        let a = apply_main(&mut p, main_asked(10), ok(s));
+        assert_eq!(a, Applied::default());
+        assert_eq!(p.main.fetch_offset, Some(12));
+        assert_eq!(p.position, Some(12));
+    }
+
+    #[test]
+    fn an_answer_for_a_moved_cursor_only_frees_the_stream() {
+        let mut p = partition_at(10);
+        p.seek(50); // the application seeked while the fetch was out
+        p.main.in_flight = true;
+        let s = select(decoded(vec![batch(&[10], 10)], false), &main_asked(10));
+        let a = apply_main(&mut p, main_asked(10), ok(s));
+        assert_eq!(a, Applied::default());
+        assert!(!p.main.in_flight);
+        assert!(p.main.buffer.is_empty());
+        assert_eq!(p.main.fetch_offset, Some(50));
+        assert_eq!(p.position, Some(50));
+    }
+
+    #[test]
+    fn out_of_range_resets_the_main_stream_and_frees_its_buffer() {
+        let mut p = partition_at(10);
+        let s = select(decoded(vec![batch(&[10], 10)], false), &main_asked(10));
+        let held = apply_main(&mut p, main_asked(10), ok(s)).added;
+        p.main.in_flight = true;
+        let a = apply_main(
+            &mut p,
+            main_asked(11),
+            answer(codes::OFFSET_OUT_OF_RANGE, Selected::default()),
+        );
+        assert_eq!(
+            a,
+            Applied {
+                freed: held,
+                ..Applied::default()
+            }
+        );
+        assert_eq!(p.position, None);
+        assert_eq!(p.main.fetch_offset, None);
+        assert_eq!(p.lookup, Some(PositionLookup::ResetPolicy));
+        assert_eq!(p.main.buffered_bytes, 0);
+    }
+
+    #[test]
+    fn leader_changes_refresh_metadata_and_other_errors_are_reported() {
+        for code in [
+            codes::NOT_LEADER_OR_FOLLOWER,
+            codes::FENCED_LEADER_EPOCH,
+            codes::UNKNOWN_LEADER_EPOCH,
+        ] {
+            let mut p = partition_at(10);
+            let before = p.main.next_attempt;
+            let a = apply_main(&mut p, main_asked(10), answer(code, Selected::default()));
+            assert!(a.refresh && a.error.is_none(), "{code}: {a:?}");
+            assert!(p.main.failing && p.main.next_attempt > before, "{code}");
+            assert_eq!(p.main.fetch_offset, Some(10), "{code}");
+        }
+        let mut p = partition_at(10);
+        let a = apply_main(&mut p, main_asked(10), answer(29, Selected::default()));
+        assert!(!a.refresh);
+        let e = a.error.expect("TOPIC_AUTHORIZATION_FAILED is reported");
+        assert!(e.to_string().contains("orders"), "{e}");
+        assert!(p.main.failing);
+    }
+
+    #[test]
+    fn records_that_do_not_decode_are_reported_with_the_partition_and_offset() {
+        let mut p = partition_at(10);
+        let mut a = ok(Selected::default());
+        a.records = Err(Error::Corrupt("bad CRC".into()));
+        let before = p.main.next_attempt;
+        let applied = apply_main(&mut p, main_asked(10), a);
+        let e = applied.error.expect("reported").to_string();
+        assert!(
+            e.contains("orders-3 at offset 10") && e.contains("bad CRC"),
+            "{e}"
+        );
+        assert!(p.main.failing && p.main.next_attempt > before);
+        assert_eq!(p.main.fetch_offset, Some(10));
+    }
+
+    #[test]
+    fn an_oversized_first_batch_fails_the_stream_without_a_backoff() {
+        let mut p = partition_at(10);
+        let before = p.main.next_attempt;
+        let s = select(decoded(Vec::new(), true), &main_asked(10));
+        let a = apply_main(&mut p, main_asked(10), ok(s));
+        assert_eq!(a, Applied::default());
+        assert!(p.main.oversized && p.main.failing);
+        assert_eq!(p.main.next_attempt, before);
+        let cause = p.main.last_error.clone().unwrap();
+        assert!(cause.contains("max.partition.fetch.bytes"), "{cause}");
+    }
+
+    #[test]
+    fn the_leader_names_a_follower_and_an_error_there_goes_back_to_the_leader() {
+        let mut p = partition_at(10);
+        let now = Instant::now();
+        let mut a = ok(Selected::default());
+        a.preferred_read_replica = 2;
+        let applied = apply(
+            &mut p,
+            &tp(),
+            StreamKind::Main,
+            1,
+            &main_asked(10),
+            a,
+            now,
+            MAX_AGE,
+        );
+        assert_eq!(applied, Applied::default());
+        assert_eq!(p.preferred_replica, Some((2, now + MAX_AGE)));
+        assert_eq!(p.main.fetch_offset, Some(10));
+        assert!(!p.main.failing);
+        // The follower has not caught up: back to the leader, no reset of the position.
+        p.main.in_flight = true;
+        let applied = apply(
+            &mut p,
+            &tp(),
+            StreamKind::Main,
+            2,
+            &main_asked(10),
+            answer(codes::OFFSET_OUT_OF_RANGE, Selected::default()),
+            now,
+            MAX_AGE,
+        );
+        assert!(applied.refresh && applied.freed == 0 && applied.error.is_none());
+        assert_eq!(p.preferred_replica, None);
+        assert_eq!(p.position, Some(10));
+        assert_eq!(p.lookup, None);
+        assert!(p.main.failing);
+        // A whole failed fetch from the follower also goes back to the leader.
+        p.preferred_replica = Some((2, now + MAX_AGE));
+        p.main.in_flight = true;
+        fetch_failed(&mut p, StreamKind::Main, "connection refused");
+        assert_eq!(p.preferred_replica, None);
+        assert!(!p.main.in_flight);
+        assert_eq!(p.main.last_error.as_deref(), Some("connection refused"));
+    }
+
+    /// A partition taken over at 70 with the log end at 120 and a second range 130..140 (a
+    /// resumed token): main stream at 140, recovery stream fetching 70..120 in flight.
+    fn recovering() -> PartitionState {
+        let state = RecoveryState {
+            main_next: 140,
+            ranges: vec![
+                RecoveryRange {
+                    start: 70,
+                    end: 120,
+                    next: 70,
+                },
+                RecoveryRange {
+                    start: 130,
+                    end: 140,
+                    next: 130,
+                },
+            ],
+        };
+        let mut p = partition_at(140);
+        p.recovery = Recovery::start(state, backoff());
+        p.recovery.as_mut().unwrap().stream.in_flight = true;
+        p
+    }
+
+    fn apply_recovery(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
+        apply(
+            p,
+            &tp(),
+            StreamKind::Recovery,
+            BROKER,
+            &asked,
+            a,
+            Instant::now(),
+            MAX_AGE,
+        )
+    }
+
+    #[test]
+    fn a_recovery_stream_moves_to_the_next_range_at_its_range_end_and_ends_after_the_last() {
+        let mut p = recovering();
+        let asked = Asked {
+            offset: 70,
+            cursor: p.cursor,
+            limit: p.fetch_limit(StreamKind::Recovery),
+        };
+        assert_eq!(asked.limit, 120);
+        // The answer runs past the range into records the main stream owns.
+        let offsets: Vec<i64> = (70..125).collect();
+        let s = select(decoded(vec![batch(&offsets, 124)], false), &asked);
+        assert_eq!(s.records.len(), 50);
+        let a = apply_recovery(&mut p, asked, ok(s));
+        assert!(a.added > 0);
+        let rc = p.recovery.as_ref().unwrap();
+        assert_eq!(rc.stream.fetch_offset, Some(130));
+        assert_eq!(rc.fetch_end, 140);
+        // Delivering the first range finishes it; the commit holds at the second range.
+        while p.pop(StreamKind::Recovery).is_some() {}
+        p.after_drain();
+        assert_eq!(p.recovery.as_ref().unwrap().ranges.len(), 1);
+        assert_eq!(p.commit_offset().unwrap().offset, 130);
+        // The second range holds only a marker and compacted-away records: fetched past its end,
+        // nothing buffered, the recovery stream ends and the commit is the main position.
+        p.recovery.as_mut().unwrap().stream.in_flight = true;
+        let asked = Asked {
+            offset: 130,
+            cursor: p.cursor,
+            limit: 140,
+        };
+        let s = select(decoded(vec![batch(&[], 138), control(139)], false), &asked);
+        apply_recovery(&mut p, asked, ok(s));
+        assert!(p.recovery.is_none());
+        assert_eq!(p.commit_offset().unwrap().offset, 140);
+    }
+
+    #[test]
+    fn a_recovery_stream_out_of_range_skips_to_the_log_start_once_it_is_known() {
+        let mut p = recovering();
+        let asked = Asked {
+            offset: 70,
+            cursor: p.cursor,
+            limit: 120,
+        };
+        // The log start is not known past 70 yet: retry, the range stays.
+        let a = apply_recovery(
+            &mut p,
+            asked,
+            answer(codes::OFFSET_OUT_OF_RANGE, Selected::default()),
+        );
+        assert_eq!(a, Applied::default());
+        let rc = p.recovery.as_ref().unwrap();
+        assert!(rc.stream.failing);
+        assert_eq!(rc.stream.fetch_offset, Some(70));
+        assert_eq!(p.position, Some(140), "the main stream is not reset");
+        // Retention deleted up to 100: the stream skips there, and the ranges follow.
+        p.log_start_offset = 100;
+        p.recovery.as_mut().unwrap().stream.in_flight = true;
+        apply_recovery(
+            &mut p,
+            asked,
+            answer(codes::OFFSET_OUT_OF_RANGE, Selected::default()),
+        );
+        let rc = p.recovery.as_ref().unwrap();
+        assert_eq!(rc.stream.fetch_offset, Some(100));
+        assert_eq!(rc.ranges[0].next, 100);
+        assert_eq!(p.commit_offset().unwrap().offset, 100);
+    }
+
+    #[test]
+    fn a_recovery_answer_after_its_range_changed_is_dropped() {
+        let mut p = recovering();
+        let asked = Asked {
+            offset: 70,
+            cursor: p.cursor,
+            limit: 130, // not the range end the stream drains now
+        };
+        let s = select(decoded(vec![batch(&[70], 70)], false), &asked);
+        let a = apply_recovery(&mut p, asked, ok(s));
+        assert_eq!(a, Applied::default());
+        let rc = p.recovery.as_ref().unwrap();
+        assert!(rc.stream.buffer.is_empty() && !rc.stream.in_flight);
+        assert_eq!(rc.stream.fetch_offset, Some(70));
+    }
+}

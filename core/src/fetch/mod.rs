@@ -1,0 +1,140 @@
+//! Fetching: per-partition cursors, one fetch in flight per leader broker (all leaders at once),
+//! and a prefetch buffer bounded in bytes.
+//!
+//! A partition is a task (KIP-572): a partition whose leader is unknown or whose fetches fail is
+//! backed off on its own while the others keep flowing, and only after `task.timeout.ms` without
+//! progress is it reported through `poll()`.
+//!
+//! - [`state`]: a partition's fetch state (position, main and recovery streams, buffers).
+//! - [`apply`]: the pure step from one partition's decoded fetch answer to its next state.
+//! - [`lookup`]: position lookups (committed offset, `auto.offset.reset`, KIP-333 takeovers).
+//! - [`task`]: the fetch task, the only part that does I/O. It decodes and decompresses each
+//!   answer before it takes the lock `poll()` needs, which then covers only the hand-over of the
+//!   records ready for delivery.
+//!
+//! This module holds what the user's thread and the fetch task share.
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::backoff::Backoff;
+use crate::cluster::Cluster;
+use crate::config::ConsumerConfig;
+use crate::error::Error;
+use crate::offsets::OffsetAndMetadata;
+use crate::TopicPartition;
+
+mod apply;
+mod lookup;
+mod state;
+mod task;
+
+pub(crate) use lookup::PositionLookup;
+pub(crate) use state::{PartitionState, StreamKind};
+pub(crate) use task::run;
+
+/// What the user's thread and the fetch task share.
+pub(crate) struct FetchState {
+    pub partitions: BTreeMap<TopicPartition, PartitionState>,
+    /// Errors waiting to come out of `poll()`.
+    pub errors: VecDeque<Error>,
+    pub buffered_bytes: usize,
+    pub wakeup: bool,
+    pub closed: bool,
+    /// Topics already reported unknown, so the error comes once, not on every loop.
+    pub reported_unknown: HashSet<String>,
+    /// Where the next `poll()` starts, for fairness across partitions.
+    pub rotation: usize,
+}
+
+pub(crate) struct Shared {
+    pub state: Mutex<FetchState>,
+    /// Signalled when records or errors arrive, or on wakeup: `poll()` waits on it.
+    pub data_ready: Condvar,
+    /// Signalled when the user changes what to fetch: the fetch task waits on it.
+    pub changed: Notify,
+    pub cluster: Arc<Cluster>,
+    pub config: ConsumerConfig,
+}
+
+impl Shared {
+    pub fn new(cluster: Arc<Cluster>, config: ConsumerConfig) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(FetchState {
+                partitions: BTreeMap::new(),
+                errors: VecDeque::new(),
+                buffered_bytes: 0,
+                wakeup: false,
+                closed: false,
+                reported_unknown: HashSet::new(),
+                rotation: 0,
+            }),
+            data_ready: Condvar::new(),
+            changed: Notify::new(),
+            cluster,
+            config,
+        })
+    }
+
+    /// Starts fetching `partitions` (kept ones keep their positions); new ones find their
+    /// position with `lookup`.
+    pub fn add_partitions<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+        lookup: PositionLookup,
+    ) {
+        let backoff = self.backoff();
+        let mut st = self.lock();
+        for tp in partitions {
+            if !st.partitions.contains_key(tp) {
+                st.partitions
+                    .insert(tp.clone(), PartitionState::new(&tp.topic, lookup, backoff));
+            }
+        }
+        drop(st);
+        self.changed.notify_one();
+    }
+
+    /// Stops fetching `partitions` and drops what is buffered for them.
+    pub fn remove_partitions<'a>(&self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
+        let mut st = self.lock();
+        for tp in partitions {
+            if let Some(p) = st.partitions.remove(tp) {
+                st.buffered_bytes -= p.buffered_bytes();
+            }
+        }
+    }
+
+    /// What a commit of `partitions`' progress says (those that have a position): see
+    /// [`PartitionState::commit_offset`].
+    pub fn commit_offsets<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        let st = self.lock();
+        partitions
+            .into_iter()
+            .filter_map(|tp| {
+                st.partitions
+                    .get(tp)
+                    .and_then(|p| p.commit_offset())
+                    .map(|o| (tp.clone(), o))
+            })
+            .collect()
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, FetchState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn backoff(&self) -> Backoff {
+        self.cluster.backoff()
+    }
+
+    pub(super) fn push_error(&self, st: &mut FetchState, e: Error) {
+        tracing::warn!(error = %e, "reporting through poll()");
+        st.errors.push_back(e);
+        self.data_ready.notify_all();
+    }
+}

@@ -1,0 +1,665 @@
+//! A partition's fetch state: its position, its main stream and (KIP-333) its recovery stream,
+//! each stream a fetch cursor with its buffer of records ready for `poll()` and its own KIP-572
+//! task clock. Nothing here does I/O; [`super::apply`] moves this state on from fetch answers and
+//! [`super::task`] sends the fetches.
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::lookup::PositionLookup;
+use crate::backoff::{Backoff, Retry};
+use crate::cluster::Lane;
+use crate::offsets::OffsetAndMetadata;
+use crate::protocol::records::Record;
+use crate::recovery::{self, RecoveryRange, RecoveryState};
+
+pub(crate) struct PartitionState {
+    pub topic: Arc<str>,
+    /// The offset of the next record `poll()` returns from the main stream (the consumer
+    /// position).
+    pub position: Option<i64>,
+    pub lookup: Option<PositionLookup>,
+    /// Set while a position lookup for this partition is running.
+    pub lookup_in_flight: bool,
+    pub paused: bool,
+    /// Bumped by seek/reset: a fetch or lookup answer for an older cursor is dropped.
+    pub cursor: u64,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// The main stream: fetches from `position` on, with no upper bound. Position lookups count
+    /// their failures here too.
+    pub main: Stream,
+    /// KIP-333: the recovery stream draining the backlog ranges, while any are unfinished.
+    pub recovery: Option<Recovery>,
+    /// KIP-392: the replica the leader told this client to fetch from (`client.rack`), until
+    /// when; dropped on an error from it or once `metadata.max.age.ms` has passed.
+    pub preferred_replica: Option<(i32, Instant)>,
+}
+
+/// KIP-392: the broker a partition's fetch goes to: the preferred read replica while it is
+/// known, still valid and in the cluster metadata, else the leader.
+pub(crate) fn fetch_target(
+    leader: i32,
+    preferred: Option<(i32, Instant)>,
+    now: Instant,
+    is_known_broker: impl Fn(i32) -> bool,
+) -> i32 {
+    match preferred {
+        Some((replica, until)) if now < until && is_known_broker(replica) => replica,
+        _ => leader,
+    }
+}
+
+/// Which of a partition's two fetch cursors a fetch or a record belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum StreamKind {
+    Main,
+    Recovery,
+}
+
+impl StreamKind {
+    /// The connection its fetches go on: a main stream's fetch waiting at the log end must not
+    /// hold up the recovery stream's.
+    pub(super) fn lane(self) -> Lane {
+        match self {
+            StreamKind::Main => Lane::Default,
+            StreamKind::Recovery => Lane::Recovery,
+        }
+    }
+}
+
+/// One fetch cursor of a partition and what it has buffered. Each stream is its own KIP-572 task:
+/// it backs off and is reported stuck on its own, so a failing recovery stream never holds up
+/// the main stream (and the other way round).
+pub(crate) struct Stream {
+    /// The next offset to fetch: the stream's delivery position plus what is buffered.
+    pub fetch_offset: Option<i64>,
+    /// Fetched records with the bytes each counts against the buffer limits (computed once,
+    /// when buffered, and given back when the record is taken).
+    pub buffer: VecDeque<(Record, usize)>,
+    pub buffered_bytes: usize,
+    pub in_flight: bool,
+    pub retry: Retry,
+    pub next_attempt: Instant,
+    /// KIP-572's clock: when the stream last made progress (an answer that moved it on, a cursor
+    /// the application set) or last had nothing to ask the cluster for (see [`Activity`]).
+    pub last_progress: Instant,
+    /// The last attempt failed and no answer has moved the stream on since.
+    pub failing: bool,
+    pub last_error: Option<String>,
+    pub stuck_reported_at: Option<Instant>,
+    /// The whole first batch did not fit `max.partition.fetch.bytes`: put this partition first in
+    /// the next request, where the broker returns at least one whole batch (KIP-74).
+    pub oversized: bool,
+}
+
+impl Stream {
+    pub(super) fn new(backoff: Backoff) -> Stream {
+        Stream {
+            fetch_offset: None,
+            buffer: VecDeque::new(),
+            buffered_bytes: 0,
+            in_flight: false,
+            retry: Retry::new(backoff),
+            next_attempt: Instant::now(),
+            last_progress: Instant::now(),
+            failing: false,
+            last_error: None,
+            stuck_reported_at: None,
+            oversized: false,
+        }
+    }
+
+    pub(super) fn clear_buffer(&mut self) -> usize {
+        self.buffer.clear();
+        std::mem::take(&mut self.buffered_bytes)
+    }
+
+    pub(super) fn failed(&mut self, why: String, backoff_wait: bool) {
+        let now = Instant::now();
+        self.failing = true;
+        self.last_error = Some(why);
+        if backoff_wait {
+            self.next_attempt = now + self.retry.failed();
+        }
+    }
+
+    pub(super) fn progressed(&mut self) {
+        self.last_progress = Instant::now();
+        self.failing = false;
+        self.stuck_reported_at = None;
+        self.last_error = None;
+        self.retry.succeeded();
+    }
+
+    /// What the stream is doing now, for KIP-572's clock. `lookup_in_flight`: a position lookup
+    /// for it is under way; `idle_by_choice`: the application keeps it from fetching (paused,
+    /// buffers full).
+    pub(super) fn activity(
+        &self,
+        lookup_in_flight: bool,
+        idle_by_choice: bool,
+        lookup_wanted: bool,
+    ) -> Activity {
+        if self.in_flight || lookup_in_flight {
+            Activity::InFlight
+        } else if self.failing {
+            Activity::Failing
+        } else if idle_by_choice || (self.fetch_offset.is_none() && !lookup_wanted) {
+            Activity::Idle
+        } else {
+            Activity::Ready
+        }
+    }
+
+    /// KIP-572: reports the stream once it has made no progress for `task_timeout` while it had
+    /// something to ask the cluster for (and again every `task_timeout` after); idle time does not
+    /// count. Returns the cause to report.
+    pub(super) fn stuck(
+        &mut self,
+        activity: Activity,
+        now: Instant,
+        task_timeout: Duration,
+    ) -> Option<String> {
+        if activity == Activity::Idle {
+            self.last_progress = now;
+        }
+        if !task_stuck(
+            self.last_progress,
+            activity,
+            self.stuck_reported_at,
+            now,
+            task_timeout,
+        ) {
+            return None;
+        }
+        self.stuck_reported_at = Some(now);
+        let quiet = now
+            .saturating_duration_since(self.last_progress)
+            .as_millis();
+        Some(match (&self.last_error, activity) {
+            (Some(e), _) => e.clone(),
+            (None, Activity::InFlight) => {
+                format!("no answer from the broker for {quiet} ms (a request is in flight)")
+            }
+            (None, _) => format!("no progress for {quiet} ms"),
+        })
+    }
+
+    /// Whether the stream buffered enough: it fetches again once the application took some.
+    pub(super) fn buffer_full(&self, max_partition_fetch_bytes: i32) -> bool {
+        self.buffered_bytes >= 2 * max_partition_fetch_bytes.max(0) as usize
+    }
+
+    /// Whether the fetch loop may send a fetch for this stream now.
+    pub(super) fn wants_fetch(&self, now: Instant, max_partition_fetch_bytes: i32) -> Option<i64> {
+        let offset = self.fetch_offset?;
+        let full = self.buffer_full(max_partition_fetch_bytes);
+        (!self.in_flight && now >= self.next_attempt && !full).then_some(offset)
+    }
+}
+
+/// What a stream is doing, as far as KIP-572 is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activity {
+    /// Nothing to ask the cluster for: paused, buffers full, or no position and no lookup wanted.
+    Idle,
+    /// A fetch or position lookup is waiting for an answer.
+    InFlight,
+    /// The last attempt failed; the next waits out its backoff.
+    Failing,
+    /// It wants to fetch and waits for its turn (a leader, a free connection).
+    Ready,
+}
+
+/// KIP-572's decision: whether a stream whose last progress was at `last_progress` and that is
+/// now in `activity` is stuck at `now`. The clock runs from the last progress whatever the stream
+/// is waiting for: a request hung on a broker that stopped answering counts as no progress from
+/// the start, not only once it times out (`request.timeout.ms` later). An idle stream is never
+/// stuck. After a report (`reported_at`), the next comes `task_timeout` later.
+pub(crate) fn task_stuck(
+    last_progress: Instant,
+    activity: Activity,
+    reported_at: Option<Instant>,
+    now: Instant,
+    task_timeout: Duration,
+) -> bool {
+    if activity == Activity::Idle {
+        return false;
+    }
+    let since = reported_at.map_or(last_progress, |r| r.max(last_progress));
+    since
+        .checked_add(task_timeout)
+        .is_some_and(|due| now >= due)
+}
+
+/// KIP-333: a partition's backlog ranges and the stream that drains them, first range first.
+///
+/// `ranges` move as records are *delivered* (they are what gets committed); the stream's
+/// `fetch_offset` runs ahead of them as records are *fetched*, within the range ending at
+/// `fetch_end`. The main stream's position is the partition's `position` alone: a commit builds
+/// its [`RecoveryState`] from both.
+pub(crate) struct Recovery {
+    /// The unfinished backlog ranges, sorted, each below the main stream's position.
+    pub ranges: Vec<RecoveryRange>,
+    pub stream: Stream,
+    /// The end of the range the stream fetches from now: records at or above it belong to a
+    /// later range or to the main stream and are dropped from a recovery fetch.
+    pub fetch_end: i64,
+}
+
+impl Recovery {
+    /// The recovery stream for `state`'s ranges, or `None` when there are none.
+    pub(super) fn start(state: RecoveryState, backoff: Backoff) -> Option<Recovery> {
+        let (next, end) = state.next_fetches().recovery?;
+        let mut stream = Stream::new(backoff);
+        stream.fetch_offset = Some(next);
+        Some(Recovery {
+            ranges: state.ranges,
+            stream,
+            fetch_end: end,
+        })
+    }
+
+    /// The stream fetched everything below `next` in its current range: carry on there, or move
+    /// on to the next range once this one is fetched to its end (nothing left: `None`).
+    pub(super) fn fetched_to(&mut self, next: i64) {
+        if next < self.fetch_end {
+            self.stream.fetch_offset = Some(next);
+            return;
+        }
+        let fetch_end = self.fetch_end;
+        match self.ranges.iter().find(|r| r.start >= fetch_end) {
+            Some(r) => {
+                self.stream.fetch_offset = Some(r.next);
+                self.fetch_end = r.end;
+            }
+            None => self.stream.fetch_offset = None,
+        }
+    }
+
+    /// With nothing buffered, every offset below the fetch cursor was delivered or does not exist
+    /// (control batches, compaction, a range's tail): the ranges move up to it.
+    pub(super) fn settle(&mut self) {
+        if !self.stream.buffer.is_empty() {
+            return;
+        }
+        let frontier = self.stream.fetch_offset.unwrap_or(i64::MAX);
+        while let Some(first) = self.ranges.first().copied() {
+            if first.next >= frontier {
+                break;
+            }
+            recovery::ranges_skipped_to(&mut self.ranges, frontier.min(first.end));
+            if self.ranges.first() == Some(&first) {
+                break;
+            }
+        }
+    }
+
+    /// The largest end over the unfinished ranges.
+    pub(super) fn max_end(&self) -> i64 {
+        self.ranges.last().map_or(i64::MIN, |r| r.end)
+    }
+
+    pub(super) fn done(&self) -> bool {
+        self.ranges.is_empty() && self.stream.buffer.is_empty()
+    }
+}
+
+impl PartitionState {
+    pub fn new(topic: &str, lookup: PositionLookup, backoff: Backoff) -> PartitionState {
+        PartitionState {
+            topic: Arc::from(topic),
+            position: None,
+            lookup: Some(lookup),
+            lookup_in_flight: false,
+            paused: false,
+            cursor: 0,
+            high_watermark: -1,
+            log_start_offset: -1,
+            main: Stream::new(backoff),
+            recovery: None,
+            preferred_replica: None,
+        }
+    }
+
+    /// Bytes buffered by both streams.
+    pub fn buffered_bytes(&self) -> usize {
+        self.main.buffered_bytes
+            + self
+                .recovery
+                .as_ref()
+                .map_or(0, |r| r.stream.buffered_bytes)
+    }
+
+    /// Moves the cursor: drops what is buffered, any answer in flight and (KIP-333) the recovery
+    /// ranges: the application chose where to read from.
+    pub fn seek(&mut self, offset: i64) -> usize {
+        let freed = self.cancel_recovery() + self.main.clear_buffer();
+        self.position = Some(offset);
+        self.main.fetch_offset = Some(offset);
+        self.lookup = None;
+        self.cursor += 1;
+        self.main.failing = false;
+        self.main.last_progress = Instant::now();
+        freed
+    }
+
+    /// `seek_to_beginning`/`_end` and OFFSET_OUT_OF_RANGE: look the position up again.
+    pub fn reset(&mut self, lookup: PositionLookup) -> usize {
+        let freed = self.main.clear_buffer();
+        self.position = None;
+        self.main.fetch_offset = None;
+        self.lookup = Some(lookup);
+        self.cursor += 1;
+        freed
+    }
+
+    /// Drops the recovery stream and its ranges; returns the bytes it had buffered.
+    pub fn cancel_recovery(&mut self) -> usize {
+        match self.recovery.take() {
+            Some(mut r) => {
+                if !r.ranges.is_empty() {
+                    tracing::info!(
+                        topic = %self.topic,
+                        ranges = ?r.ranges,
+                        "recovery ranges cancelled (seek or reset of the partition)"
+                    );
+                }
+                r.stream.clear_buffer()
+            }
+            None => 0,
+        }
+    }
+
+    pub(super) fn failed(&mut self, why: String, backoff_wait: bool) {
+        self.main.failed(why, backoff_wait)
+    }
+
+    pub(super) fn progressed(&mut self) {
+        self.main.progressed()
+    }
+
+    /// Whether a recovery stream still has records to deliver.
+    pub fn recovery_active(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    /// Takes the next buffered record of `kind` and accounts for it: the main stream's position,
+    /// or the recovery range holding it. Returns the record and the bytes it held.
+    pub fn pop(&mut self, kind: StreamKind) -> Option<(Record, usize)> {
+        let (r, size) = match kind {
+            StreamKind::Main => {
+                let (r, size) = self.main.buffer.pop_front()?;
+                self.main.buffered_bytes -= size;
+                self.position = Some(r.offset + 1);
+                (r, size)
+            }
+            StreamKind::Recovery => {
+                let rc = self.recovery.as_mut()?;
+                let (r, size) = rc.stream.buffer.pop_front()?;
+                rc.stream.buffered_bytes -= size;
+                recovery::range_delivered(&mut rc.ranges, r.offset);
+                (r, size)
+            }
+        };
+        Some((r, size))
+    }
+
+    /// After a poll took records: a stream with nothing buffered moves past what its fetches
+    /// skipped (transaction markers, compacted-away offsets), as the Java client's position does,
+    /// so commits and lag reach the end of the log; a recovery stream with nothing left ends.
+    pub fn after_drain(&mut self) {
+        if self.main.buffer.is_empty() {
+            self.position = self.main.fetch_offset.max(self.position);
+        }
+        if let Some(rc) = self.recovery.as_mut() {
+            rc.settle();
+            if rc.done() {
+                tracing::info!(topic = %self.topic, "recovery stream finished its backlog");
+                self.recovery = None;
+            }
+        }
+    }
+
+    /// What a commit of this partition's progress says (`None` before it has a position): the
+    /// position, or with unfinished recovery ranges (KIP-333) the low-water mark over them and
+    /// the main stream, with the token that lets the next lagless owner resume each stream.
+    pub fn commit_offset(&self) -> Option<OffsetAndMetadata> {
+        let position = self.position?;
+        Some(match self.recovery_to_commit() {
+            Some(st) => st.commit_offset(),
+            None => OffsetAndMetadata {
+                offset: position,
+                metadata: String::new(),
+            },
+        })
+    }
+
+    /// What an explicit commit of `asked` for this partition says. With unfinished recovery
+    /// ranges (KIP-333) the commit claims only records this member delivered below the offset
+    /// asked ([`RecoveryState::committed_at`]): if that leaves ranges, it is their low-water mark
+    /// with the token of that state (the metadata asked for cannot travel with it); otherwise,
+    /// and without recovery ranges, `asked` as it is.
+    pub fn commit_offset_asked(&self, asked: OffsetAndMetadata) -> OffsetAndMetadata {
+        match self
+            .recovery_to_commit()
+            .map(|st| st.committed_at(asked.offset))
+        {
+            Some(st) if st.is_active() => st.commit_offset(),
+            _ => asked,
+        }
+    }
+
+    /// KIP-333: the state a commit starts from while recovery ranges are unfinished: the ranges
+    /// as delivered, and the main stream at the position.
+    pub(super) fn recovery_to_commit(&self) -> Option<RecoveryState> {
+        let position = self.position?;
+        let rc = self.recovery.as_ref().filter(|rc| !rc.ranges.is_empty())?;
+        Some(RecoveryState {
+            main_next: position,
+            ranges: rc.ranges.clone(),
+        })
+    }
+
+    /// Each stream that may fetch now, with its offset.
+    pub(super) fn fetchable(
+        &self,
+        now: Instant,
+        max_partition_fetch_bytes: i32,
+    ) -> Vec<(StreamKind, i64)> {
+        let mut out = Vec::new();
+        if let Some(o) = self.main.wants_fetch(now, max_partition_fetch_bytes) {
+            out.push((StreamKind::Main, o));
+        }
+        if let Some(o) = self
+            .recovery
+            .as_ref()
+            .and_then(|r| r.stream.wants_fetch(now, max_partition_fetch_bytes))
+        {
+            out.push((StreamKind::Recovery, o));
+        }
+        out
+    }
+
+    /// Records at or above it do not belong to a fetch of the `kind` stream: the end of the
+    /// recovery stream's current range; no limit for the main stream.
+    pub(super) fn fetch_limit(&self, kind: StreamKind) -> i64 {
+        match (kind, &self.recovery) {
+            (StreamKind::Recovery, Some(rc)) => rc.fetch_end,
+            _ => i64::MAX,
+        }
+    }
+
+    pub(super) fn stream_mut(&mut self, kind: StreamKind) -> Option<&mut Stream> {
+        match kind {
+            StreamKind::Main => Some(&mut self.main),
+            StreamKind::Recovery => self.recovery.as_mut().map(|r| &mut r.stream),
+        }
+    }
+}
+
+/// Approximate memory a record holds in the prefetch buffer.
+pub(super) fn record_size(r: &Record) -> usize {
+    64 + r.key.as_ref().map_or(0, |k| k.len())
+        + r.value.as_ref().map_or(0, |v| v.len())
+        + r.headers
+            .iter()
+            .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
+            .sum::<usize>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TASK: Duration = Duration::from_secs(5);
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn a_request_hung_on_a_silent_broker_counts_from_the_last_progress() {
+        let t0 = Instant::now();
+        // The fetch sent after the last answer never comes back: stuck task.timeout.ms after
+        // that answer, not after the request times out.
+        assert!(!task_stuck(
+            t0,
+            Activity::InFlight,
+            None,
+            t0 + secs(4),
+            TASK
+        ));
+        assert!(task_stuck(t0, Activity::InFlight, None, t0 + TASK, TASK));
+        assert!(task_stuck(t0, Activity::InFlight, None, t0 + secs(6), TASK));
+    }
+
+    #[test]
+    fn failing_or_waiting_for_a_turn_counts_and_idle_never_does() {
+        let t0 = Instant::now();
+        for a in [Activity::Failing, Activity::Ready] {
+            assert!(!task_stuck(t0, a, None, t0 + secs(4), TASK), "{a:?}");
+            assert!(task_stuck(t0, a, None, t0 + secs(5), TASK), "{a:?}");
+        }
+        assert!(!task_stuck(t0, Activity::Idle, None, t0 + secs(3600), TASK));
+    }
+
+    #[test]
+    fn a_report_comes_again_after_another_task_timeout() {
+        let t0 = Instant::now();
+        let reported = Some(t0 + secs(5));
+        assert!(!task_stuck(
+            t0,
+            Activity::InFlight,
+            reported,
+            t0 + secs(9),
+            TASK
+        ));
+        assert!(task_stuck(
+            t0,
+            Activity::InFlight,
+            reported,
+            t0 + secs(10),
+            TASK
+        ));
+        // Progress after the report restarts the clock from that progress.
+        assert!(!task_stuck(
+            t0 + secs(8),
+            Activity::InFlight,
+            reported,
+            t0 + secs(12),
+            TASK
+        ));
+        assert!(task_stuck(
+            t0 + secs(8),
+            Activity::InFlight,
+            reported,
+            t0 + secs(13),
+            TASK
+        ));
+    }
+
+    #[test]
+    fn a_task_timeout_of_forever_never_reports() {
+        let t0 = Instant::now();
+        assert!(!task_stuck(
+            t0,
+            Activity::Failing,
+            None,
+            t0 + secs(86400),
+            Duration::MAX
+        ));
+    }
+
+    #[test]
+    fn fetches_follow_the_preferred_replica_until_it_expires_or_leaves_the_cluster() {
+        let t0 = Instant::now();
+        let known = |b: i32| (1..=3).contains(&b);
+        // No preferred replica: the leader.
+        assert_eq!(fetch_target(1, None, t0, known), 1);
+        // The leader named replica 3 until t0 + 5 s (metadata.max.age.ms).
+        let preferred = Some((3, t0 + secs(5)));
+        assert_eq!(fetch_target(1, preferred, t0, known), 3);
+        assert_eq!(fetch_target(1, preferred, t0 + secs(4), known), 3);
+        // Expired: back to the leader, which decides again.
+        assert_eq!(fetch_target(1, preferred, t0 + secs(5), known), 1);
+        // A replica no longer in the cluster metadata: the leader.
+        assert_eq!(fetch_target(1, Some((7, t0 + secs(5))), t0, known), 1);
+    }
+
+    fn stream() -> Stream {
+        let mut s = Stream::new(Backoff::new(Duration::from_millis(100), secs(1)));
+        s.fetch_offset = Some(0);
+        s
+    }
+
+    #[test]
+    fn a_stream_reports_an_unanswered_fetch_and_idle_time_does_not_count() {
+        let mut s = stream();
+        let t0 = s.last_progress;
+        s.in_flight = true;
+        let a = s.activity(false, false, false);
+        assert_eq!(a, Activity::InFlight);
+        assert_eq!(s.stuck(a, t0 + secs(4), TASK), None);
+        let cause = s.stuck(a, t0 + secs(5), TASK).expect("stuck");
+        assert!(cause.contains("no answer"), "{cause}");
+        // Reported once per task.timeout.ms.
+        assert_eq!(s.stuck(a, t0 + secs(6), TASK), None);
+
+        // Paused for a minute, then fetching again: the pause is not counted.
+        let mut s = stream();
+        let t0 = s.last_progress;
+        let idle = s.activity(false, true, false);
+        assert_eq!(idle, Activity::Idle);
+        assert_eq!(s.stuck(idle, t0 + secs(60), TASK), None);
+        s.in_flight = true;
+        let a = s.activity(false, false, false);
+        assert_eq!(s.stuck(a, t0 + secs(64), TASK), None);
+        assert!(s.stuck(a, t0 + secs(65), TASK).is_some());
+    }
+
+    #[test]
+    fn a_stream_names_the_last_error_and_progress_clears_it() {
+        let mut s = stream();
+        let t0 = s.last_progress;
+        s.failed("NOT_LEADER_OR_FOLLOWER".into(), true);
+        let a = s.activity(false, false, false);
+        assert_eq!(a, Activity::Failing);
+        assert_eq!(
+            s.stuck(a, t0 + secs(5), TASK).as_deref(),
+            Some("NOT_LEADER_OR_FOLLOWER")
+        );
+        s.progressed();
+        assert_eq!(s.activity(false, false, false), Activity::Ready);
+        let t1 = s.last_progress;
+        assert_eq!(s.stuck(Activity::Ready, t1 + secs(4), TASK), None);
+        // A position lookup in flight counts for the main stream; no position and no lookup
+        // wanted is idle.
+        let mut s = stream();
+        s.fetch_offset = None;
+        assert_eq!(s.activity(true, false, true), Activity::InFlight);
+        assert_eq!(s.activity(false, false, true), Activity::Ready);
+        assert_eq!(s.activity(false, false, false), Activity::Idle);
+    }
+}

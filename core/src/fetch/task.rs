@@ -1,0 +1,636 @@
+//! The fetch task: the fetch path's only I/O. It plans one Fetch per broker and stream kind,
+//! sends them side by side, decodes each answer where it arrives (on the runtime's workers, not
+//! under the lock `poll()` needs), then applies it under the lock; it also runs the position
+//! lookups and the metadata refreshes the fetches need.
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::task::JoinSet;
+
+use super::apply::{apply, fetch_failed, select, Asked, PartitionAnswer, Selected};
+use super::lookup::{lookup_positions, LookupOutcome, PositionLookup};
+use super::state::{fetch_target, PartitionState, Recovery, Stream, StreamKind};
+use super::Shared;
+use crate::backoff::{Deadline, Retry};
+use crate::config::ConsumerConfig;
+use crate::error::{codes, Error, ErrorPartition, Result};
+use crate::protocol::group_by_topic;
+use crate::protocol::msg::fetch_request::{FetchPartition, FetchTopic};
+use crate::protocol::msg::{BrokerId, FetchRequest, FetchResponse, StrBytes, TopicName};
+use crate::protocol::records::decode_batches;
+use crate::TopicPartition;
+
+/// (partition, what the stream asks, leader epoch, oversized first batch)
+type FetchCandidate = (TopicPartition, Asked, i32, bool);
+
+/// One Fetch request: to one broker, for one kind of stream. A Fetch names each partition once,
+/// so a partition's main and recovery streams go in separate requests, which the pipelined
+/// connection sends side by side.
+struct FetchPlan {
+    broker: i32,
+    kind: StreamKind,
+    partitions: Vec<(TopicPartition, Asked)>,
+    request: FetchRequest,
+}
+
+/// A fetch's answer, its records decoded (and decompressed) and chosen per partition on the
+/// fetch task, before the lock `poll()` needs is taken.
+enum Answer {
+    /// The broker answered with an error for the whole request.
+    RequestError(i16),
+    /// Each partition asked, with its answer (`None`: the broker left it out).
+    Partitions(Vec<(TopicPartition, Asked, Option<PartitionAnswer>)>),
+}
+
+enum TaskDone {
+    Fetch {
+        plan_broker: i32,
+        kind: StreamKind,
+        partitions: Vec<(TopicPartition, Asked)>,
+        result: Result<Answer>,
+    },
+    Lookup(
+        Vec<(TopicPartition, u64)>,
+        Result<Vec<(TopicPartition, LookupOutcome)>>,
+    ),
+    Metadata(Result<()>),
+}
+
+/// The fetch task: runs until the consumer closes.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let mut tasks: JoinSet<TaskDone> = JoinSet::new();
+    let mut busy_brokers: HashSet<(i32, StreamKind)> = HashSet::new();
+    let mut metadata_in_flight = false;
+    let mut lookup_in_flight = false;
+    let mut metadata_wanted = true;
+    let mut next_metadata = Instant::now();
+    let mut metadata_retry = Retry::new(shared.backoff());
+    // While a topic of interest is missing: look again after retry.backoff.ms, growing to
+    // retry.backoff.max.ms, rather than only every metadata.max.age.ms.
+    let mut missing_retry = Retry::new(shared.backoff());
+    loop {
+        let meta = shared.cluster.metadata();
+        let mut plans: Vec<FetchPlan> = Vec::new();
+        let mut lookups: Vec<(TopicPartition, PositionLookup, u64)> = Vec::new();
+        {
+            let mut st = shared.lock();
+            if st.closed {
+                break;
+            }
+            let now = Instant::now();
+            let buffer_full = st.buffered_bytes >= shared.config.fetch_buffer_max_bytes;
+            // A healthy partition at the log end is answered only after fetch.max.wait.ms: a
+            // task.timeout.ms below that must not report it.
+            let task_timeout = shared
+                .config
+                .common
+                .task_timeout
+                .max(2 * shared.config.fetch_max_wait);
+            let mut per_broker: BTreeMap<(i32, StreamKind), Vec<FetchCandidate>> = BTreeMap::new();
+            let mut unknown_topics: Vec<String> = Vec::new();
+            let mut stuck: Vec<Error> = Vec::new();
+            for (tp, p) in st.partitions.iter_mut() {
+                // KIP-572: report a stream that made no progress for task.timeout.ms.
+                let partition = ErrorPartition {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                };
+                let max_bytes = shared.config.max_partition_fetch_bytes;
+                let idle = |s: &Stream| p.paused || buffer_full || s.buffer_full(max_bytes);
+                let main_activity =
+                    p.main
+                        .activity(p.lookup_in_flight, idle(&p.main), p.lookup.is_some());
+                let recovery_activity = p
+                    .recovery
+                    .as_ref()
+                    .map(|r| r.stream.activity(false, idle(&r.stream), false));
+                if let Some(cause) = p.main.stuck(main_activity, now, task_timeout) {
+                    stuck.push(Error::PartitionStuck {
+                        partition: partition.clone(),
+                        cause,
+                    });
+                }
+                if let Some(cause) = p
+                    .recovery
+                    .as_mut()
+                    .zip(recovery_activity)
+                    .and_then(|(r, a)| r.stream.stuck(a, now, task_timeout))
+                {
+                    stuck.push(Error::PartitionStuck {
+                        partition,
+                        cause: format!("recovery stream: {cause}"),
+                    });
+                }
+                if let Some(l) = p.lookup {
+                    if !p.lookup_in_flight && now >= p.main.next_attempt {
+                        lookups.push((tp.clone(), l, p.cursor));
+                    }
+                }
+                if p.paused || buffer_full {
+                    continue;
+                }
+                let ready = p.fetchable(now, shared.config.max_partition_fetch_bytes);
+                if ready.is_empty() {
+                    continue;
+                }
+                let fail_all = |p: &mut PartitionState, why: String| {
+                    for (kind, _) in &ready {
+                        if let Some(s) = p.stream_mut(*kind) {
+                            s.failed(why.clone(), true);
+                        }
+                    }
+                };
+                match meta.topics.get(&tp.topic) {
+                    None => {
+                        metadata_wanted = true;
+                        continue;
+                    }
+                    Some(t) if t.error_code == codes::UNKNOWN_TOPIC_OR_PARTITION => {
+                        unknown_topics.push(tp.topic.clone());
+                        fail_all(p, format!("topic `{}` does not exist", tp.topic));
+                        metadata_wanted = true;
+                        continue;
+                    }
+                    Some(_) => {}
+                }
+                match meta.partition(&tp.topic, tp.partition) {
+                    Some(info) if info.leader >= 0 => {
+                        let target = fetch_target(info.leader, p.preferred_replica, now, |b| {
+                            meta.brokers.contains_key(&b)
+                        });
+                        if target == info.leader {
+                            p.preferred_replica = None;
+                        }
+                        for (kind, offset) in &ready {
+                            let oversized = p.stream_mut(*kind).is_some_and(|s| s.oversized);
+                            let asked = Asked {
+                                offset: *offset,
+                                cursor: p.cursor,
+                                limit: p.fetch_limit(*kind),
+                            };
+                            per_broker.entry((target, *kind)).or_default().push((
+                                tp.clone(),
+                                asked,
+                                info.leader_epoch,
+                                oversized,
+                            ));
+                        }
+                    }
+                    Some(_) => {
+                        fail_all(p, format!("{}-{} has no leader", tp.topic, tp.partition));
+                        metadata_wanted = true;
+                    }
+                    None => {
+                        fail_all(
+                            p,
+                            format!(
+                                "{}-{} is not in the cluster metadata",
+                                tp.topic, tp.partition
+                            ),
+                        );
+                        metadata_wanted = true;
+                    }
+                }
+            }
+            for e in stuck {
+                shared.push_error(&mut st, e);
+            }
+            for t in unknown_topics {
+                if st.reported_unknown.insert(t.clone()) {
+                    shared.push_error(&mut st, Error::UnknownTopic(t));
+                }
+            }
+            for ((broker, kind), mut parts) in per_broker {
+                if busy_brokers.contains(&(broker, kind)) {
+                    continue;
+                }
+                // Partitions whose first batch was too large go first (KIP-74).
+                parts.sort_by_key(|p| !p.3);
+                for (tp, _, _, _) in &parts {
+                    if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
+                        s.in_flight = true;
+                    }
+                }
+                plans.push(build_fetch(&shared.config, broker, kind, parts));
+            }
+            if !lookup_in_flight && !lookups.is_empty() {
+                for (tp, _, _) in &lookups {
+                    if let Some(p) = st.partitions.get_mut(tp) {
+                        p.lookup_in_flight = true;
+                    }
+                }
+            }
+        }
+
+        for plan in plans {
+            busy_brokers.insert((plan.broker, plan.kind));
+            let shared2 = shared.clone();
+            tasks.spawn(async move {
+                let timeout = shared2.config.common.request_timeout + shared2.config.fetch_max_wait;
+                let deadline = Deadline::after(timeout);
+                let result = async {
+                    let conn = shared2
+                        .cluster
+                        .broker_on(plan.broker, plan.kind.lane(), deadline)
+                        .await?;
+                    conn.call_with_timeout(&plan.request, timeout).await
+                }
+                .await;
+                let result = match result {
+                    Ok(resp) => {
+                        Ok(decode_answer(resp, &plan.partitions, shared2.config.check_crcs).await)
+                    }
+                    Err(e) => Err(e),
+                };
+                TaskDone::Fetch {
+                    plan_broker: plan.broker,
+                    kind: plan.kind,
+                    partitions: plan.partitions,
+                    result,
+                }
+            });
+        }
+        if !lookup_in_flight && !lookups.is_empty() {
+            lookup_in_flight = true;
+            let shared2 = shared.clone();
+            tasks.spawn(async move {
+                let keys: Vec<(TopicPartition, u64)> =
+                    lookups.iter().map(|(tp, _, c)| (tp.clone(), *c)).collect();
+                let result = lookup_positions(&shared2, &lookups).await;
+                TaskDone::Lookup(keys, result)
+            });
+        }
+        let age_due = meta
+            .fetched_at
+            .is_none_or(|t| t.elapsed() >= shared.config.common.metadata_max_age);
+        if (metadata_wanted || age_due) && !metadata_in_flight && Instant::now() >= next_metadata {
+            metadata_in_flight = true;
+            metadata_wanted = false;
+            let shared2 = shared.clone();
+            tasks.spawn(async move {
+                let deadline = Deadline::after(shared2.config.common.request_timeout);
+                TaskDone::Metadata(shared2.cluster.refresh(&[], deadline).await.map(|_| ()))
+            });
+        }
+
+        let done = tokio::select! {
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => done.ok(),
+            _ = shared.changed.notified() => None,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => None,
+        };
+        match done {
+            Some(TaskDone::Fetch {
+                plan_broker,
+                kind,
+                partitions,
+                result,
+            }) => {
+                busy_brokers.remove(&(plan_broker, kind));
+                if handle_fetch(&shared, plan_broker, kind, partitions, result) {
+                    metadata_wanted = true;
+                }
+            }
+            Some(TaskDone::Lookup(keys, result)) => {
+                lookup_in_flight = false;
+                if handle_lookup(&shared, keys, result) {
+                    metadata_wanted = true;
+                }
+            }
+            Some(TaskDone::Metadata(r)) => {
+                metadata_in_flight = false;
+                next_metadata = match r {
+                    Ok(()) if shared.cluster.interest_missing() => {
+                        metadata_retry.succeeded();
+                        metadata_wanted = true;
+                        Instant::now() + missing_retry.failed()
+                    }
+                    Ok(()) => {
+                        metadata_retry.succeeded();
+                        missing_retry.succeeded();
+                        // Rate-limit on-demand refreshes, as retry.backoff.ms does in the Java client.
+                        Instant::now() + shared.config.common.retry_backoff
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "metadata refresh failed");
+                        // No retry fixes a failed authentication: the application hears of it
+                        // now (once), not after task.timeout.ms.
+                        if e.is_fatal() {
+                            let mut st = shared.lock();
+                            if !matches!(st.errors.back(), Some(last) if *last == e) {
+                                shared.push_error(&mut st, e);
+                            }
+                        }
+                        Instant::now() + metadata_retry.failed()
+                    }
+                };
+            }
+            None => {}
+        }
+    }
+    tasks.abort_all();
+}
+
+fn build_fetch(
+    config: &ConsumerConfig,
+    broker: i32,
+    kind: StreamKind,
+    parts: Vec<FetchCandidate>,
+) -> FetchPlan {
+    let topics: Vec<FetchTopic> = group_by_topic(parts.iter().map(|(tp, asked, epoch, _)| {
+        let fp = FetchPartition::default()
+            .with_partition(tp.partition)
+            .with_fetch_offset(asked.offset)
+            .with_current_leader_epoch(*epoch)
+            .with_log_start_offset(-1)
+            .with_partition_max_bytes(config.max_partition_fetch_bytes);
+        (tp.topic.as_str(), fp)
+    }))
+    .into_iter()
+    .map(|(t, ps)| {
+        FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
+            .with_partitions(ps)
+    })
+    .collect();
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(config.fetch_max_wait.as_millis() as i32)
+        .with_min_bytes(config.fetch_min_bytes)
+        .with_max_bytes(config.fetch_max_bytes)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics)
+        .with_rack_id(StrBytes::from_string(
+            config.common.client_rack.clone().unwrap_or_default(),
+        ));
+    FetchPlan {
+        broker,
+        kind,
+        partitions: parts
+            .into_iter()
+            .map(|(tp, asked, _, _)| (tp, asked))
+            .collect(),
+        request,
+    }
+}
+
+/// Decodes a fetch answer: each partition asked gets its records decoded, decompressed and
+/// chosen for its stream ([`select`]). Runs on the fetch task, without the lock; when several
+/// partitions brought records, each is decoded on a task of its own, so that the runtime's
+/// workers decompress them side by side.
+async fn decode_answer(
+    resp: FetchResponse,
+    asked: &[(TopicPartition, Asked)],
+    check_crcs: bool,
+) -> Answer {
+    if resp.error_code != codes::NONE {
+        return Answer::RequestError(resp.error_code);
+    }
+    let index: HashMap<(&str, i32), usize> = asked
+        .iter()
+        .enumerate()
+        .map(|(i, (tp, _))| ((tp.topic.as_str(), tp.partition), i))
+        .collect();
+    let mut answers: Vec<Option<PartitionAnswer>> = asked.iter().map(|_| None).collect();
+    // (index into `asked`, the records field)
+    let mut to_decode: Vec<(usize, Bytes)> = Vec::new();
+    for topic in resp.responses {
+        for pd in topic.partitions {
+            let Some(&i) = index.get(&(topic.topic.0.as_str(), pd.partition_index)) else {
+                continue;
+            };
+            if answers[i].is_some() {
+                continue;
+            }
+            if pd.error_code == codes::NONE {
+                to_decode.push((i, pd.records.unwrap_or_default()));
+            }
+            answers[i] = Some(PartitionAnswer {
+                error_code: pd.error_code,
+                high_watermark: pd.high_watermark,
+                log_start_offset: pd.log_start_offset,
+                preferred_read_replica: pd.preferred_read_replica.0,
+                records: Ok(Selected::default()),
+            });
+        }
+    }
+    let decode = move |data: Bytes, asked: Asked| {
+        decode_batches(data, check_crcs).map(|d| select(d, &asked))
+    };
+    let with_data = to_decode.iter().filter(|(_, d)| !d.is_empty()).count();
+    if with_data <= 1 {
+        for (i, data) in to_decode {
+            if let Some(a) = answers[i].as_mut() {
+                a.records = decode(data, asked[i].1);
+            }
+        }
+    } else {
+        let decoding: Vec<_> = to_decode
+            .into_iter()
+            .map(|(i, data)| {
+                let a = asked[i].1;
+                (i, tokio::spawn(async move { decode(data, a) }))
+            })
+            .collect();
+        for (i, handle) in decoding {
+            let records = handle.await.unwrap_or_else(|e| {
+                Err(if e.is_cancelled() {
+                    Error::Closed
+                } else {
+                    Error::IllegalState(format!("decoding the records failed: {e}"))
+                })
+            });
+            if let Some(a) = answers[i].as_mut() {
+                a.records = records;
+            }
+        }
+    }
+    Answer::Partitions(
+        asked
+            .iter()
+            .zip(answers)
+            .map(|((tp, a), answer)| (tp.clone(), *a, answer))
+            .collect(),
+    )
+}
+
+/// Applies a decoded fetch answer for streams of `kind`: the lock covers only the hand-over to
+/// each partition's state ([`apply`]). Returns whether metadata should be refreshed.
+fn handle_fetch(
+    shared: &Shared,
+    broker: i32,
+    kind: StreamKind,
+    sent: Vec<(TopicPartition, Asked)>,
+    result: Result<Answer>,
+) -> bool {
+    let mut st = shared.lock();
+    let answers = match result {
+        Ok(Answer::Partitions(answers)) => answers,
+        Ok(Answer::RequestError(code)) => {
+            let e = Error::kafka(code, format!("fetch from broker {broker}"));
+            for (tp, _) in &sent {
+                if let Some(p) = st.partitions.get_mut(tp) {
+                    fetch_failed(p, kind, &e.to_string());
+                }
+            }
+            return true;
+        }
+        Err(e) => {
+            tracing::debug!(broker, error = %e, "fetch failed");
+            // A broker that cannot serve lagless at all (no Fetch version in common) is reported
+            // at once; transient failures only after task.timeout.ms (KIP-572).
+            if !e.is_retriable() && !matches!(st.errors.back(), Some(last) if *last == e) {
+                shared.push_error(&mut st, e.clone());
+            }
+            for (tp, _) in &sent {
+                if let Some(p) = st.partitions.get_mut(tp) {
+                    // A preferred replica that fails is left for the leader (KIP-392).
+                    fetch_failed(p, kind, &e.to_string());
+                }
+            }
+            shared.cluster.disconnect(broker, kind.lane());
+            return true;
+        }
+    };
+    let now = Instant::now();
+    let mut refresh = false;
+    let mut new_data = false;
+    let mut errors = Vec::new();
+    for (tp, asked, answer) in answers {
+        let Some(p) = st.partitions.get_mut(&tp) else {
+            continue;
+        };
+        let Some(answer) = answer else {
+            // A partition the broker left out of its answer is simply fetched again.
+            if let Some(s) = p.stream_mut(kind) {
+                s.in_flight = false;
+            }
+            continue;
+        };
+        let applied = apply(
+            p,
+            &tp,
+            kind,
+            broker,
+            &asked,
+            answer,
+            now,
+            shared.config.common.metadata_max_age,
+        );
+        st.buffered_bytes += applied.added;
+        st.buffered_bytes -= applied.freed;
+        refresh |= applied.refresh;
+        new_data |= applied.added > 0;
+        errors.extend(applied.error);
+    }
+    for e in errors {
+        shared.push_error(&mut st, e);
+    }
+    if new_data {
+        shared.data_ready.notify_all();
+    }
+    refresh
+}
+
+/// Applies position lookups. Returns whether metadata should be refreshed (a partition's lookup
+/// failed with a retriable error, such as an unknown or changed leader).
+fn handle_lookup(
+    shared: &Shared,
+    keys: Vec<(TopicPartition, u64)>,
+    result: Result<Vec<(TopicPartition, LookupOutcome)>>,
+) -> bool {
+    let mut st = shared.lock();
+    let cursors: HashMap<TopicPartition, u64> = keys.iter().cloned().collect();
+    for (tp, _) in &keys {
+        if let Some(p) = st.partitions.get_mut(tp) {
+            p.lookup_in_flight = false;
+        }
+    }
+    let outcomes = match result {
+        Ok(o) => o,
+        Err(e) => {
+            if e.is_fatal() && !matches!(st.errors.back(), Some(last) if *last == e) {
+                shared.push_error(&mut st, e.clone());
+            }
+            for (tp, cursor) in &keys {
+                if let Some(p) = st.partitions.get_mut(tp) {
+                    if p.cursor == *cursor {
+                        p.failed(format!("looking up the position: {e}"), true);
+                    }
+                }
+            }
+            return e.is_retriable();
+        }
+    };
+    let mut refresh = false;
+    let mut errors = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
+    let mut freed = 0usize;
+    for (tp, outcome) in outcomes {
+        let Some(p) = st.partitions.get_mut(&tp) else {
+            continue;
+        };
+        if cursors.get(&tp) != Some(&p.cursor) || p.lookup.is_none() {
+            continue;
+        }
+        match outcome {
+            LookupOutcome::Position(o) => {
+                // A main stream reset below a backlog range re-reads it: the range is dropped.
+                if p.recovery.as_ref().is_some_and(|r| o < r.max_end()) {
+                    freed += p.cancel_recovery();
+                }
+                p.position = Some(o);
+                p.main.fetch_offset = Some(o);
+                p.lookup = None;
+                p.progressed();
+            }
+            LookupOutcome::Recover(state) => {
+                tracing::info!(
+                    topic = %tp.topic,
+                    partition = tp.partition,
+                    main = state.main_next,
+                    ranges = ?state.ranges,
+                    "backlog drains in a recovery stream; the main stream starts after it"
+                );
+                freed += p.cancel_recovery();
+                p.position = Some(state.main_next);
+                p.main.fetch_offset = Some(state.main_next);
+                p.lookup = None;
+                p.progressed();
+                p.recovery = Recovery::start(state, shared.backoff());
+            }
+            LookupOutcome::NoOffset => {
+                // auto.offset.reset=none: the application must seek. Report once.
+                p.lookup = None;
+                errors.push(Error::NoOffset(ErrorPartition {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                }));
+            }
+            LookupOutcome::Failed(e) => {
+                p.failed(format!("looking up the position: {e}"), true);
+                refresh |= e.is_retriable();
+                // A partition of a missing topic never gets a position, so the fetch loop's
+                // unknown-topic report (which needs one) never runs: report it from here, once.
+                if let Error::UnknownTopic(t) = &e {
+                    unknown.push(t.clone());
+                }
+            }
+        }
+    }
+    st.buffered_bytes -= freed;
+    // position() waits for lookups on data_ready.
+    shared.data_ready.notify_all();
+    for t in unknown {
+        if st.reported_unknown.insert(t.clone()) {
+            errors.push(Error::UnknownTopic(t));
+        }
+    }
+    for e in errors {
+        shared.push_error(&mut st, e);
+    }
+    refresh
+}

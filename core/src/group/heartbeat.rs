@@ -1,0 +1,266 @@
+//! When the background heartbeat (KIP-62) does what, decided from the membership's state, the
+//! last `poll()`, the last heartbeats and the time. The loop in `group::coordinator` sleeps a
+//! tick, asks [`heartbeat_step`], and carries the answer out; nothing here sends or waits.
+use std::time::{Duration, Instant};
+
+/// How often a member heartbeats while it expects a follow-up rebalance.
+pub(crate) const FOLLOW_UP_HEARTBEAT: Duration = Duration::from_millis(100);
+/// How long it does so at most (the follow-up normally starts within a second).
+pub(crate) const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(10);
+
+/// How the last Heartbeat went, as far as scheduling the next one goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeartbeatAnswer {
+    /// Answered: the next one is due an interval after this one was sent.
+    Ok,
+    /// Failed (no answer, a retriable or unexpected error): the next one is due this long after
+    /// the answer.
+    Retry(Duration),
+    /// Answered with an error the member cannot go on from (fenced, not authorized): none is.
+    Fatal,
+}
+
+/// When the next heartbeat of a member in a generation is due (`None`: never again), from when
+/// the last one was sent and how and when it was answered (both `None` when the member has not
+/// heartbeated in this generation yet). As the Java client, an answered heartbeat's interval
+/// runs from when it was sent; a failed one is retried after its backoff from the answer.
+pub(crate) fn next_heartbeat(
+    interval: Duration,
+    last_sent: Option<Instant>,
+    last_answer: Option<(Instant, HeartbeatAnswer)>,
+    now: Instant,
+) -> Option<Instant> {
+    match (last_sent, last_answer) {
+        (_, Some((_, HeartbeatAnswer::Fatal))) => None,
+        (Some(sent), Some((_, HeartbeatAnswer::Ok))) => Some(sent + interval),
+        (_, Some((at, HeartbeatAnswer::Retry(wait)))) => Some(at + wait),
+        _ => Some(now),
+    }
+}
+
+/// The heartbeat interval in force: `heartbeat.interval.ms`, or [`FOLLOW_UP_HEARTBEAT`] while a
+/// follow-up rebalance is expected (since `follow_up_since`, for at most [`FOLLOW_UP_WINDOW`]),
+/// so that the member notices it in tens of milliseconds and the partitions in transit are
+/// without an owner that much less.
+pub(crate) fn heartbeat_interval(
+    configured: Duration,
+    follow_up_since: Option<Instant>,
+    now: Instant,
+) -> Duration {
+    match follow_up_since {
+        Some(since) if now.saturating_duration_since(since) < FOLLOW_UP_WINDOW => {
+            FOLLOW_UP_HEARTBEAT.min(configured)
+        }
+        _ => configured,
+    }
+}
+
+/// The member's liveness settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Liveness {
+    pub heartbeat_interval: Duration,
+    pub session_timeout: Duration,
+    pub max_poll_interval: Duration,
+}
+
+/// What the heartbeat loop knows between ticks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeartbeatClock {
+    /// The last successful heartbeat (or when the member entered its generation).
+    pub last_ok: Instant,
+    pub last_sent: Option<Instant>,
+    pub last_answer: Option<(Instant, HeartbeatAnswer)>,
+}
+
+impl HeartbeatClock {
+    pub fn new(now: Instant) -> HeartbeatClock {
+        HeartbeatClock {
+            last_ok: now,
+            last_sent: None,
+            last_answer: None,
+        }
+    }
+}
+
+/// What the heartbeat loop does on one tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeartbeatStep {
+    /// The member is in no generation: nothing to send; the clock starts afresh.
+    NotInGeneration,
+    /// `poll()` was not called for `max.poll.interval.ms`: the member leaves its generation.
+    PollTimeoutExpired,
+    /// `session_lost`: no heartbeat succeeded for `session.timeout.ms`; as the Java client, the
+    /// coordinator is found again (the session may be gone on the broker) rather than leaving,
+    /// and the clock's `last_ok` restarts. `send`: a heartbeat is due now.
+    Tick { session_lost: bool, send: bool },
+}
+
+/// One tick of the heartbeat loop.
+pub(crate) fn heartbeat_step(
+    heartbeats_enabled: bool,
+    last_poll: Instant,
+    clock: &HeartbeatClock,
+    follow_up_since: Option<Instant>,
+    liveness: &Liveness,
+    now: Instant,
+) -> HeartbeatStep {
+    if !heartbeats_enabled {
+        return HeartbeatStep::NotInGeneration;
+    }
+    if now.saturating_duration_since(last_poll) > liveness.max_poll_interval {
+        return HeartbeatStep::PollTimeoutExpired;
+    }
+    let session_lost = now.saturating_duration_since(clock.last_ok) > liveness.session_timeout;
+    let interval = heartbeat_interval(liveness.heartbeat_interval, follow_up_since, now);
+    let send = next_heartbeat(interval, clock.last_sent, clock.last_answer, now)
+        .is_some_and(|due| due <= now);
+    HeartbeatStep::Tick { session_lost, send }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn liveness() -> Liveness {
+        Liveness {
+            heartbeat_interval: 3000 * MS,
+            session_timeout: 10_000 * MS,
+            max_poll_interval: 300_000 * MS,
+        }
+    }
+
+    #[test]
+    fn the_first_heartbeat_of_a_generation_is_due_at_once() {
+        let now = Instant::now();
+        assert_eq!(next_heartbeat(3000 * MS, None, None, now), Some(now));
+        assert_eq!(
+            heartbeat_step(true, now, &HeartbeatClock::new(now), None, &liveness(), now),
+            HeartbeatStep::Tick {
+                session_lost: false,
+                send: true
+            }
+        );
+    }
+
+    #[test]
+    fn an_answered_heartbeat_is_followed_an_interval_after_it_was_sent() {
+        let t0 = Instant::now();
+        let answered = Some((t0 + 40 * MS, HeartbeatAnswer::Ok));
+        assert_eq!(
+            next_heartbeat(3000 * MS, Some(t0), answered, t0 + 50 * MS),
+            Some(t0 + 3000 * MS)
+        );
+        let clock = HeartbeatClock {
+            last_ok: t0 + 40 * MS,
+            last_sent: Some(t0),
+            last_answer: answered,
+        };
+        let at = |ms: u32| heartbeat_step(true, t0, &clock, None, &liveness(), t0 + ms * MS);
+        assert!(matches!(at(2999), HeartbeatStep::Tick { send: false, .. }));
+        assert!(matches!(at(3000), HeartbeatStep::Tick { send: true, .. }));
+    }
+
+    #[test]
+    fn a_failed_heartbeat_is_retried_after_its_backoff_from_the_answer() {
+        let t0 = Instant::now();
+        let failed = Some((t0 + 40 * MS, HeartbeatAnswer::Retry(200 * MS)));
+        assert_eq!(
+            next_heartbeat(3000 * MS, Some(t0), failed, t0 + 50 * MS),
+            Some(t0 + 240 * MS)
+        );
+    }
+
+    #[test]
+    fn after_a_fatal_answer_no_heartbeat_is_ever_due() {
+        let t0 = Instant::now();
+        let fatal = Some((t0 + 40 * MS, HeartbeatAnswer::Fatal));
+        for later in [0u32, 50, 3000, 600_000] {
+            assert_eq!(
+                next_heartbeat(3000 * MS, Some(t0), fatal, t0 + later * MS),
+                None,
+                "{later} ms later"
+            );
+        }
+    }
+
+    #[test]
+    fn a_member_in_no_generation_sends_nothing_whatever_the_clock_says() {
+        let t0 = Instant::now();
+        let long_ago = HeartbeatClock::new(t0);
+        let later = t0 + 600_000 * MS;
+        assert_eq!(
+            heartbeat_step(false, t0, &long_ago, None, &liveness(), later),
+            HeartbeatStep::NotInGeneration
+        );
+    }
+
+    #[test]
+    fn the_poll_interval_passing_ends_the_generation_before_any_heartbeat() {
+        let t0 = Instant::now();
+        let clock = HeartbeatClock::new(t0);
+        let at = |ms: u32| heartbeat_step(true, t0, &clock, None, &liveness(), t0 + ms * MS);
+        assert!(matches!(at(300_000), HeartbeatStep::Tick { .. }));
+        assert_eq!(at(300_001), HeartbeatStep::PollTimeoutExpired);
+    }
+
+    #[test]
+    fn a_session_without_a_successful_heartbeat_rediscovers_the_coordinator() {
+        let t0 = Instant::now();
+        let clock = HeartbeatClock {
+            last_ok: t0,
+            last_sent: Some(t0 + 9000 * MS),
+            last_answer: Some((t0 + 9100 * MS, HeartbeatAnswer::Retry(1000 * MS))),
+        };
+        let at =
+            |ms: u32| heartbeat_step(true, t0 + ms * MS, &clock, None, &liveness(), t0 + ms * MS);
+        assert_eq!(
+            at(10_000),
+            HeartbeatStep::Tick {
+                session_lost: false,
+                send: false
+            }
+        );
+        assert_eq!(
+            at(10_101),
+            HeartbeatStep::Tick {
+                session_lost: true,
+                send: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_follow_up_rebalance_shortens_the_interval_for_a_while() {
+        let t0 = Instant::now();
+        assert_eq!(heartbeat_interval(3000 * MS, None, t0), 3000 * MS);
+        assert_eq!(
+            heartbeat_interval(3000 * MS, Some(t0), t0 + 50 * MS),
+            FOLLOW_UP_HEARTBEAT
+        );
+        assert_eq!(
+            heartbeat_interval(50 * MS, Some(t0), t0),
+            50 * MS,
+            "never slower than configured"
+        );
+        assert_eq!(
+            heartbeat_interval(3000 * MS, Some(t0), t0 + FOLLOW_UP_WINDOW),
+            3000 * MS,
+            "the window closes"
+        );
+        let clock = HeartbeatClock {
+            last_ok: t0,
+            last_sent: Some(t0),
+            last_answer: Some((t0 + 5 * MS, HeartbeatAnswer::Ok)),
+        };
+        assert!(matches!(
+            heartbeat_step(true, t0, &clock, Some(t0), &liveness(), t0 + 100 * MS),
+            HeartbeatStep::Tick { send: true, .. }
+        ));
+        assert!(matches!(
+            heartbeat_step(true, t0, &clock, None, &liveness(), t0 + 100 * MS),
+            HeartbeatStep::Tick { send: false, .. }
+        ));
+    }
+}

@@ -1,0 +1,719 @@
+//! The accumulator: per-partition queues of batches that `send` appends to and the sender
+//! drains, and the completion bookkeeping (buffer memory, outstanding records, callbacks).
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// Completion bookkeeping
+// ---------------------------------------------------------------------------------------------
+
+/// Buffered bytes (for `buffer.memory`) and records not yet completed (for `flush`).
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) state: Mutex<CounterState>,
+    pub(super) changed: Condvar,
+}
+
+#[derive(Default)]
+pub(super) struct CounterState {
+    pub(super) bytes: usize,
+    pub(super) outstanding: u64,
+}
+
+impl Counters {
+    /// Takes `size` bytes of `limit`, waiting for room until `deadline`. One record always fits
+    /// into an empty buffer, whatever its size.
+    pub(super) fn reserve(&self, size: usize, limit: usize, deadline: Deadline) -> Result<()> {
+        let mut s = lock(&self.state);
+        while s.bytes > 0 && s.bytes + size > limit {
+            let left = deadline.remaining();
+            if left.is_zero() {
+                return Err(Error::Timeout(format!(
+                    "send: buffer.memory ({limit} bytes) stayed full for {} ms (default.api.timeout.ms)",
+                    deadline.timeout().as_millis()
+                )));
+            }
+            s = self
+                .changed
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        s.bytes += size;
+        s.outstanding += 1;
+        Ok(())
+    }
+
+    pub(super) fn release(&self, bytes: usize, records: u64) {
+        let mut s = lock(&self.state);
+        s.bytes = s.bytes.saturating_sub(bytes);
+        s.outstanding = s.outstanding.saturating_sub(records);
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    pub(super) fn wait_idle(&self, deadline: Deadline) -> Result<()> {
+        let mut s = lock(&self.state);
+        while s.outstanding > 0 {
+            let left = deadline.remaining();
+            if left.is_zero() {
+                return Err(Error::Timeout(format!(
+                    "flush did not complete within {} ms: {} records still unacknowledged",
+                    deadline.timeout().as_millis(),
+                    s.outstanding
+                )));
+            }
+            s = self
+                .changed
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(())
+    }
+}
+
+/// A batch's outcome: (base offset, log append time or -1), or the error of all its records.
+pub(super) type BatchOutcome = std::result::Result<(i64, i64), Error>;
+
+pub(super) type Callback = Box<dyn FnOnce(Result<RecordMetadata>) + Send + 'static>;
+
+pub(super) enum Completion {
+    Slot(Arc<DeliverySlot>),
+    Callback(Callback),
+}
+
+impl Completion {
+    pub(super) fn complete(self, r: Result<RecordMetadata>) {
+        match self {
+            Completion::Slot(s) => {
+                *lock(&s.result) = Some(r);
+                s.ready.notify_all();
+            }
+            Completion::Callback(cb) => {
+                // A panicking callback must not take the I/O task (and other records) with it.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(r))).is_err() {
+                    tracing::error!("a producer delivery callback panicked");
+                }
+            }
+        }
+    }
+}
+
+/// The records of one batch waiting for their outcome. Dropped without completing (the
+/// producer stopped), they fail with [`Error::Closed`], so no [`Delivery`] waits forever.
+pub(super) struct Pending {
+    pub(super) counters: Arc<Counters>,
+    pub(super) topic: Arc<str>,
+    pub(super) partition: i32,
+    pub(super) entries: Vec<(Completion, i64)>,
+    pub(super) bytes: usize,
+}
+
+impl Pending {
+    pub(super) fn new(counters: Arc<Counters>, topic: Arc<str>, partition: i32) -> Pending {
+        Pending {
+            counters,
+            topic,
+            partition,
+            entries: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Completes every record: `Ok` with offsets `base_offset + index`, or the same error.
+    pub(super) fn complete(&mut self, outcome: BatchOutcome) {
+        let entries = std::mem::take(&mut self.entries);
+        let n = entries.len() as u64;
+        let topic = self.topic.to_string();
+        for (i, (c, ts)) in entries.into_iter().enumerate() {
+            let r = match &outcome {
+                Ok((base, append_time)) => Ok(RecordMetadata {
+                    topic: topic.clone(),
+                    partition: self.partition,
+                    offset: if *base < 0 { -1 } else { base + i as i64 },
+                    timestamp: if *append_time >= 0 { *append_time } else { ts },
+                }),
+                Err(e) => Err(e.clone()),
+            };
+            c.complete(r);
+        }
+        self.counters.release(std::mem::take(&mut self.bytes), n);
+    }
+
+    pub(super) fn fail(&mut self, e: Error) {
+        self.complete(Err(e));
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.entries.is_empty() {
+            self.fail(Error::Closed);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The accumulator
+// ---------------------------------------------------------------------------------------------
+
+/// A batch still taking records.
+pub(super) struct OpenBatch {
+    pub(super) id: u64,
+    pub(super) builder: BatchBuilder,
+    pub(super) pending: Pending,
+    pub(super) created: Instant,
+    /// No more records go in; send it as soon as the partition allows.
+    pub(super) full: bool,
+}
+
+/// A batch encoded for the wire (after a first attempt, kept for retries).
+pub(super) struct Sealed {
+    pub(super) data: Bytes,
+    pub(super) pending: Pending,
+    pub(super) created: Instant,
+    pub(super) retry: Retry,
+}
+
+pub(super) enum Drained {
+    Open(OpenBatch),
+    Sealed(Sealed),
+}
+
+#[derive(Default)]
+pub(super) struct PartitionQueue {
+    /// A batch that failed and waits for `retry_at`; it goes before everything in `open`.
+    pub(super) retry: Option<Sealed>,
+    pub(super) retry_at: Option<Instant>,
+    pub(super) open: VecDeque<OpenBatch>,
+    pub(super) in_flight: bool,
+}
+
+#[derive(Default)]
+pub(super) struct TopicQueues {
+    pub(super) parts: Vec<PartitionQueue>,
+    pub(super) sticky: Option<Sticky>,
+}
+
+pub(super) struct RecordParts<'a> {
+    pub(super) timestamp: i64,
+    pub(super) key: Option<&'a [u8]>,
+    pub(super) value: Option<&'a [u8]>,
+    pub(super) headers: &'a [Header],
+    pub(super) size: usize,
+}
+
+#[derive(Default)]
+pub(super) struct DrainResult {
+    /// (leader, request slot, batch)
+    pub(super) batches: Vec<(i32, usize, Drained)>,
+    /// Batches whose delivery timeout passed before they could be sent.
+    pub(super) expired: Vec<Drained>,
+    pub(super) next_wake: Option<Instant>,
+    pub(super) need_metadata: bool,
+}
+
+pub(super) fn earliest(a: &mut Option<Instant>, t: Instant) {
+    match a {
+        Some(x) if *x <= t => {}
+        _ => *a = Some(t),
+    }
+}
+
+/// Per-partition queues of batches, shared by `send` (appends) and the sender (drains).
+pub(super) struct Accumulator {
+    pub(super) topics: HashMap<Arc<str>, TopicQueues>,
+    pub(super) batch_size: usize,
+    pub(super) linger: Duration,
+    pub(super) compression: Compression,
+    pub(super) next_id: u64,
+}
+
+impl Accumulator {
+    pub(super) fn new(
+        batch_size: usize,
+        linger: Duration,
+        compression: Compression,
+    ) -> Accumulator {
+        Accumulator {
+            topics: HashMap::new(),
+            batch_size: batch_size.max(1),
+            linger,
+            compression,
+            next_id: 1,
+        }
+    }
+
+    /// Appends a record; returns its partition and whether the sender should look (a batch
+    /// became ready or a new batch started its linger clock).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn append(
+        &mut self,
+        topic: &str,
+        num_partitions: i32,
+        target: Target,
+        partitions: &[PartitionInfo],
+        rec: RecordParts<'_>,
+        completion: Completion,
+        counters: &Arc<Counters>,
+        now: Instant,
+    ) -> (i32, bool) {
+        if !self.topics.contains_key(topic) {
+            self.topics.insert(Arc::from(topic), TopicQueues::default());
+        }
+        let topic_arc = self
+            .topics
+            .get_key_value(topic)
+            .map(|(k, _)| k.clone())
+            .expect("inserted above");
+        let tq = self.topics.get_mut(topic).expect("inserted above");
+        let n = num_partitions.max(1) as usize;
+        if tq.parts.len() < n {
+            tq.parts.resize_with(n, PartitionQueue::default);
+        }
+        let batch_size = self.batch_size;
+        let mut wake = false;
+        let p = match target {
+            Target::Partition(p) => p,
+            Target::Sticky => {
+                let (p, switched_from_full) =
+                    choose_sticky(tq, num_partitions, partitions, rec.size, batch_size);
+                wake |= switched_from_full;
+                p
+            }
+        };
+        let q = &mut tq.parts[p as usize];
+        let reuse = match q.open.back_mut() {
+            Some(b) if !b.full => {
+                if b.builder.is_empty() || b.builder.estimated_size() + rec.size <= batch_size {
+                    true
+                } else {
+                    b.full = true;
+                    false
+                }
+            }
+            _ => false,
+        };
+        if !reuse {
+            let id = self.next_id;
+            self.next_id += 1;
+            q.open.push_back(OpenBatch {
+                id,
+                builder: BatchBuilder::new(self.compression),
+                pending: Pending::new(counters.clone(), topic_arc.clone(), p),
+                created: now,
+                full: false,
+            });
+            wake = true;
+        }
+        let b = q.open.back_mut().expect("pushed above");
+        b.builder
+            .push(rec.timestamp, rec.key, rec.value, rec.headers);
+        b.pending.entries.push((completion, rec.timestamp));
+        b.pending.bytes += rec.size;
+        if b.builder.estimated_size() >= batch_size {
+            b.full = true;
+            wake = true;
+        }
+        if matches!(target, Target::Sticky) {
+            tq.sticky = Some(Sticky {
+                partition: p,
+                batch: Some(b.id),
+            });
+        }
+        (p, wake)
+    }
+
+    /// Takes the batches that are ready and whose partition has nothing in flight. `leader_of`
+    /// says where a partition's leader is; `admit(leader, bytes)` assigns the batch to a request
+    /// (by slot number) or refuses it (no request may be started to that broker now).
+    pub(super) fn drain(
+        &mut self,
+        now: Instant,
+        force: bool,
+        delivery_timeout: Duration,
+        leader_of: impl Fn(&str, i32) -> Option<i32>,
+        mut admit: impl FnMut(i32, usize) -> Option<usize>,
+    ) -> DrainResult {
+        let mut out = DrainResult::default();
+        for (topic, tq) in self.topics.iter_mut() {
+            for (p, q) in tq.parts.iter_mut().enumerate() {
+                let p = p as i32;
+                if q.in_flight {
+                    continue;
+                }
+                // Batches that waited too long (no leader, broker down) fail here.
+                loop {
+                    if let Some(r) = &q.retry {
+                        if now >= r.created + delivery_timeout {
+                            out.expired
+                                .push(Drained::Sealed(q.retry.take().expect("some")));
+                            q.retry_at = None;
+                            continue;
+                        }
+                        break;
+                    }
+                    match q.open.front() {
+                        Some(b) if now >= b.created + delivery_timeout => {
+                            out.expired
+                                .push(Drained::Open(q.open.pop_front().expect("some")));
+                        }
+                        _ => break,
+                    }
+                }
+                let (ready, size, at, created) = if let Some(r) = &q.retry {
+                    let at = q.retry_at.unwrap_or(now);
+                    (at <= now, r.data.len(), at, r.created)
+                } else if let Some(b) = q.open.front() {
+                    let at = b.created + self.linger;
+                    let ready = force || b.full || q.open.len() > 1 || at <= now;
+                    (ready, b.builder.estimated_size(), at, b.created)
+                } else {
+                    continue;
+                };
+                earliest(&mut out.next_wake, created + delivery_timeout);
+                if !ready {
+                    earliest(&mut out.next_wake, at);
+                    continue;
+                }
+                let Some(leader) = leader_of(topic, p) else {
+                    out.need_metadata = true;
+                    continue;
+                };
+                let Some(slot) = admit(leader, size) else {
+                    continue;
+                };
+                let d = match q.retry.take() {
+                    Some(r) => {
+                        q.retry_at = None;
+                        Drained::Sealed(r)
+                    }
+                    None => Drained::Open(q.open.pop_front().expect("checked above")),
+                };
+                q.in_flight = true;
+                out.batches.push((leader, slot, d));
+            }
+        }
+        out
+    }
+
+    /// Puts a batch back for a retry at `at`, before everything else of its partition.
+    pub(super) fn requeue(&mut self, batch: Sealed, at: Instant) {
+        let (topic, p) = (batch.pending.topic.clone(), batch.pending.partition);
+        if let Some(q) = self
+            .topics
+            .get_mut(&*topic)
+            .and_then(|t| t.parts.get_mut(p as usize))
+        {
+            q.retry = Some(batch);
+            q.retry_at = Some(at);
+        }
+        // A partition that vanished from the accumulator cannot happen; if it did, dropping the
+        // batch fails its records with Error::Closed.
+    }
+
+    pub(super) fn done(&mut self, topic: &str, partition: i32) {
+        if let Some(q) = self
+            .topics
+            .get_mut(topic)
+            .and_then(|t| t.parts.get_mut(partition as usize))
+        {
+            q.in_flight = false;
+        }
+    }
+}
+
+/// An upper bound of the bytes a record takes in a batch.
+pub(super) fn record_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header]) -> usize {
+    // length, attributes, timestamp delta, offset delta, key and value lengths, header count.
+    let mut size = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+    size += key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len());
+    for h in headers {
+        size += 10 + h.key.len() + h.value.as_ref().map_or(0, |v| v.len());
+    }
+    size
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(n: i32) -> Vec<PartitionInfo> {
+        (0..n)
+            .map(|p| PartitionInfo {
+                partition: p,
+                leader: 1,
+                leader_epoch: 0,
+                error_code: 0,
+            })
+            .collect()
+    }
+
+    struct Harness {
+        acc: Accumulator,
+        counters: Arc<Counters>,
+        infos: Vec<PartitionInfo>,
+    }
+
+    impl Harness {
+        fn new(batch_size: usize, linger_ms: u64, n: i32) -> Harness {
+            Harness {
+                acc: Accumulator::new(
+                    batch_size,
+                    Duration::from_millis(linger_ms),
+                    Compression::None,
+                ),
+                counters: Arc::new(Counters::default()),
+                infos: parts(n),
+            }
+        }
+
+        fn append(&mut self, target: Target, value: &[u8], now: Instant) -> (i32, Delivery) {
+            let slot = Arc::new(DeliverySlot::default());
+            let size = record_size(None, Some(value), &[]);
+            self.counters
+                .reserve(size, usize::MAX, Deadline::after(Duration::ZERO))
+                .unwrap();
+            let (p, _) = self.acc.append(
+                "t",
+                self.infos.len() as i32,
+                target,
+                &self.infos,
+                RecordParts {
+                    timestamp: 1,
+                    key: None,
+                    value: Some(value),
+                    headers: &[],
+                    size,
+                },
+                Completion::Slot(slot.clone()),
+                &self.counters,
+                now,
+            );
+            (p, Delivery { slot })
+        }
+
+        fn drain(&mut self, now: Instant, force: bool) -> DrainResult {
+            self.acc.drain(
+                now,
+                force,
+                Duration::from_secs(120),
+                |_, _| Some(1),
+                |_, _| Some(0),
+            )
+        }
+    }
+
+    fn records_of(d: &Drained) -> usize {
+        match d {
+            Drained::Open(b) => b.builder.len(),
+            Drained::Sealed(s) => s.pending.entries.len(),
+        }
+    }
+
+    #[test]
+    fn batch_is_ready_when_full() {
+        let mut h = Harness::new(1000, 3_600_000, 1);
+        let t0 = Instant::now();
+        let v = [7u8; 100];
+        let mut appended = 0;
+        let r = loop {
+            h.append(Target::Partition(0), &v, t0);
+            appended += 1;
+            let r = h.drain(t0, false);
+            if !r.batches.is_empty() {
+                break r;
+            }
+            assert!(appended < 20, "never ready");
+        };
+        assert_eq!(r.batches.len(), 1);
+        let Drained::Open(b) = &r.batches[0].2 else {
+            panic!()
+        };
+        let (n, est) = (b.builder.len(), b.builder.estimated_size());
+        assert!(est <= 1000 && est + 140 > 1000, "{n} records, {est} B");
+        assert!(n == appended || n + 1 == appended);
+        // A record larger than batch.size gets a batch of its own, ready at once.
+        h.acc.done("t", 0);
+        h.append(Target::Partition(0), &[1u8; 5000], t0);
+        let r = h.drain(t0, false);
+        assert_eq!(r.batches.len(), 1);
+        assert_eq!(records_of(&r.batches[0].2), 1);
+    }
+
+    #[test]
+    fn batch_is_ready_after_linger_or_on_flush() {
+        let mut h = Harness::new(16384, 50, 2);
+        let t0 = Instant::now();
+        h.append(Target::Partition(0), b"x", t0);
+        let r = h.drain(t0, false);
+        assert!(r.batches.is_empty());
+        assert_eq!(r.next_wake, Some(t0 + Duration::from_millis(50)));
+        let r = h.drain(t0 + Duration::from_millis(49), false);
+        assert!(r.batches.is_empty());
+        let r = h.drain(t0 + Duration::from_millis(50), false);
+        assert_eq!(r.batches.len(), 1);
+
+        h.append(Target::Partition(1), b"y", t0);
+        let r = h.drain(t0, true);
+        assert_eq!(r.batches.len(), 1, "flush makes every batch ready");
+    }
+
+    #[test]
+    fn one_batch_in_flight_per_partition() {
+        let mut h = Harness::new(16384, 0, 1);
+        let t0 = Instant::now();
+        h.append(Target::Partition(0), b"a", t0);
+        assert_eq!(h.drain(t0, false).batches.len(), 1);
+        h.append(Target::Partition(0), b"b", t0);
+        assert!(
+            h.drain(t0, true).batches.is_empty(),
+            "partition 0 is in flight"
+        );
+        h.acc.done("t", 0);
+        assert_eq!(h.drain(t0, false).batches.len(), 1);
+    }
+
+    #[test]
+    fn retried_batch_goes_first_after_its_backoff() {
+        let mut h = Harness::new(16384, 0, 1);
+        let t0 = Instant::now();
+        h.append(Target::Partition(0), b"a", t0);
+        let Drained::Open(b) = h.drain(t0, false).batches.pop().unwrap().2 else {
+            panic!("expected an open batch")
+        };
+        h.append(Target::Partition(0), b"b", t0);
+        let sealed = Sealed {
+            data: b.builder.finish().unwrap(),
+            pending: b.pending,
+            created: b.created,
+            retry: Retry::new(crate::backoff::Backoff::new(
+                Duration::from_millis(100),
+                Duration::from_secs(1),
+            )),
+        };
+        h.acc.done("t", 0);
+        h.acc.requeue(sealed, t0 + Duration::from_millis(100));
+        let r = h.drain(t0, true);
+        assert!(r.batches.is_empty(), "the retry waits for its backoff");
+        assert_eq!(r.next_wake.unwrap(), t0 + Duration::from_millis(100));
+        let r = h.drain(t0 + Duration::from_millis(100), false);
+        assert!(matches!(r.batches[0].2, Drained::Sealed(_)));
+    }
+
+    #[test]
+    fn unsendable_batches_expire_after_delivery_timeout() {
+        let mut h = Harness::new(16384, 0, 1);
+        let t0 = Instant::now();
+        let (_, mut d) = h.append(Target::Partition(0), b"a", t0);
+        let r = h
+            .acc
+            .drain(t0, false, Duration::from_secs(1), |_, _| None, |_, _| None);
+        assert!(r.need_metadata);
+        assert!(r.expired.is_empty());
+        let mut r = h.acc.drain(
+            t0 + Duration::from_secs(1),
+            false,
+            Duration::from_secs(1),
+            |_, _| None,
+            |_, _| None,
+        );
+        assert_eq!(r.expired.len(), 1);
+        let Drained::Open(mut b) = r.expired.pop().unwrap() else {
+            panic!()
+        };
+        b.pending.fail(Error::Timeout("x".into()));
+        assert!(matches!(d.try_get(), Some(Err(Error::Timeout(_)))));
+        assert_eq!(lock(&h.counters.state).outstanding, 0);
+        assert_eq!(lock(&h.counters.state).bytes, 0);
+    }
+
+    #[test]
+    fn sticky_partition_switches_when_batch_full_or_sent() {
+        let mut h = Harness::new(500, 3_600_000, 6);
+        let t0 = Instant::now();
+        let v = [0u8; 100];
+        let (first, _) = h.append(Target::Sticky, &v, t0);
+        let mut same = 1;
+        let second = loop {
+            let (p, _) = h.append(Target::Sticky, &v, t0);
+            if p != first {
+                break p;
+            }
+            same += 1;
+            assert!(same < 10, "never switched");
+        };
+        // 500 B holds three or four records of about 140 B.
+        assert!((3..=4).contains(&same), "{same} records before switching");
+        assert!(
+            h.acc.topics["t"].parts[first as usize].open[0].full,
+            "the abandoned batch is closed, to be sent"
+        );
+        // Sending the sticky partition's batch also moves unkeyed records elsewhere.
+        let r = h.drain(t0, true);
+        assert_eq!(r.batches.len(), 2);
+        let (third, _) = h.append(Target::Sticky, &v, t0);
+        assert_ne!(third, second);
+        let (fourth, _) = h.append(Target::Sticky, &v, t0);
+        assert_eq!(fourth, third, "stays while the batch has room");
+    }
+
+    #[test]
+    fn sticky_prefers_partitions_with_a_leader() {
+        let mut h = Harness::new(100, 3_600_000, 6);
+        for i in &mut h.infos {
+            i.leader = if i.partition == 4 || i.partition == 2 {
+                1
+            } else {
+                -1
+            };
+        }
+        let t0 = Instant::now();
+        for _ in 0..50 {
+            let (p, _) = h.append(Target::Sticky, &[0u8; 100], t0);
+            assert!(p == 4 || p == 2, "picked leaderless partition {p}");
+        }
+    }
+
+    #[test]
+    fn dropped_records_fail_with_closed_and_release_memory() {
+        let mut h = Harness::new(16384, 0, 1);
+        let (_, d) = h.append(Target::Partition(0), b"a", Instant::now());
+        assert_eq!(lock(&h.counters.state).outstanding, 1);
+        h.acc.topics.clear();
+        assert!(matches!(d.wait(), Err(Error::Closed)));
+        assert_eq!(lock(&h.counters.state).outstanding, 0);
+        assert_eq!(lock(&h.counters.state).bytes, 0);
+    }
+
+    #[test]
+    fn completed_records_get_consecutive_offsets() {
+        let mut h = Harness::new(16384, 0, 1);
+        let t0 = Instant::now();
+        let (_, mut d0) = h.append(Target::Partition(0), b"a", t0);
+        let (_, d1) = h.append(Target::Partition(0), b"b", t0);
+        assert!(d0.try_get().is_none());
+        let Drained::Open(mut b) = h.drain(t0, false).batches.pop().unwrap().2 else {
+            panic!()
+        };
+        b.pending.complete(Ok((41, -1)));
+        let m0 = d0.try_get().unwrap().unwrap();
+        assert_eq!((m0.topic.as_str(), m0.partition, m0.offset), ("t", 0, 41));
+        assert_eq!(d0.wait().unwrap().offset, 41, "still there after try_get");
+        assert_eq!(d1.wait().unwrap().offset, 42);
+    }
+
+    #[test]
+    fn buffer_memory_blocks_then_times_out() {
+        let c = Counters::default();
+        c.reserve(80, 100, Deadline::after(Duration::ZERO)).unwrap();
+        let t = Instant::now();
+        let e = c
+            .reserve(30, 100, Deadline::after(Duration::from_millis(50)))
+            .unwrap_err();
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        assert!(matches!(e, Error::Timeout(_)), "{e}");
+        c.release(80, 1);
+        c.reserve(30, 100, Deadline::after(Duration::ZERO)).unwrap();
+    }
+}
