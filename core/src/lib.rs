@@ -1,7 +1,10 @@
-//! lagless: a Kafka consumer client.
+// The crate's front page is its README, so that its example is compiled and run as a doctest.
+#![doc = include_str!("../README.md")]
+//!
+//! ## Layout
 //!
 //! The crate speaks the Kafka wire protocol itself. `kafka-protocol` supplies the message schemas and
-//! is reached only through [`protocol`]; everything a user sees is lagless' own types.
+//! is reached only through the `protocol` module; everything a user sees is lagless' own types.
 #![deny(unsafe_code)]
 
 pub mod admin;

@@ -740,6 +740,12 @@ impl Producer {
                 ),
             )
         })?;
+        if !compression.is_available() {
+            return Err(Error::config(
+                "compression.type",
+                compression.unavailable_reason(),
+            ));
+        }
         if config.batch_size == 0 {
             return Err(Error::config("batch.size", "must be at least 1"));
         }

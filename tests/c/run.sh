@@ -44,7 +44,7 @@ for t in test_produce test_errors group_member produce_n test_recovery test_lear
 done
 echo '#include <lagless.h>' | g++ -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only $(pkg-config --cflags lagless) -
 g++ -std=c++11 -Wall -Wextra -Werror -o "$work/consume_cpp" tests/c/consume.cpp "${PC[@]}"
-make -s -C examples/c clean consume
+make -s -C examples/c clean consume && make -s -C examples/c clean
 cc "${CFLAGS[@]}" -o "$work/consume_static" examples/c/consume.c $(pkg-config --cflags lagless) \
   "$work/prefix/lib/liblagless.a" -lpthread -ldl -lm
 out="$("$work/consume_static" 2>&1 || true)"; [[ "$out" == *usage* ]] # the static build runs
@@ -149,12 +149,20 @@ cpp_topic="lagless-c-cpp-$run_id"
 "$work/produce_n" "$cpp_topic" 3 90 1
 "$work/consume_cpp" "$cpp_topic" "lagless-c-cpp-g-$run_id" 90
 
-step "example consume.c"
+step "example consume.c, built with CMake against the installed package"
+# find_package(lagless) from the installed prefix, linked through the imported target.
+cmake -S examples/c -B "$work/cmake-example" -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/cmake-example" >/dev/null
 ex_topic="lagless-c-example-$run_id"
 "$work/produce_n" "$ex_topic" 2 10 1
-examples/c/consume "$LAGLESS_BOOTSTRAP" "$ex_topic" "lagless-c-ex-$run_id" 10 | tail -2 | tee "$work/ex.out"
+"$work/cmake-example/consume" "$LAGLESS_BOOTSTRAP" "$ex_topic" "lagless-c-ex-$run_id" 10 | tail -2 | tee "$work/ex.out"
 grep -q "consumed 10 messages" "$work/ex.out"
-make -s -C examples/c clean
+# The installed library is the stripped one, with no debug sections left.
+if readelf -S "$work/prefix/lib/liblagless.so.$version" | grep -q '\.debug_'; then
+  echo "the installed liblagless.so still has debug sections"; exit 1
+fi
+echo "installed: $(du -h "$work/prefix/lib/liblagless.so.$version" | cut -f1) shared, $(du -h "$work/prefix/lib/liblagless.a" | cut -f1) static"
 
 step "Python ctypes"
 LAGLESS_LIB="$so" python3 -m pytest -q tests/c/test_ctypes.py

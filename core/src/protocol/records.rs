@@ -9,7 +9,10 @@
 //!
 //! Keys and values are `Bytes` slices of the fetched buffer (or of the one decompressed buffer of
 //! a compressed batch), so decoding a record allocates nothing but its headers.
-use std::io::{Read, Write};
+#[cfg(any(feature = "gzip", feature = "lz4", feature = "zstd"))]
+use std::io::Read;
+#[cfg(any(feature = "gzip", feature = "lz4"))]
+use std::io::Write;
 use std::ops::Range;
 
 use bytes::Bytes;
@@ -106,6 +109,26 @@ impl Compression {
             "zstd" => Some(Compression::Zstd),
             _ => None,
         }
+    }
+
+    /// Whether this build of lagless has the codec: each one but `none` is a cargo feature
+    /// (`gzip`, `snappy`, `lz4`, `zstd`, all on by default).
+    pub fn is_available(self) -> bool {
+        match self {
+            Compression::None => true,
+            Compression::Gzip => cfg!(feature = "gzip"),
+            Compression::Snappy => cfg!(feature = "snappy"),
+            Compression::Lz4 => cfg!(feature = "lz4"),
+            Compression::Zstd => cfg!(feature = "zstd"),
+        }
+    }
+
+    /// Why a codec cannot be used in this build, naming the feature that would bring it.
+    pub fn unavailable_reason(self) -> String {
+        format!(
+            "lagless was built without the `{0}` feature, so it cannot read or write {0} batches",
+            self.name()
+        )
     }
 
     fn attribute_bits(self) -> i16 {
@@ -503,17 +526,24 @@ fn decompress(
 ) -> std::result::Result<Vec<u8>, String> {
     match compression {
         Compression::None => Ok(input.to_vec()),
+        #[cfg(feature = "gzip")]
         Compression::Gzip => read_bounded(flate2::read::MultiGzDecoder::new(input), input, limit),
+        #[cfg(feature = "snappy")]
         Compression::Snappy => snappy_decompress(input, limit),
+        #[cfg(feature = "lz4")]
         Compression::Lz4 => read_bounded(lz4_flex::frame::FrameDecoder::new(input), input, limit),
+        #[cfg(feature = "zstd")]
         Compression::Zstd => {
             let decoder =
                 zstd::stream::read::Decoder::with_buffer(input).map_err(|e| e.to_string())?;
             read_bounded(decoder, input, limit)
         }
+        #[allow(unreachable_patterns)] // reached only when a codec's feature is off
+        other => Err(other.unavailable_reason()),
     }
 }
 
+#[cfg(any(feature = "gzip", feature = "lz4", feature = "zstd"))]
 fn read_bounded<R: Read>(
     reader: R,
     input: &[u8],
@@ -536,6 +566,7 @@ fn read_bounded<R: Read>(
 
 /// Snappy as Kafka producers write it: xerial-framed by the Java client, raw by some others.
 /// snappy-java reads anything without the xerial magic as raw snappy, and so does this.
+#[cfg(feature = "snappy")]
 fn snappy_decompress(input: &[u8], limit: usize) -> std::result::Result<Vec<u8>, String> {
     let mut decoder = snap::raw::Decoder::new();
     let too_large = || format!("output exceeds {limit} bytes; refusing to inflate further");
@@ -579,12 +610,14 @@ fn snappy_decompress(input: &[u8], limit: usize) -> std::result::Result<Vec<u8>,
 fn compress(compression: Compression, input: &[u8]) -> std::io::Result<Vec<u8>> {
     match compression {
         Compression::None => Ok(input.to_vec()),
+        #[cfg(feature = "gzip")]
         Compression::Gzip => {
             let mut encoder =
                 flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
             encoder.write_all(input)?;
             encoder.finish()
         }
+        #[cfg(feature = "snappy")]
         Compression::Snappy => {
             let mut encoder = snap::raw::Encoder::new();
             let mut out = Vec::with_capacity(XERIAL_HEADER_LEN + input.len() / 2);
@@ -598,6 +631,7 @@ fn compress(compression: Compression, input: &[u8]) -> std::io::Result<Vec<u8>> 
             }
             Ok(out)
         }
+        #[cfg(feature = "lz4")]
         Compression::Lz4 => {
             // The Java client decompresses each LZ4 block on its own, so blocks must not refer
             // to earlier ones.
@@ -608,7 +642,10 @@ fn compress(compression: Compression, input: &[u8]) -> std::io::Result<Vec<u8>> 
             encoder.finish().map_err(std::io::Error::other)
         }
         // Level 0 is zstd's default (3), which is also Kafka's.
+        #[cfg(feature = "zstd")]
         Compression::Zstd => zstd::bulk::compress(input, 0),
+        #[allow(unreachable_patterns)] // reached only when a codec's feature is off
+        other => Err(std::io::Error::other(other.unavailable_reason())),
     }
 }
 
