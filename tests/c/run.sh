@@ -2,7 +2,7 @@
 # The C ABI's acceptance tests, against the live broker at LAGLESS_BOOTSTRAP:
 #   build liblagless (release), check the committed header, install to a temporary prefix and
 #   build every C program through pkg-config with -std=c99 -Wall -Wextra -Werror -pedantic;
-#   check the exports and soname; run produce / error-path / two-process group / recovery-stream /
+#   check the exports, soname and ABI baseline; run produce / error-path / two-process group / recovery-stream /
 #   learner-assignment tests plainly, under AddressSanitizer and (produce, errors) under valgrind;
 #   the C++ consumer; the example; the Python ctypes test.
 # Usage: LAGLESS_BOOTSTRAP=host:port tests/c/run.sh
@@ -33,6 +33,10 @@ if [[ -n "$others" ]]; then echo "exported symbols outside lagless_*:"; echo "$o
 echo "$(nm -D --defined-only "$so" | wc -l) symbols, all lagless_*"
 readelf -d "$so" | grep -q 'SONAME.*\[liblagless\.so\.0\]' || { echo "soname is not liblagless.so.0"; exit 1; }
 echo "soname liblagless.so.0"
+
+step "ABI against the committed baseline"
+# An incompatible change to liblagless.so.0 fails here unless the soname changes too.
+bash ffi/check-abi.sh
 
 step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
