@@ -57,10 +57,14 @@ const INFLATE_RATIO: usize = 64;
 const INFLATE_SLACK: usize = 1 << 20;
 
 /// The xerial snappy-java stream header: magic, then version and minimum compatible version.
+#[cfg(feature = "snappy")]
 const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
+#[cfg(feature = "snappy")]
 const XERIAL_HEADER_LEN: usize = 16;
+#[cfg(feature = "snappy")]
 const XERIAL_VERSION: i32 = 1;
 /// snappy-java's default block size, which the Java producer uses.
+#[cfg(feature = "snappy")]
 const XERIAL_BLOCK_SIZE: usize = 32 * 1024;
 
 /// The compression codec of a batch (the low three bits of its attributes).
@@ -539,7 +543,10 @@ fn decompress(
             read_bounded(decoder, input, limit)
         }
         #[allow(unreachable_patterns)] // reached only when a codec's feature is off
-        other => Err(other.unavailable_reason()),
+        other => {
+            let _ = (input, limit); // unused when every codec is off
+            Err(other.unavailable_reason())
+        }
     }
 }
 
