@@ -128,6 +128,12 @@
 #define LAGLESS_ERR_AUTHENTICATION 15
 
 /**
+ * TLS failed: the broker's certificate is untrusted, expired or for another host, the client
+ * certificate was refused, or `security.protocol` mismatches the listener; fatal.
+ */
+#define LAGLESS_ERR_SSL 16
+
+/**
  * lagless hit an internal bug (a Rust panic, caught at the C boundary).
  */
 #define LAGLESS_ERR_PANIC 100

@@ -41,6 +41,14 @@ public class BenchConsume {
         p.put("check.crcs", "true");
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        // bench/run --tls: the security settings, one key=value a line.
+        String extra = System.getenv("BENCH_CONFIG");
+        if (extra != null) {
+            for (String line : extra.split("\n")) {
+                int eq = line.indexOf('=');
+                if (eq > 0) p.put(line.substring(0, eq), line.substring(eq + 1));
+            }
+        }
         List<TopicPartition> tps = new ArrayList<>();
         for (int i = 0; i < partitions; i++) tps.add(new TopicPartition(topic, i));
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {

@@ -11,6 +11,7 @@ RESULT <records> <bytes> <seconds> <cpu ticks>; ticks are utime+stime from /proc
 Every client reads from offset 0 with manual assignment, no group, CRC checks on, and the same
 fetch sizes (fetch.max.bytes 50 MiB, max.partition.fetch.bytes 1 MiB, fetch.max.wait 500 ms).
 """
+import os
 import sys
 import time
 
@@ -58,6 +59,12 @@ class Meter:
         print(f"RESULT {self.n} {self.bytes} {secs:.6f} {cpu_ticks()}", flush=True)
 
 
+def extra_config() -> dict:
+    """bench/run --tls: the security settings from BENCH_CONFIG, one key=value a line."""
+    lines = os.environ.get("BENCH_CONFIG", "").splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
 def size(m_key, m_value) -> int:
     return (len(m_key) if m_key is not None else 0) + (len(m_value) if m_value is not None else 0)
 
@@ -70,6 +77,7 @@ def confluent(mode, bootstrap, topic, partitions, meter):
         "fetch.max.bytes": FETCH_MAX, "max.partition.fetch.bytes": PARTITION_FETCH_MAX,
         "receive.message.max.bytes": FETCH_MAX + 1024 * 1024,
         "fetch.wait.max.ms": FETCH_WAIT_MS, "check.crcs": True,
+        **extra_config(),
     })
     meter.start()
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])

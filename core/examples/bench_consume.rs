@@ -28,7 +28,7 @@ fn main() -> lagless::Result<()> {
     let (bootstrap, topic) = (&args[1], &args[2]);
     let partitions: i32 = args[3].parse().expect("partitions");
     let want: u64 = args[4].parse().expect("records");
-    let config = Config::from_pairs([
+    let mut config = Config::from_pairs([
         ("bootstrap.servers", bootstrap.as_str()),
         ("client.id", "bench-lagless"),
         ("auto.offset.reset", "earliest"),
@@ -38,6 +38,12 @@ fn main() -> lagless::Result<()> {
         ("fetch.max.wait.ms", "500"),
         ("check.crcs", "true"),
     ])?;
+    // bench/run --tls: the security settings, one `key=value` a line.
+    for line in std::env::var("BENCH_CONFIG").unwrap_or_default().lines() {
+        if let Some((k, v)) = line.split_once('=') {
+            config.set(k, v)?;
+        }
+    }
     let consumer = Consumer::from_config(&config)?;
     let tps: Vec<TopicPartition> = (0..partitions)
         .map(|p| TopicPartition::new(topic.as_str(), p))

@@ -58,6 +58,10 @@ pub enum Error {
     /// that could not prove it knows the password (SCRAM), or no token to offer (OAUTHBEARER).
     /// Fatal: trying again with the same credentials fails the same way.
     Authentication(String),
+    /// TLS failed: the broker's certificate is untrusted, expired or made out for another host,
+    /// the broker refused lagless's client certificate, or one side speaks TLS and the other
+    /// does not (`security.protocol` mismatches the listener). Fatal, as authentication.
+    Tls(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -317,6 +321,7 @@ impl Error {
             Error::Callback(_) => 13,
             Error::IllegalState(_) => 14,
             Error::Authentication(_) => 15,
+            Error::Tls(_) => 16,
         }
     }
 
@@ -338,6 +343,7 @@ impl Error {
             Error::Callback(_) => "CALLBACK",
             Error::IllegalState(_) => "ILLEGAL_STATE",
             Error::Authentication(_) => "AUTHENTICATION",
+            Error::Tls(_) => "SSL",
         }
     }
 
@@ -381,7 +387,7 @@ impl Error {
     pub fn is_fatal(&self) -> bool {
         match self {
             Error::Kafka { code, .. } => kafka_error_action(*code) == Action::Fatal,
-            Error::Closed | Error::Authentication(_) => true,
+            Error::Closed | Error::Authentication(_) | Error::Tls(_) => true,
             _ => false,
         }
     }
@@ -428,6 +434,7 @@ impl fmt::Display for Error {
             Error::Callback(m) => write!(f, "rebalance callback failed: {m}"),
             Error::IllegalState(m) => write!(f, "illegal state: {m}"),
             Error::Authentication(m) => write!(f, "authentication failed: {m}"),
+            Error::Tls(m) => write!(f, "TLS: {m}"),
         }
     }
 }

@@ -597,7 +597,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
         // A TLS alert record (content type 21, version 3.x): the listener speaks TLS and has
         // just refused what it read as a ClientHello.
         if io.plaintext && len[0] == 0x15 && len[1] == 0x03 {
-            break Error::Authentication(format!(
+            break Error::Tls(format!(
                 "broker {} answered in TLS: the listener is probably SSL or SASL_SSL, so \
                  `security.protocol` probably mismatches",
                 io.addr
@@ -641,8 +641,8 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
 /// client certificate) says which and is not retried.
 fn lost(io: &Io, what: &str, e: &std::io::Error) -> Error {
     match tls::rustls_error(e) {
-        Some(t) => Error::Authentication(format!(
-            "TLS with broker {} failed: {}",
+        Some(t) => Error::Tls(format!(
+            "connection to broker {} failed: {}",
             io.addr,
             tls::describe(t, io.client_certificate)
         )),

@@ -514,9 +514,18 @@ fn consumer_error(c: &Config, within: Duration) -> (Error, Duration) {
 /// The error is an authentication error (fatal, not retried) whose message names every part of
 /// `names` and none of `secrets`, and it came fast.
 fn assert_auth_error(c: &Config, names: &[&str], secrets: &[&str]) {
+    assert_fatal_error(c, "AUTHENTICATION", names, secrets);
+}
+
+/// The same for a TLS error: a certificate check or a TLS/plaintext mismatch.
+fn assert_tls_error(c: &Config, names: &[&str]) {
+    assert_fatal_error(c, "SSL", names, &[]);
+}
+
+fn assert_fatal_error(c: &Config, kind: &str, names: &[&str], secrets: &[&str]) {
     let (e, took) = consumer_error(c, Duration::from_secs(30));
     let m = e.to_string();
-    assert_eq!(e.name(), "AUTHENTICATION", "{m}");
+    assert_eq!(e.name(), kind, "{m}");
     assert!(e.is_fatal() && !e.is_retriable(), "{m}");
     for n in names {
         assert!(m.contains(n), "`{n}` not in: {m}");
@@ -584,17 +593,13 @@ fn an_unknown_user_is_an_authentication_error() {
 fn an_untrusted_broker_certificate_is_reported_as_such() {
     let other = file("other-ca.pem");
     let c = ssl("LAGLESS_SSL_BOOTSTRAP", &[("ssl.ca.location", &other)]);
-    assert_auth_error(
-        &c,
-        &["TLS", "not trusted", &env("LAGLESS_SSL_BOOTSTRAP")],
-        &[],
-    );
+    assert_tls_error(&c, &["TLS", "not trusted", &env("LAGLESS_SSL_BOOTSTRAP")]);
 }
 
 #[test]
 fn a_hostname_mismatch_is_reported_as_such_and_can_be_allowed() {
     let c = ssl("LAGLESS_SSL_WRONGHOST_BOOTSTRAP", &[]);
-    assert_auth_error(&c, &["TLS", "hostname mismatch"], &[]);
+    assert_tls_error(&c, &["TLS", "hostname mismatch", "wrong.example"]);
     let c = ssl(
         "LAGLESS_SSL_WRONGHOST_BOOTSTRAP",
         &[("ssl.endpoint.identification.algorithm", "none")],
@@ -605,13 +610,34 @@ fn a_hostname_mismatch_is_reported_as_such_and_can_be_allowed() {
 #[test]
 fn an_expired_broker_certificate_is_reported_as_such() {
     let c = ssl("LAGLESS_SSL_EXPIRED_BOOTSTRAP", &[]);
-    assert_auth_error(&c, &["TLS", "expired"], &[]);
+    // When, as a date: the harness's certificate ended a day ago.
+    let (e, _) = consumer_error(&c, Duration::from_secs(30));
+    // (Either of two dates, in case midnight passed since the harness made the certificate.)
+    let m = e.to_string();
+    let dates: Vec<String> = [1, 2]
+        .map(|back| {
+            let d = time::OffsetDateTime::now_utc()
+                - time::Duration::days(1)
+                - time::Duration::hours(back - 1);
+            format!(
+                "expired on {:04}-{:02}-{:02} ",
+                d.year(),
+                u8::from(d.month()),
+                d.day()
+            )
+        })
+        .into();
+    assert!(
+        dates.iter().any(|d| m.contains(d)) && m.contains(" UTC (it is now "),
+        "{dates:?} not in: {m}"
+    );
+    assert_tls_error(&c, &["TLS", "expired"]);
 }
 
 #[test]
 fn mutual_tls_without_a_client_certificate_says_one_is_required() {
     let c = ssl("LAGLESS_MTLS_BOOTSTRAP", &[]);
-    assert_auth_error(&c, &["TLS", "requires a client certificate"], &[]);
+    assert_tls_error(&c, &["TLS", "requires a client certificate"]);
 }
 
 #[test]
@@ -634,7 +660,7 @@ fn a_jks_truststore_is_refused_with_how_to_convert_it() {
 #[test]
 fn a_plaintext_client_on_a_tls_listener_says_the_protocol_mismatches() {
     let c = config(&env("LAGLESS_SSL_BOOTSTRAP"), &[]);
-    assert_auth_error(&c, &["security.protocol", "mismatch"], &[]);
+    assert_tls_error(&c, &["security.protocol", "mismatch"]);
 }
 
 #[test]
@@ -651,7 +677,7 @@ fn a_tls_client_on_a_plaintext_listener_says_the_protocol_mismatches() {
         plaintext,
         &[("security.protocol", "SSL"), ("ssl.ca.location", &ca)],
     );
-    assert_auth_error(&c, &["security.protocol", "mismatch"], &[]);
+    assert_tls_error(&c, &["security.protocol", "mismatch"]);
 }
 
 #[test]

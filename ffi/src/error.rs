@@ -34,6 +34,9 @@ pub const LAGLESS_ERR_CALLBACK: i32 = 13;
 pub const LAGLESS_ERR_ILLEGAL_STATE: i32 = 14;
 /// SASL authentication failed (wrong credentials, refused mechanism, no token); fatal.
 pub const LAGLESS_ERR_AUTHENTICATION: i32 = 15;
+/// TLS failed: the broker's certificate is untrusted, expired or for another host, the client
+/// certificate was refused, or `security.protocol` mismatches the listener; fatal.
+pub const LAGLESS_ERR_SSL: i32 = 16;
 /// lagless hit an internal bug (a Rust panic, caught at the C boundary).
 pub const LAGLESS_ERR_PANIC: i32 = 100;
 
@@ -209,6 +212,7 @@ mod tests {
                 Error::Authentication("x".into()),
                 LAGLESS_ERR_AUTHENTICATION,
             ),
+            (Error::Tls("x".into()), LAGLESS_ERR_SSL),
         ];
         for (e, code) in cases {
             assert_eq!(e.code(), code, "{e}");

@@ -2,11 +2,12 @@
 # The C ABI's acceptance tests, against the live broker at LAGLESS_BOOTSTRAP:
 #   build liblagless (release), check the committed header, install to a temporary prefix and
 #   build every C program through pkg-config with -std=c99 -Wall -Wextra -Werror -pedantic;
-#   check the exports, soname and ABI baseline; run produce / error-path / two-process group / recovery-stream /
-#   learner-assignment tests plainly, under AddressSanitizer and (produce, errors) under valgrind;
+#   check the exports, soname and ABI baseline; run produce / error-path / two-process group /
+#   recovery-stream / learner-assignment tests and the TLS/SASL round trips (over the security
+#   listeners of `kafka_broker.py --security`) plainly, under AddressSanitizer and (produce,
+#   errors) under valgrind;
 #   the C++ consumer; the example; the Python ctypes test.
-# Usage: LAGLESS_BOOTSTRAP=host:port tests/c/run.sh
-#   or:  python3 tests/kafka_broker.py run -- bash tests/c/run.sh
+# Usage: python3 tests/kafka_broker.py run --security -- bash tests/c/run.sh
 # LAGLESS_C_SKIP_VALGRIND=1 skips the valgrind runs; LAGLESS_VALGRIND_GROUP=1 adds the group test.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,7 +43,7 @@ step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
 read -r -a PC <<<"$(pkg-config --cflags --libs lagless)"
-for t in test_produce test_errors group_member produce_n test_recovery test_learners test_lookups; do
+for t in test_produce test_errors group_member produce_n test_recovery test_learners test_lookups test_security; do
   cc "${CFLAGS[@]}" -o "$work/$t" "tests/c/$t.c" "${PC[@]}" -pthread
   cc "${CFLAGS[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$work/asan-$t" "tests/c/$t.c" "${PC[@]}" -pthread
 done
@@ -117,6 +118,8 @@ step "learner assignments"
 "$work/test_learners" "lagless-c-learners-$run_id" "lagless-c-learners-g-$run_id"
 step "lookups and group controls"
 "$work/test_lookups" "lagless-c-lookups-$run_id" "lagless-c-lookups-g-$run_id"
+step "TLS and SASL"
+"$work/test_security" "lagless-c-security-$run_id"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
 step "AddressSanitizer: produce"
@@ -131,6 +134,8 @@ step "AddressSanitizer: learner assignments"
 "$work/asan-test_learners" "lagless-c-learners-asan-$run_id" "lagless-c-learners-g-asan-$run_id"
 step "AddressSanitizer: lookups and group controls"
 "$work/asan-test_lookups" "lagless-c-lookups-asan-$run_id" "lagless-c-lookups-g-asan-$run_id"
+step "AddressSanitizer: TLS and SASL"
+"$work/asan-test_security" "lagless-c-security-asan-$run_id"
 unset ASAN_OPTIONS
 
 if [[ "${LAGLESS_C_SKIP_VALGRIND:-0}" != 1 ]]; then

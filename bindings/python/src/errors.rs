@@ -27,6 +27,7 @@ fn class_name(code: i32) -> &'static str {
         13 => "CallbackError",
         14 => "IllegalStateError",
         15 => "AuthenticationError",
+        16 => "SslError",
         _ => "LaglessError",
     }
 }

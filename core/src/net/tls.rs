@@ -475,6 +475,27 @@ fn pem_key(key: &str, pem: &[u8], password: Option<&str>) -> Result<PrivateKeyDe
     ))
 }
 
+const NAME_HINT: &str = "connect by a name the certificate carries, or set \
+     `ssl.endpoint.identification.algorithm=none` to skip the check";
+
+/// A certificate time as a UTC date a person reads at a glance, e.g. "2026-11-30 12:00:00 UTC".
+fn utc(t: UnixTime) -> String {
+    let secs = i64::try_from(t.as_secs()).unwrap_or(i64::MAX);
+    match time::OffsetDateTime::from_unix_timestamp(secs) {
+        Ok(d) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+            d.year(),
+            u8::from(d.month()),
+            d.day(),
+            d.hour(),
+            d.minute(),
+            d.second()
+        ),
+        // Beyond year 9999: no certificate says that, but say something true anyway.
+        Err(_) => format!("{secs} seconds after 1970-01-01 UTC"),
+    }
+}
+
 /// The TLS error behind an I/O error, if there is one.
 pub(crate) fn rustls_error(e: &io::Error) -> Option<&rustls::Error> {
     e.get_ref()?.downcast_ref::<rustls::Error>()
@@ -486,9 +507,12 @@ pub(crate) fn describe(e: &rustls::Error, client_certificate: bool) -> String {
     match e {
         rustls::Error::InvalidCertificate(c) => match c {
             CertificateError::UnknownIssuer => "the broker's certificate is not trusted: it is not signed by a trusted CA (set `ssl.ca.location` or `ssl.truststore.location` to the CA that signed it; without either the system's CAs are trusted)".to_string(),
-            CertificateError::Expired | CertificateError::ExpiredContext { .. } => format!("the broker's certificate has expired ({c:?})"),
-            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => format!("the broker's certificate is not valid yet ({c:?})"),
-            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => format!("hostname mismatch: the broker's certificate is not valid for the host lagless connected to ({c:?}); connect by a name the certificate carries, or set `ssl.endpoint.identification.algorithm=none` to skip the check"),
+            CertificateError::Expired => "the broker's certificate has expired".to_string(),
+            CertificateError::ExpiredContext { time, not_after } => format!("the broker's certificate expired on {} (it is now {})", utc(*not_after), utc(*time)),
+            CertificateError::NotValidYet => "the broker's certificate is not valid yet".to_string(),
+            CertificateError::NotValidYetContext { time, not_before } => format!("the broker's certificate is not valid before {} (it is now {}): check the clocks", utc(*not_before), utc(*time)),
+            CertificateError::NotValidForName => format!("hostname mismatch: the broker's certificate is not valid for the host lagless connected to; {NAME_HINT}"),
+            CertificateError::NotValidForNameContext { expected, presented } => format!("hostname mismatch: the broker's certificate is not valid for `{}` (it names {}); {NAME_HINT}", expected.to_str(), if presented.is_empty() { "no host".to_string() } else { presented.join(", ") }),
             CertificateError::Revoked => "the broker's certificate has been revoked".to_string(),
             other => format!("the broker's certificate was rejected: {other:?}"),
         },
@@ -503,20 +527,20 @@ pub(crate) fn describe(e: &rustls::Error, client_certificate: bool) -> String {
 }
 
 /// The error of a failed handshake. A certificate or protocol failure will not go away by
-/// retrying, so it is an authentication error (as the Java client's
-/// `SslAuthenticationException`), which is fatal; a lost connection is a transport error.
+/// retrying, so it is a TLS error, fatal as the Java client's `SslAuthenticationException`; a
+/// lost connection is a transport error.
 fn handshake_error(addr: &str, e: &io::Error, client_certificate: bool) -> Error {
     if let Some(t) = rustls_error(e) {
-        return Error::Authentication(format!(
-            "TLS handshake with broker {addr} failed: {}",
+        return Error::Tls(format!(
+            "handshake with broker {addr} failed: {}",
             describe(t, client_certificate)
         ));
     }
     match e.kind() {
         // A Kafka listener without TLS reads the ClientHello as an absurd request size and
         // closes the connection without a word.
-        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => Error::Authentication(format!(
-            "TLS handshake with broker {addr} failed: the broker closed the connection without answering the TLS ClientHello; the listener is probably PLAINTEXT or SASL_PLAINTEXT, so `security.protocol` probably mismatches"
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => Error::Tls(format!(
+            "handshake with broker {addr} failed: the broker closed the connection without answering the TLS ClientHello; the listener is probably PLAINTEXT or SASL_PLAINTEXT, so `security.protocol` probably mismatches"
         )),
         _ => Error::Transport(format!("TLS handshake with broker {addr} failed: {e}")),
     }
@@ -818,6 +842,33 @@ mod tests {
         let bad = |c: CertificateError| describe(&rustls::Error::InvalidCertificate(c), false);
         assert!(bad(CertificateError::UnknownIssuer).contains("not trusted"));
         assert!(bad(CertificateError::Expired).contains("expired"));
+        let expired = bad(CertificateError::ExpiredContext {
+            time: UnixTime::since_unix_epoch(std::time::Duration::from_secs(1_796_472_000)),
+            not_after: UnixTime::since_unix_epoch(std::time::Duration::from_secs(1_796_040_000)),
+        });
+        assert!(
+            expired
+                .contains("expired on 2026-11-30 12:00:00 UTC (it is now 2026-12-05 12:00:00 UTC)"),
+            "{expired}"
+        );
+        let early = bad(CertificateError::NotValidYetContext {
+            time: UnixTime::since_unix_epoch(std::time::Duration::from_secs(0)),
+            not_before: UnixTime::since_unix_epoch(std::time::Duration::from_secs(951_825_599)),
+        });
+        assert!(
+            early.contains(
+                "not valid before 2000-02-29 11:59:59 UTC (it is now 1970-01-01 00:00:00 UTC)"
+            ),
+            "{early}"
+        );
+        let name = bad(CertificateError::NotValidForNameContext {
+            expected: ServerName::try_from("127.0.0.1").unwrap(),
+            presented: vec!["DNS:wrong.example".to_string()],
+        });
+        assert!(
+            name.contains("not valid for `127.0.0.1` (it names DNS:wrong.example)"),
+            "{name}"
+        );
         assert!(bad(CertificateError::NotValidForName).contains("hostname mismatch"));
         assert!(bad(CertificateError::NotValidForName)
             .contains("ssl.endpoint.identification.algorithm"));
@@ -837,7 +888,8 @@ mod tests {
 
         let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "tls handshake eof");
         let e = handshake_error("b:1", &eof, false);
-        assert_eq!(e.name(), "AUTHENTICATION");
+        assert_eq!(e.name(), "SSL");
+        assert!(e.is_fatal() && !e.is_retriable());
         assert!(e.to_string().contains("mismatch"), "{e}");
         let refused = io::Error::new(io::ErrorKind::ConnectionRefused, "refused");
         assert!(handshake_error("b:1", &refused, false).is_retriable());

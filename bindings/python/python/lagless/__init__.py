@@ -29,6 +29,7 @@ from ._errors import (
     LaglessTimeout,
     NoOffsetError,
     PartitionStuckError,
+    SslError,
     TransportError,
     UnknownTopicError,
     WakeupError,
@@ -75,6 +76,7 @@ __all__ = [
     "CallbackError",
     "IllegalStateError",
     "AuthenticationError",
+    "SslError",
 ]
 
 _logger = logging.getLogger("lagless")

@@ -27,6 +27,7 @@ __all__ = [
     "CallbackError",
     "IllegalStateError",
     "AuthenticationError",
+    "SslError",
 ]
 
 
@@ -128,3 +129,10 @@ class IllegalStateError(LaglessError):
 
 class AuthenticationError(LaglessError, PermissionError):
     """SASL authentication failed: wrong credentials, a refused mechanism or no token. Fatal."""
+
+
+class SslError(AuthenticationError):
+    """TLS failed: the broker's certificate is untrusted, expired or made out for another host,
+    the broker refused the client certificate, or ``security.protocol`` mismatches the listener.
+    Fatal. A kind of AuthenticationError, as the Java client's SslAuthenticationException is an
+    AuthenticationException: code that catches security failures catches it too."""

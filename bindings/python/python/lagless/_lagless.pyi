@@ -1,7 +1,7 @@
 """Type stubs of the native module lagless._lagless."""
 
 from types import TracebackType
-from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union, final
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union, final
 
 from ._errors import LaglessError
 from ._listener import RebalanceListener
@@ -24,6 +24,17 @@ OFFSET_BEGINNING: int
 OFFSET_END: int
 OFFSET_INVALID: int
 
+# `oauth_cb(sasl.oauthbearer.config) -> (token, expiry[, principal[, extensions]])`: OAUTHBEARER
+# tokens from the application, expiry in seconds since the epoch (as in confluent-kafka).
+_OAuthToken = Union[
+    Tuple[str, float],
+    Tuple[str, float, Optional[str]],
+    Tuple[str, float, Optional[str], Optional[Dict[str, str]]],
+]
+_OAuthCallback = Callable[[str], _OAuthToken]
+# What a config value may be; the config itself is typed Mapping[str, Any] so that a dict of
+# mixed values (a dict[str, object] to mypy) is accepted.
+_ConfigValue = Union[str, int, float, bool, _OAuthCallback]
 _Payload = Union[bytes, bytearray, str, None]
 _Headers = Union[Iterable[Tuple[str, _Payload]], Mapping[str, _Payload]]
 _PartitionsCallback = Callable[["Consumer", List["TopicPartition"]], Any]
