@@ -31,7 +31,7 @@ maturin build --release --zig --compatibility manylinux2014 --target x86_64-unkn
 wheel="$(ls "$out"/lagless-*.whl)"
 echo "check-wheel.sh: built $(basename "$wheel") in $(( $(date +%s) - start )) s, $(du -k "$wheel" | cut -f1) KiB"
 case "$(basename "$wheel")" in
-    *-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl) ;;
+    *-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl | *-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl) ;;
     *) echo "check-wheel.sh: not an abi3 manylinux2014 x86_64 wheel" >&2; exit 1 ;;
 esac
 # The wheel's files and metadata; and the newest glibc symbol version the extension needs
