@@ -300,6 +300,16 @@ extern "C" {
 const char *lagless_version(void);
 
 /**
+ * The version as one number, `0xMMmmpp` followed by `ff` (major, minor, patch, then 0xff for
+ * a release, as `rd_kafka_version()` does), so that versions compare as integers:
+ * 0.1.0 is `0x000100ff`. Compare with `LAGLESS_VERSION_MAJOR` and friends to detect a
+ * header/library mismatch at run time.
+ *
+ * Thread-safety: any thread.
+ */
+uint32_t lagless_version_int(void);
+
+/**
  * Creates topic `name` with `partitions` partitions and replication factor
  * `replication_factor` on the cluster at `bootstrap` ("host:port[,host:port...]"), and waits
  * (up to 30 s) until every partition has a leader. A topic that exists already gives

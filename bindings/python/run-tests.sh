@@ -3,6 +3,7 @@
 # broker-backed pytest suite (stubtest included, in tests/test_typing.py).
 #
 #   LAGLESS_BOOTSTRAP=127.0.0.1:9092 bindings/python/run-tests.sh [pytest args]
+#   LAGLESS_WHEEL=path/to/lagless-*.whl ...   installs that wheel instead of building the package
 #
 # VENV (default: /tmp/lagless-py-venv) is reused between runs; cargo's target/ directory here
 # keeps the native build incremental.
@@ -19,8 +20,18 @@ PYTHON="${PYTHON:-python3}"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet pytest confluent-kafka mypy
 start=$(date +%s)
-"$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps "$here"
-echo "run-tests.sh: package built and installed in $(( $(date +%s) - start )) s"
+if [ -n "${LAGLESS_WHEEL:-}" ]; then
+    # A wheel built already (tests/suites passes the one check-wheel.sh built): no second build.
+    if [ ! -f "$LAGLESS_WHEEL" ]; then
+        echo "run-tests.sh: LAGLESS_WHEEL=$LAGLESS_WHEEL is not a file (did the wheel build fail?)" >&2
+        exit 2
+    fi
+    "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps "$LAGLESS_WHEEL"
+    echo "run-tests.sh: installed $(basename "$LAGLESS_WHEEL")"
+else
+    "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps "$here"
+    echo "run-tests.sh: package built and installed in $(( $(date +%s) - start )) s"
+fi
 cd "$here"
 start=$(date +%s)
 set +e

@@ -1,4 +1,7 @@
-//! lagless: a Kafka consumer client.
+// The crate's front page is its README, so that its example is compiled and run as a doctest.
+#![doc = include_str!("../README.md")]
+//!
+//! ## Layout
 //!
 //! The crate speaks the Kafka wire protocol itself. `kafka-protocol` supplies the message schemas and
 //! is reached only through the crate-private `protocol::{msg, wire}`; everything a user sees is

@@ -1,7 +1,8 @@
 /* A complete lagless consumer in C: config, subscribe with a rebalance listener, a poll loop,
  * commits, close.
  *
- * Build: make -C examples/c   (or: cc -std=c99 consume.c $(pkg-config --cflags --libs lagless))
+ * Build: cmake -S examples/c -B build -DCMAKE_PREFIX_PATH=PREFIX && cmake --build build
+ *    or: make -C examples/c   (or: cc -std=c99 consume.c $(pkg-config --cflags --libs lagless))
  * Run:   ./consume BOOTSTRAP TOPIC GROUP [MAX_MESSAGES]
  * Stops after MAX_MESSAGES messages (default: never) or 10 s without one. */
 #include <stdio.h>

@@ -28,7 +28,7 @@ class CommitOnRevoke(lagless.RebalanceListener):
         consumer.commit()  # runs on this thread, inside poll()/consume()/close()
 
 
-counts = collections.Counter()
+counts: "collections.Counter[int]" = collections.Counter()
 config = {"bootstrap.servers": bootstrap, "group.id": "demo-py", "auto.offset.reset": "earliest",
           "enable.auto.commit": False}
 with lagless.Consumer(config) as consumer:

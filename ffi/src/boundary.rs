@@ -26,6 +26,12 @@ impl PanicValue for i32 {
         -1
     }
 }
+impl PanicValue for u32 {
+    /// `lagless_version_int`: 0 is older than every release.
+    fn panic_value() -> Self {
+        0
+    }
+}
 impl PanicValue for i64 {
     fn panic_value() -> Self {
         -1

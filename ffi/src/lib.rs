@@ -58,9 +58,57 @@ pub extern "C" fn lagless_version() -> *const c_char {
     }
 }
 
+/// The version as one number, `0xMMmmpp` followed by `ff` (major, minor, patch, then 0xff for
+/// a release, as `rd_kafka_version()` does), so that versions compare as integers:
+/// 0.1.0 is `0x000100ff`. Compare with `LAGLESS_VERSION_MAJOR` and friends to detect a
+/// header/library mismatch at run time.
+///
+/// Thread-safety: any thread.
+#[no_mangle]
+pub extern "C" fn lagless_version_int() -> u32 {
+    ffi_panic_boundary! {
+        version_int(LAGLESS_VERSION_MAJOR, LAGLESS_VERSION_MINOR, LAGLESS_VERSION_PATCH)
+    }
+}
+
+/// Packs a version the way librdkafka does: a byte each for major, minor and patch, then 0xff,
+/// the pre-release byte of a final release. Parts above 255 are clamped, not wrapped into the
+/// next byte, so that a larger version never compares smaller.
+const fn version_int(major: u32, minor: u32, patch: u32) -> u32 {
+    const fn byte(v: u32) -> u32 {
+        if v > 0xff {
+            0xff
+        } else {
+            v
+        }
+    }
+    (byte(major) << 24) | (byte(minor) << 16) | (byte(patch) << 8) | 0xff
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_int_packs_major_minor_patch_like_librdkafka() {
+        assert_eq!(version_int(0, 1, 0), 0x0001_00ff);
+        assert_eq!(version_int(2, 3, 4), 0x0203_04ff);
+        assert!(version_int(1, 0, 0) > version_int(0, 255, 255));
+        assert!(version_int(0, 2, 0) > version_int(0, 1, 9));
+        assert_eq!(
+            version_int(0, 300, 0),
+            0x00ff_00ff,
+            "clamped, not carried into major"
+        );
+        assert_eq!(
+            lagless_version_int(),
+            version_int(
+                env!("CARGO_PKG_VERSION_MAJOR").parse().unwrap(),
+                env!("CARGO_PKG_VERSION_MINOR").parse().unwrap(),
+                env!("CARGO_PKG_VERSION_PATCH").parse().unwrap(),
+            )
+        );
+    }
 
     #[test]
     fn version_constants_match_cargo_toml() {

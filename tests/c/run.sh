@@ -2,10 +2,10 @@
 # The C ABI's acceptance tests, against the live broker at LAGLESS_BOOTSTRAP:
 #   build liblagless (release), check the committed header, install to a temporary prefix and
 #   build every C program through pkg-config with -std=c99 -Wall -Wextra -Werror -pedantic;
-#   check the exports and soname; run produce / error-path / two-process group / recovery-stream /
-#   learner-assignment / batch hand-over tests and the TLS/SASL round trips (over the security
-#   listeners of `kafka_broker.py --security`) plainly, under AddressSanitizer and (produce,
-#   errors, lookups, batch) under valgrind;
+#   check the exports, soname and ABI baseline; run produce / error-path / two-process group /
+#   recovery-stream / learner-assignment / batch hand-over tests and the TLS/SASL round trips
+#   (over the security listeners of `kafka_broker.py --security`) plainly, under
+#   AddressSanitizer and (produce, errors, lookups, batch) under valgrind;
 #   the C++ consumer; the example; the Python ctypes test.
 # Usage: python3 tests/kafka_broker.py run --security -- bash tests/c/run.sh
 # LAGLESS_C_SKIP_VALGRIND=1 skips the valgrind runs; LAGLESS_VALGRIND_GROUP=1 adds the group test.
@@ -35,6 +35,10 @@ echo "$(nm -D --defined-only "$so" | wc -l) symbols, all lagless_*"
 readelf -d "$so" | grep -q 'SONAME.*\[liblagless\.so\.0\]' || { echo "soname is not liblagless.so.0"; exit 1; }
 echo "soname liblagless.so.0"
 
+step "ABI against the committed baseline"
+# An incompatible change to liblagless.so.0 fails here unless the soname changes too.
+bash ffi/check-abi.sh
+
 step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
@@ -45,7 +49,7 @@ for t in test_produce test_errors group_member produce_n test_recovery test_lear
 done
 echo '#include <lagless.h>' | g++ -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only $(pkg-config --cflags lagless) -
 g++ -std=c++11 -Wall -Wextra -Werror -o "$work/consume_cpp" tests/c/consume.cpp "${PC[@]}"
-make -s -C examples/c clean consume
+make -s -C examples/c clean consume && make -s -C examples/c clean
 cc "${CFLAGS[@]}" -o "$work/consume_static" examples/c/consume.c $(pkg-config --cflags lagless) \
   "$work/prefix/lib/liblagless.a" -lpthread -ldl -lm
 out="$("$work/consume_static" 2>&1 || true)"; [[ "$out" == *usage* ]] # the static build runs
@@ -160,12 +164,20 @@ cpp_topic="lagless-c-cpp-$run_id"
 "$work/produce_n" "$cpp_topic" 3 90 1
 "$work/consume_cpp" "$cpp_topic" "lagless-c-cpp-g-$run_id" 90
 
-step "example consume.c"
+step "example consume.c, built with CMake against the installed package"
+# find_package(lagless) from the installed prefix, linked through the imported target.
+cmake -S examples/c -B "$work/cmake-example" -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/cmake-example" >/dev/null
 ex_topic="lagless-c-example-$run_id"
 "$work/produce_n" "$ex_topic" 2 10 1
-examples/c/consume "$LAGLESS_BOOTSTRAP" "$ex_topic" "lagless-c-ex-$run_id" 10 | tail -2 | tee "$work/ex.out"
+"$work/cmake-example/consume" "$LAGLESS_BOOTSTRAP" "$ex_topic" "lagless-c-ex-$run_id" 10 | tail -2 | tee "$work/ex.out"
 grep -q "consumed 10 messages" "$work/ex.out"
-make -s -C examples/c clean
+# The installed library is the stripped one, with no debug sections left.
+if readelf -S "$work/prefix/lib/liblagless.so.$version" | grep -q '\.debug_'; then
+  echo "the installed liblagless.so still has debug sections"; exit 1
+fi
+echo "installed: $(du -h "$work/prefix/lib/liblagless.so.$version" | cut -f1) shared, $(du -h "$work/prefix/lib/liblagless.a" | cut -f1) static"
 
 step "Python ctypes"
 LAGLESS_LIB="$so" python3 -m pytest -q tests/c/test_ctypes.py

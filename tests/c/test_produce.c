@@ -79,6 +79,10 @@ int main(int argc, char **argv) {
 #ifdef EXPECTED_VERSION
     CHECK(strcmp(LAGLESS_VERSION, EXPECTED_VERSION) == 0);
 #endif
+    /* The integer version packs the same three numbers, as rd_kafka_version() does. */
+    CHECK(lagless_version_int() == (((uint32_t)LAGLESS_VERSION_MAJOR << 24) |
+                                    ((uint32_t)LAGLESS_VERSION_MINOR << 16) |
+                                    ((uint32_t)LAGLESS_VERSION_PATCH << 8) | 0xffu));
     CHECK_OK(lagless_admin_create_topic(bootstrap, topic, 1, 1));
 
     /* The log callback sees the deprecation warning `retries` gives (logged on this thread). */

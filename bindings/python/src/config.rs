@@ -1,5 +1,5 @@
-//! A Python dict of Java-named settings as a core `Config`, with `oauth_cb`, the application's
-//! OAUTHBEARER token provider (a callable, named as confluent-kafka names it).
+//! A Python mapping (a dict, usually) of Java-named settings as a core `Config`, with `oauth_cb`,
+//! the application's OAUTHBEARER token provider (a callable, named as confluent-kafka names it).
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -10,19 +10,32 @@ use lagless::secret::Secret;
 use lagless::Config;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyFloat, PyInt, PyMapping, PyString};
 
 use crate::errors::IntoPyResult;
 
 /// The key of the token provider: not a core key, since its value is code.
 const OAUTH_CB: &str = "oauth_cb";
 
-/// Values may be str, int, float or bool (True becomes "true"); the core checks keys and values
-/// and names the key in its `ConfigError`. `oauth_cb` must be callable.
-pub fn from_dict(py: Python<'_>, config: &Bound<'_, PyDict>) -> PyResult<Config> {
+/// Any mapping is accepted (the stubs type it `Mapping[str, Any]`, so that a `dict[str, object]`
+/// of mixed values passes mypy). Values may be str, int, float or bool (True becomes "true");
+/// the core checks keys and values and names the key in its `ConfigError`. `oauth_cb` must be
+/// callable.
+pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Config> {
+    let mapping = config.cast::<PyMapping>().map_err(|_| {
+        let got = config
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".to_string());
+        PyTypeError::new_err(format!(
+            "config must be a mapping (a dict) of str keys to str, int, float or bool values, got {got}"
+        ))
+    })?;
     let mut c = Config::new();
     let mut oauth_cb = None;
-    for (k, v) in config.iter() {
+    for item in mapping.items()?.iter() {
+        let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
         let key: String = k
             .extract()
             .map_err(|_| PyTypeError::new_err(format!("config keys must be str, got {k:?}")))?;

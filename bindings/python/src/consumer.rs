@@ -288,8 +288,8 @@ fn callable(name: &str, obj: Option<Py<PyAny>>, py: Python<'_>) -> PyResult<Opti
 #[pymethods]
 impl Consumer {
     #[new]
-    fn py_new(py: Python<'_>, config: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let config = crate::config::from_dict(py, config)?;
+    fn py_new(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let config = crate::config::from_mapping(py, config)?;
         let core = py.detach(|| CoreConsumer::from_config(&config)).py(py)?;
         Ok(Consumer {
             inner: Some(core),
@@ -763,9 +763,9 @@ impl Consumer {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close(py, None)?;
-        Ok(false)
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        // None: an exception raised in the `with` block propagates.
+        self.close(py, None)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -119,8 +119,8 @@ impl Producer {
 #[pymethods]
 impl Producer {
     #[new]
-    fn py_new(py: Python<'_>, config: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let config = crate::config::from_dict(py, config)?;
+    fn py_new(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let config = crate::config::from_mapping(py, config)?;
         let core = py.detach(|| CoreProducer::from_config(&config)).py(py)?;
         Ok(Producer {
             inner: Some(core),
@@ -265,9 +265,9 @@ impl Producer {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close(py, None)?;
-        Ok(false)
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        // None: an exception raised in the `with` block propagates.
+        self.close(py, None)
     }
 }
 

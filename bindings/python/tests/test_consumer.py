@@ -373,6 +373,24 @@ def test_bad_config_key_raises_config_error_naming_it(bootstrap):
     ).close()
 
 
+def test_config_may_be_any_mapping_and_exit_returns_none(bootstrap):
+    # The stubs say Mapping[str, Any]: a read-only mapping works like a dict.
+    from types import MappingProxyType
+
+    config = MappingProxyType({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False})
+    c = lagless.Consumer(config)
+    assert c.__exit__(None, None, None) is None
+    with pytest.raises(lagless.ConfigError) as e:
+        lagless.Producer(MappingProxyType({"bootstrap.servers": bootstrap, "no.such.key": 1}))
+    assert e.value.key == "no.such.key"
+    with pytest.raises(TypeError, match="config must be a mapping"):
+        lagless.Consumer([("bootstrap.servers", bootstrap)])  # type: ignore[arg-type]
+    # An exception inside `with` is not swallowed.
+    with pytest.raises(KeyError):
+        with lagless.Producer({"bootstrap.servers": bootstrap}):
+            raise KeyError("inside")
+
+
 def test_unknown_topic_raises_unknown_topic_error(bootstrap, consumers):
     c = lagless.Consumer({"bootstrap.servers": bootstrap})
     consumers.append(c)

@@ -1,0 +1,1 @@
+../../examples/rust/demo.rs
