@@ -23,7 +23,7 @@ use lagless::{
 use pyo3::exceptions::{PyStopIteration, PyTypeError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyWeakrefReference};
+use pyo3::types::{PyList, PyString, PyWeakrefReference};
 use pyo3::PyTraverseError;
 
 use crate::errors::{to_py, IntoPyResult};
