@@ -1,5 +1,6 @@
 //! The client's view of the cluster: bootstrap, brokers, topic metadata with leaders and leader
 //! epochs, connections per broker (reconnected with backoff), and coordinator lookup.
+use crate::sync::Unpoisoned;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::{Duration, Instant};
@@ -107,21 +108,18 @@ impl Cluster {
 
     /// The latest metadata snapshot.
     pub fn metadata(&self) -> Arc<Metadata> {
-        self.metadata
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.metadata.read().unpoisoned().clone()
     }
 
     /// Adds topics whose metadata the client must keep.
     pub fn add_interest<'a>(&self, topics: impl IntoIterator<Item = &'a String>) {
-        let mut i = self.interest.lock().unwrap_or_else(|p| p.into_inner());
+        let mut i = self.interest.lock().unpoisoned();
         i.0.extend(topics.into_iter().cloned());
     }
 
     /// Replaces the topics of interest (a new subscription), or asks for all topics.
     pub fn set_interest(&self, topics: BTreeSet<String>, all: bool) {
-        *self.interest.lock().unwrap_or_else(|p| p.into_inner()) = (topics, all);
+        *self.interest.lock().unpoisoned() = (topics, all);
     }
 
     /// Whether a topic of interest has no usable answer in the latest metadata: the cluster
@@ -130,7 +128,7 @@ impl Cluster {
     /// Java client does for topics whose metadata came back with an error.
     pub fn interest_missing(&self) -> bool {
         let meta = self.metadata();
-        let interest = self.interest.lock().unwrap_or_else(|p| p.into_inner());
+        let interest = self.interest.lock().unpoisoned();
         interest.0.iter().any(|t| {
             meta.topics
                 .get(t)
@@ -139,7 +137,7 @@ impl Cluster {
     }
 
     fn slot(&self, id: i32, lane: Lane, addr: &str) -> Arc<Mutex<Slot>> {
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slots = self.slots.lock().unpoisoned();
         let slot = slots.entry((id, lane)).or_insert_with(|| {
             Arc::new(Mutex::new(Slot {
                 addr: addr.to_string(),
@@ -308,27 +306,17 @@ impl Cluster {
             {
                 return Ok(current);
             }
-            let (mut topics, all) = self
-                .interest
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
+            let (mut topics, all) = self.interest.lock().unpoisoned().clone();
             topics.extend(extra.iter().cloned());
             match self.fetch_metadata(&topics, all, deadline).await {
                 Ok(m) => {
                     let m = Arc::new(m);
-                    *self.metadata.write().unwrap_or_else(|p| p.into_inner()) = m.clone();
-                    *self
-                        .last_refresh_error
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner()) = None;
+                    *self.metadata.write().unpoisoned() = m.clone();
+                    *self.last_refresh_error.lock().unpoisoned() = None;
                     Ok(m)
                 }
                 Err(e) => {
-                    *self
-                        .last_refresh_error
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+                    *self.last_refresh_error.lock().unpoisoned() = Some(e.clone());
                     Err(e)
                 }
             }
@@ -340,12 +328,7 @@ impl Cluster {
     /// The error for a refresh whose deadline passed while another one held the lock: the
     /// other one's latest failure is the most useful thing to say.
     fn refresh_timed_out(&self) -> Error {
-        match self
-            .last_refresh_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
+        match self.last_refresh_error.lock().unpoisoned().clone() {
             Some(e) => e,
             None => Error::Timeout("metadata refresh did not finish before the deadline".into()),
         }
@@ -541,12 +524,7 @@ impl Cluster {
 
     /// Drops the connection to broker `id` (after an error that says it is not what we think).
     pub fn disconnect(&self, id: i32, lane: Lane) {
-        let slot = self
-            .slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&(id, lane))
-            .cloned();
+        let slot = self.slots.lock().unpoisoned().get(&(id, lane)).cloned();
         if let Some(slot) = slot {
             if let Ok(mut s) = slot.try_lock() {
                 if let Some(c) = s.conn.take() {

@@ -4,6 +4,7 @@
 //! `poll()` for records the fetch task has buffered. The consumer as a group member (subscribe,
 //! the listener, the group steps of `poll()`) is in `consumer/group.rs`; commits in
 //! `consumer/commits.rs`.
+use crate::sync::Unpoisoned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -123,12 +124,7 @@ impl Consumer {
     /// rebalancing). Partitions kept from the previous assignment keep their positions.
     pub fn assign(&self, partitions: &[TopicPartition]) -> Result<()> {
         self.check_open()?;
-        if self
-            .group
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
+        if self.group.lock().unpoisoned().is_some() {
             return Err(Error::IllegalState(
                 "the consumer is subscribed to a group; call unsubscribe() before assign()".into(),
             ));
@@ -214,7 +210,7 @@ impl Consumer {
                 .shared
                 .data_ready
                 .wait_timeout(st, remaining.min(Duration::from_millis(100)))
-                .unwrap_or_else(|p| p.into_inner());
+                .unpoisoned();
         }
     }
 
@@ -297,7 +293,7 @@ impl Consumer {
                 .shared
                 .data_ready
                 .wait_timeout(st, deadline.remaining())
-                .unwrap_or_else(|p| p.into_inner())
+                .unpoisoned()
                 .0;
         }
     }
@@ -514,12 +510,7 @@ impl Consumer {
         if callbacks {
             self.run_commit_callbacks();
         }
-        if let Some(d) = self
-            .simple_committer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        if let Some(d) = self.simple_committer.lock().unpoisoned().take() {
             d.close();
         }
         self.closed.store(true, Ordering::Release);

@@ -27,6 +27,9 @@ pub mod protocol;
 pub mod recovery;
 pub mod sasl;
 pub mod secret;
+// For lagless' own C and Python layers (the same lock rule everywhere); not part of the API.
+#[doc(hidden)]
+pub mod sync;
 
 pub use config::Config;
 pub use consumer::{

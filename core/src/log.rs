@@ -4,6 +4,7 @@
 //!
 //! The callback runs on the thread that logs: a lagless I/O thread or the caller's own thread
 //! (inside `poll()` and friends). It must be thread-safe and must not block for long.
+use crate::sync::Unpoisoned;
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -71,7 +72,7 @@ pub fn set_log_callback(max_level: LogLevel, callback: Arc<LogCallback>) -> Resu
             "another global tracing subscriber is installed; lagless logs go to it".into(),
         ));
     }
-    *SINK.write().unwrap_or_else(|p| p.into_inner()) = Some(Sink {
+    *SINK.write().unpoisoned() = Some(Sink {
         max_level,
         callback,
     });
@@ -80,14 +81,14 @@ pub fn set_log_callback(max_level: LogLevel, callback: Arc<LogCallback>) -> Resu
 
 /// Stops sending log events to the callback.
 pub fn clear_log_callback() {
-    *SINK.write().unwrap_or_else(|p| p.into_inner()) = None;
+    *SINK.write().unpoisoned() = None;
 }
 
 struct CallbackLayer;
 
 impl<S: Subscriber> Layer<S> for CallbackLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let sink = SINK.read().unwrap_or_else(|p| p.into_inner());
+        let sink = SINK.read().unpoisoned();
         let Some(sink) = sink.as_ref() else { return };
         let level = LogLevel::of(event.metadata().level());
         if level > sink.max_level {

@@ -9,6 +9,7 @@
 //! authenticates right after ApiVersions and, when the broker bounds the session (KIP-368),
 //! authenticates again on the same socket before the session expires. Nothing above this module
 //! knows which protocol a connection speaks.
+use crate::sync::Unpoisoned;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -293,25 +294,16 @@ impl Connection {
         let (tx, rx) = oneshot::channel();
         let received_before = self.received.load(Ordering::Acquire);
         // Register before writing: the response may arrive before `send` returns.
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, tx);
+        self.pending.lock().unpoisoned().insert(id, tx);
         if self.outgoing.send(frame).is_err() {
-            self.pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            self.pending.lock().unpoisoned().remove(&id);
             return Err(self.closed_error());
         }
         let body = match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(r)) => r?,
             Ok(Err(_)) => return Err(self.closed_error()),
             Err(_) => {
-                self.pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&id);
+                self.pending.lock().unpoisoned().remove(&id);
                 // Its late answer, if any, is discarded by correlation id. The connection is
                 // closed (and the next caller reconnects) only when it looks broken: the broker
                 // sent nothing at all for a whole request.timeout.ms. A caller's shorter timeout
@@ -357,11 +349,7 @@ impl Drop for Connection {
 }
 
 fn fail_all(pending: &Pending, why: Error) {
-    let drained: Vec<_> = pending
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .drain()
-        .collect();
+    let drained: Vec<_> = pending.lock().unpoisoned().drain().collect();
     for (_, tx) in drained {
         let _ = tx.send(Err(why.clone()));
     }
@@ -391,30 +379,21 @@ impl Wire {
         let id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let frame = wire::encode_request(req, version, id, &self.client_id)?;
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, tx);
+        self.pending.lock().unpoisoned().insert(id, tx);
         let sent = match &self.sink {
             Sink::Ordinary(s) => s.send(frame).is_ok(),
             Sink::Control(s) => s.send(Control::Frame(frame)).is_ok(),
         };
         let closed = || Error::Transport(format!("connection to broker {} is closed", self.addr));
         if !sent {
-            self.pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            self.pending.lock().unpoisoned().remove(&id);
             return Err(closed());
         }
         let body = match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(r)) => r?,
             Ok(Err(_)) => return Err(closed()),
             Err(_) => {
-                self.pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&id);
+                self.pending.lock().unpoisoned().remove(&id);
                 return Err(Error::Timeout(format!(
                     "broker {} did not answer api {} within {} ms",
                     self.addr,
@@ -578,11 +557,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
         if let Err(e) = r.read_exact(&mut len).await {
             // A SASL listener answers ApiVersions before authentication, then closes the
             // connection at the first other request: what a client without SASL meets there.
-            let asked = !io
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_empty();
+            let asked = !io.pending.lock().unpoisoned().is_empty();
             if !io.sasl && answered == 1 && asked && e.kind() == std::io::ErrorKind::UnexpectedEof {
                 break Error::Authentication(format!(
                     "broker {} closed the connection at the first request after ApiVersions: the \
@@ -621,11 +596,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
             Ok(id) => id,
             Err(e) => break e,
         };
-        let waiter = io
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
+        let waiter = io.pending.lock().unpoisoned().remove(&id);
         // No waiter: the caller gave up (timeout or dropped future); the response is discarded.
         if let Some(tx) = waiter {
             let _ = tx.send(Ok(frame));

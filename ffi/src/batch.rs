@@ -6,6 +6,7 @@
 //! copy), and every message of a topic shares one NUL-terminated name, interned once per consumer.
 //! The `lagless_message_*` accessors read them; everything they return stays valid until
 //! `lagless_batch_destroy`, also after the consumer is closed or destroyed.
+use lagless::sync::Unpoisoned;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
@@ -49,7 +50,7 @@ impl<'a> TopicNames<'a> {
         let c = self
             .cache
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unpoisoned()
             .entry(topic.clone())
             .or_insert_with(|| Arc::new(cstring_lossy(topic)))
             .clone();

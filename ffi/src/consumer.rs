@@ -3,6 +3,7 @@
 //! Thread rule (the core's, kept here): rebalance callbacks and commit callbacks run only on the
 //! thread that called `lagless_consumer_poll`, `_poll_batch`, `_commit_sync`, `_unsubscribe` or
 //! `_close`, never on a library thread.
+use lagless::sync::Unpoisoned;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -117,7 +118,7 @@ impl CListener {
     /// The callbacks as they are now; no lock is held while one runs, so a callback may set the
     /// learning callback or subscribe again.
     fn now(&self) -> CCallbacks {
-        *self.callbacks.lock().unwrap_or_else(|p| p.into_inner())
+        *self.callbacks.lock().unpoisoned()
     }
 
     /// Forwards one rebalance event to its C callback: the one place that says which callback
@@ -184,7 +185,7 @@ impl lagless_consumer {
         ))))?;
         // SAFETY: NULL or a listener struct the caller owns for this call.
         if let Some(l) = unsafe { listener.as_ref() } {
-            let mut cbs = self.callbacks.lock().unwrap_or_else(|p| p.into_inner());
+            let mut cbs = self.callbacks.lock().unpoisoned();
             cbs.opaque = Opaque(l.opaque);
             cbs.on_assigned = l.on_assigned;
             cbs.on_revoked = l.on_revoked;
@@ -196,11 +197,7 @@ impl lagless_consumer {
     /// Runs the callbacks of finished asynchronous commits, on this (the caller's) thread.
     fn run_commit_callbacks(&self) {
         loop {
-            let next = self
-                .commits_done
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front();
+            let next = self.commits_done.lock().unpoisoned().pop_front();
             let Some((cb, opaque, res)) = next else { break };
             if let Some(cb) = cb {
                 let err = res.err().map(|e| lagless_error::new(&e));
@@ -393,7 +390,7 @@ pub extern "C" fn lagless_consumer_set_learning_callback(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         h.open()?;
-        let mut cbs = h.callbacks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cbs = h.callbacks.lock().unpoisoned();
         cbs.on_learning = on_learning;
         cbs.learning_opaque = Opaque(opaque);
         Ok(())
@@ -556,7 +553,7 @@ pub extern "C" fn lagless_consumer_commit_async(
             let res = res.and_then(|per_partition| {
                 per_partition.into_iter().try_for_each(|(_, _, r)| r)
             });
-            done.lock().unwrap_or_else(|p| p.into_inner()).push_back((callback, opaque, res));
+            done.lock().unpoisoned().push_back((callback, opaque, res));
         });
         c.commit_async(offsets, Some(cb))
     }

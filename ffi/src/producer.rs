@@ -4,6 +4,7 @@
 //! instead: `lagless_producer_send` queues each report, and `lagless_producer_poll` (or `_flush`)
 //! runs the queued delivery callbacks on the thread that calls it, the same rule as the
 //! consumer's callbacks.
+use lagless::sync::Unpoisoned;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,7 +62,7 @@ impl lagless_producer {
     fn serve(&self, timeout: Duration) -> usize {
         let deadline = Instant::now() + timeout;
         let batch: Vec<_> = {
-            let mut q = self.reports.queue.lock().unwrap_or_else(|p| p.into_inner());
+            let mut q = self.reports.queue.lock().unpoisoned();
             while q.is_empty() {
                 let now = Instant::now();
                 if now >= deadline {
@@ -71,7 +72,7 @@ impl lagless_producer {
                     .reports
                     .ready
                     .wait_timeout(q, deadline - now)
-                    .unwrap_or_else(|p| p.into_inner())
+                    .unpoisoned()
                     .0;
             }
             q.drain(..).collect()
@@ -228,7 +229,7 @@ pub extern "C" fn lagless_producer_send_with_headers(
         let reports = h.reports.clone();
         let opaque = Opaque(opaque);
         p.send_with_callback(rec, move |res| {
-            reports.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back((callback, opaque, res));
+            reports.queue.lock().unpoisoned().push_back((callback, opaque, res));
             reports.ready.notify_all();
         })
     }

@@ -11,6 +11,7 @@
 //! the records they return (`poll_at_most`), so the core's positions, `commit()` without
 //! offsets, auto-commit and the KIP-333 commit token count only records Python has received,
 //! and every call is a poll of the member for `max.poll.interval.ms`.
+use lagless::sync::Unpoisoned;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -43,7 +44,7 @@ type LookupFn = fn(
 const SLICE: Duration = Duration::from_millis(100);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unpoisoned()
 }
 
 /// Seconds as a duration; None or a negative number means "no limit" (the caller decides what

@@ -2,6 +2,7 @@
 //!
 //! Delivery callbacks never run on the producer's I/O threads: the core's completion only
 //! queues the outcome, and `poll()` / `flush()` call the callbacks on the caller's thread.
+use lagless::sync::Unpoisoned;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -97,7 +98,7 @@ impl Producer {
 
     /// Calls the queued delivery callbacks; the first exception is raised after all ran.
     fn run_callbacks(&self, py: Python<'_>) -> PyResult<usize> {
-        let done = std::mem::take(&mut *self.delivered.lock().unwrap_or_else(|p| p.into_inner()));
+        let done = std::mem::take(&mut *self.delivered.lock().unpoisoned());
         let n = done.len();
         let mut first_err = None;
         for (cb, res) in done {
@@ -151,7 +152,7 @@ impl Producer {
                 let q = self.delivered.clone();
                 py.detach(move || {
                     core.send_with_callback(rec, move |res| {
-                        q.lock().unwrap_or_else(|p| p.into_inner()).push((cb, res));
+                        q.lock().unpoisoned().push((cb, res));
                     })
                 })
             }

@@ -2,6 +2,7 @@
 //! previous `poll()` returned, and before partitions are revoked), and the OffsetCommit requests
 //! themselves, built and sent through the member's generation with the asynchronous ones kept in
 //! order.
+use crate::sync::Unpoisoned;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,10 +38,7 @@ impl Consumer {
         if let Some(d) = self.driver() {
             return Ok(d);
         }
-        let mut s = self
-            .simple_committer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut s = self.simple_committer.lock().unpoisoned();
         if let Some(d) = s.as_ref() {
             return Ok(d.clone());
         }
@@ -159,12 +157,7 @@ impl Consumer {
 
     /// Runs the callbacks of finished asynchronous commits, on this (the caller's) thread.
     pub(crate) fn run_commit_callbacks(&self) {
-        let done: Vec<_> = self
-            .commits_done
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .try_iter()
-            .collect();
+        let done: Vec<_> = self.commits_done.lock().unpoisoned().try_iter().collect();
         for (cb, res) in done {
             if let Ok(r) = &res {
                 self.note_committed(r);
@@ -177,7 +170,7 @@ impl Consumer {
 
     /// Remembers what was committed, so auto-commit sends only what changed since.
     pub(super) fn note_committed(&self, res: &CommitResults) {
-        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.group.lock().unpoisoned();
         if let Some(l) = g.as_mut() {
             for (tp, om, r) in res {
                 // A late answer for a partition given up since is not this member's to keep.
@@ -214,7 +207,7 @@ impl Consumer {
             return;
         }
         let offsets = {
-            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = self.group.lock().unpoisoned();
             let Some(local) = g.as_mut() else { return };
             if Instant::now() < local.next_auto_commit
                 || driver.membership().stable_generation().is_none()
@@ -282,11 +275,7 @@ impl GroupDriver {
         offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
         done: AsyncCommitDone,
     ) {
-        let first = self
-            .async_commits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(offsets, done);
+        let first = self.async_commits.lock().unpoisoned().push(offsets, done);
         if let Some(first) = first {
             runtime.spawn(self.clone().send_async_commits(first));
         }
@@ -304,11 +293,7 @@ impl GroupDriver {
             for (done, r) in batch.split(&result) {
                 done(r);
             }
-            let next = self
-                .async_commits
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .answered();
+            let next = self.async_commits.lock().unpoisoned().answered();
             match next {
                 Some(b) => batch = b,
                 None => {
@@ -326,12 +311,7 @@ impl GroupDriver {
             let idle = self.async_idle.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            if self
-                .async_commits
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_idle()
-            {
+            if self.async_commits.lock().unpoisoned().is_idle() {
                 return Ok(());
             }
             if tokio::time::timeout(deadline.remaining(), idle)

@@ -7,6 +7,7 @@
 //! Listener callbacks run only here, on the thread that called `poll()`, `close()` or
 //! `unsubscribe()`, never on a library thread; no lock is held while they run, so a callback
 //! may call back into the consumer (commit inside `on_partitions_revoked`).
+use crate::sync::Unpoisoned;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -253,7 +254,7 @@ impl Consumer {
         listener: Option<Box<dyn RebalanceListener>>,
     ) -> Result<()> {
         self.check_open()?;
-        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.group.lock().unpoisoned();
         if g.is_none() {
             if !self.shared.lock().partitions.is_empty() {
                 return Err(Error::IllegalState(
@@ -311,7 +312,7 @@ impl Consumer {
 
     /// The topics the consumer is subscribed to (for a pattern, those that matched so far).
     pub fn subscription(&self) -> Vec<String> {
-        let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.group.lock().unpoisoned();
         g.as_ref()
             .map(|l| l.subscribed.iter().cloned().collect())
             .unwrap_or_default()
@@ -326,7 +327,7 @@ impl Consumer {
             self.api_deadline(None),
             true,
         );
-        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.group.lock().unpoisoned();
         if let Some(local) = g.take() {
             local.driver.close();
             local.join.abort();
@@ -337,7 +338,7 @@ impl Consumer {
 
     /// The member's group metadata: (group id, generation id, member id, group instance id).
     pub fn group_metadata(&self) -> Option<GroupMetadata> {
-        let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.group.lock().unpoisoned();
         let local = g.as_ref()?;
         let m = local.driver.membership();
         let generation = m.generation();
@@ -353,7 +354,7 @@ impl Consumer {
     /// Asks for a rebalance; the next `poll()` starts it.
     pub fn enforce_rebalance(&self, reason: &str) -> Result<()> {
         self.check_open()?;
-        let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.group.lock().unpoisoned();
         let local = g.as_ref().ok_or_else(|| {
             Error::IllegalState("enforce_rebalance() needs a subscription".into())
         })?;
@@ -367,7 +368,7 @@ impl Consumer {
     pub(super) fn driver(&self) -> Option<Arc<GroupDriver>> {
         self.group
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unpoisoned()
             .as_ref()
             .map(|l| l.driver.clone())
     }
@@ -379,14 +380,14 @@ impl Consumer {
         f: impl FnOnce(&mut dyn RebalanceListener, &Consumer) -> Result<()>,
     ) -> Option<Error> {
         let listener = {
-            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = self.group.lock().unpoisoned();
             g.as_mut().and_then(|l| l.listener.take())
         };
         let mut listener = listener?;
         let r =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(listener.as_mut(), self)));
         {
-            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = self.group.lock().unpoisoned();
             if let Some(l) = g.as_mut() {
                 if l.listener.is_none() {
                     l.listener = Some(listener);
@@ -414,7 +415,7 @@ impl Consumer {
             errors.get_or_insert(e);
         }
         self.shared.remove_partitions(partitions.iter());
-        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.group.lock().unpoisoned();
         if let Some(l) = g.as_mut() {
             for tp in &partitions {
                 l.owned.remove(tp);
@@ -431,7 +432,7 @@ impl Consumer {
             }
         }
         self.shared.remove_partitions(partitions.iter());
-        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.group.lock().unpoisoned();
         if let Some(l) = g.as_mut() {
             for tp in &partitions {
                 l.owned.remove(tp);
@@ -471,7 +472,7 @@ impl Consumer {
     /// Decides the next group step ([`crate::group::step::next_step`]) and does the part of it
     /// that needs no callback, under the group lock; what calls the listener is returned.
     fn take_group_step(&self, driver: &Arc<GroupDriver>) -> Result<CallerStep> {
-        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.group.lock().unpoisoned();
         let Some(local) = g.as_mut() else {
             return Ok(CallerStep::Done);
         };
@@ -557,7 +558,7 @@ impl Consumer {
     fn apply_join(&self, outcome: JoinOutcome, deadline: Deadline, errors: &mut Option<Error>) {
         let Some(driver) = self.driver() else { return };
         let owned = {
-            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let g = self.group.lock().unpoisoned();
             g.as_ref().map(|l| l.owned.clone()).unwrap_or_default()
         };
         let changes = changes_after_join(
@@ -585,7 +586,7 @@ impl Consumer {
         self.shared
             .add_partitions(added.iter(), PositionLookup::Committed);
         {
-            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = self.group.lock().unpoisoned();
             if let Some(l) = g.as_mut() {
                 l.owned.extend(added.iter().cloned());
                 l.assignment_basis = AssignmentBasis::after_join(
@@ -606,7 +607,7 @@ impl Consumer {
     /// through the listener, and once ready rejoins so the group moves them here.
     fn apply_learning(&self, learning: BTreeSet<TopicPartition>, errors: &mut Option<Error>) {
         let new: Vec<TopicPartition> = {
-            let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = self.group.lock().unpoisoned();
             let Some(l) = g.as_mut() else { return };
             l.ready.retain(|tp| learning.contains(tp));
             l.unready.retain(|tp| learning.contains(tp));
@@ -631,7 +632,7 @@ impl Consumer {
     /// the partitions with their old owners for good.
     fn warm_up(&self, partitions: Vec<TopicPartition>, errors: &mut Option<Error>) {
         let result = self.with_listener(|l, c| l.on_partitions_learning(c, &partitions));
-        let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.group.lock().unpoisoned();
         let Some(l) = g.as_mut() else { return };
         // A rebalance inside the callback may have changed what this member learns.
         let still: Vec<TopicPartition> = partitions
@@ -663,7 +664,7 @@ impl Consumer {
     /// backoff has passed.
     fn retry_learning(&self, errors: &mut Option<Error>) {
         let due: Vec<TopicPartition> = {
-            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let g = self.group.lock().unpoisoned();
             match g.as_ref() {
                 Some(l) if !l.unready.is_empty() && Instant::now() >= l.learning_retry_at => {
                     l.unready.iter().cloned().collect()
@@ -684,7 +685,7 @@ impl Consumer {
         let driver = self.driver()?;
         let mut errors = None;
         let (owned, lost) = {
-            let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
+            let g = self.group.lock().unpoisoned();
             let owned = g.as_ref().map(|l| l.owned.clone()).unwrap_or_default();
             (owned, driver.membership().holds_no_generation())
         };

@@ -13,6 +13,7 @@
 //!   records ready for delivery.
 //!
 //! This module holds what the user's thread and the fetch task share.
+use crate::sync::Unpoisoned;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -125,7 +126,7 @@ impl Shared {
     }
 
     pub fn lock(&self) -> MutexGuard<'_, FetchState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unpoisoned()
     }
 
     pub fn backoff(&self) -> Backoff {

@@ -5,6 +5,7 @@
 //!
 //! The driver never starts a rejoin on its own: it only records that one is needed; `poll()`
 //! on the caller's thread starts it.
+use crate::sync::Unpoisoned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -154,12 +155,12 @@ impl GroupDriver {
     }
 
     pub fn membership(&self) -> MutexGuard<'_, Membership> {
-        self.membership.lock().unwrap_or_else(|p| p.into_inner())
+        self.membership.lock().unpoisoned()
     }
 
     /// Called by every `poll()`: restarts the max.poll.interval.ms timer.
     pub fn touch_poll(&self) {
-        *self.last_poll.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *self.last_poll.lock().unpoisoned() = Instant::now();
     }
 
     pub fn close(&self) {
@@ -179,7 +180,7 @@ impl GroupDriver {
 
     pub(crate) async fn coordinator(&self, deadline: Deadline) -> Result<Arc<Connection>> {
         {
-            let c = self.coordinator.lock().unwrap_or_else(|p| p.into_inner());
+            let c = self.coordinator.lock().unpoisoned();
             if let Some((_, conn)) = c.as_ref() {
                 if conn.is_alive() {
                     return Ok(conn.clone());
@@ -191,17 +192,12 @@ impl GroupDriver {
             .find_coordinator(&self.group_id, deadline)
             .await?;
         tracing::debug!(group = %self.group_id, coordinator = id, "found the group coordinator");
-        *self.coordinator.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, conn.clone()));
+        *self.coordinator.lock().unpoisoned() = Some((id, conn.clone()));
         Ok(conn)
     }
 
     pub(crate) fn coordinator_unknown(&self, why: &str) {
-        if let Some((id, _)) = self
-            .coordinator
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        if let Some((id, _)) = self.coordinator.lock().unpoisoned().take() {
             tracing::info!(group = %self.group_id, coordinator = id, reason = why, "marking the coordinator unknown");
             self.cluster.disconnect(id, Lane::Coordinator);
         }
@@ -241,11 +237,8 @@ impl GroupDriver {
                 let m = self.membership();
                 (m.heartbeats_enabled(), m.generation().clone())
             };
-            let last_poll = *self.last_poll.lock().unwrap_or_else(|p| p.into_inner());
-            let follow_up_since = *self
-                .follow_up_since
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let last_poll = *self.last_poll.lock().unpoisoned();
+            let follow_up_since = *self.follow_up_since.lock().unpoisoned();
             let now = Instant::now();
             match heartbeat_step(enabled, last_poll, &clock, follow_up_since, &liveness, now) {
                 HeartbeatStep::NotInGeneration => {
@@ -586,10 +579,7 @@ impl GroupDriver {
         // until it starts, so this member notices it in tens of milliseconds rather than up to
         // heartbeat.interval.ms, and the partitions in transit are without an owner that much
         // less.
-        *self
-            .follow_up_since
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = learner.follow_up.then(Instant::now);
+        *self.follow_up_since.lock().unpoisoned() = learner.follow_up.then(Instant::now);
         let learning: BTreeSet<TopicPartition> = learner
             .learning
             .iter()
@@ -614,12 +604,7 @@ impl GroupDriver {
     async fn session_timeout_range(&self, conn: &Connection) -> String {
         const MIN: &str = "group.min.session.timeout.ms";
         const MAX: &str = "group.max.session.timeout.ms";
-        let coordinator = self
-            .coordinator
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|c| c.0);
+        let coordinator = self.coordinator.lock().unpoisoned().as_ref().map(|c| c.0);
         let fallback = format!("{MIN}..{MAX} (6000..1800000 unless the broker changed them)");
         let Some(id) = coordinator else {
             return fallback;

@@ -1,6 +1,7 @@
 //! The accumulator: per-partition queues of batches that `send` appends to and the sender
 //! drains, and the completion bookkeeping (buffer memory, outstanding records, callbacks).
 use super::*;
+use crate::sync::Unpoisoned;
 
 // ---------------------------------------------------------------------------------------------
 // Completion bookkeeping
@@ -32,11 +33,7 @@ impl Counters {
                     deadline.timeout().as_millis()
                 )));
             }
-            s = self
-                .changed
-                .wait_timeout(s, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            s = self.changed.wait_timeout(s, left).unpoisoned().0;
         }
         s.bytes += size;
         s.outstanding += 1;
@@ -62,11 +59,7 @@ impl Counters {
                     s.outstanding
                 )));
             }
-            s = self
-                .changed
-                .wait_timeout(s, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            s = self.changed.wait_timeout(s, left).unpoisoned().0;
         }
         Ok(())
     }

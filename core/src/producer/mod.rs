@@ -9,6 +9,7 @@
 //!
 //! Retries are bounded by time, not counts: a batch is retried with backoff until
 //! `delivery.timeout.ms` after it was created, then its records fail with [`Error::Timeout`].
+use crate::sync::Unpoisoned;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -130,7 +131,7 @@ impl Delivery {
             if let Some(r) = r.take() {
                 return r;
             }
-            r = self.slot.ready.wait(r).unwrap_or_else(|p| p.into_inner());
+            r = self.slot.ready.wait(r).unpoisoned();
         }
     }
 
@@ -169,7 +170,7 @@ pub struct Producer {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unpoisoned()
 }
 
 fn now_ms() -> i64 {
