@@ -111,7 +111,7 @@ impl Consumer {
 
     pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> Result<F::Output> {
         match &self.runtime {
-            Some(rt) => Ok(rt.block_on(f)),
+            Some(rt) => Ok(crate::blocking::block_on(rt, f)),
             None => Err(Error::Closed),
         }
     }
@@ -527,7 +527,7 @@ impl Drop for Consumer {
     fn drop(&mut self) {
         let _ = self.close_with(Deadline::after(Duration::from_secs(5)), false);
         if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(1));
+            crate::blocking::shutdown(rt, Duration::from_secs(1));
         }
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod backoff;
+mod blocking;
 pub(crate) mod cluster;
 pub mod config;
 pub mod consumer;
