@@ -1,6 +1,5 @@
 //! The client's view of the cluster: bootstrap, brokers, topic metadata with leaders and leader
 //! epochs, connections per broker (reconnected with backoff), and coordinator lookup.
-use crate::sync::Unpoisoned;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::{Duration, Instant};
@@ -15,6 +14,7 @@ use crate::protocol::msg::{
     create_topics_request::CreatableTopic, metadata_request::MetadataRequestTopic,
     CreateTopicsRequest, FindCoordinatorRequest, MetadataRequest, StrBytes, TopicName,
 };
+use crate::sync::Unpoisoned;
 
 /// A partition's place in the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]

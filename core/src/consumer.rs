@@ -4,7 +4,6 @@
 //! `poll()` for records the fetch task has buffered. The consumer as a group member (subscribe,
 //! the listener, the group steps of `poll()`) is in `consumer/group.rs`; commits in
 //! `consumer/commits.rs`.
-use crate::sync::Unpoisoned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -20,12 +19,12 @@ use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
 use crate::group::coordinator::GroupDriver;
 use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
+use crate::sync::Unpoisoned;
 use crate::TopicPartition;
 
 mod commits;
 mod group;
 
-pub(crate) use commits::AsyncCommitDone;
 pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;
 pub use group::{GroupMetadata, RebalanceListener};

@@ -4,7 +4,6 @@
 //!
 //! The callback runs on the thread that logs: a lagless I/O thread or the caller's own thread
 //! (inside `poll()` and friends). It must be thread-safe and must not block for long.
-use crate::sync::Unpoisoned;
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -14,6 +13,7 @@ use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::sync::Unpoisoned;
 
 /// Log levels, most severe first; the numbers are part of the C ABI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

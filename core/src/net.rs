@@ -9,7 +9,6 @@
 //! authenticates right after ApiVersions and, when the broker bounds the session (KIP-368),
 //! authenticates again on the same socket before the session expires. Nothing above this module
 //! knows which protocol a connection speaks.
-use crate::sync::Unpoisoned;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +26,7 @@ use crate::protocol::msg::{
 };
 use crate::protocol::wire::{self, client_versions, Api, MAX_FRAME_BYTES};
 use crate::sasl::{self, SaslCredentials};
+use crate::sync::Unpoisoned;
 
 pub mod security;
 pub mod tls;

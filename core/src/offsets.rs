@@ -25,6 +25,9 @@ pub const LATEST_TIMESTAMP: i64 = -1;
 /// group took it.
 pub type CommitResults = Vec<(TopicPartition, OffsetAndMetadata, Result<()>)>;
 
+/// What an asynchronous commit calls with its result.
+pub(crate) type AsyncCommitDone = Box<dyn FnOnce(Result<CommitResults>) + Send>;
+
 /// A committed offset and its metadata string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetAndMetadata {

@@ -6,11 +6,11 @@
 //! copy), and every message of a topic shares one NUL-terminated name, interned once per consumer.
 //! The `lagless_message_*` accessors read them; everything they return stays valid until
 //! `lagless_batch_destroy`, also after the consumer is closed or destroyed.
-use lagless::sync::Unpoisoned;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
+use lagless::sync::Unpoisoned;
 use lagless::{ConsumerRecord, Error};
 
 use crate::boundary::{write_out, PanicValue};

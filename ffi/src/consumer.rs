@@ -3,13 +3,13 @@
 //! Thread rule (the core's, kept here): rebalance callbacks and commit callbacks run only on the
 //! thread that called `lagless_consumer_poll`, `_poll_batch`, `_commit_sync`, `_unsubscribe` or
 //! `_close`, never on a library thread.
-use lagless::sync::Unpoisoned;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lagless::sync::Unpoisoned;
 use lagless::{
     Consumer, ConsumerRecord, Error, RebalanceEvent, RebalanceEventListener, RebalanceListener,
     Result, TopicPartition,

@@ -4,7 +4,6 @@
 //! instead: `lagless_producer_send` queues each report, and `lagless_producer_poll` (or `_flush`)
 //! runs the queued delivery callbacks on the thread that calls it, the same rule as the
 //! consumer's callbacks.
-use lagless::sync::Unpoisoned;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use lagless::config::ProducerConfig;
+use lagless::sync::Unpoisoned;
 use lagless::{Error, Producer, ProducerRecord, RecordMetadata, Result};
 
 use crate::boundary::{bytes, write_opt, Opaque};

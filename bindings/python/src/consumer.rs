@@ -11,12 +11,12 @@
 //! the records they return (`poll_at_most`), so the core's positions, `commit()` without
 //! offsets, auto-commit and the KIP-333 commit token count only records Python has received,
 //! and every call is a poll of the member for `max.poll.interval.ms`.
-use lagless::sync::Unpoisoned;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use lagless::offsets::OffsetAndMetadata;
+use lagless::sync::Unpoisoned;
 use lagless::{
     CommitResults, Consumer as CoreConsumer, ConsumerRecord, Error, RebalanceEvent,
     RebalanceEventListener, RebalanceListener,

@@ -2,12 +2,12 @@
 //!
 //! Delivery callbacks never run on the producer's I/O threads: the core's completion only
 //! queues the outcome, and `poll()` / `flush()` call the callbacks on the caller's thread.
-use lagless::sync::Unpoisoned;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use lagless::sync::Unpoisoned;
 use lagless::{Error, Producer as CoreProducer, ProducerRecord, RecordMetadata};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;

@@ -2,7 +2,6 @@
 //! previous `poll()` returned, and before partitions are revoked), and the OffsetCommit requests
 //! themselves, built and sent through the member's generation with the asynchronous ones kept in
 //! order.
-use crate::sync::Unpoisoned;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,20 +11,18 @@ use crate::consumer::Consumer;
 use crate::error::{codes, Error, Result};
 use crate::group::coordinator::GroupDriver;
 use crate::group::member::Next;
-use crate::offsets::{MergedCommit, OffsetAndMetadata};
+use crate::offsets::{AsyncCommitDone, MergedCommit, OffsetAndMetadata};
 use crate::protocol::group_by_topic;
 use crate::protocol::msg::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use crate::protocol::msg::{OffsetCommitRequest, StrBytes, TopicName};
+use crate::sync::Unpoisoned;
 use crate::TopicPartition;
 
 pub use crate::offsets::CommitResults;
 /// Called on the polling thread when an asynchronous commit completes.
 pub type CommitCallback = Box<dyn FnOnce(Result<CommitResults>) + Send>;
-
-/// What an asynchronous commit calls with its result.
-pub(crate) type AsyncCommitDone = Box<dyn FnOnce(Result<CommitResults>) + Send>;
 
 /// The shortest wait for one OffsetCommit attempt, however little of the caller's deadline is
 /// left: an attempt given a millisecond only times out while the broker still applies it.

@@ -7,7 +7,6 @@
 //! Listener callbacks run only here, on the thread that called `poll()`, `close()` or
 //! `unsubscribe()`, never on a library thread; no lock is held while they run, so a callback
 //! may call back into the consumer (commit inside `on_partitions_revoked`).
-use crate::sync::Unpoisoned;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,6 +24,7 @@ use crate::group::metadata_snapshot::AssignmentBasis;
 use crate::group::rebalance::changes_after_join;
 use crate::group::step::{matching_topics, next_step, GroupStep, JoinProgress, LocalGroup};
 use crate::offsets::OffsetAndMetadata;
+use crate::sync::Unpoisoned;
 use crate::TopicPartition;
 
 /// Called when the consumer's assignment changes. Every method runs on the thread that called

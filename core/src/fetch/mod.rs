@@ -13,7 +13,6 @@
 //!   records ready for delivery.
 //!
 //! This module holds what the user's thread and the fetch task share.
-use crate::sync::Unpoisoned;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -24,6 +23,7 @@ use crate::cluster::Cluster;
 use crate::config::ConsumerConfig;
 use crate::error::Error;
 use crate::offsets::OffsetAndMetadata;
+use crate::sync::Unpoisoned;
 use crate::TopicPartition;
 
 mod apply;

@@ -5,7 +5,6 @@
 //!
 //! The driver never starts a rejoin on its own: it only records that one is needed; `poll()`
 //! on the caller's thread starts it.
-use crate::sync::Unpoisoned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,7 +13,6 @@ use std::time::{Duration, Instant};
 use crate::backoff::{Deadline, Retry};
 use crate::cluster::{Cluster, Lane};
 use crate::config::ConsumerConfig;
-use crate::consumer::AsyncCommitDone;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{
     assignor_by_name, Assignor, LearnerIntent, MemberSubscription, RebalanceProtocol,
@@ -26,7 +24,7 @@ use crate::group::member::{poll_timeout_consequence, Generation, Membership, Nex
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
 use crate::net::Connection;
-use crate::offsets::AsyncCommits;
+use crate::offsets::{AsyncCommitDone, AsyncCommits};
 use crate::protocol::consumer_protocol::{
     decode_assignment, decode_learner_assignment_data, decode_subscription, encode_assignment,
     encode_subscription, Assignment, LearnerAssignmentData, Subscription, TopicPartitions,
@@ -41,6 +39,7 @@ use crate::protocol::msg::{
     DescribeConfigsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
     StrBytes, SyncGroupRequest,
 };
+use crate::sync::Unpoisoned;
 use crate::TopicPartition;
 
 /// JoinGroup may wait for the whole rebalance: Java allows the rebalance timeout plus this.

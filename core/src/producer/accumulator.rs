@@ -1,6 +1,7 @@
 //! The accumulator: per-partition queues of batches that `send` appends to and the sender
 //! drains, and the completion bookkeeping (buffer memory, outstanding records, callbacks).
 use super::*;
+
 use crate::sync::Unpoisoned;
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@
 //!
 //! Retries are bounded by time, not counts: a batch is retried with backoff until
 //! `delivery.timeout.ms` after it was created, then its records fail with [`Error::Timeout`].
-use crate::sync::Unpoisoned;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -30,6 +29,7 @@ use crate::protocol::msg::{
 };
 pub use crate::protocol::records::Header;
 use crate::protocol::records::{BatchBuilder, Compression};
+use crate::sync::Unpoisoned;
 
 mod accumulator;
 mod partitioner;
