@@ -15,8 +15,7 @@ from __future__ import annotations
 import atexit
 import logging
 
-from . import _errors
-from ._errors import *  # noqa: F403 (the exception classes; their list is _errors.__all__)
+from ._errors import *  # noqa: F403 (the exception classes, listed in __all__ below)
 from ._lagless import (
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -43,8 +42,27 @@ __all__ = [
     "OFFSET_END",
     "OFFSET_INVALID",
     "__version__",
+    # The exception classes (lagless/_errors.py). Written out rather than `+= _errors.__all__`
+    # because type checkers read this list statically; tests/test_errors.py fails when a core
+    # error kind's class is missing here.
+    "LaglessError",
+    "ConfigError",
+    "InvalidArgumentError",
+    "KafkaError",
+    "LaglessTimeout",
+    "TransportError",
+    "CorruptError",
+    "UnknownTopicError",
+    "NoOffsetError",
+    "PartitionStuckError",
+    "CommitFailedError",
+    "WakeupError",
+    "ClosedError",
+    "CallbackError",
+    "IllegalStateError",
+    "AuthenticationError",
+    "SslError",
 ]
-__all__ += _errors.__all__
 
 _logger = logging.getLogger("lagless")
 
