@@ -141,16 +141,28 @@ pub fn create_partitions(bootstrap: &str, name: &str, partitions: i32) -> Result
 /// Runs one admin operation on a short-lived runtime of its own, bounded by [`ADMIN_TIMEOUT`].
 fn run<F, Fut>(config: CommonConfig, op: F) -> Result<()>
 where
-    F: FnOnce(Arc<Cluster>, Deadline) -> Fut,
+    F: FnOnce(Arc<Cluster>, Deadline) -> Fut + Send,
     Fut: std::future::Future<Output = Result<()>>,
 {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::IllegalState(format!("cannot start a runtime: {e}")))?;
-    let result = rt.block_on(op(Cluster::new(config), Deadline::after(ADMIN_TIMEOUT)));
-    rt.shutdown_timeout(Duration::from_millis(100));
-    result
+    let run = move || {
+        let result = rt.block_on(op(Cluster::new(config), Deadline::after(ADMIN_TIMEOUT)));
+        rt.shutdown_timeout(Duration::from_millis(100));
+        result
+    };
+    if tokio::runtime::Handle::try_current().is_err() {
+        return run();
+    }
+    // Called from async code: a runtime cannot be started (nor dropped) on a thread that is
+    // already inside one, so this operation's runtime lives on a thread of its own.
+    std::thread::scope(|s| {
+        s.spawn(run)
+            .join()
+            .unwrap_or_else(|_| Err(Error::IllegalState("the admin operation panicked".into())))
+    })
 }
 
 /// Waits until the metadata shows `name` with `partitions` partitions, each with a leader, so

@@ -2,6 +2,11 @@
 //!
 //! I/O runs on a tokio runtime in library-owned threads; the caller's thread only waits in
 //! `poll()` for records the fetch task has buffered.
+//!
+//! The blocking API works whether or not the caller is inside a tokio runtime: it never starts
+//! or blocks on a runtime from inside another (see [`crate::engine`]), so `poll()`,
+//! `commit_sync()` and dropping the consumer are safe in `#[tokio::main]` code, where they block
+//! the calling worker thread for the call. Async code should prefer [`crate::aio::Consumer`].
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -12,6 +17,7 @@ use bytes::Bytes;
 use crate::backoff::Deadline;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConsumerConfig};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
 use crate::group::coordinator::GroupDriver;
@@ -49,7 +55,7 @@ pub type OffsetAndTimestamp = (i64, i64);
 /// A Kafka consumer.
 pub struct Consumer {
     pub(crate) shared: Arc<Shared>,
-    runtime: Option<tokio::runtime::Runtime>,
+    engine: Option<Engine>,
     closed: AtomicBool,
     /// The group member's state, once `subscribe()` was called.
     pub(crate) group: Mutex<Option<GroupLocal>>,
@@ -67,14 +73,17 @@ impl Consumer {
     }
 
     pub fn new(config: ConsumerConfig) -> Result<Consumer> {
-        let runtime = crate::io_runtime("lagless-io")?;
+        Consumer::on_engine(config, Engine::owned("lagless-io")?)
+    }
+
+    pub(crate) fn on_engine(config: ConsumerConfig, engine: Engine) -> Result<Consumer> {
         let cluster = Cluster::new(config.common.clone());
         let shared = Shared::new(cluster, config);
-        runtime.spawn(fetch::run(shared.clone()));
+        engine.handle().spawn(fetch::run(shared.clone()));
         let (commits_tx, commits_done) = mpsc::channel();
         Ok(Consumer {
             shared,
-            runtime: Some(runtime),
+            engine: Some(engine),
             closed: AtomicBool::new(false),
             group: Mutex::new(None),
             simple_committer: Mutex::new(None),
@@ -87,8 +96,12 @@ impl Consumer {
         &self.shared.config
     }
 
-    pub(crate) fn runtime(&self) -> Result<&tokio::runtime::Runtime> {
-        self.runtime.as_ref().ok_or(Error::Closed)
+    /// Where the consumer's I/O tasks run.
+    pub(crate) fn runtime(&self) -> Result<&tokio::runtime::Handle> {
+        self.engine
+            .as_ref()
+            .map(Engine::handle)
+            .ok_or(Error::Closed)
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
@@ -100,8 +113,8 @@ impl Consumer {
     }
 
     pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> Result<F::Output> {
-        match &self.runtime {
-            Some(rt) => Ok(rt.block_on(f)),
+        match &self.engine {
+            Some(engine) => Ok(engine.block_on(f)),
             None => Err(Error::Closed),
         }
     }
@@ -182,15 +195,7 @@ impl Consumer {
             self.run_commit_callbacks();
             self.group_poll()?;
             let mut st = self.shared.lock();
-            if st.wakeup {
-                st.wakeup = false;
-                return Err(Error::Wakeup);
-            }
-            if let Some(e) = st.errors.pop_front() {
-                return Err(e);
-            }
-            let records = drain_records(&mut st, max);
-            if !records.is_empty() {
+            if let Some(records) = take_ready(&mut st, max)? {
                 drop(st);
                 // The buffer has room again: let the fetch task top it up.
                 self.shared.changed.notify_one();
@@ -505,6 +510,12 @@ impl Consumer {
         if callbacks {
             self.run_commit_callbacks();
         }
+        self.mark_closed();
+        callback_error.map_or(Ok(()), Err)
+    }
+
+    /// Stops fetching and the group's tasks; later calls give `Error::Closed`.
+    pub(crate) fn mark_closed(&self) {
         if let Some(d) = self
             .simple_committer
             .lock()
@@ -513,21 +524,38 @@ impl Consumer {
         {
             d.close();
         }
+        if let Some(local) = self
+            .group
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            local.driver.close();
+        }
         self.closed.store(true, Ordering::Release);
         self.shared.lock().closed = true;
         self.shared.changed.notify_one();
         self.shared.data_ready.notify_all();
-        callback_error.map_or(Ok(()), Err)
     }
 }
 
 impl Drop for Consumer {
     /// A consumer dropped without `close()` still commits (with auto-commit) and leaves its
     /// group, bounded in time; listener callbacks do not run from a destructor.
+    ///
+    /// Inside a tokio runtime this blocks the dropping thread for that bounded time, and the
+    /// consumer's own runtime is then shut down in the background (waiting for it there would
+    /// panic). A consumer on the application's runtime (the async front) never blocks here: its
+    /// front closes it asynchronously first.
     fn drop(&mut self) {
-        let _ = self.close_with(Deadline::after(Duration::from_secs(5)), false);
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(1));
+        match &self.engine {
+            Some(e) if e.is_shared() => self.mark_closed(),
+            _ => {
+                let _ = self.close_with(Deadline::after(Duration::from_secs(5)), false);
+            }
+        }
+        if let Some(engine) = self.engine.take() {
+            engine.shutdown(Duration::from_secs(1));
         }
     }
 }
@@ -543,6 +571,23 @@ fn validate_tp(tp: &TopicPartition) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// What a `poll()` or `recv()` hands out now: a wakeup, a partition's error, or up to `max`
+/// records (their positions advance here, and only here); `None` when there is nothing yet.
+pub(crate) fn take_ready(
+    st: &mut fetch::FetchState,
+    max: usize,
+) -> Result<Option<Vec<ConsumerRecord>>> {
+    if st.wakeup {
+        st.wakeup = false;
+        return Err(Error::Wakeup);
+    }
+    if let Some(e) = st.errors.pop_front() {
+        return Err(e);
+    }
+    let records = drain_records(st, max);
+    Ok((!records.is_empty()).then_some(records))
 }
 
 /// Takes up to `max` buffered records, round-robin over the streams of every partition (one

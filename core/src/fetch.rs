@@ -5,7 +5,7 @@
 //! backed off on its own while the others keep flowing, and only after `task.timeout.ms` without
 //! progress is it reported through `poll()`.
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -530,8 +530,9 @@ pub(crate) struct FetchState {
 
 pub(crate) struct Shared {
     pub state: Mutex<FetchState>,
-    /// Signalled when records or errors arrive, or on wakeup: `poll()` waits on it.
-    pub data_ready: Condvar,
+    /// Signalled when records or errors arrive, or on wakeup: `poll()` and the async front's
+    /// `recv()` wait on it.
+    pub data_ready: crate::engine::Ready,
     /// Signalled when the user changes what to fetch: the fetch task waits on it.
     pub changed: Notify,
     pub cluster: Arc<Cluster>,
@@ -550,7 +551,7 @@ impl Shared {
                 reported_unknown: HashSet::new(),
                 rotation: 0,
             }),
-            data_ready: Condvar::new(),
+            data_ready: crate::engine::Ready::new(),
             changed: Notify::new(),
             cluster,
             config,

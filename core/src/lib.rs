@@ -5,10 +5,12 @@
 #![deny(unsafe_code)]
 
 pub mod admin;
+pub mod aio;
 pub mod backoff;
 pub mod cluster;
 pub mod config;
 pub mod consumer;
+pub(crate) mod engine;
 pub mod error;
 pub(crate) mod fetch;
 pub mod group;

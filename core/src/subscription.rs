@@ -4,7 +4,13 @@
 //! Listener callbacks run only here, on the thread that called `poll()`, `close()` or
 //! `unsubscribe()`, never on a library thread; no lock is held while they run, so a callback
 //! may call back into the consumer (commit inside `on_partitions_revoked`).
+//!
+//! The steps are async functions: the blocking API waits for them on the caller's thread
+//! ([`crate::engine`]), the async front ([`crate::aio`]) awaits them inside `recv()`. Which
+//! listener they call is a [`Dispatch`]: the blocking [`RebalanceListener`] or an async one.
 use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,6 +79,48 @@ pub type CommitCallback = Box<dyn FnOnce(Result<CommitResults>) + Send>;
 pub(crate) enum Topics {
     Names(BTreeSet<String>),
     Pattern(Regex),
+}
+
+/// A rebalance listener callback, named for [`Dispatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Callback {
+    Revoked,
+    Assigned,
+    Learning,
+    Lost,
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Runs the listener's callbacks for the group steps: the blocking listener, or the async
+/// front's. Returns the callback's error, if any.
+pub(crate) trait Dispatch: Send {
+    fn call<'a>(
+        &'a mut self,
+        consumer: &'a Consumer,
+        callback: Callback,
+        partitions: &'a [TopicPartition],
+    ) -> BoxFuture<'a, Option<Error>>;
+}
+
+/// The blocking API's listener, kept in the group state.
+pub(crate) struct BlockingListener;
+
+impl Dispatch for BlockingListener {
+    fn call<'a>(
+        &'a mut self,
+        consumer: &'a Consumer,
+        callback: Callback,
+        partitions: &'a [TopicPartition],
+    ) -> BoxFuture<'a, Option<Error>> {
+        let r = consumer.with_listener(|l, c| match callback {
+            Callback::Revoked => l.on_partitions_revoked(c, partitions),
+            Callback::Assigned => l.on_partitions_assigned(c, partitions),
+            Callback::Learning => l.on_partitions_learning(c, partitions),
+            Callback::Lost => l.on_partitions_lost(c, partitions),
+        });
+        Box::pin(std::future::ready(r))
+    }
 }
 
 /// The group member's state on the caller's side.
@@ -222,6 +270,12 @@ impl Consumer {
             self.api_deadline(None),
             true,
         );
+        self.drop_group();
+        callback_error.map_or(Ok(()), Err)
+    }
+
+    /// After leaving: forgets the group and its topics.
+    pub(crate) fn drop_group(&self) {
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(local) = g.take() {
             local.driver.close();
@@ -230,7 +284,6 @@ impl Consumer {
             }
         }
         self.shared.cluster.set_interest(BTreeSet::new(), false);
-        callback_error.map_or(Ok(()), Err)
     }
 
     /// The member's group metadata: (group id, generation id, member id, group instance id).
@@ -348,19 +401,37 @@ impl Consumer {
         timeout: Option<Duration>,
     ) -> Result<CommitResults> {
         self.check_open()?;
-        let offsets = match offsets {
+        let offsets = self.offsets_to_commit(offsets)?;
+        let deadline = self.api_deadline(timeout);
+        self.block_on(self.commit_now(offsets, deadline))?
+    }
+
+    /// Commits `offsets` (already checked) and waits for the answer.
+    pub(crate) async fn commit_now(
+        &self,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+        deadline: Deadline,
+    ) -> Result<CommitResults> {
+        let driver = self.commit_driver()?;
+        self.run_commit_callbacks();
+        let res = driver.commit(&offsets, deadline).await?;
+        self.note_committed(&res);
+        Ok(res)
+    }
+
+    /// The offsets an explicit commit sends: those given (checked, held at a recovery
+    /// backlog), or the consumed positions.
+    pub(crate) fn offsets_to_commit(
+        &self,
+        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
+    ) -> Result<Vec<(TopicPartition, OffsetAndMetadata)>> {
+        Ok(match offsets {
             Some(o) => {
                 validate_offsets(o)?;
                 self.within_backlog(o.to_vec())
             }
             None => self.consumed_offsets(),
-        };
-        let driver = self.commit_driver()?;
-        let deadline = self.api_deadline(timeout);
-        self.run_commit_callbacks();
-        let res = self.block_on(async move { driver.commit(&offsets, deadline).await })??;
-        self.note_committed(&res);
-        Ok(res)
+        })
     }
 
     /// Sends a commit and returns at once; `callback` runs on the polling thread (inside a
@@ -428,7 +499,7 @@ impl Consumer {
 
     /// Runs `f` with the listener taken out of the lock, so the callback may call back into the
     /// consumer. Returns the callback's error, if any.
-    fn with_listener(
+    pub(crate) fn with_listener(
         &self,
         f: impl FnOnce(&mut dyn RebalanceListener, &Consumer) -> Result<()>,
     ) -> Option<Error> {
@@ -457,14 +528,18 @@ impl Consumer {
 
     /// Auto-commit of the consumed positions (with recovery tokens) of `partitions` before they
     /// are revoked.
-    fn commit_before_revoke(&self, partitions: &BTreeSet<TopicPartition>, deadline: Deadline) {
+    async fn commit_before_revoke(
+        &self,
+        partitions: &BTreeSet<TopicPartition>,
+        deadline: Deadline,
+    ) {
         if !self.shared.config.enable_auto_commit || partitions.is_empty() {
             return;
         }
         let offsets = self.shared.commit_offsets(partitions.iter());
         if let Ok(d) = self.commit_driver() {
-            match self.block_on(async move { d.commit(&offsets, deadline).await }) {
-                Ok(Ok(res)) => {
+            match d.commit(&offsets, deadline).await {
+                Ok(res) => {
                     for (tp, _, r) in &res {
                         if let Err(e) = r {
                             tracing::warn!(partition = %tp, error = %e, "auto-commit before revocation failed");
@@ -472,22 +547,22 @@ impl Consumer {
                     }
                     self.note_committed(&res);
                 }
-                Ok(Err(e)) => tracing::warn!(error = %e, "auto-commit before revocation failed"),
-                Err(_) => {}
+                Err(e) => tracing::warn!(error = %e, "auto-commit before revocation failed"),
             }
         }
     }
 
     /// Revokes `partitions`: auto-commit, the listener, then stop fetching them.
-    fn revoke(
+    async fn revoke(
         &self,
+        d: &mut dyn Dispatch,
         partitions: BTreeSet<TopicPartition>,
         deadline: Deadline,
         errors: &mut Option<Error>,
     ) {
-        self.commit_before_revoke(&partitions, deadline);
+        self.commit_before_revoke(&partitions, deadline).await;
         let list: Vec<TopicPartition> = partitions.iter().cloned().collect();
-        if let Some(e) = self.with_listener(|l, c| l.on_partitions_revoked(c, &list)) {
+        if let Some(e) = d.call(self, Callback::Revoked, &list).await {
             errors.get_or_insert(e);
         }
         self.shared.remove_partitions(partitions.iter());
@@ -500,10 +575,15 @@ impl Consumer {
         }
     }
 
-    fn lose(&self, partitions: BTreeSet<TopicPartition>, errors: &mut Option<Error>) {
+    async fn lose(
+        &self,
+        d: &mut dyn Dispatch,
+        partitions: BTreeSet<TopicPartition>,
+        errors: &mut Option<Error>,
+    ) {
         let list: Vec<TopicPartition> = partitions.iter().cloned().collect();
         if !list.is_empty() {
-            if let Some(e) = self.with_listener(|l, c| l.on_partitions_lost(c, &list)) {
+            if let Some(e) = d.call(self, Callback::Lost, &list).await {
                 errors.get_or_insert(e);
             }
         }
@@ -520,6 +600,14 @@ impl Consumer {
     /// The group steps of `poll()`, on the caller's thread. Returns an error that `poll()`
     /// reports (a callback's error after the assignment change completed, or a fatal one).
     pub(crate) fn group_poll(&self) -> Result<()> {
+        if self.driver().is_none() {
+            return Ok(());
+        }
+        self.block_on(self.group_steps(&mut BlockingListener))?
+    }
+
+    /// The group steps of a `poll()` or `recv()`, calling the listener through `d`.
+    pub(crate) async fn group_steps(&self, d: &mut dyn Dispatch) -> Result<()> {
         let Some(driver) = self.driver() else {
             return Ok(());
         };
@@ -536,12 +624,12 @@ impl Consumer {
             let step = self.next_group_step(&driver)?;
             match step {
                 Step::None => break,
-                Step::Lost(parts) => self.lose(parts, &mut errors),
-                Step::Revoke(parts) => self.revoke(parts, deadline, &mut errors),
-                Step::Join(outcome) => self.apply_join(*outcome, deadline, &mut errors),
+                Step::Lost(parts) => self.lose(d, parts, &mut errors).await,
+                Step::Revoke(parts) => self.revoke(d, parts, deadline, &mut errors).await,
+                Step::Join(outcome) => self.apply_join(d, *outcome, deadline, &mut errors).await,
             }
         }
-        self.retry_learning(&mut errors);
+        self.retry_learning(d, &mut errors).await;
         self.maybe_auto_commit(&driver);
         errors.map_or(Ok(()), Err)
     }
@@ -594,9 +682,12 @@ impl Consumer {
                 return Ok(Step::None);
             }
             let join = local.join.take().expect("checked above");
-            let rt = self.runtime()?;
             let current = driver.membership().generation.clone();
-            match rt.block_on(join) {
+            // Finished: its output is there to take, without waiting on any runtime.
+            let Some(joined) = crate::engine::output_now(join) else {
+                return Ok(Step::None);
+            };
+            match joined {
                 Ok(Ok(outcome)) if accept_join_outcome(&current, &outcome.generation) => {
                     return Ok(Step::Join(Box::new(outcome)));
                 }
@@ -681,7 +772,13 @@ impl Consumer {
         Ok(Step::None)
     }
 
-    fn apply_join(&self, outcome: JoinOutcome, deadline: Deadline, errors: &mut Option<Error>) {
+    async fn apply_join(
+        &self,
+        d: &mut dyn Dispatch,
+        outcome: JoinOutcome,
+        deadline: Deadline,
+        errors: &mut Option<Error>,
+    ) {
         let Some(driver) = self.driver() else { return };
         let owned = {
             let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
@@ -697,11 +794,11 @@ impl Consumer {
             // Kept through a join whose (eager) assignor may have handed them to another member
             // already: no commit may go out for them.
             tracing::warn!(partitions = ?changes.lose, "partitions kept through an eager rebalance are lost");
-            self.lose(changes.lose, errors);
+            self.lose(d, changes.lose, errors).await;
         }
         if !changes.revoke.is_empty() {
             // KIP-429: give these up now, then rejoin so the group can hand them on.
-            self.revoke(changes.revoke, deadline, errors);
+            self.revoke(d, changes.revoke, deadline, errors).await;
         }
         if changes.rejoin {
             driver
@@ -723,15 +820,20 @@ impl Consumer {
             }
         }
         let list: Vec<TopicPartition> = added.into_iter().collect();
-        if let Some(e) = self.with_listener(|l, c| l.on_partitions_assigned(c, &list)) {
+        if let Some(e) = d.call(self, Callback::Assigned, &list).await {
             errors.get_or_insert(e);
         }
-        self.apply_learning(outcome.learning, errors);
+        self.apply_learning(d, outcome.learning, errors).await;
     }
 
     /// Learner assignments: keeps the partitions this member learns, warms up for the new ones
     /// through the listener, and once ready rejoins so the group moves them here.
-    fn apply_learning(&self, learning: BTreeSet<TopicPartition>, errors: &mut Option<Error>) {
+    async fn apply_learning(
+        &self,
+        d: &mut dyn Dispatch,
+        learning: BTreeSet<TopicPartition>,
+        errors: &mut Option<Error>,
+    ) {
         let new: Vec<TopicPartition> = {
             let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             let Some(l) = g.as_mut() else { return };
@@ -749,15 +851,20 @@ impl Consumer {
         self.shared
             .cluster
             .add_interest(new.iter().map(|tp| &tp.topic));
-        self.warm_up(new, errors);
+        self.warm_up(d, new, errors).await;
     }
 
     /// Runs `on_partitions_learning` for `partitions`. Ready: rejoin so the group moves them
     /// here. Not ready (the callback failed): its error comes out of this `poll()`, and a later
     /// `poll()` calls it again after a backoff (KIP-580), so a transient failure does not leave
     /// the partitions with their old owners for good.
-    fn warm_up(&self, partitions: Vec<TopicPartition>, errors: &mut Option<Error>) {
-        let result = self.with_listener(|l, c| l.on_partitions_learning(c, &partitions));
+    async fn warm_up(
+        &self,
+        d: &mut dyn Dispatch,
+        partitions: Vec<TopicPartition>,
+        errors: &mut Option<Error>,
+    ) {
+        let result = d.call(self, Callback::Learning, &partitions).await;
         let mut g = self.group.lock().unwrap_or_else(|p| p.into_inner());
         let Some(l) = g.as_mut() else { return };
         // A rebalance inside the callback may have changed what this member learns.
@@ -788,7 +895,7 @@ impl Consumer {
 
     /// Calls `on_partitions_learning` again for partitions it was not ready for, once their
     /// backoff has passed.
-    fn retry_learning(&self, errors: &mut Option<Error>) {
+    async fn retry_learning(&self, d: &mut dyn Dispatch, errors: &mut Option<Error>) {
         let due: Vec<TopicPartition> = {
             let g = self.group.lock().unwrap_or_else(|p| p.into_inner());
             match g.as_ref() {
@@ -798,7 +905,7 @@ impl Consumer {
                 _ => return,
             }
         };
-        self.warm_up(due, errors);
+        self.warm_up(d, due, errors).await;
     }
 
     /// Auto-commit of what the previous `poll()` returned (nothing unprocessed is committed).
@@ -837,6 +944,20 @@ impl Consumer {
         deadline: Deadline,
         callbacks: bool,
     ) -> Option<Error> {
+        self.driver()?;
+        let mut blocking = BlockingListener;
+        let listener = callbacks.then_some(&mut blocking as &mut dyn Dispatch);
+        self.block_on(self.leave_group(reason, deadline, listener))
+            .unwrap_or(None)
+    }
+
+    /// Close/unsubscribe: commit, revoke through `listener` (none: no callbacks), leave.
+    pub(crate) async fn leave_group(
+        &self,
+        reason: &str,
+        deadline: Deadline,
+        listener: Option<&mut dyn Dispatch>,
+    ) -> Option<Error> {
         let driver = self.driver()?;
         let mut errors = None;
         let (owned, lost) = {
@@ -845,25 +966,21 @@ impl Consumer {
             let m = driver.membership();
             (owned, m.partitions_lost || m.generation.generation_id < 0)
         };
-        if callbacks {
-            if lost {
-                self.lose(owned, &mut errors);
-            } else {
-                self.revoke(owned, deadline, &mut errors);
+        match listener {
+            Some(d) if lost => self.lose(d, owned, &mut errors).await,
+            Some(d) => self.revoke(d, owned, deadline, &mut errors).await,
+            None if !lost => {
+                self.commit_before_revoke(&owned, deadline).await;
+                self.shared.remove_partitions(owned.iter());
             }
-        } else if !lost {
-            self.commit_before_revoke(&owned, deadline);
-            self.shared.remove_partitions(owned.iter());
+            None => {}
         }
         // As the Java client's close: the asynchronous commits in flight complete (within the
         // deadline) and their callbacks run here.
-        let d = driver.clone();
-        let _ = self.block_on(async move { d.async_commits_done(deadline).await });
+        let _ = driver.async_commits_done(deadline).await;
         self.run_commit_callbacks();
         if self.shared.config.leave_group_on_close || reason.contains("unsubscribed") {
-            let d = driver.clone();
-            let reason = reason.to_string();
-            let _ = self.block_on(async move { d.leave_group(&reason, deadline).await });
+            driver.leave_group(reason, deadline).await;
         }
         driver.close();
         errors

@@ -795,7 +795,7 @@ impl GroupDriver {
     /// order they were asked for.
     pub fn commit_async(
         self: &Arc<Self>,
-        runtime: &tokio::runtime::Runtime,
+        runtime: &tokio::runtime::Handle,
         offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
         done: AsyncCommitDone,
     ) {
