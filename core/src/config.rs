@@ -608,6 +608,13 @@ static KEYS: &[KeyInfo] = &[
         "With enable.parallel.rebalance, the smallest backlog (log end minus committed offset, in records) that gets a recovery stream.",
     ),
     key(
+        "learner.max.warmup.partitions",
+        Some("0"),
+        Consumer,
+        Int { min: 0, max: i32::MAX as i64 },
+        "learner-sticky: at most this many partitions warming up for this member at once (as KIP-441's max.warmup.replicas); the others stay with their owners and follow as earlier ones move. 0: no limit.",
+    ),
+    key(
         "exclude.internal.topics",
         Some("true"),
         Consumer,
@@ -1222,6 +1229,8 @@ pub struct ConsumerConfig {
     pub partition_assignment_strategy: Vec<String>,
     pub enable_parallel_rebalance: bool,
     pub parallel_rebalance_min_lag: i64,
+    /// learner-sticky: most partitions warming up for this member at once (0: no limit).
+    pub learner_max_warmup_partitions: u32,
     pub exclude_internal_topics: bool,
     pub leave_group_on_close: bool,
 }
@@ -1310,6 +1319,8 @@ impl ConsumerConfig {
             partition_assignment_strategy,
             enable_parallel_rebalance: c.bool("enable.parallel.rebalance")?,
             parallel_rebalance_min_lag: c.int("parallel.rebalance.min.lag")?,
+            // The key's range is 0..=i32::MAX, so this never saturates.
+            learner_max_warmup_partitions: c.int32("learner.max.warmup.partitions")?.max(0) as u32,
             exclude_internal_topics: c.bool("exclude.internal.topics")?,
             leave_group_on_close: c.bool("internal.leave.group.on.close")?,
         })

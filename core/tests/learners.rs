@@ -602,3 +602,97 @@ fn partitions_move_to_a_ready_learner_without_waiting_for_its_heartbeat_interval
         "the partitions moved {took:?} after c was ready: the rebalance waited for a heartbeat"
     );
 }
+
+/// The warm-up budget (`learner.max.warmup.partitions=1`) against the broker: `b` joins `a`,
+/// which owns all four partitions; balance moves two to `b`, but `b` learns one, owns it once
+/// ready, and only then learns the second. `a` keeps consuming both meanwhile; every offset is
+/// delivered.
+#[test]
+fn a_member_with_a_warm_up_budget_of_one_learns_one_partition_at_a_time() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learner-budget", PARTITIONS);
+    let group = unique_name("learner-budget");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let producing = Producing::start(&bs, &topic);
+
+    let a = member(&bs, &group, &topic, Listener::new("a", &log), &[]);
+    let ta = run_member(a, "a", &log, &stop);
+    wait_for_owners(&log, "a owning every partition", |o| {
+        o.get("a").is_some_and(|s| s.len() == PARTITIONS as usize)
+    });
+    let b = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            warm_up: Duration::from_secs(1),
+            ..Listener::new("b", &log)
+        },
+        &[("learner.max.warmup.partitions", "1")],
+    );
+    let tb = run_member(b, "b", &log, &stop);
+    wait_for_owners(&log, "b owning two partitions", |o| {
+        o.get("b").is_some_and(|s| s.len() == 2)
+    });
+    let rounds = producing.stop();
+    wait_until("every record read", Duration::from_secs(60), || {
+        missing_offsets(&log.lock().unwrap(), rounds) == 0
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in [ta, tb] {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    let learning: Vec<(Vec<i32>, Instant)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LearningStarted("b", ps, at) => Some((ps.clone(), *at)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        learning.iter().all(|(ps, _)| ps.len() == 1),
+        "b learned more than one partition at once: {learning:?}"
+    );
+    let mut learned: Vec<i32> = learning.iter().map(|(ps, _)| ps[0]).collect();
+    learned.dedup();
+    assert_eq!(
+        learned.len(),
+        2,
+        "b learned two partitions, one after the other: {learning:?}"
+    );
+    // The second warm-up starts only once the first is done (the budget counts partitions
+    // warming up, so it may start while the first one is still moving to b), and b's first
+    // partition is the one it learned first.
+    let first_done = events
+        .iter()
+        .find_map(|e| match e {
+            Event::LearningDone("b", at) => Some(*at),
+            _ => None,
+        })
+        .unwrap();
+    let second_started = learning
+        .iter()
+        .find(|(ps, _)| ps[0] == learned[1])
+        .map(|(_, at)| *at)
+        .unwrap();
+    assert!(
+        second_started >= first_done,
+        "b started warming up for partition {} before partition {} was warm",
+        learned[1],
+        learned[0]
+    );
+    let (first, _) = first_assignment(&events, "b");
+    assert_eq!(
+        first,
+        vec![learned[0]],
+        "b's first partition is the one it learned first"
+    );
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::PollError(..))),
+        "{events:?}"
+    );
+    assert_every_offset_delivered(&events, rounds);
+}

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::protocol::consumer_protocol::{
     decode_learner_subscription_data, encode_cooperative_user_data, encode_learner_assignment_data,
     encode_learner_subscription_data, subscription_generation, Assignment, LearnerAssignmentData,
-    Subscription, TopicPartitions, UNKNOWN_GENERATION,
+    LearnerSubscriptionData, Subscription, TopicPartitions, UNKNOWN_GENERATION,
 };
 
 /// How a group moves partitions in a rebalance.
@@ -43,6 +43,15 @@ pub struct MemberSubscription {
     pub subscription: Subscription,
 }
 
+/// What a learner-sticky member asks of the leader besides its ready partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LearnerIntent {
+    /// Leaving gracefully: hand my partitions over (learned first), give me nothing new.
+    pub leaving: bool,
+    /// At most this many partitions learning at once for me (0: no limit).
+    pub max_learning: u32,
+}
+
 /// A partition assignment strategy.
 pub trait Assignor: Send + Sync {
     /// The protocol name sent in JoinGroup ("range", "roundrobin", "cooperative-sticky").
@@ -52,12 +61,13 @@ pub trait Assignor: Send + Sync {
         RebalanceProtocol::Eager
     }
     /// The `user_data` this member puts in its subscription, given the generation it is in
-    /// ([`UNKNOWN_GENERATION`] if none) and the partitions it has learned and is ready to own
-    /// (learner assignments; empty otherwise).
+    /// ([`UNKNOWN_GENERATION`] if none), the partitions it has learned and is ready to own and
+    /// what else it asks of a learner-sticky leader (learner assignments; ignored otherwise).
     fn subscription_user_data(
         &self,
         _generation: i32,
         _ready: &[TopicPartitions],
+        _intent: LearnerIntent,
     ) -> Option<Bytes> {
         None
     }
@@ -285,7 +295,12 @@ impl Assignor for CooperativeStickyAssignor {
 
     /// Java still sends the generation in user data so that leaders reading subscription v0/v1
     /// (without `generation_id`) can apply the stale-ownership rules.
-    fn subscription_user_data(&self, generation: i32, _ready: &[TopicPartitions]) -> Option<Bytes> {
+    fn subscription_user_data(
+        &self,
+        generation: i32,
+        _ready: &[TopicPartitions],
+        _intent: LearnerIntent,
+    ) -> Option<Bytes> {
         Some(encode_cooperative_user_data(generation))
     }
 
@@ -294,7 +309,12 @@ impl Assignor for CooperativeStickyAssignor {
         partitions_per_topic: &BTreeMap<String, i32>,
         members: &[MemberSubscription],
     ) -> Result<BTreeMap<String, Assignment>> {
-        let plan = StickyPlan::compute(partitions_per_topic, members, &BTreeMap::new())?;
+        let plan = StickyPlan::compute(
+            partitions_per_topic,
+            members,
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+        )?;
         let assigned = plan
             .target
             .iter()
@@ -320,6 +340,13 @@ impl Assignor for CooperativeStickyAssignor {
 ///    partition then moves as cooperative-sticky moves it: left out of this generation (its owner
 ///    revokes it and rejoins) and given to the ready learner in the next.
 ///
+/// Scale-down (a member leaving gracefully says so in its user data) runs the same way: the
+/// leaving member is no target, so each of its partitions gets a learner among the members that
+/// stay while the leaving member keeps consuming it; once the learner is ready it moves, and a
+/// leaving member that owns nothing may go. A member may limit how many partitions it learns at
+/// once (its warm-up budget): the others stay with their owners, unlearned, until earlier ones
+/// have moved.
+///
 /// Only lagless offers this protocol; a group with other clients agrees on another assignor in
 /// the member's list. Malformed user data from a member counts as "nothing ready", with a
 /// warning, so one member's bad bytes cannot stop the group's assignment.
@@ -335,8 +362,18 @@ impl Assignor for LearnerStickyAssignor {
         RebalanceProtocol::Cooperative
     }
 
-    fn subscription_user_data(&self, generation: i32, ready: &[TopicPartitions]) -> Option<Bytes> {
-        Some(encode_learner_subscription_data(generation, ready))
+    fn subscription_user_data(
+        &self,
+        generation: i32,
+        ready: &[TopicPartitions],
+        intent: LearnerIntent,
+    ) -> Option<Bytes> {
+        Some(encode_learner_subscription_data(&LearnerSubscriptionData {
+            generation,
+            ready: ready.to_vec(),
+            leaving: intent.leaving,
+            max_learning: intent.max_learning,
+        }))
     }
 
     fn assign(
@@ -345,10 +382,18 @@ impl Assignor for LearnerStickyAssignor {
         members: &[MemberSubscription],
     ) -> Result<BTreeMap<String, Assignment>> {
         let mut ready: BTreeMap<(String, i32), String> = BTreeMap::new();
+        let mut leaving: BTreeSet<String> = BTreeSet::new();
+        let mut budget: BTreeMap<&str, usize> = BTreeMap::new();
         for m in sorted_members(members)? {
             match decode_learner_subscription_data(m.subscription.user_data.as_ref()) {
-                Ok(tps) => {
-                    for tp in tps {
+                Ok(data) => {
+                    if data.leaving {
+                        leaving.insert(m.member_id.clone());
+                    }
+                    if data.max_learning > 0 {
+                        budget.insert(m.member_id.as_str(), data.max_learning as usize);
+                    }
+                    for tp in data.ready {
                         for p in tp.partitions {
                             ready
                                 .entry((tp.topic.clone(), p))
@@ -363,9 +408,12 @@ impl Assignor for LearnerStickyAssignor {
                 ),
             }
         }
-        let plan = StickyPlan::compute(partitions_per_topic, members, &ready)?;
+        let plan = StickyPlan::compute(partitions_per_topic, members, &ready, &leaving)?;
         let mut owned: Vec<(&str, &str, i32)> = Vec::new();
         let mut learning: BTreeMap<&str, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
+        // Partitions each member warms up for in this generation (not yet ready), against its
+        // budget.
+        let mut warming: BTreeMap<&str, usize> = BTreeMap::new();
         for (g, target) in plan.target.iter().enumerate() {
             let (t, p) = plan.partition(g);
             let topic = plan.topics[t];
@@ -378,9 +426,19 @@ impl Assignor for LearnerStickyAssignor {
                     let is_ready = ready
                         .get(&(topic.to_string(), p))
                         .is_some_and(|m| m == to_id);
-                    // An owner that no longer subscribes to the topic cannot keep it meanwhile.
+                    // An owner that no longer subscribes to the topic cannot keep it meanwhile
+                    // (a leaving owner still subscribes: it keeps consuming until the hand-over).
                     let owner_keeps = topic_set(plan.members[from]).contains(topic);
                     if !is_ready && owner_keeps {
+                        let started = warming.entry(to_id).or_default();
+                        if budget.get(to_id).is_some_and(|max| *started >= *max) {
+                            // Over the new owner's warm-up budget: the owner keeps it, nobody
+                            // learns it yet; a later generation starts it once earlier ones
+                            // have moved.
+                            owned.push((plan.members[from].member_id.as_str(), topic, p));
+                            continue;
+                        }
+                        *started += 1;
                         // The owner keeps it while the new member warms up.
                         owned.push((plan.members[from].member_id.as_str(), topic, p));
                     }
@@ -452,15 +510,31 @@ impl<'a> StickyPlan<'a> {
     }
 
     /// `ready` maps a partition to a member that has learned it and is ready to own it
-    /// (learner-sticky): an unowned partition goes to that member first.
+    /// (learner-sticky): an unowned partition goes to that member first. Members in `leaving`
+    /// are no target for any topic another member subscribes to: they keep nothing and get
+    /// nothing there, so their partitions are spread over the members that stay.
     fn compute(
         partitions_per_topic: &'a BTreeMap<String, i32>,
         members: &'a [MemberSubscription],
         ready: &BTreeMap<(String, i32), String>,
+        leaving: &BTreeSet<String>,
     ) -> Result<StickyPlan<'a>> {
         let members = sorted_members(members)?;
-        let subscribed: Vec<BTreeSet<&str>> = members.iter().map(|m| topic_set(m)).collect();
+        let mut subscribed: Vec<BTreeSet<&str>> = members.iter().map(|m| topic_set(m)).collect();
         let all: BTreeSet<&str> = subscribed.iter().flatten().copied().collect();
+        // A topic that only leaving members subscribe to stays theirs: handing it to nobody
+        // would leave it unread.
+        let staying: BTreeSet<&str> = members
+            .iter()
+            .zip(&subscribed)
+            .filter(|(m, _)| !leaving.contains(&m.member_id))
+            .flat_map(|(_, topics)| topics.iter().copied())
+            .collect();
+        for (m, topics) in members.iter().zip(subscribed.iter_mut()) {
+            if leaving.contains(&m.member_id) {
+                topics.retain(|t| !staying.contains(t));
+            }
+        }
         let mut topics = Vec::new();
         let mut topic_start = vec![0usize];
         let mut topic_index: BTreeMap<&str, usize> = BTreeMap::new();
@@ -762,9 +836,12 @@ mod tests {
         }
         assert!(assignor_by_name("sticky").is_none());
         assert!(assignor_by_name("nope").is_none());
-        assert_eq!(RangeAssignor.subscription_user_data(3, &[]), None);
         assert_eq!(
-            CooperativeStickyAssignor.subscription_user_data(3, &[]),
+            RangeAssignor.subscription_user_data(3, &[], LearnerIntent::default()),
+            None
+        );
+        assert_eq!(
+            CooperativeStickyAssignor.subscription_user_data(3, &[], LearnerIntent::default()),
             Some(encode_cooperative_user_data(3))
         );
     }
@@ -1246,6 +1323,10 @@ mod tests {
             .collect()
     }
 
+    fn follow_ups(r: &BTreeMap<String, Assignment>) -> Vec<bool> {
+        r.values().map(follow_up_of).collect()
+    }
+
     fn follow_up_of(a: &Assignment) -> bool {
         crate::protocol::consumer_protocol::decode_learner_assignment_data(a.user_data.as_ref())
             .unwrap()
@@ -1301,10 +1382,206 @@ mod tests {
         ready: &[(&str, i32)],
         generation: i32,
     ) -> MemberSubscription {
+        learner_with(id, owned, ready, generation, LearnerIntent::default())
+    }
+
+    /// [`learner`], leaving or with a warm-up budget.
+    fn learner_with(
+        id: &str,
+        owned: &[(&str, i32)],
+        ready: &[(&str, i32)],
+        generation: i32,
+        intent: LearnerIntent,
+    ) -> MemberSubscription {
         let mut m = owning(id, &["t"], owned, generation);
         let ready = to_topic_partitions(ready.iter().map(|(t, p)| (t.to_string(), *p)));
-        m.subscription.user_data = LearnerStickyAssignor.subscription_user_data(generation, &ready);
+        m.subscription.user_data =
+            LearnerStickyAssignor.subscription_user_data(generation, &ready, intent);
         m
+    }
+
+    fn tps(names: &[String]) -> Vec<(&'static str, i32)> {
+        names
+            .iter()
+            .map(|s| ("t", s.trim_start_matches("t-").parse().unwrap()))
+            .collect()
+    }
+
+    const LEAVING: LearnerIntent = LearnerIntent {
+        leaving: true,
+        max_learning: 0,
+    };
+
+    /// Scale-down, seed 002: of three members, `c` leaves gracefully. It keeps consuming its
+    /// partitions while `a` and `b` learn them (one each, for balance), gets nothing new, and
+    /// only once a learner is ready does that partition leave `c`; in the end `c` owns nothing
+    /// and may go. No generation gives a partition to two members, none leaves one unowned
+    /// except in transit.
+    #[test]
+    fn a_leaving_member_keeps_its_partitions_until_the_survivors_have_learned_them() {
+        let a = LearnerStickyAssignor;
+        let topics = ppt(&[("t", 6)]);
+        let owned_a = [("t", 0), ("t", 1)];
+        let owned_b = [("t", 2), ("t", 3)];
+        let owned_c = [("t", 4), ("t", 5)];
+
+        let members = vec![
+            learner("a", &owned_a, &[], 1),
+            learner("b", &owned_b, &[], 1),
+            learner_with("c", &owned_c, &[], 1, LEAVING),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(
+            layout(&r),
+            expect(&[
+                ("a", &["t-0", "t-1"]),
+                ("b", &["t-2", "t-3"]),
+                ("c", &["t-4", "t-5"])
+            ]),
+            "nobody stops while the survivors warm up"
+        );
+        let (la, lb) = (learning_of(&r["a"]), learning_of(&r["b"]));
+        assert_eq!((la.len(), lb.len()), (1, 1), "{la:?} {lb:?}");
+        let mut learned = [la.clone(), lb.clone()].concat();
+        learned.sort();
+        assert_eq!(learned, ["t-4", "t-5"]);
+        assert!(learning_of(&r["c"]).is_empty());
+        assert_eq!(follow_ups(&r), [false; 3], "nothing is in transit yet");
+
+        // a is ready, b is not: only a's partition leaves c.
+        let members = vec![
+            learner("a", &owned_a, &tps(&la), 2),
+            learner("b", &owned_b, &[], 2),
+            learner_with("c", &owned_c, &[], 2, LEAVING),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(layout_of(&r["c"]), lb, "c keeps what b still learns");
+        assert_eq!(layout_of(&r["a"]), ["t-0", "t-1"]);
+        assert_eq!(follow_ups(&r), [true; 3], "a's partition is in transit");
+
+        // Both ready, c has given a's up: b's leaves c too, a gets its own.
+        let members = vec![
+            learner("a", &owned_a, &tps(&la), 3),
+            learner("b", &owned_b, &tps(&lb), 3),
+            learner_with("c", &tps(&lb), &[], 3, LEAVING),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(
+            layout_of(&r["a"]),
+            [vec!["t-0".to_string(), "t-1".into()], la.clone()].concat()
+        );
+        assert!(
+            layout_of(&r["c"]).is_empty(),
+            "c has handed everything over: {r:?}"
+        );
+
+        // And then c owns nothing: the group is balanced over the survivors.
+        let members = vec![
+            learner("a", &[owned_a.to_vec(), tps(&la)].concat(), &[], 4),
+            learner("b", &owned_b, &tps(&lb), 4),
+            learner_with("c", &[], &[], 4, LEAVING),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(layout_of(&r["a"]).len(), 3);
+        assert_eq!(layout_of(&r["b"]).len(), 3);
+        assert!(layout_of(&r["c"]).is_empty() && learning_of(&r["c"]).is_empty());
+    }
+
+    /// A leaving member that is the only subscriber of a topic keeps it (nobody else could read
+    /// it); one whose every member leaves keeps its owners. A leaving newcomer gets nothing.
+    #[test]
+    fn a_topic_only_leaving_members_read_stays_with_them() {
+        let a = LearnerStickyAssignor;
+        let topics = ppt(&[("t", 2), ("u", 2)]);
+        let mut c = owning("c", &["t", "u"], &[("t", 1), ("u", 0), ("u", 1)], 1);
+        c.subscription.user_data = a.subscription_user_data(1, &[], LEAVING);
+        let mut d = member("d", &["t"]);
+        d.subscription.user_data = a.subscription_user_data(UNKNOWN_GENERATION, &[], LEAVING);
+        let members = vec![learner("a", &[("t", 0)], &[], 1), c, d];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(
+            layout(&r),
+            expect(&[("a", &["t-0"]), ("c", &["t-1", "u-0", "u-1"]), ("d", &[])])
+        );
+        assert_eq!(learning_of(&r["a"]), ["t-1"]);
+        assert!(learning_of(&r["d"]).is_empty());
+    }
+
+    /// The warm-up budget: a member that learns at most one partition at once learns one, and
+    /// the next only once the first is ready (the first then moves, the next starts). Owners
+    /// keep everything meanwhile.
+    #[test]
+    fn a_warm_up_budget_limits_what_a_member_learns_at_once() {
+        let a = LearnerStickyAssignor;
+        let topics = ppt(&[("t", 6)]);
+        let all: Vec<(&str, i32)> = (0..6).map(|p| ("t", p)).collect();
+        let one = LearnerIntent {
+            leaving: false,
+            max_learning: 1,
+        };
+        let members = vec![
+            learner("a", &all, &[], 1),
+            learner_with("b", &[], &[], UNKNOWN_GENERATION, one),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(layout_of(&r["a"]).len(), 6);
+        let first = learning_of(&r["b"]);
+        assert_eq!(first.len(), 1, "{first:?}");
+
+        // The first is ready: it moves, and b starts the second.
+        let members = vec![
+            learner("a", &all, &[], 2),
+            learner_with("b", &[], &tps(&first), 2, one),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(layout_of(&r["a"]).len(), 5, "the ready one is in transit");
+        let now = learning_of(&r["b"]);
+        assert_eq!(now.len(), 2, "the ready one and one more: {now:?}");
+        assert!(now.contains(&first[0]));
+
+        // Without a budget, b learns all three balance moves to it at once.
+        let members = vec![
+            learner("a", &all, &[], 1),
+            learner("b", &[], &[], UNKNOWN_GENERATION),
+        ];
+        let r = a.assign(&topics, &members).unwrap();
+        assert_eq!(learning_of(&r["b"]).len(), 3);
+    }
+
+    /// Five members join one owner of ten partitions at once, each with a budget of one: each
+    /// learns exactly one partition, the owner keeps all ten, and no partition has two learners.
+    #[test]
+    fn a_budget_holds_when_five_members_join_at_once() {
+        let a = LearnerStickyAssignor;
+        let topics = ppt(&[("t", 10)]);
+        let all: Vec<(&str, i32)> = (0..10).map(|p| ("t", p)).collect();
+        let one = LearnerIntent {
+            leaving: false,
+            max_learning: 1,
+        };
+        let mut members = vec![learner("a", &all, &[], 1)];
+        for id in ["b", "c", "d", "e", "f"] {
+            members.push(learner_with(id, &[], &[], UNKNOWN_GENERATION, one));
+        }
+        let r = a.assign(&topics, &members).unwrap();
+        check_valid(&topics, &members, &r);
+        assert_eq!(layout_of(&r["a"]).len(), 10);
+        let mut learned: Vec<String> = Vec::new();
+        for id in ["b", "c", "d", "e", "f"] {
+            let l = learning_of(&r[id]);
+            assert_eq!(l.len(), 1, "{id}: {l:?}");
+            learned.extend(l);
+        }
+        learned.sort();
+        learned.dedup();
+        assert_eq!(learned.len(), 5, "one learner per partition");
     }
 
     /// A scale-up from two members to three with learner assignments: while the new member warms
@@ -1450,7 +1727,7 @@ mod tests {
         let a = LearnerStickyAssignor;
         let topics = ppt(&[("t", 2), ("u", 1)]);
         let mut gone = owning("a", &["u"], &[("t", 0), ("t", 1)], 1);
-        gone.subscription.user_data = a.subscription_user_data(1, &[]);
+        gone.subscription.user_data = a.subscription_user_data(1, &[], LearnerIntent::default());
         let mut garbled = member("b", &["t", "u"]);
         garbled.subscription.user_data = Some(Bytes::from_static(&[0, 0, 0, 1, 0xff, 0xff]));
         let members = vec![gone, garbled];

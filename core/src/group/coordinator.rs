@@ -14,7 +14,9 @@ use crate::backoff::{Deadline, Retry};
 use crate::cluster::{Cluster, Lane};
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
-use crate::group::assignor::{assignor_by_name, Assignor, MemberSubscription, RebalanceProtocol};
+use crate::group::assignor::{
+    assignor_by_name, Assignor, LearnerIntent, MemberSubscription, RebalanceProtocol,
+};
 use crate::group::member::{poll_timeout_consequence, Generation, MemberState, Membership, Next};
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
@@ -444,8 +446,14 @@ impl GroupDriver {
             .map(|a| {
                 let sub = Subscription {
                     topics: input.topics.clone(),
-                    user_data: a
-                        .subscription_user_data(generation_id, &to_topic_partitions(&input.ready)),
+                    user_data: a.subscription_user_data(
+                        generation_id,
+                        &to_topic_partitions(&input.ready),
+                        LearnerIntent {
+                            leaving: false,
+                            max_learning: self.config.learner_max_warmup_partitions,
+                        },
+                    ),
                     owned_partitions: to_topic_partitions(&input.owned),
                     generation_id,
                     rack_id: self.config.common.client_rack.clone(),

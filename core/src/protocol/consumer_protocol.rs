@@ -212,28 +212,86 @@ pub fn subscription_generation(s: &Subscription) -> Option<i32> {
     decode_cooperative_user_data(s.user_data.as_ref())
 }
 
+/// What a learner-sticky member says about itself in its subscription's user data.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LearnerSubscriptionData {
+    /// The generation in which the member got its owned partitions.
+    pub generation: i32,
+    /// Partitions the member has learned and is ready to own.
+    pub ready: Vec<TopicPartitions>,
+    /// The member is leaving gracefully (scale-down): the leader hands its partitions to the
+    /// members that keep them, as learned partitions first, and gives it nothing new.
+    pub leaving: bool,
+    /// At most this many partitions learning at once for this member (0: no limit).
+    pub max_learning: u32,
+}
+
+/// Version of the extension written after the ready partitions.
+const LEARNER_SUBSCRIPTION_EXTENSION: i16 = 1;
+
 /// The learner-sticky assignor's subscription user data (a lagless format; only lagless members
 /// offer that assignor): the member's generation as a big-endian `int32` first, exactly like
 /// cooperative-sticky's (so [`subscription_generation`] reads it the same way), then the
 /// partitions this member has learned and is ready to own, as `int32` topic count, then per topic
-/// a `string` name, an `int32` partition count and the `int32` partitions.
-pub fn encode_learner_subscription_data(generation: i32, ready: &[TopicPartitions]) -> Bytes {
+/// a `string` name, an `int32` partition count and the `int32` partitions. Then, only when the
+/// member leaves or limits its learning, an extension: `int16` version (1), `int8` leaving,
+/// `int32` max learning partitions. Writing the extension only when it says something keeps the
+/// data of members that use neither readable by leaders that predate it (they refuse trailing
+/// bytes), which matters during a rolling upgrade.
+pub fn encode_learner_subscription_data(data: &LearnerSubscriptionData) -> Bytes {
     let mut b = BytesMut::new();
-    b.put_i32(generation);
-    put_topic_partitions(&mut b, ready);
+    b.put_i32(data.generation);
+    put_topic_partitions(&mut b, &data.ready);
+    if data.leaving || data.max_learning > 0 {
+        b.put_i16(LEARNER_SUBSCRIPTION_EXTENSION);
+        b.put_i8(i8::from(data.leaving));
+        b.put_i32(i32::try_from(data.max_learning).unwrap_or(i32::MAX));
+    }
     b.freeze()
 }
 
-/// The ready partitions in learner-sticky subscription user data (see
-/// [`encode_learner_subscription_data`]). No user data is no ready partitions; bytes that do not
-/// parse are [`Error::Corrupt`] naming the field.
-pub fn decode_learner_subscription_data(user_data: Option<&Bytes>) -> Result<Vec<TopicPartitions>> {
+/// Reads learner-sticky subscription user data (see [`encode_learner_subscription_data`]). No
+/// user data is nothing ready, not leaving, no limit; an extension of a later version is read
+/// for the fields this version knows. Bytes that do not parse are [`Error::Corrupt`] naming the
+/// field.
+pub fn decode_learner_subscription_data(
+    user_data: Option<&Bytes>,
+) -> Result<LearnerSubscriptionData> {
     let Some(b) = user_data else {
-        return Ok(Vec::new());
+        return Ok(LearnerSubscriptionData::default());
     };
     let mut r = Reader::new(b.clone(), "learner subscription user data");
-    r.i32("generation")?;
-    read_topic_partitions(&mut r, "ready")
+    let generation = r.i32("generation")?;
+    let ready = read_topic_partitions_list(&mut r, "ready")?;
+    let mut data = LearnerSubscriptionData {
+        generation,
+        ready,
+        ..LearnerSubscriptionData::default()
+    };
+    if !r.buf.has_remaining() {
+        return Ok(data);
+    }
+    let version = r.i16("extension version")?;
+    if version < LEARNER_SUBSCRIPTION_EXTENSION {
+        return Err(r.corrupt(
+            "extension version",
+            format!("{version} is not a version any client writes"),
+        ));
+    }
+    r.need("leaving", 1)?;
+    data.leaving = r.buf.get_i8() != 0;
+    let max = r.i32("max learning")?;
+    if max < 0 {
+        return Err(r.corrupt("max learning", format!("{max} is negative")));
+    }
+    data.max_learning = max as u32;
+    if version == LEARNER_SUBSCRIPTION_EXTENSION && r.buf.has_remaining() {
+        return Err(r.corrupt(
+            "extension",
+            format!("{} bytes after the end", r.buf.remaining()),
+        ));
+    }
+    Ok(data)
 }
 
 /// What the learner-sticky leader tells one member besides its partitions.
@@ -290,12 +348,17 @@ fn put_topic_partitions(b: &mut BytesMut, tps: &[TopicPartitions]) {
     }
 }
 
-fn read_topic_partitions(r: &mut Reader, field: &str) -> Result<Vec<TopicPartitions>> {
-    let tps = r.array(field, 6, |r| {
+fn read_topic_partitions_list(r: &mut Reader, field: &str) -> Result<Vec<TopicPartitions>> {
+    r.array(field, 6, |r| {
         let topic = r.string("topic")?;
         let partitions = r.array("partitions", 4, |r| r.i32("partition"))?;
         Ok(TopicPartitions { topic, partitions })
-    })?;
+    })
+}
+
+/// The topic-partitions layout as the last field: bytes after it are corrupt.
+fn read_topic_partitions(r: &mut Reader, field: &str) -> Result<Vec<TopicPartitions>> {
+    let tps = read_topic_partitions_list(r, field)?;
     if r.buf.has_remaining() {
         return Err(r.corrupt(field, format!("{} bytes after the end", r.buf.remaining())));
     }
@@ -768,11 +831,19 @@ mod tests {
             TopicPartitions::new("orders", vec![0, 5]),
             TopicPartitions::new("t", vec![]),
         ];
-        let b = encode_learner_subscription_data(9, &ready);
-        assert_eq!(decode_learner_subscription_data(Some(&b)).unwrap(), ready);
+        let sub = LearnerSubscriptionData {
+            generation: 9,
+            ready: ready.clone(),
+            ..LearnerSubscriptionData::default()
+        };
+        let b = encode_learner_subscription_data(&sub);
+        assert_eq!(decode_learner_subscription_data(Some(&b)).unwrap(), sub);
         // The generation sits where cooperative-sticky's does.
         assert_eq!(decode_cooperative_user_data(Some(&b)), Some(9));
-        assert_eq!(decode_learner_subscription_data(None).unwrap(), vec![]);
+        assert_eq!(
+            decode_learner_subscription_data(None).unwrap(),
+            LearnerSubscriptionData::default()
+        );
         let data = LearnerAssignmentData {
             learning: ready.clone(),
             follow_up: true,
@@ -798,5 +869,50 @@ mod tests {
         trailing.push(0);
         let e = decode_learner_assignment_data(Some(&Bytes::from(trailing))).unwrap_err();
         assert!(e.to_string().contains("after the end"), "{e}");
+    }
+
+    #[test]
+    fn learner_subscription_extension_is_written_only_when_it_says_something() {
+        let ready = vec![TopicPartitions::new("orders", vec![3])];
+        let plain = LearnerSubscriptionData {
+            generation: 4,
+            ready: ready.clone(),
+            ..LearnerSubscriptionData::default()
+        };
+        // Without leaving or a budget: exactly the layout of the first version, which leaders
+        // that predate the extension read.
+        let mut expected = vec![0, 0, 0, 4, 0, 0, 0, 1, 0, 6];
+        expected.extend_from_slice(b"orders");
+        expected.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 3]);
+        assert_eq!(encode_learner_subscription_data(&plain).to_vec(), expected);
+
+        let leaving = LearnerSubscriptionData {
+            leaving: true,
+            max_learning: 2,
+            ..plain.clone()
+        };
+        let b = encode_learner_subscription_data(&leaving);
+        assert_eq!(&b[expected.len()..], &[0, 1, 1, 0, 0, 0, 2]);
+        assert_eq!(decode_learner_subscription_data(Some(&b)).unwrap(), leaving);
+
+        // A later version may add fields: this one reads the ones it knows.
+        let mut later = b.to_vec();
+        later[expected.len() + 1] = 2;
+        later.extend_from_slice(&[9, 9]);
+        assert_eq!(
+            decode_learner_subscription_data(Some(&Bytes::from(later))).unwrap(),
+            leaving
+        );
+        for (bad, field) in [
+            (&[0, 1, 1][..], "max learning"),        // truncated extension
+            (&[0, 0, 1, 0, 0, 0, 2][..], "version"), // version 0 never carries one
+            (&[0, 1, 0, 0xff, 0xff, 0xff, 0xff][..], "negative"),
+            (&[0, 1, 0, 0, 0, 0, 2, 7][..], "after the end"),
+        ] {
+            let mut data = expected.clone();
+            data.extend_from_slice(bad);
+            let e = decode_learner_subscription_data(Some(&Bytes::from(data))).unwrap_err();
+            assert!(e.to_string().contains(field), "{field}: {e}");
+        }
     }
 }
