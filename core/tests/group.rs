@@ -498,6 +498,8 @@ fn a_crashed_member_s_partitions_move_and_nothing_is_lost() {
         .args([
             "--exact",
             "a_crashed_member_s_partitions_move_and_nothing_is_lost",
+            // The test is #[ignore]d (it needs a broker): the child runs it all the same.
+            "--include-ignored",
             "--nocapture",
             "--test-threads=1",
         ])

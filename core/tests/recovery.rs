@@ -575,7 +575,14 @@ fn crash_mid_recovery(
         ChildCommits::FirstMainOffsetOfTheLastPoll => (1, fresh / 4),
     };
     let child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        // Broker tests are #[ignore]d: the child runs its test all the same.
+        .args([
+            "--exact",
+            test,
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ROLE, commits.name())
         .env("LAGLESS_CHILD_TOPIC", &topic)
         .env("LAGLESS_CHILD_GROUP", &group)
