@@ -414,14 +414,7 @@ impl Consumer {
         if let Some(e) = self.with_listener(|l, c| l.on_partitions_revoked(c, &list)) {
             errors.get_or_insert(e);
         }
-        self.shared.remove_partitions(partitions.iter());
-        let mut g = self.group.lock().unpoisoned();
-        if let Some(l) = g.as_mut() {
-            for tp in &partitions {
-                l.owned.remove(tp);
-                l.last_committed.remove(tp);
-            }
-        }
+        self.forget(&partitions);
     }
 
     fn lose(&self, partitions: BTreeSet<TopicPartition>, errors: &mut Option<Error>) {
@@ -431,10 +424,15 @@ impl Consumer {
                 errors.get_or_insert(e);
             }
         }
+        self.forget(&partitions);
+    }
+
+    /// After revoking or losing `partitions`: stop fetching them and forget they were owned.
+    fn forget(&self, partitions: &BTreeSet<TopicPartition>) {
         self.shared.remove_partitions(partitions.iter());
         let mut g = self.group.lock().unpoisoned();
         if let Some(l) = g.as_mut() {
-            for tp in &partitions {
+            for tp in partitions {
                 l.owned.remove(tp);
                 l.last_committed.remove(tp);
             }
