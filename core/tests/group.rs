@@ -6,53 +6,24 @@ use std::time::{Duration, Instant};
 
 use lagless::{Config, Consumer, Producer, ProducerRecord, RebalanceListener, TopicPartition};
 
-fn bootstrap() -> String {
-    std::env::var("LAGLESS_BOOTSTRAP")
-        .expect("LAGLESS_BOOTSTRAP must point at a Kafka broker (run through tests/run)")
-}
+mod support;
+use support::bootstrap;
 
 fn unique(prefix: &str) -> String {
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{}-{n}", std::process::id())
+    support::unique_name(prefix)
 }
 
 fn topic(partitions: i32) -> String {
-    let t = unique("group");
-    lagless::admin::create_topic(&bootstrap(), &t, partitions, 1).expect("create topic");
-    t
+    support::new_topic(&bootstrap(), "group", partitions)
 }
 
 fn produce(topic: &str, partitions: i32, per_partition: usize) {
-    let p = Producer::from_config(
-        &Config::from_pairs([
-            ("bootstrap.servers", bootstrap().as_str()),
-            ("linger.ms", "5"),
-        ])
-        .unwrap(),
-    )
-    .unwrap();
-    for i in 0..per_partition {
-        for part in 0..partitions {
-            p.send(ProducerRecord::new(topic, format!("v{i}")).with_partition(part))
-                .unwrap();
-        }
-    }
-    p.flush(Duration::from_secs(60)).unwrap();
+    support::produce(&bootstrap(), topic, partitions, per_partition);
 }
 
+/// A member of `group` (support::group_member's settings, with a 15 s poll interval).
 fn consumer(group: &str, extra: &[(&str, &str)]) -> Consumer {
-    let b = bootstrap();
-    let mut pairs = vec![
-        ("bootstrap.servers", b.as_str()),
-        ("group.id", group),
-        ("auto.offset.reset", "earliest"),
-        ("session.timeout.ms", "6000"),
-        ("heartbeat.interval.ms", "500"),
-        ("max.poll.interval.ms", "15000"),
-    ];
+    let mut pairs = vec![("max.poll.interval.ms", "15000")];
     // tests/suites runs these tests a second time with recovery streams (KIP-333) on, with a
     // small minimum lag so that takeovers with a backlog use them: the group's behaviour must
     // not change.
@@ -64,7 +35,7 @@ fn consumer(group: &str, extra: &[(&str, &str)]) -> Consumer {
         pairs.retain(|(pk, _)| pk != k);
         pairs.push((k, v));
     }
-    Consumer::from_config(&Config::from_pairs(pairs).unwrap()).unwrap()
+    support::group_member(&bootstrap(), group, &pairs)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -688,6 +659,8 @@ fn async_commit_callback_runs_on_the_polling_thread_and_auto_commit_commits_the_
     // (the offset after the records returned so far) and returns the next records.
     let tp = TopicPartition::new(&t, 0);
     let returned = got.last().unwrap().offset + 1;
+    // Not a wait for something to happen: the auto-commit interval (100 ms) must have passed
+    // since the last poll, and a sleep never ends early, however loaded the machine.
     std::thread::sleep(Duration::from_millis(300));
     let next = c.poll(Duration::from_millis(500)).unwrap();
     let position = c.position(&tp, None).unwrap();

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use lagless::config::{Config, ProducerConfig};
@@ -11,11 +11,8 @@ use lagless::error::codes;
 use lagless::producer::{partition_for_key, Producer, ProducerRecord};
 use lagless::Error;
 
-fn bootstrap() -> String {
-    std::env::var("LAGLESS_BOOTSTRAP").expect(
-        "LAGLESS_BOOTSTRAP is not set: these tests need a Kafka broker (e.g. LAGLESS_BOOTSTRAP=127.0.0.1:9092)",
-    )
-}
+mod support;
+use support::{bootstrap, new_topic};
 
 fn config(bootstrap: &str) -> ProducerConfig {
     let c = Config::from_pairs([
@@ -23,17 +20,6 @@ fn config(bootstrap: &str) -> ProducerConfig {
         ("client.id", "lagless-producer-test"),
     ]);
     ProducerConfig::from_config(&c.unwrap()).unwrap()
-}
-
-/// A fresh topic name, so reruns against the same broker do not collide.
-fn new_topic(bootstrap: &str, prefix: &str, partitions: i32) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let name = format!("{prefix}-{nanos}");
-    lagless::admin::create_topic(bootstrap, &name, partitions, 1).expect("create topic");
-    name
 }
 
 #[test]
