@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lagless::{Config, Consumer, Producer, ProducerRecord, RebalanceListener, TopicPartition};
+use lagless::{Config, Consumer, RebalanceListener, TopicPartition};
 
 mod support;
 use support::bootstrap;

@@ -12,11 +12,8 @@ use crate::error::{codes, Error, Result};
 use crate::group::coordinator::GroupDriver;
 use crate::group::member::Next;
 use crate::offsets::{AsyncCommitDone, MergedCommit, OffsetAndMetadata};
-use crate::protocol::group_by_topic;
-use crate::protocol::msg::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use crate::protocol::msg::{OffsetCommitRequest, StrBytes, TopicName};
+use crate::protocol;
+use crate::protocol::msg::OffsetCommitRequest;
 use crate::sync::Unpoisoned;
 use crate::TopicPartition;
 
@@ -352,34 +349,13 @@ impl GroupDriver {
         loop {
             let attempt = async {
                 let conn = self.coordinator(deadline).await?;
-                let v = conn.version::<OffsetCommitRequest>()?;
-                let by_topic = group_by_topic(pending.iter().map(|(tp, om)| {
-                    let partition = OffsetCommitRequestPartition::default()
-                        .with_partition_index(tp.partition)
-                        .with_committed_offset(om.offset)
-                        .with_committed_leader_epoch(-1)
-                        .with_committed_metadata(Some(StrBytes::from_string(om.metadata.clone())));
-                    (tp.topic.as_str(), partition)
-                }));
-                let topics = by_topic
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        OffsetCommitRequestTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                            .with_partitions(ps)
-                    })
-                    .collect();
-                let mut req = OffsetCommitRequest::default()
-                    .with_group_id(self.group_id_bytes())
-                    .with_generation_id_or_member_epoch(generation.generation_id)
-                    .with_member_id(StrBytes::from_string(generation.member_id.clone()))
-                    .with_topics(topics);
-                if v >= 7 {
-                    req = req.with_group_instance_id(self.instance_id());
-                }
-                if v <= 4 {
-                    req = req.with_retention_time_ms(-1);
-                }
+                let member = self.member(&generation.member_id);
+                let req = protocol::commit::offset_commit(
+                    member,
+                    generation.generation_id,
+                    &pending,
+                    conn.version::<OffsetCommitRequest>()?,
+                );
                 let attempt_timeout = deadline
                     .remaining()
                     .max(MIN_COMMIT_ATTEMPT)
@@ -405,30 +381,27 @@ impl GroupDriver {
             };
             let mut again = Vec::new();
             let mut rediscover = false;
-            for t in resp.topics {
-                for p in t.partitions {
-                    let tp = TopicPartition::new(t.name.0.to_string(), p.partition_index);
-                    let Some(pos) = pending.iter().position(|(x, _)| *x == tp) else {
-                        continue;
-                    };
-                    let entry = pending[pos].clone();
-                    if p.error_code == codes::NONE {
-                        results.push((tp, entry.1, Ok(())));
-                        continue;
-                    }
-                    let (next, err) = self.membership().on_commit_error(&generation, p.error_code);
-                    match next {
-                        Next::RetryAfterBackoff if retries => again.push(entry),
-                        Next::RediscoverCoordinator => {
-                            rediscover = true;
-                            if retries {
-                                again.push(entry)
-                            } else {
-                                results.push((tp, entry.1, Err(with_partition(err, &entry.0))))
-                            }
+            for (tp, error_code) in protocol::commit::offset_commit_errors(resp) {
+                let Some(pos) = pending.iter().position(|(x, _)| *x == tp) else {
+                    continue;
+                };
+                let entry = pending[pos].clone();
+                if error_code == codes::NONE {
+                    results.push((tp, entry.1, Ok(())));
+                    continue;
+                }
+                let (next, err) = self.membership().on_commit_error(&generation, error_code);
+                match next {
+                    Next::RetryAfterBackoff if retries => again.push(entry),
+                    Next::RediscoverCoordinator => {
+                        rediscover = true;
+                        if retries {
+                            again.push(entry)
+                        } else {
+                            results.push((tp, entry.1, Err(with_partition(err, &entry.0))))
                         }
-                        _ => results.push((tp, entry.1, Err(with_partition(err, &entry.0)))),
                     }
+                    _ => results.push((tp, entry.1, Err(with_partition(err, &entry.0)))),
                 }
             }
             if rediscover {

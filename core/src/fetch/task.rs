@@ -16,9 +16,9 @@ use super::Shared;
 use crate::backoff::{Deadline, Retry};
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, ErrorPartition, Result};
-use crate::protocol::group_by_topic;
-use crate::protocol::msg::fetch_request::{FetchPartition, FetchTopic};
-use crate::protocol::msg::{BrokerId, FetchRequest, FetchResponse, StrBytes, TopicName};
+use crate::protocol;
+use crate::protocol::fetch::{FetchFrom, FetchLimits};
+use crate::protocol::msg::{FetchRequest, FetchResponse};
 use crate::protocol::records::decode_batches;
 use crate::TopicPartition;
 
@@ -338,34 +338,21 @@ fn build_fetch(
     kind: StreamKind,
     parts: Vec<FetchCandidate>,
 ) -> FetchPlan {
-    let topics: Vec<FetchTopic> = group_by_topic(parts.iter().map(|(tp, asked, epoch, _)| {
-        let fp = FetchPartition::default()
-            .with_partition(tp.partition)
-            .with_fetch_offset(asked.offset)
-            .with_current_leader_epoch(*epoch)
-            .with_log_start_offset(-1)
-            .with_partition_max_bytes(config.max_partition_fetch_bytes);
-        (tp.topic.as_str(), fp)
-    }))
-    .into_iter()
-    .map(|(t, ps)| {
-        FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(t.to_string())))
-            .with_partitions(ps)
-    })
-    .collect();
-    let request = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(config.fetch_max_wait.as_millis() as i32)
-        .with_min_bytes(config.fetch_min_bytes)
-        .with_max_bytes(config.fetch_max_bytes)
-        .with_isolation_level(0)
-        .with_session_id(0)
-        .with_session_epoch(-1)
-        .with_topics(topics)
-        .with_rack_id(StrBytes::from_string(
-            config.common.client_rack.clone().unwrap_or_default(),
-        ));
+    let limits = FetchLimits {
+        max_wait_ms: config.fetch_max_wait.as_millis() as i32,
+        min_bytes: config.fetch_min_bytes,
+        max_bytes: config.fetch_max_bytes,
+        partition_max_bytes: config.max_partition_fetch_bytes,
+        rack_id: config.common.client_rack.as_deref().unwrap_or_default(),
+    };
+    let request = protocol::fetch::fetch(
+        limits,
+        parts.iter().map(|(tp, asked, epoch, _)| FetchFrom {
+            partition: tp,
+            offset: asked.offset,
+            leader_epoch: *epoch,
+        }),
+    );
     FetchPlan {
         broker,
         kind,

@@ -25,19 +25,18 @@ use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
 use crate::net::Connection;
 use crate::offsets::{AsyncCommitDone, AsyncCommits};
+use crate::protocol;
 use crate::protocol::consumer_protocol::{
     decode_assignment, decode_learner_assignment_data, decode_subscription, encode_assignment,
     encode_subscription, Assignment, LearnerAssignmentData, Subscription, TopicPartitions,
     HIGHEST_VERSION,
 };
+use crate::protocol::group::{Join, Member};
 use crate::protocol::group_by_topic;
 use crate::protocol::msg::describe_configs_request::DescribeConfigsResource;
-use crate::protocol::msg::join_group_request::JoinGroupRequestProtocol;
-use crate::protocol::msg::leave_group_request::MemberIdentity;
-use crate::protocol::msg::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::msg::{
-    DescribeConfigsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    StrBytes, SyncGroupRequest,
+    DescribeConfigsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, StrBytes,
+    SyncGroupRequest,
 };
 use crate::sync::Unpoisoned;
 use crate::TopicPartition;
@@ -166,15 +165,13 @@ impl GroupDriver {
         self.closed.store(true, Ordering::Release);
     }
 
-    pub(crate) fn group_id_bytes(&self) -> GroupId {
-        GroupId(StrBytes::from_string(self.group_id.clone()))
-    }
-
-    pub(crate) fn instance_id(&self) -> Option<StrBytes> {
-        self.config
-            .group_instance_id
-            .clone()
-            .map(StrBytes::from_string)
+    /// This member as the group requests name it (`protocol::group`).
+    pub(crate) fn member<'a>(&'a self, member_id: &'a str) -> Member<'a> {
+        Member {
+            group_id: &self.group_id,
+            member_id,
+            instance_id: self.config.group_instance_id.as_deref(),
+        }
     }
 
     pub(crate) async fn coordinator(&self, deadline: Deadline) -> Result<Arc<Connection>> {
@@ -285,14 +282,11 @@ impl GroupDriver {
             );
             let answer = async {
                 let conn = self.coordinator(deadline).await?;
-                let v = conn.version::<HeartbeatRequest>()?;
-                let mut req = HeartbeatRequest::default()
-                    .with_group_id(self.group_id_bytes())
-                    .with_generation_id(generation.generation_id)
-                    .with_member_id(StrBytes::from_string(generation.member_id.clone()));
-                if v >= 3 {
-                    req = req.with_group_instance_id(self.instance_id());
-                }
+                let req = protocol::group::heartbeat(
+                    self.member(&generation.member_id),
+                    generation.generation_id,
+                    conn.version::<HeartbeatRequest>()?,
+                );
                 conn.call_with_timeout(&req, deadline.remaining()).await
             }
             .await;
@@ -413,25 +407,20 @@ impl GroupDriver {
                     generation_id,
                     rack_id: self.config.common.client_rack.clone(),
                 };
-                Ok(JoinGroupRequestProtocol::default()
-                    .with_name(StrBytes::from_static_str(a.name()))
-                    .with_metadata(encode_subscription(&sub, HIGHEST_VERSION)?))
+                Ok((a.name(), encode_subscription(&sub, HIGHEST_VERSION)?))
             })
             .collect::<Result<Vec<_>>>()
             .map_err(JoinErr::Fatal)?;
-        let mut req = JoinGroupRequest::default()
-            .with_group_id(self.group_id_bytes())
-            .with_session_timeout_ms(self.config.session_timeout.as_millis() as i32)
-            .with_rebalance_timeout_ms(rebalance_timeout.as_millis() as i32)
-            .with_member_id(StrBytes::from_string(member_id.clone()))
-            .with_protocol_type(StrBytes::from_static_str("consumer"))
-            .with_protocols(protocols);
-        if v >= 5 {
-            req = req.with_group_instance_id(self.instance_id());
-        }
-        if v >= 8 {
-            req = req.with_reason(Some(StrBytes::from_string(truncate(&input.reason, 255))));
-        }
+        let req = protocol::group::join_group(
+            self.member(&member_id),
+            Join {
+                session_timeout_ms: self.config.session_timeout.as_millis() as i32,
+                rebalance_timeout_ms: rebalance_timeout.as_millis() as i32,
+                protocols,
+                reason: &input.reason,
+            },
+            v,
+        );
         tracing::info!(group = %self.group_id, member = %member_id, reason = %input.reason, "joining the group");
         let timeout = self
             .config
@@ -507,11 +496,7 @@ impl GroupDriver {
                 .map_err(JoinErr::classify)?;
             let assignments = plan
                 .into_iter()
-                .map(|(member, a)| {
-                    Ok(SyncGroupRequestAssignment::default()
-                        .with_member_id(StrBytes::from_string(member))
-                        .with_assignment(encode_assignment(&a, HIGHEST_VERSION)?))
-                })
+                .map(|(member, a)| Ok((member, encode_assignment(&a, HIGHEST_VERSION)?)))
                 .collect::<Result<Vec<_>>>()
                 .map_err(JoinErr::Fatal)?;
             (assignments, Some(built_on))
@@ -519,19 +504,13 @@ impl GroupDriver {
             (Vec::new(), None)
         };
         let sv = conn.version::<SyncGroupRequest>().map_err(JoinErr::Fatal)?;
-        let mut sync = SyncGroupRequest::default()
-            .with_group_id(self.group_id_bytes())
-            .with_generation_id(resp.generation_id)
-            .with_member_id(StrBytes::from_string(my_id.clone()))
-            .with_assignments(assignments);
-        if sv >= 3 {
-            sync = sync.with_group_instance_id(self.instance_id());
-        }
-        if sv >= 5 {
-            sync = sync
-                .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
-                .with_protocol_name(protocol.clone().map(StrBytes::from_string));
-        }
+        let sync = protocol::group::sync_group(
+            self.member(&my_id),
+            resp.generation_id,
+            protocol.as_deref(),
+            assignments,
+            sv,
+        );
         let sresp = conn.call(&sync).await.map_err(|e| {
             self.coordinator_unknown("SyncGroup failed");
             JoinErr::classify(e)
@@ -689,22 +668,11 @@ impl GroupDriver {
         }
         let result = async {
             let conn = self.coordinator(deadline).await?;
-            let v = conn.version::<LeaveGroupRequest>()?;
-            let req = if v >= 3 {
-                let mut who = MemberIdentity::default()
-                    .with_member_id(StrBytes::from_string(member_id.to_string()))
-                    .with_group_instance_id(self.instance_id());
-                if v >= 5 {
-                    who = who.with_reason(Some(StrBytes::from_string(truncate(reason, 255))));
-                }
-                LeaveGroupRequest::default()
-                    .with_group_id(self.group_id_bytes())
-                    .with_members(vec![who])
-            } else {
-                LeaveGroupRequest::default()
-                    .with_group_id(self.group_id_bytes())
-                    .with_member_id(StrBytes::from_string(member_id.to_string()))
-            };
+            let req = protocol::group::leave_group(
+                self.member(member_id),
+                reason,
+                conn.version::<LeaveGroupRequest>()?,
+            );
             conn.call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1)))
                 .await
         }
@@ -743,14 +711,6 @@ impl JoinErr {
             JoinErr::Fatal(e)
         }
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
 }
 
 fn to_topic_partitions(set: &BTreeSet<TopicPartition>) -> Vec<TopicPartitions> {

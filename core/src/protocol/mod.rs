@@ -4,7 +4,10 @@
 //! `msg`, `wire` and `records` are crate-private: they speak in `kafka-protocol` types or in
 //! lagless' internal batch layout. The `unstable-fuzzing` feature makes them public for the fuzz
 //! targets (fuzz/) and the integration tests' fake broker.
+pub(crate) mod commit;
 pub mod consumer_protocol;
+pub(crate) mod fetch;
+pub(crate) mod group;
 #[cfg(feature = "unstable-fuzzing")]
 pub mod records;
 #[cfg(not(feature = "unstable-fuzzing"))]

@@ -1,0 +1,121 @@
+//! The Fetch request, built from the partitions to read and the consumer's fetch limits. Pure;
+//! `fetch::task` chooses the partitions and offsets, sends it and decodes the answer.
+use crate::protocol::group_by_topic;
+use crate::protocol::msg::fetch_request::{FetchPartition, FetchTopic};
+use crate::protocol::msg::{BrokerId, FetchRequest, StrBytes, TopicName};
+use crate::TopicPartition;
+
+/// What bounds one Fetch (`fetch.max.wait.ms`, `fetch.min.bytes`, `fetch.max.bytes`,
+/// `max.partition.fetch.bytes`) and the rack it is sent from (`client.rack`, KIP-392: the leader
+/// may then name a follower in that rack to read from).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FetchLimits<'a> {
+    pub max_wait_ms: i32,
+    pub min_bytes: i32,
+    pub max_bytes: i32,
+    pub partition_max_bytes: i32,
+    pub rack_id: &'a str,
+}
+
+/// One partition to read: from `offset`, as the leader of `leader_epoch` (-1 when unknown; the
+/// broker then skips the fencing check).
+pub(crate) struct FetchFrom<'a> {
+    pub partition: &'a TopicPartition,
+    pub offset: i64,
+    pub leader_epoch: i32,
+}
+
+/// A full (sessionless) Fetch as a consumer (replica -1) at `read_uncommitted`, the Java
+/// client's default isolation level.
+pub(crate) fn fetch<'a>(
+    limits: FetchLimits<'_>,
+    partitions: impl IntoIterator<Item = FetchFrom<'a>>,
+) -> FetchRequest {
+    let topics = group_by_topic(partitions.into_iter().map(|from| {
+        let partition = FetchPartition::default()
+            .with_partition(from.partition.partition)
+            .with_fetch_offset(from.offset)
+            .with_current_leader_epoch(from.leader_epoch)
+            .with_log_start_offset(-1)
+            .with_partition_max_bytes(limits.partition_max_bytes);
+        (from.partition.topic.as_str(), partition)
+    }))
+    .into_iter()
+    .map(|(topic, partitions)| {
+        FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(partitions)
+    })
+    .collect();
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(limits.max_wait_ms)
+        .with_min_bytes(limits.min_bytes)
+        .with_max_bytes(limits.max_bytes)
+        .with_isolation_level(0)
+        // Session 0, epoch -1: a full fetch that opens no fetch session (KIP-227).
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics)
+        .with_rack_id(StrBytes::from_string(limits.rack_id.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_grouped_by_topic_with_offsets_epochs_and_limits() {
+        let a0 = TopicPartition::new("a", 0);
+        let b2 = TopicPartition::new("b", 2);
+        let a1 = TopicPartition::new("a", 1);
+        let limits = FetchLimits {
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 52_428_800,
+            partition_max_bytes: 1_048_576,
+            rack_id: "rack-b",
+        };
+        let from = |partition, offset, leader_epoch| FetchFrom {
+            partition,
+            offset,
+            leader_epoch,
+        };
+        let req = fetch(
+            limits,
+            [from(&a0, 10, 3), from(&b2, 0, -1), from(&a1, 7, 3)],
+        );
+        assert_eq!(req.replica_id.0, -1);
+        assert_eq!(
+            (req.max_wait_ms, req.min_bytes, req.max_bytes),
+            (500, 1, 52_428_800)
+        );
+        assert_eq!((req.session_id, req.session_epoch), (0, -1));
+        assert_eq!(req.isolation_level, 0);
+        assert_eq!(req.rack_id.as_str(), "rack-b");
+        let sent: Vec<(&str, i32, i64, i32, i64, i32)> = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(move |p| {
+                    (
+                        t.topic.0.as_str(),
+                        p.partition,
+                        p.fetch_offset,
+                        p.current_leader_epoch,
+                        p.log_start_offset,
+                        p.partition_max_bytes,
+                    )
+                })
+            })
+            .collect();
+        assert_eq!(
+            sent,
+            vec![
+                ("a", 0, 10, 3, -1, 1_048_576),
+                ("a", 1, 7, 3, -1, 1_048_576),
+                ("b", 2, 0, -1, -1, 1_048_576),
+            ]
+        );
+    }
+}
