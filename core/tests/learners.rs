@@ -8,7 +8,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,8 @@ enum Event {
     Assigned(&'static str, Vec<i32>, Instant),
     Revoked(&'static str, Vec<i32>, Instant),
     PollError(&'static str, lagless::Error, Instant),
+    /// A `poll()` of the member returned (records or none).
+    Polled(&'static str, Instant),
 }
 
 type Log = Arc<Mutex<Vec<Event>>>;
@@ -45,6 +47,9 @@ struct Listener {
     not_ready: usize,
     /// How long giving partitions up takes (flushing state) after the commit.
     give_up: Duration,
+    /// `learner.readiness=explicit`: the callback hands the partitions to this warm-up thread
+    /// and returns at once; the thread says when they are ready.
+    warm_up_elsewhere: Option<mpsc::Sender<Vec<TopicPartition>>>,
 }
 
 impl Listener {
@@ -55,6 +60,7 @@ impl Listener {
             warm_up: Duration::ZERO,
             not_ready: 0,
             give_up: Duration::ZERO,
+            warm_up_elsewhere: None,
         }
     }
 
@@ -97,6 +103,10 @@ impl RebalanceListener for Listener {
     ) -> lagless::Result<()> {
         let ps = tps.iter().map(|tp| tp.partition).collect();
         self.push(Event::LearningStarted(self.member, ps, Instant::now()));
+        if let Some(warm_up) = &self.warm_up_elsewhere {
+            warm_up.send(tps.to_vec()).unwrap();
+            return Ok(());
+        }
         if self.not_ready > 0 {
             self.not_ready -= 1;
             self.push(Event::LearningFailed(self.member, Instant::now()));
@@ -144,15 +154,20 @@ fn member(
 /// Polls `c` on a thread of its own until `stop`, logging every record and every error `poll()`
 /// returns, and committing after every poll that returned records.
 fn run_member(
-    c: Consumer,
+    c: impl Into<Arc<Consumer>>,
     name: &'static str,
     log: &Log,
     stop: &Arc<AtomicBool>,
 ) -> JoinHandle<()> {
     let (log, stop) = (log.clone(), stop.clone());
+    let c: Arc<Consumer> = c.into();
     std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
-            let records = match c.poll(Duration::from_millis(50)) {
+            let polled = c.poll(Duration::from_millis(50));
+            log.lock()
+                .unwrap()
+                .push(Event::Polled(name, Instant::now()));
+            let records = match polled {
                 Ok(records) => records,
                 Err(e) => {
                     log.lock()
@@ -698,5 +713,123 @@ fn a_member_with_a_warm_up_budget_of_one_learns_one_partition_at_a_time() {
         !events.iter().any(|e| matches!(e, Event::PollError(..))),
         "{events:?}"
     );
+    assert_every_offset_delivered(&events, rounds);
+}
+
+/// `learner.readiness=explicit`: `on_partitions_learning` only starts the warm-up (on a thread
+/// of the application's) and returns at once; the learner's `poll()` goes on meanwhile without
+/// an error, the owner keeps the partition, and it moves only once that thread calls
+/// `learner_ready()`. Every record is counted.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn readiness_reported_later_from_another_thread_moves_the_partitions_then() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners-ready-later", PARTITIONS);
+    let group = unique_name("learners-ready-later");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let producing = Producing::start(&bs, &topic);
+
+    let a = member(&bs, &group, &topic, Listener::new("a", &log), &[]);
+    let ta = run_member(a, "a", &log, &stop);
+    wait_for_owners(&log, "a owning every partition", |o| {
+        o.get("a").is_some_and(|s| s.len() == PARTITIONS as usize)
+    });
+
+    let (to_warm_up, warm_ups) = mpsc::channel::<Vec<TopicPartition>>();
+    let c = Arc::new(member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            warm_up_elsewhere: Some(to_warm_up),
+            ..Listener::new("c", &log)
+        },
+        &[("learner.readiness", "explicit")],
+    ));
+    let warmer = {
+        let (c, log) = (c.clone(), log.clone());
+        std::thread::spawn(move || {
+            // Only the first warm-up: the test ends once c owns what it learned.
+            let tps = warm_ups.recv().unwrap();
+            std::thread::sleep(WARM_UP);
+            log.lock()
+                .unwrap()
+                .push(Event::LearningDone("c", Instant::now()));
+            c.learner_ready(&tps).unwrap()
+        })
+    };
+    let tc = run_member(c, "c", &log, &stop);
+    wait_for_owners(&log, "c getting a partition", |o| {
+        o.get("c").is_some_and(|s| !s.is_empty())
+    });
+    let taken = warmer.join().unwrap();
+    wait_until("c delivering records", Duration::from_secs(30), || {
+        delivered_any(&log, "c")
+    });
+    let rounds = producing.stop();
+    wait_until("every record read", Duration::from_secs(60), || {
+        missing_offsets(&log.lock().unwrap(), rounds) == 0
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in [ta, tc] {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    let (learned, started) = events
+        .iter()
+        .find_map(|e| match e {
+            Event::LearningStarted("c", ps, at) => Some((ps.clone(), *at)),
+            _ => None,
+        })
+        .expect("c never learned anything");
+    let ready = events
+        .iter()
+        .find_map(|e| match e {
+            Event::LearningDone("c", at) => Some(*at),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(learned.len(), 2, "4 partitions over 2 members: {learned:?}");
+    assert_eq!(
+        taken,
+        learned.len(),
+        "learner_ready() took every learned partition"
+    );
+    // The callback returned at once, so c's poll() went on through the warm-up: it returned
+    // again and again between the start of the warm-up and the readiness, and without errors.
+    let polls_while_warming = events
+        .iter()
+        .filter(|e| matches!(e, Event::Polled("c", at) if *at > started && *at < ready))
+        .count();
+    assert!(
+        polls_while_warming >= 10,
+        "c's poll() returned only {polls_while_warming} times during a {WARM_UP:?} warm-up"
+    );
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::PollError(..))),
+        "{events:?}"
+    );
+    // Nothing moved before learner_ready(): c got exactly what it learned, after it was ready,
+    // and a kept consuming those partitions until then.
+    let (c_got, c_assigned_at) = first_assignment(&events, "c");
+    assert_eq!(c_got, learned);
+    assert!(
+        c_assigned_at > ready,
+        "c owned {learned:?} before it was ready"
+    );
+    for &p in &learned {
+        assert!(
+            owner_records(&events, "c", p)
+                .iter()
+                .any(|at| *at > started && *at < ready),
+            "a stopped consuming partition {p} during the warm-up"
+        );
+        assert!(
+            revoked_at(&events, "c", p) > ready,
+            "partition {p} was revoked before c was ready"
+        );
+    }
     assert_every_offset_delivered(&events, rounds);
 }

@@ -457,6 +457,13 @@ pub(super) static KEYS: &[KeyInfo] = &[
         "learner-sticky: at most this many partitions warming up for this member at once (as KIP-441's max.warmup.replicas); the others stay with their owners and follow as earlier ones move. 0: no limit.",
     ),
     key(
+        "learner.readiness",
+        Some("callback"),
+        Consumer,
+        OneOf(&["callback", "explicit"]),
+        "learner-sticky: when a learned partition is ready to move here. callback: when on_partitions_learning returns without an error. explicit: only when the application calls learner_ready() for it, from any thread, so a warm-up may run on its own thread or task while poll() goes on serving the partitions owned.",
+    ),
+    key(
         "exclude.internal.topics",
         Some("true"),
         Consumer,

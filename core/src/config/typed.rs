@@ -91,6 +91,9 @@ pub struct ConsumerConfig {
     pub parallel_rebalance_min_lag: i64,
     /// learner-sticky: most partitions warming up for this member at once (0: no limit).
     pub learner_max_warmup_partitions: u32,
+    /// learner-sticky, `learner.readiness=explicit`: a learned partition is ready only when the
+    /// application says so (`Consumer::learner_ready`), not when its callback returns.
+    pub learner_explicit_readiness: bool,
     pub exclude_internal_topics: bool,
     pub leave_group_on_close: bool,
 }
@@ -181,6 +184,9 @@ impl ConsumerConfig {
             parallel_rebalance_min_lag: c.int("parallel.rebalance.min.lag")?,
             // The key's range is 0..=i32::MAX, so this never saturates.
             learner_max_warmup_partitions: c.int32("learner.max.warmup.partitions")?.max(0) as u32,
+            learner_explicit_readiness: c
+                .string("learner.readiness")?
+                .is_some_and(|v| v.eq_ignore_ascii_case("explicit")),
             exclude_internal_topics: c.bool("exclude.internal.topics")?,
             leave_group_on_close: c.bool("internal.leave.group.on.close")?,
         })

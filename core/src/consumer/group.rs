@@ -638,6 +638,14 @@ impl Consumer {
             .filter(|tp| l.learning.contains(tp))
             .collect();
         match result {
+            None if self.shared.config.learner_explicit_readiness => {
+                // learner.readiness=explicit: the callback started the warm-up; learner_ready()
+                // (perhaps already called, from the callback itself) says when it is done.
+                l.learning_retry.succeeded();
+                for tp in &still {
+                    l.unready.remove(tp);
+                }
+            }
             None => {
                 l.learning_retry.succeeded();
                 for tp in &still {
@@ -656,6 +664,47 @@ impl Consumer {
                 errors.get_or_insert(e);
             }
         }
+    }
+
+    /// Learner assignments with `learner.readiness=explicit`: says that this member has warmed up
+    /// for `partitions` and is ready to own them. May be called from any thread, during or
+    /// after `on_partitions_learning`; the member then rejoins (at the next `poll()`, which this
+    /// wakes) so the group moves them here. Partitions this member does not learn (any more: a
+    /// rebalance may have given them elsewhere meanwhile) are left out; the call returns how
+    /// many of `partitions` it took as ready.
+    ///
+    /// With `learner.readiness=callback` (the default) a partition is ready when its callback
+    /// returns `Ok`, and this call only says so earlier.
+    pub fn learner_ready(&self, partitions: &[TopicPartition]) -> Result<usize> {
+        self.check_open()?;
+        let (driver, taken) = {
+            let mut g = self.group.lock().unpoisoned();
+            let l = g.as_mut().ok_or_else(|| {
+                Error::IllegalState("learner_ready() needs a subscription".into())
+            })?;
+            let mut taken = 0;
+            for tp in partitions {
+                if l.learning.contains(tp) {
+                    l.unready.remove(tp);
+                    if l.ready.insert(tp.clone()) {
+                        taken += 1;
+                    }
+                } else {
+                    tracing::debug!(partition = %tp, "learner_ready() for a partition this member does not learn; ignored");
+                }
+            }
+            if taken == 0 {
+                return Ok(0);
+            }
+            (l.driver.clone(), taken)
+        };
+        tracing::info!(group = %driver.group_id, partitions = taken, "learned partitions reported ready");
+        driver
+            .membership()
+            .request_rejoin("learned partitions are ready to be handed over");
+        // poll() may be waiting for records: let it take the join step now.
+        self.shared.data_ready.notify_all();
+        Ok(taken)
     }
 
     /// Calls `on_partitions_learning` again for partitions it was not ready for, once their
