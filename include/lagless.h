@@ -597,6 +597,16 @@ lagless_error *lagless_consumer_pause(lagless_consumer *consumer, const lagless_
 lagless_error *lagless_consumer_resume(lagless_consumer *consumer, const lagless_tplist *partitions);
 
 /**
+ * Learner assignments with `learner.readiness=explicit`: this member has warmed up for
+ * `partitions` and is ready to own them; the member rejoins at its next poll (which this wakes)
+ * so the group moves them here. Partitions it does not learn (any more) are left out;
+ * `*out_taken` (if not NULL) receives how many were taken as ready. Without a subscription:
+ * `LAGLESS_ERR_ILLEGAL_STATE`.
+ * Thread-safety: any thread, also while another thread polls or inside the learning callback.
+ */
+lagless_error *lagless_consumer_learner_ready(lagless_consumer *consumer, const lagless_tplist *partitions, size_t *out_taken);
+
+/**
  * Makes a blocked poll (or the next one) return `LAGLESS_ERR_WAKEUP` at once.
  * Thread-safety: any thread, at any time while the handle is not destroyed.
  */

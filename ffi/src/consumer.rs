@@ -790,6 +790,29 @@ pub extern "C" fn lagless_consumer_resume(
     on_partitions(consumer, partitions, Consumer::resume)
 }
 
+/// Learner assignments with `learner.readiness=explicit`: this member has warmed up for
+/// `partitions` and is ready to own them; the member rejoins at its next poll (which this wakes)
+/// so the group moves them here. Partitions it does not learn (any more) are left out;
+/// `*out_taken` (if not NULL) receives how many were taken as ready. Without a subscription:
+/// `LAGLESS_ERR_ILLEGAL_STATE`.
+/// Thread-safety: any thread, also while another thread polls or inside the learning callback.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_learner_ready(
+    consumer: *mut lagless_consumer,
+    partitions: *const lagless_tplist,
+    out_taken: *mut usize,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let list = try_ref!(partitions);
+        let taken = h.open()?.learner_ready(&list.partitions())?;
+        if !out_taken.is_null() {
+            write_out(out_taken, taken);
+        }
+        Ok(())
+    }
+}
+
 /// Makes a blocked poll (or the next one) return `LAGLESS_ERR_WAKEUP` at once.
 /// Thread-safety: any thread, at any time while the handle is not destroyed.
 #[no_mangle]

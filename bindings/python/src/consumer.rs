@@ -634,6 +634,18 @@ impl Consumer {
         self.on_partitions(py, partitions, CoreConsumer::resume)
     }
 
+    /// Learner assignments with `learner.readiness=explicit`: this member has warmed up for
+    /// `partitions` and is ready to own them. Any thread (or an asyncio task) may call it, also
+    /// from `on_partitions_learning`; the member rejoins at its next `consume()`/`poll()` so
+    /// the group moves them here. Returns how many of them it took as ready (partitions this
+    /// member does not learn, any more, are left out).
+    fn learner_ready(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let tps = extract_partitions(partitions)?;
+        let core = self.core();
+        let r = py.detach(|| core.learner_ready(&tps));
+        self.check(py, r)
+    }
+
     /// The paused partitions.
     fn paused<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let core = self.core();

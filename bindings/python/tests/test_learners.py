@@ -5,8 +5,12 @@ polled in turn."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from typing import Callable, Dict, List, Optional, Set
+
+import pytest
 
 import lagless
 
@@ -203,3 +207,105 @@ def test_a_listener_without_on_partitions_learning_is_ready_at_once(bootstrap, m
     b.subscribe([topic], pb)  # type: ignore[arg-type]
     g.run(lambda: len(pa.owned) == 1 and len(pb.owned) == 1, 60, "a and b own one partition each")
     assert not g.errors
+
+
+@pytest.mark.parametrize("reporter", ["thread", "asyncio task"])
+def test_readiness_reported_later_moves_the_partitions_then(bootstrap, make_topic, group, consumers, reporter):
+    """``learner.readiness=explicit``: ``on_partitions_learning`` only starts a warm-up (on a
+    thread of its own, or as an asyncio task) and returns; the learner's ``consume()`` goes on
+    without errors, the owner keeps the partitions, and they move once ``learner_ready()`` is
+    called. Every record is read once."""
+    topic = make_topic(PARTITIONS, prefix="py-learners-later")
+    producer = lagless.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    produced = [0]
+    last = [0.0]
+
+    def produce() -> None:
+        if time.monotonic() - last[0] < 0.01:
+            return
+        last[0] = time.monotonic()
+        for p in range(PARTITIONS):
+            producer.produce(topic, value=b"x", partition=p)
+        produced[0] += 1
+
+    log: List[tuple] = []
+    la, lb = Learner(log, "a"), Learner(log, "b")
+    a = member(bootstrap, group)
+    b = lagless.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "partition.assignment.strategy": "learner-sticky,cooperative-sticky",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "learner.readiness": "explicit",
+        }
+    )
+    consumers.extend([a, b])
+    taken: List[int] = []
+    b_polls: List[float] = []
+    times: Dict[str, float] = {}
+
+    def ready(partitions) -> None:
+        times["ready"] = time.monotonic()
+        lb.event("ready", partitions)
+        taken.append(b.learner_ready(partitions))
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+
+        def warm_up_elsewhere(consumer, partitions):
+            times.setdefault("learning", time.monotonic())
+            lb.event("learning", partitions)
+            if reporter == "thread":
+                threading.Timer(1.5, ready, args=(list(partitions),)).start()
+            else:
+
+                async def warm_up() -> None:
+                    await asyncio.sleep(1.5)
+                    ready(partitions)
+
+                loop.create_task(warm_up())
+
+        lb.on_partitions_learning = warm_up_elsewhere  # type: ignore[method-assign]
+
+        async def run(cond: Callable[[], bool], seconds: float, what: str) -> None:
+            deadline = time.monotonic() + seconds
+            while not cond():
+                assert time.monotonic() < deadline, f"timed out waiting until {what}: {log}"
+                produce()
+                for name, c in (("a", a), ("b", b)):
+                    for m in c.consume(100, timeout=0):
+                        records[name].append((m.partition, m.offset))
+                    if name == "b":
+                        b_polls.append(time.monotonic())
+                await asyncio.sleep(0.005)  # the warm-up task runs in between
+
+        records: Dict[str, List[tuple]] = {"a": [], "b": []}
+        a.subscribe([topic], la)
+        await run(lambda: la.owned == set(range(PARTITIONS)), 60, "a owns every partition")
+        b.subscribe([topic], lb)
+        await run(lambda: bool(lb.owned), 60, "b owns partitions")
+        producer.flush(30)
+        total = produced[0] * PARTITIONS
+        await run(lambda: len(records["a"]) + len(records["b"]) >= total, 60, "every record is read")
+        everything = records["a"] + records["b"]
+        assert sorted(everything) == [(p, o) for p in range(PARTITIONS) for o in range(produced[0])]
+
+    asyncio.run(scenario())
+
+    learning = next(e for e in log if e[1] == "b" and e[2] == "learning")
+    ready_at = next(e for e in log if e[1] == "b" and e[2] == "ready")
+    b_assigned = next(e for e in log if e[1] == "b" and e[2] == "assigned" and e[3])
+    a_revoked = next(e for e in log if e[1] == "a" and e[2] == "revoked" and e[3])
+    assert len(learning[3]) == PARTITIONS // 2, log
+    assert taken == [PARTITIONS // 2]
+    # The callback returned at once: b's consume() went on returning through the 1.5 s warm-up.
+    polls_while_warming = sum(1 for t in b_polls if times["learning"] < t < times["ready"])
+    assert polls_while_warming >= 10, polls_while_warming
+    # Nothing moved before learner_ready(): b got what it learned after a gave it up, after ready.
+    assert learning[0] < ready_at[0] < a_revoked[0] < b_assigned[0], log
+    assert b_assigned[3] == learning[3] and a_revoked[3] == learning[3], log
+    producer.close()
