@@ -7,7 +7,7 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -50,6 +50,9 @@ struct Listener {
     /// `learner.readiness=explicit`: the callback hands the partitions to this warm-up thread
     /// and returns at once; the thread says when they are ready.
     warm_up_elsewhere: Option<mpsc::Sender<Vec<TopicPartition>>>,
+    /// A warm-up length the test may change while the member runs (milliseconds), added to
+    /// `warm_up`.
+    warm_up_later: Option<Arc<AtomicU64>>,
 }
 
 impl Listener {
@@ -61,6 +64,7 @@ impl Listener {
             not_ready: 0,
             give_up: Duration::ZERO,
             warm_up_elsewhere: None,
+            warm_up_later: None,
         }
     }
 
@@ -116,6 +120,9 @@ impl RebalanceListener for Listener {
         }
         // Loading state, filling caches: the owners keep consuming meanwhile.
         std::thread::sleep(self.warm_up);
+        if let Some(ms) = &self.warm_up_later {
+            std::thread::sleep(Duration::from_millis(ms.load(Ordering::Relaxed)));
+        }
         self.push(Event::LearningDone(self.member, Instant::now()));
         Ok(())
     }
@@ -832,4 +839,169 @@ fn readiness_reported_later_from_another_thread_moves_the_partitions_then() {
         );
     }
     assert_every_offset_delivered(&events, rounds);
+}
+
+/// No partition is ever assigned to one member while another owns it, by the members'
+/// callbacks in the order they ran.
+fn assert_never_double_owned(events: &[Event]) {
+    let mut owner: BTreeMap<i32, &'static str> = BTreeMap::new();
+    for e in events {
+        match e {
+            Event::Assigned(m, ps, _) => {
+                for p in ps {
+                    if let Some(other) = owner.insert(*p, m) {
+                        assert_eq!(
+                            other, *m,
+                            "partition {p} assigned to {m} while {other} owned it"
+                        );
+                    }
+                }
+            }
+            Event::Revoked(m, ps, _) => {
+                for p in ps {
+                    if owner.get(p) == Some(m) {
+                        owner.remove(p);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The longest time partition `p` went without a delivered record, between `from` and `to`.
+fn longest_gap(events: &[Event], p: i32, from: Instant, to: Instant) -> Duration {
+    let mut at: Vec<Instant> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Record { partition, at, .. } if *partition == p && *at >= from && *at <= to => {
+                Some(*at)
+            }
+            _ => None,
+        })
+        .collect();
+    at.sort();
+    at.windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or(to - from)
+}
+
+/// Seed 002's scale-down: one of three learner-sticky members prepares to leave. It stays and
+/// keeps consuming while the two that stay learn its partitions (a 3 s warm-up each); each
+/// moves once its learner is ready, then the leaving member, owning nothing, closes. Every
+/// offset is delivered, no partition is ever owned twice, and the longest gap of a moved
+/// partition is printed.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_member_that_prepares_to_leave_hands_its_partitions_to_warmed_up_learners() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners-leave", PARTITIONS);
+    let group = unique_name("learners-leave");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_leaver = Arc::new(AtomicBool::new(false));
+    let warm_up_ms = Arc::new(AtomicU64::new(0));
+    let producing = Producing::start(&bs, &topic);
+
+    let names = ["a", "b", "c"];
+    let members: Vec<Arc<Consumer>> = names
+        .iter()
+        .map(|name| {
+            let listener = Listener {
+                warm_up_later: Some(warm_up_ms.clone()),
+                ..Listener::new(name, &log)
+            };
+            Arc::new(member(&bs, &group, &topic, listener, &[]))
+        })
+        .collect();
+    let mut threads = Vec::new();
+    for (c, name) in members.iter().zip(names) {
+        // c is the member that will leave: it has a stop flag of its own.
+        let flag = if name == "c" { &stop_leaver } else { &stop };
+        threads.push(run_member(c.clone(), name, &log, flag));
+    }
+    wait_for_owners(
+        &log,
+        "every partition owned and each member owning one",
+        |o| {
+            o.values().map(|s| s.len()).sum::<usize>() == PARTITIONS as usize
+                && names
+                    .iter()
+                    .all(|n| o.get(n).is_some_and(|s| !s.is_empty()))
+        },
+    );
+    let leaving: BTreeSet<i32> = owners(&log)["c"].clone();
+
+    // From now on a learner warms up for 3 s before it is ready.
+    warm_up_ms.store(WARM_UP.as_millis() as u64, Ordering::Relaxed);
+    let prepared = Instant::now();
+    assert!(
+        members[2].prepare_to_leave().unwrap(),
+        "the group assigns with learner-sticky"
+    );
+    wait_for_owners(&log, "c handing everything over", |o| {
+        o.get("c").is_some_and(|s| s.is_empty())
+    });
+    let handed_over = Instant::now();
+    stop_leaver.store(true, Ordering::Relaxed);
+    let leaver = threads.pop().unwrap();
+    leaver.join().unwrap();
+
+    let rounds = producing.stop();
+    wait_until("every record read", Duration::from_secs(60), || {
+        missing_offsets(&log.lock().unwrap(), rounds) == 0
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    assert_every_offset_delivered(&events, rounds);
+    assert_never_double_owned(&events);
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::PollError(..))),
+        "{events:?}"
+    );
+    // Each of c's partitions was learned by a member that stays, after c said it leaves, and
+    // moved only once that member was ready; c kept consuming it through the warm-up.
+    for &p in &leaving {
+        let (learner, started) = events
+            .iter()
+            .find_map(|e| match e {
+                Event::LearningStarted(m, ps, at) if *at > prepared && ps.contains(&p) => {
+                    Some((*m, *at))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("nobody learned partition {p}: {events:?}"));
+        assert_ne!(learner, "c");
+        let ready = events
+            .iter()
+            .find_map(|e| match e {
+                Event::LearningDone(m, at) if *m == learner && *at > started => Some(*at),
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            ready - started >= WARM_UP,
+            "{learner} was ready before its warm-up ended"
+        );
+        assert!(
+            revoked_at(&events, learner, p) >= ready,
+            "c gave partition {p} up before {learner} was ready"
+        );
+        assert!(
+            events.iter().any(|e| matches!(e,
+                Event::Record { member: "c", partition, at, .. }
+                    if *partition == p && *at > started && *at < ready)),
+            "c stopped consuming partition {p} during {learner}'s warm-up"
+        );
+        let gap = longest_gap(&events, p, prepared, handed_over);
+        eprintln!(
+            "partition {p}: learned by {learner}, ready after {:?}, longest gap {gap:?}",
+            ready - started
+        );
+    }
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -19,14 +20,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 
 def python_blocks(markdown_path: str) -> list[str]:
-    """The ```python code blocks of a Markdown file, in order."""
+    """The ```python code blocks of a Markdown file, in order (dedented: a block inside a list
+    item is indented with it)."""
     blocks, current = [], None
     with open(markdown_path, encoding="utf-8") as f:
         for line in f:
             if current is None and line.strip() == "```python":
                 current = []
             elif current is not None and line.strip() == "```":
-                blocks.append("".join(current))
+                blocks.append(textwrap.dedent("".join(current)))
                 current = None
             elif current is not None:
                 current.append(line)

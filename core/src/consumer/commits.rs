@@ -332,7 +332,9 @@ impl GroupDriver {
         self.commit_with(offsets, deadline, true).await
     }
 
-    /// OffsetCommit, retried until `deadline` when `retries`, else sent once.
+    /// OffsetCommit, retried until `deadline` when `retries`, else sent once. Not
+    /// `backoff::retry_until`: one answer may accept some partitions and refuse others, and
+    /// only the refused ones whose error allows it are sent again.
     async fn commit_with(
         &self,
         offsets: &[(TopicPartition, OffsetAndMetadata)],

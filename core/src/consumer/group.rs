@@ -707,6 +707,36 @@ impl Consumer {
         Ok(taken)
     }
 
+    /// Scale-down without a stop (learner assignments): this member is about to leave. It stays
+    /// in the group and keeps consuming; it rejoins at once saying it leaves, and a
+    /// learner-sticky leader makes its partitions learned partitions of the members that stay.
+    /// Each moves (cooperatively: revoked here, committed first as on any revocation) once its
+    /// learner is ready. Keep polling until [`Consumer::assignment`] is empty (or a hand-over
+    /// deadline of your own passes), then `close()`.
+    ///
+    /// Returns whether the group assigns with learner-sticky now: if not (a mixed group agreed
+    /// on cooperative-sticky, or no generation yet), nobody learns ahead and the partitions stay
+    /// until `close()`, which hands them over as any leave does.
+    pub fn prepare_to_leave(&self) -> Result<bool> {
+        self.check_open()?;
+        let driver = self
+            .driver()
+            .ok_or_else(|| Error::IllegalState("prepare_to_leave() needs a subscription".into()))?;
+        let learner_sticky = {
+            let mut m = driver.membership();
+            let learner_sticky =
+                m.generation().protocol.as_deref() == Some(crate::group::assignor::LEARNER_STICKY);
+            if !driver.is_leaving() {
+                driver.set_leaving();
+                m.request_rejoin("the member is leaving: its partitions are handed over first");
+            }
+            learner_sticky
+        };
+        tracing::info!(group = %driver.group_id, learner_sticky, "preparing to leave the group");
+        self.shared.data_ready.notify_all();
+        Ok(learner_sticky)
+    }
+
     /// Calls `on_partitions_learning` again for partitions it was not ready for, once their
     /// backoff has passed.
     fn retry_learning(&self, errors: &mut Option<Error>) {

@@ -106,7 +106,7 @@ pub(crate) const ASSIGNORS: &[AssignorEntry] = &[
         make: || Box::new(CooperativeStickyAssignor),
     },
     AssignorEntry {
-        name: "learner-sticky",
+        name: LEARNER_STICKY,
         java_class: None,
         make: || Box::new(LearnerStickyAssignor),
     },
@@ -382,9 +382,12 @@ impl Assignor for CooperativeStickyAssignor {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LearnerStickyAssignor;
 
+/// The protocol name of [`LearnerStickyAssignor`].
+pub(crate) const LEARNER_STICKY: &str = "learner-sticky";
+
 impl Assignor for LearnerStickyAssignor {
     fn name(&self) -> &'static str {
-        "learner-sticky"
+        LEARNER_STICKY
     }
 
     fn protocol(&self) -> RebalanceProtocol {

@@ -81,6 +81,9 @@ pub(crate) struct GroupDriver {
     /// How this member rebalances, decided once from `assignors` before any join.
     protocol: RebalanceProtocol,
     closed: AtomicBool,
+    /// The member is leaving gracefully (`Consumer::prepare_to_leave`): its joins say so, and
+    /// a learner-sticky leader hands its partitions to the members that stay.
+    leaving: AtomicBool,
     /// Woken when the membership changes in a way `poll()` must see.
     pub on_change: Arc<dyn Fn() + Send + Sync>,
     /// Set when the last assignment said a follow-up rebalance is coming (learner-sticky).
@@ -144,6 +147,7 @@ impl GroupDriver {
             last_poll: Mutex::new(Instant::now()),
             assignors,
             closed: AtomicBool::new(false),
+            leaving: AtomicBool::new(false),
             on_change,
             follow_up_since: Mutex::new(None),
             simple,
@@ -163,6 +167,15 @@ impl GroupDriver {
 
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
+    }
+
+    /// From now on the member's joins say it is leaving (scale-down with learner-sticky).
+    pub fn set_leaving(&self) {
+        self.leaving.store(true, Ordering::Release);
+    }
+
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.load(Ordering::Acquire)
     }
 
     /// This member as the group requests name it (`protocol::group`).
@@ -351,6 +364,9 @@ impl GroupDriver {
     }
 
     async fn join_until_done(self: Arc<Self>, input: JoinInput) -> Result<JoinOutcome> {
+        // Not `backoff::retry_until`: a join has no deadline of its own (it runs until it ends,
+        // turns fatal or the member closes, as the Java client's), and some answers ask to join
+        // again at once (a new member id, MEMBER_ID_REQUIRED) rather than after a backoff.
         let mut retry = Retry::new(self.cluster.backoff());
         let rebalance_timeout = self.config.max_poll_interval;
         loop {
@@ -399,7 +415,7 @@ impl GroupDriver {
                         generation_id,
                         &to_topic_partitions(&input.ready),
                         LearnerIntent {
-                            leaving: false,
+                            leaving: self.leaving.load(Ordering::Acquire),
                             max_learning: self.config.learner_max_warmup_partitions,
                         },
                     ),

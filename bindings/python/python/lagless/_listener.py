@@ -38,8 +38,11 @@ class RebalanceListener:
         returning says this member is ready, and the partitions then move to it
         (``on_partitions_assigned`` follows in a later rebalance). An exception leaves it not
         ready (the owners keep them) and is raised from that ``poll()``; a later ``poll()`` calls
-        the method again for them after a backoff. Optional on a
-        listener that does not subclass this class; without learner-sticky it is never called."""
+        the method again for them after a backoff. With ``"learner.readiness": "explicit"``
+        returning only says the warm-up started: the partitions move once
+        ``consumer.learner_ready(partitions)`` is called, from any thread or asyncio task, so a
+        warm-up need not hold up ``poll()``. Optional on a listener that does not subclass this
+        class; without learner-sticky it is never called."""
 
     def on_partitions_lost(self, consumer: "Consumer", partitions: List["TopicPartition"]) -> None:
         """Partitions that may already belong to another member; committing them is no longer
