@@ -607,6 +607,17 @@ lagless_error *lagless_consumer_resume(lagless_consumer *consumer, const lagless
 lagless_error *lagless_consumer_learner_ready(lagless_consumer *consumer, const lagless_tplist *partitions, size_t *out_taken);
 
 /**
+ * Scale-down without a stop (learner assignments): this member is about to leave. It stays in
+ * the group and keeps consuming while a learner-sticky group has the members that stay learn
+ * its partitions; each moves (revoked here) once its learner is ready. Keep polling until
+ * `lagless_consumer_assignment` is empty (or a hand-over deadline of your own passes), then
+ * close. `*out_learner_sticky` (if not NULL) says whether the group assigns with
+ * learner-sticky now; if not, nothing is handed over ahead and close hands the partitions over
+ * as any leave does. Without a subscription: `LAGLESS_ERR_ILLEGAL_STATE`.
+ */
+lagless_error *lagless_consumer_prepare_to_leave(lagless_consumer *consumer, bool *out_learner_sticky);
+
+/**
  * Makes a blocked poll (or the next one) return `LAGLESS_ERR_WAKEUP` at once.
  * Thread-safety: any thread, at any time while the handle is not destroyed.
  */

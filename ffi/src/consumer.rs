@@ -813,6 +813,28 @@ pub extern "C" fn lagless_consumer_learner_ready(
     }
 }
 
+/// Scale-down without a stop (learner assignments): this member is about to leave. It stays in
+/// the group and keeps consuming while a learner-sticky group has the members that stay learn
+/// its partitions; each moves (revoked here) once its learner is ready. Keep polling until
+/// `lagless_consumer_assignment` is empty (or a hand-over deadline of your own passes), then
+/// close. `*out_learner_sticky` (if not NULL) says whether the group assigns with
+/// learner-sticky now; if not, nothing is handed over ahead and close hands the partitions over
+/// as any leave does. Without a subscription: `LAGLESS_ERR_ILLEGAL_STATE`.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_prepare_to_leave(
+    consumer: *mut lagless_consumer,
+    out_learner_sticky: *mut bool,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let learner_sticky = h.open()?.prepare_to_leave()?;
+        if !out_learner_sticky.is_null() {
+            write_out(out_learner_sticky, learner_sticky);
+        }
+        Ok(())
+    }
+}
+
 /// Makes a blocked poll (or the next one) return `LAGLESS_ERR_WAKEUP` at once.
 /// Thread-safety: any thread, at any time while the handle is not destroyed.
 #[no_mangle]

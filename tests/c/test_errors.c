@@ -61,6 +61,7 @@ static void null_arguments(void) {
     EXPECT_ERR(lagless_consumer_resume(NULL, l), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_wakeup(NULL), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_learner_ready(NULL, l, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
+    EXPECT_ERR(lagless_consumer_prepare_to_leave(NULL, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_unsubscribe(NULL), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_close(NULL, 0), LAGLESS_ERR_INVALID_ARGUMENT);
     EXPECT_ERR(lagless_consumer_assignment(NULL, &l), LAGLESS_ERR_INVALID_ARGUMENT);
@@ -288,12 +289,17 @@ static void use_after_close(const char *bootstrap, const char *topic) {
     /* learner_ready: only for a subscription; partitions not being learned are left out. */
     CHECK_OK(lagless_tplist_add(l, topic, 0));
     EXPECT_ERR(lagless_consumer_learner_ready(c, l, &n), LAGLESS_ERR_ILLEGAL_STATE);
+    EXPECT_ERR(lagless_consumer_prepare_to_leave(c, NULL), LAGLESS_ERR_ILLEGAL_STATE);
     EXPECT_ERR(lagless_consumer_learner_ready(c, NULL, &n), LAGLESS_ERR_INVALID_ARGUMENT);
     CHECK_OK(lagless_consumer_subscribe(c, topics, 1, NULL));
     n = 99;
     CHECK_OK(lagless_consumer_learner_ready(c, l, &n));
     CHECK(n == 0);
     CHECK_OK(lagless_consumer_learner_ready(c, l, NULL)); /* the count is optional */
+    /* prepare_to_leave before any generation: nothing to hand over ahead, and it says so. */
+    active = true;
+    CHECK_OK(lagless_consumer_prepare_to_leave(c, &active));
+    CHECK(!active);
     /* commit without an assignment to commit is fine; after close nothing is. */
     CHECK_OK(lagless_consumer_close(c, 5000));
     CHECK_OK(lagless_consumer_close(c, 5000)); /* closing again is a no-op */
@@ -315,6 +321,7 @@ static void use_after_close(const char *bootstrap, const char *topic) {
     EXPECT_ERR(lagless_consumer_unsubscribe(c), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_wakeup(c), LAGLESS_ERR_CLOSED);
     EXPECT_ERR(lagless_consumer_learner_ready(c, l, &n), LAGLESS_ERR_CLOSED);
+    EXPECT_ERR(lagless_consumer_prepare_to_leave(c, NULL), LAGLESS_ERR_CLOSED);
     e = lagless_consumer_poll(c, 0, &m);
     CHECK(lagless_error_fatal(e)); /* a closed handle is done */
     lagless_error_destroy(e);

@@ -646,6 +646,17 @@ impl Consumer {
         self.check(py, r)
     }
 
+    /// Scale-down without a stop (learner assignments): this member is about to leave. It
+    /// stays and keeps consuming while a learner-sticky group has the members that stay learn
+    /// its partitions; each moves once its learner is ready. Keep consuming until
+    /// `assignment()` is empty (or a deadline of your own passes), then `close()`. Returns
+    /// whether the group assigns with learner-sticky now (if not, `close()` hands over).
+    fn prepare_to_leave(&self, py: Python<'_>) -> PyResult<bool> {
+        let core = self.core();
+        let r = py.detach(|| core.prepare_to_leave());
+        self.check(py, r)
+    }
+
     /// The paused partitions.
     fn paused<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let core = self.core();

@@ -313,3 +313,71 @@ def test_readiness_reported_later_moves_the_partitions_then(bootstrap, make_topi
     assert learning[0] < ready_at[0] < a_revoked[0] < b_assigned[0], log
     assert b_assigned[3] == learning[3] and a_revoked[3] == learning[3], log
     producer.close()
+
+
+def test_a_member_that_prepares_to_leave_hands_over_to_a_warmed_up_learner(bootstrap, make_topic, group, consumers):
+    """Scale-down: ``prepare_to_leave()`` keeps the member consuming while the member that stays
+    learns its partitions; they move once it is ready, and the leaving member, owning nothing,
+    closes. Every record is read once."""
+    topic = make_topic(PARTITIONS, prefix="py-learners-leave")
+    producer = lagless.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    produced = [0]
+    producing = [True]
+    last = [0.0]
+
+    def produce() -> None:
+        if not producing[0] or time.monotonic() - last[0] < 0.01:
+            return
+        last[0] = time.monotonic()
+        for p in range(PARTITIONS):
+            producer.produce(topic, value=b"x", partition=p)
+        produced[0] += 1
+
+    log: List[tuple] = []
+    g = Group()
+    la, lb = Learner(log, "a"), Learner(log, "b")
+    a, b = member(bootstrap, group), member(bootstrap, group)
+    consumers.extend([a, b])
+    g.add("a", a)
+    g.add("b", b)
+    a.subscribe([topic], la)
+    b.subscribe([topic], lb)
+    g.run(lambda: len(la.owned) == len(lb.owned) == PARTITIONS // 2, 60, "a and b share the partitions", produce)
+    leaving = set(la.owned)
+    warmed: List[float] = []
+
+    def warm_up(ps: List[int]) -> None:
+        # a keeps consuming what b learns while b warms up.
+        until = time.monotonic() + 1.5
+        while time.monotonic() < until:
+            produce()
+            g.poll("a")
+        warmed.append(time.monotonic())
+
+    lb.warm_up = warm_up
+    mark = len(log)
+    assert a.prepare_to_leave() is True
+    g.run(lambda: not a.assignment(), 60, "a hands everything over", produce)
+    # a closes on a thread of its own while b goes on polling, as members of a real group run:
+    # a's last join completes only once b has joined too.
+    del g.members["a"]
+    closing = threading.Thread(target=a.close)
+    closing.start()
+    g.run(lambda: not closing.is_alive(), 60, "a closed", produce)
+    closing.join()
+    producing[0] = False
+    producer.flush(30)
+    want = {(p, o) for p in range(PARTITIONS) for o in range(produced[0])}
+    g.run(lambda: want <= set(g.records["a"] + g.records["b"]), 60, "every record is read")
+
+    everything = g.records["a"] + g.records["b"]
+    twice = sorted(r for r in set(everything) if everything.count(r) > 1)
+    assert not twice, f"read twice: {twice[:10]}"
+    after = log[mark:]
+    learned = [e for e in after if e[1] == "b" and e[2] == "learning"]
+    ready = [e for e in after if e[1] == "b" and e[2] == "ready"]
+    revoked = [e for e in after if e[1] == "a" and e[2] == "revoked" and e[3]]
+    assert learned and set(learned[0][3]) == leaving, log
+    assert ready and revoked and ready[0][0] < revoked[0][0], log
+    assert lb.owned == set(range(PARTITIONS)) and warmed, log
+    producer.close()
