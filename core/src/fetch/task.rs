@@ -89,6 +89,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 .task_timeout
                 .max(2 * shared.config.fetch_max_wait);
             let mut per_broker: BTreeMap<(i32, StreamKind), Vec<FetchCandidate>> = BTreeMap::new();
+            // Brokers with a partition whose main stream waits only for poll() to drain its
+            // buffer: their fetches must not wait long at the log end (see `fetch_wait`).
+            let mut held_back: HashSet<i32> = HashSet::new();
             let mut unknown_topics: Vec<String> = Vec::new();
             let mut stuck: Vec<Error> = Vec::new();
             for (tp, p) in st.partitions.iter_mut() {
@@ -133,6 +136,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 }
                 let ready = p.fetchable(now, shared.config.max_partition_fetch_bytes);
                 if ready.is_empty() {
+                    if p.main.buffer_full(max_bytes) && !p.main.in_flight {
+                        if let Some(info) = meta.partition(&tp.topic, tp.partition) {
+                            held_back.insert(fetch_target(
+                                info.leader,
+                                p.preferred_replica,
+                                now,
+                                |b| meta.brokers.contains_key(&b),
+                            ));
+                        }
+                    }
                     continue;
                 }
                 let fail_all = |p: &mut PartitionState, why: String| {
@@ -213,7 +226,11 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         s.in_flight = true;
                     }
                 }
-                plans.push(build_fetch(&shared.config, broker, kind, parts));
+                let wait = fetch_wait(
+                    shared.config.fetch_max_wait,
+                    kind == StreamKind::Main && held_back.contains(&broker),
+                );
+                plans.push(build_fetch(&shared.config, broker, kind, wait, parts));
             }
             if !lookup_in_flight && !lookups.is_empty() {
                 for (tp, _, _) in &lookups {
@@ -332,14 +349,33 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     tasks.abort_all();
 }
 
+/// While a partition of the broker is held back by its own full buffer, a fetch waits at most
+/// this long at the log end.
+const HELD_BACK_FETCH_WAIT: Duration = Duration::from_millis(50);
+
+/// How long a fetch may wait at the log end: `fetch.max.wait.ms`, or at most
+/// [`HELD_BACK_FETCH_WAIT`] while another partition of the same broker is `held_back` only by
+/// its own full buffer. That partition wants a fetch as soon as `poll()` drains it, but the next
+/// fetch goes to the broker only after the one in flight is answered (one per connection, and
+/// the broker answers a connection's requests in order): a fetch of partitions at the log end,
+/// answered only after the full wait, would leave it without records for that long.
+pub(super) fn fetch_wait(configured: Duration, held_back: bool) -> Duration {
+    if held_back {
+        configured.min(HELD_BACK_FETCH_WAIT)
+    } else {
+        configured
+    }
+}
+
 fn build_fetch(
     config: &ConsumerConfig,
     broker: i32,
     kind: StreamKind,
+    wait: Duration,
     parts: Vec<FetchCandidate>,
 ) -> FetchPlan {
     let limits = FetchLimits {
-        max_wait_ms: config.fetch_max_wait.as_millis() as i32,
+        max_wait_ms: wait.as_millis() as i32,
         min_bytes: config.fetch_min_bytes,
         max_bytes: config.fetch_max_bytes,
         partition_max_bytes: config.max_partition_fetch_bytes,
@@ -620,4 +656,20 @@ fn handle_lookup(
         shared.push_error(&mut st, e);
     }
     refresh
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fetch_waits_briefly_only_while_a_partition_of_its_broker_is_held_back() {
+        let configured = Duration::from_millis(500);
+        assert_eq!(fetch_wait(configured, false), configured);
+        assert_eq!(fetch_wait(configured, true), HELD_BACK_FETCH_WAIT);
+        // A configured wait shorter than that stays as it is.
+        let short = Duration::from_millis(10);
+        assert_eq!(fetch_wait(short, true), short);
+        assert_eq!(fetch_wait(Duration::ZERO, true), Duration::ZERO);
+    }
 }
