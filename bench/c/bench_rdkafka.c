@@ -73,6 +73,21 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    /* bench/run --tls: the security settings, one key=value a line. */
+    const char *extra = getenv("BENCH_CONFIG");
+    if (extra != NULL) {
+        char *copy = strdup(extra), *save = NULL;
+        for (char *line = strtok_r(copy, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+            char *eq = strchr(line, '=');
+            if (eq == NULL) continue;
+            *eq = '\0';
+            if (rd_kafka_conf_set(conf, line, eq + 1, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
+                fprintf(stderr, "%s: %s\n", line, errstr);
+                return 1;
+            }
+        }
+        free(copy);
+    }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
     if (!rk) {
         fprintf(stderr, "rd_kafka_new: %s\n", errstr);
