@@ -11,8 +11,8 @@ use crate::config::CommonConfig;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 use crate::net::Connection;
 use crate::protocol::msg::{
-    create_topics_request::CreatableTopic, metadata_request::MetadataRequestTopic,
-    CreateTopicsRequest, FindCoordinatorRequest, MetadataRequest, StrBytes, TopicName,
+    create_topics_request::CreatableTopic, CreateTopicsRequest, FindCoordinatorRequest, StrBytes,
+    TopicName,
 };
 use crate::sync::Unpoisoned;
 
@@ -341,22 +341,7 @@ impl Cluster {
         deadline: Deadline,
     ) -> Result<Metadata> {
         let conn = self.any_broker(deadline).await?;
-        let req_topics = if all {
-            None
-        } else {
-            Some(
-                topics
-                    .iter()
-                    .map(|t| {
-                        MetadataRequestTopic::default()
-                            .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
-                    })
-                    .collect(),
-            )
-        };
-        let req = MetadataRequest::default()
-            .with_topics(req_topics)
-            .with_allow_auto_topic_creation(false);
+        let req = crate::protocol::metadata::metadata(topics, all);
         let timeout = self
             .config
             .request_timeout
@@ -432,33 +417,16 @@ impl Cluster {
         retry_until_if(self.backoff(), deadline, &what, retriable, || async {
             let conn = self.any_broker(deadline).await?;
             let v = conn.version::<FindCoordinatorRequest>()?;
-            let key = StrBytes::from_string(group_id.to_string());
-            let req = if v >= 4 {
-                FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
-            } else {
-                FindCoordinatorRequest::default().with_key(key)
-            };
-            let resp = conn.call(&req).await?;
-            let (code, id, host, port) = if v >= 4 {
-                let c = resp.coordinators.first().ok_or_else(|| {
-                    Error::Corrupt("FindCoordinator response has no coordinator".into())
-                })?;
-                (c.error_code, c.node_id.0, c.host.to_string(), c.port)
-            } else {
-                (
-                    resp.error_code,
-                    resp.node_id.0,
-                    resp.host.to_string(),
-                    resp.port,
-                )
-            };
+            let resp = conn
+                .call(&crate::protocol::group::find_coordinator(group_id, v))
+                .await?;
+            let (code, id, addr) = crate::protocol::group::coordinator_of(&resp, v)?;
             if code != codes::NONE {
                 return Err(Error::kafka(
                     code,
                     format!("finding the coordinator of group `{group_id}`"),
                 ));
             }
-            let addr = format!("{host}:{port}");
             let slot = self.slot(id, Lane::Coordinator, &addr);
             {
                 let mut s = slot.lock().await;

@@ -6,12 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use crate::backoff::{retry_until, Deadline, Retry};
 use crate::cluster::{Cluster, Lane};
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
-use crate::protocol::group_by_topic;
-use crate::protocol::msg::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use crate::protocol::msg::offset_fetch_request::OffsetFetchRequestTopic;
-use crate::protocol::msg::{
-    BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes, TopicName,
-};
+use crate::protocol;
+use crate::protocol::offsets::ListOffsetsFor;
 use crate::TopicPartition;
 
 /// ListOffsets' special timestamps.
@@ -197,26 +193,14 @@ pub(crate) async fn list_offsets_with(
             }
         }
         for (leader, parts) in by_leader {
-            let topics: Vec<ListOffsetsTopic> =
-                group_by_topic(parts.iter().map(|(tp, ts, epoch)| {
-                    let lp = ListOffsetsPartition::default()
-                        .with_partition_index(tp.partition)
-                        .with_timestamp(*ts)
-                        .with_current_leader_epoch(*epoch);
-                    (tp.topic.as_str(), lp)
-                }))
-                .into_iter()
-                .map(|(t, ps)| {
-                    ListOffsetsTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                        .with_partitions(ps)
-                })
-                .collect();
-            let req = ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_isolation_level(0)
-                .with_topics(topics)
-                .with_timeout_ms(cluster.config.request_timeout.as_millis() as i32);
+            let req = protocol::offsets::list_offsets(
+                parts.iter().map(|(tp, ts, epoch)| ListOffsetsFor {
+                    partition: tp,
+                    timestamp: *ts,
+                    leader_epoch: *epoch,
+                }),
+                cluster.config.request_timeout.as_millis() as i32,
+            );
             let resp = async {
                 let conn = cluster.broker(leader, deadline).await?;
                 conn.call(&req).await
@@ -296,22 +280,7 @@ pub async fn fetch_committed(
     partitions: &[TopicPartition],
     deadline: Deadline,
 ) -> Result<HashMap<TopicPartition, Option<OffsetAndMetadata>>> {
-    let topics: Vec<OffsetFetchRequestTopic> = group_by_topic(
-        partitions
-            .iter()
-            .map(|tp| (tp.topic.as_str(), tp.partition)),
-    )
-    .into_iter()
-    .map(|(t, ps)| {
-        OffsetFetchRequestTopic::default()
-            .with_name(TopicName(StrBytes::from_string(t.to_string())))
-            .with_partition_indexes(ps)
-    })
-    .collect();
-    let req = OffsetFetchRequest::default()
-        .with_group_id(GroupId(StrBytes::from_string(group_id.to_string())))
-        .with_topics(Some(topics))
-        .with_require_stable(true);
+    let req = protocol::offsets::offset_fetch(group_id, partitions);
     retry_until(cluster.backoff(), deadline, "OffsetFetch", || async {
         let (coordinator, conn) = cluster.find_coordinator(group_id, deadline).await?;
         let resp = conn

@@ -4,11 +4,13 @@
 //! only what goes on the wire, field by field and version by version.
 use bytes::Bytes;
 
+use crate::error::{Error, Result};
 use crate::protocol::msg::join_group_request::JoinGroupRequestProtocol;
 use crate::protocol::msg::leave_group_request::MemberIdentity;
 use crate::protocol::msg::sync_group_request::SyncGroupRequestAssignment;
 use crate::protocol::msg::{
-    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, StrBytes, SyncGroupRequest,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, JoinGroupRequest,
+    LeaveGroupRequest, StrBytes, SyncGroupRequest,
 };
 
 /// The protocol type of every consumer group (as opposed to Connect's or a stream's).
@@ -138,6 +140,41 @@ pub(crate) fn leave_group(member: Member<'_>, reason: &str, version: i16) -> Lea
     }
 }
 
+/// FindCoordinator of `group_id`: v4+ asks in a list of keys (KIP-699), older versions for one
+/// key.
+pub(crate) fn find_coordinator(group_id: &str, version: i16) -> FindCoordinatorRequest {
+    if version >= 4 {
+        FindCoordinatorRequest::default().with_coordinator_keys(vec![text(group_id)])
+    } else {
+        FindCoordinatorRequest::default().with_key(text(group_id))
+    }
+}
+
+/// Where a FindCoordinator answer says the coordinator is: its error code, node id and
+/// `host:port`, from the list (v4+) or the top-level fields (older versions).
+pub(crate) fn coordinator_of(
+    resp: &FindCoordinatorResponse,
+    version: i16,
+) -> Result<(i16, i32, String)> {
+    if version >= 4 {
+        let c = resp
+            .coordinators
+            .first()
+            .ok_or_else(|| Error::Corrupt("FindCoordinator response has no coordinator".into()))?;
+        Ok((
+            c.error_code,
+            c.node_id.0,
+            format!("{}:{}", c.host.as_str(), c.port),
+        ))
+    } else {
+        Ok((
+            resp.error_code,
+            resp.node_id.0,
+            format!("{}:{}", resp.host.as_str(), resp.port),
+        ))
+    }
+}
+
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
@@ -261,6 +298,40 @@ mod tests {
             heartbeat(STATIC, 12, 3).group_instance_id.as_deref(),
             Some("host-7")
         );
+    }
+
+    #[test]
+    fn find_coordinator_asks_and_is_answered_in_the_form_of_its_version() {
+        use crate::protocol::msg::find_coordinator_response::Coordinator;
+        use crate::protocol::msg::BrokerId;
+        let v3 = find_coordinator("g", 3);
+        assert_eq!(v3.key.as_str(), "g");
+        assert!(v3.coordinator_keys.is_empty());
+        let v4 = find_coordinator("g", 4);
+        let keys: Vec<&str> = v4.coordinator_keys.iter().map(|k| k.as_str()).collect();
+        assert_eq!(keys, vec!["g"]);
+
+        let old = FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(2))
+            .with_host(StrBytes::from_static_str("b2"))
+            .with_port(9093);
+        assert_eq!(
+            coordinator_of(&old, 3).unwrap(),
+            (0, 2, "b2:9093".to_string())
+        );
+        let new =
+            FindCoordinatorResponse::default().with_coordinators(vec![Coordinator::default()
+                .with_key(StrBytes::from_static_str("g"))
+                .with_node_id(BrokerId(3))
+                .with_host(StrBytes::from_static_str("b3"))
+                .with_port(9094)
+                .with_error_code(15)]);
+        assert_eq!(
+            coordinator_of(&new, 4).unwrap(),
+            (15, 3, "b3:9094".to_string())
+        );
+        let e = coordinator_of(&FindCoordinatorResponse::default(), 4).unwrap_err();
+        assert!(matches!(e, Error::Corrupt(_)), "{e}");
     }
 
     #[test]

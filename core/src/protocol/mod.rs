@@ -8,6 +8,8 @@ pub(crate) mod commit;
 pub mod consumer_protocol;
 pub(crate) mod fetch;
 pub(crate) mod group;
+pub(crate) mod metadata;
+pub(crate) mod offsets;
 #[cfg(feature = "unstable-fuzzing")]
 pub mod records;
 #[cfg(not(feature = "unstable-fuzzing"))]
