@@ -23,10 +23,6 @@ use crate::backoff::{Deadline, Retry};
 use crate::cluster::{Cluster, PartitionInfo};
 use crate::config::ProducerConfig;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
-use crate::protocol::msg::{
-    produce_request::{PartitionProduceData, TopicProduceData},
-    ProduceRequest, StrBytes, TopicName,
-};
 pub use crate::protocol::records::Header;
 use crate::protocol::records::{BatchBuilder, Compression};
 use crate::sync::Unpoisoned;

@@ -168,36 +168,19 @@ pub(super) async fn produce(shared: Arc<Shared>, plan: RequestPlan) {
         ..
     } = plan;
     let acks = shared.config.acks;
-    let mut topics: Vec<(Arc<str>, Vec<PartitionProduceData>)> = Vec::new();
-    for b in &batches {
-        let data = PartitionProduceData::default()
-            .with_index(b.pending.partition)
-            .with_records(Some(b.data.clone()));
-        match topics.iter_mut().find(|(t, _)| *t == b.pending.topic) {
-            Some((_, v)) => v.push(data),
-            None => topics.push((b.pending.topic.clone(), vec![data])),
-        }
-    }
-    let req = ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(
-            shared
-                .config
-                .common
-                .request_timeout
-                .as_millis()
-                .min(i32::MAX as u128) as i32,
-        )
-        .with_topic_data(
-            topics
-                .into_iter()
-                .map(|(t, parts)| {
-                    TopicProduceData::default()
-                        .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                        .with_partition_data(parts)
-                })
-                .collect(),
-        );
+    let timeout_ms = shared
+        .config
+        .common
+        .request_timeout
+        .as_millis()
+        .min(i32::MAX as u128) as i32;
+    let req = crate::protocol::produce::produce(
+        acks,
+        timeout_ms,
+        batches
+            .iter()
+            .map(|b| (&*b.pending.topic, b.pending.partition, &b.data)),
+    );
     let result = async {
         let conn = shared
             .cluster

@@ -10,6 +10,7 @@ pub(crate) mod fetch;
 pub(crate) mod group;
 pub(crate) mod metadata;
 pub(crate) mod offsets;
+pub(crate) mod produce;
 #[cfg(feature = "unstable-fuzzing")]
 pub mod records;
 #[cfg(not(feature = "unstable-fuzzing"))]
