@@ -1005,3 +1005,55 @@ fn a_member_that_prepares_to_leave_hands_its_partitions_to_warmed_up_learners() 
         );
     }
 }
+
+/// A static member (`group.instance.id`) normally stays in the group through `close()` until
+/// its session expires, so a restart causes no rebalance. One that prepared to leave leaves for
+/// good: after handing its partitions over it sends LeaveGroup, and the group rebalances at once
+/// rather than after its 60 s session.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_static_member_that_prepared_to_leave_does_not_wait_out_its_session() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners-static-leave", PARTITIONS);
+    let group = unique_name("learners-static-leave");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_leaver = Arc::new(AtomicBool::new(false));
+    let a = Arc::new(member(&bs, &group, &topic, Listener::new("a", &log), &[]));
+    let s = Arc::new(member(
+        &bs,
+        &group,
+        &topic,
+        Listener::new("s", &log),
+        &[
+            ("group.instance.id", "s-1"),
+            ("session.timeout.ms", "60000"),
+        ],
+    ));
+    let ta = run_member(a.clone(), "a", &log, &stop);
+    let ts = run_member(s.clone(), "s", &log, &stop_leaver);
+    wait_for_owners(&log, "a and s sharing the partitions", |o| {
+        ["a", "s"]
+            .iter()
+            .all(|n| o.get(n).is_some_and(|p| p.len() == 2))
+    });
+    assert!(s.prepare_to_leave().unwrap());
+    wait_for_owners(&log, "s handing everything over", |o| {
+        o.get("s").is_some_and(|p| p.is_empty()) && o.get("a").is_some_and(|p| p.len() == 4)
+    });
+    let before = a.group_metadata().unwrap().generation_id;
+    let closed = Instant::now();
+    stop_leaver.store(true, Ordering::Relaxed);
+    ts.join().unwrap();
+    // LeaveGroup makes the coordinator rebalance the group now; without it, only after the
+    // 60 s session.
+    wait_until(
+        "a new generation after s closed",
+        Duration::from_secs(30),
+        || a.group_metadata().is_some_and(|m| m.generation_id > before),
+    );
+    eprintln!("the group rebalanced {:?} after s closed", closed.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    ta.join().unwrap();
+    assert_never_double_owned(&log.lock().unwrap());
+}

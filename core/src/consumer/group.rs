@@ -717,6 +717,10 @@ impl Consumer {
     /// Returns whether the group assigns with learner-sticky now: if not (a mixed group agreed
     /// on cooperative-sticky, or no generation yet), nobody learns ahead and the partitions stay
     /// until `close()`, which hands them over as any leave does.
+    ///
+    /// A static member (`group.instance.id`) that prepared to leave sends LeaveGroup on
+    /// `close()`, as the Java client's close with `LEAVE_GROUP`: it leaves for good, so the
+    /// group does not wait out its session.
     pub fn prepare_to_leave(&self) -> Result<bool> {
         self.check_open()?;
         let driver = self
@@ -781,7 +785,10 @@ impl Consumer {
         let d = driver.clone();
         let _ = self.block_on(async move { d.async_commits_done(deadline).await });
         self.run_commit_callbacks();
-        if self.shared.config.leave_group_on_close || reason.contains("unsubscribed") {
+        if self.shared.config.leave_group_on_close
+            || reason.contains("unsubscribed")
+            || driver.is_leaving()
+        {
             let d = driver.clone();
             let reason = reason.to_string();
             let _ = self.block_on(async move { d.leave_group(&reason, deadline).await });

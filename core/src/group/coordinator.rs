@@ -705,9 +705,10 @@ impl GroupDriver {
     }
 
     /// Leaves the group now (close, unsubscribe): dynamic members send LeaveGroup; static ones
-    /// stay until the session expires, so a restart causes no rebalance.
+    /// stay until the session expires, so a restart causes no rebalance, unless they prepared
+    /// to leave (scale-down).
     pub async fn leave_group(&self, reason: &str, deadline: Deadline) {
-        let member_id = self.membership().leave();
+        let member_id = self.membership().leave(self.is_leaving());
         if let Some(member_id) = member_id {
             self.leave(&member_id, reason, deadline).await;
         }

@@ -189,14 +189,15 @@ impl Membership {
     }
 
     /// The member leaves the group (close, unsubscribe). Returns the member id a LeaveGroup
-    /// goes out with: none for a static member, which stays until its session expires so a
-    /// restart causes no rebalance, nor for a member that has no id.
-    pub fn leave(&mut self) -> Option<String> {
+    /// goes out with: none for a member that has no id, nor for a static member, which stays
+    /// until its session expires so a restart causes no rebalance, unless it `for_good` leaves
+    /// (it prepared to leave: scale-down, as the Java client's close with LEAVE_GROUP).
+    pub fn leave(&mut self, for_good: bool) -> Option<String> {
         let id = std::mem::take(&mut self.generation.member_id);
         self.generation = Generation::none();
         self.state = MemberState::Unjoined;
         self.partitions_lost = false;
-        (!self.is_static() && !id.is_empty()).then_some(id)
+        ((for_good || !self.is_static()) && !id.is_empty()).then_some(id)
     }
 
     /// Asks for a rebalance; `poll()` will start it.
@@ -797,19 +798,24 @@ mod tests {
     #[test]
     fn a_dynamic_member_leaves_with_its_id_and_a_static_one_sends_nothing() {
         let mut m = stable();
-        assert_eq!(m.leave().as_deref(), Some("m-1"));
+        assert_eq!(m.leave(false).as_deref(), Some("m-1"));
         assert_eq!(m.generation(), &Generation::none());
         assert_eq!(m.state(), MemberState::Unjoined);
         assert!(
             !m.partitions_lost(),
             "leaving gives the partitions up, it does not lose them"
         );
-        assert_eq!(m.leave(), None, "no id left to leave with");
+        assert_eq!(m.leave(true), None, "no id left to leave with");
         let mut m = Membership::new(Some("instance-1".into()));
         m.on_join_success(3, "m-1", None);
         m.on_sync_success();
-        assert_eq!(m.leave(), None);
+        assert_eq!(m.leave(false), None);
         assert_eq!(m.generation(), &Generation::none());
+        // A static member that leaves for good (scale-down) sends LeaveGroup after all.
+        let mut m = Membership::new(Some("instance-1".into()));
+        m.on_join_success(3, "m-1", None);
+        m.on_sync_success();
+        assert_eq!(m.leave(true).as_deref(), Some("m-1"));
     }
 
     #[test]
