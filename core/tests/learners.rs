@@ -1219,3 +1219,91 @@ fn owners_since(log: &Log, since: Instant) -> Option<Duration> {
         _ => None,
     })
 }
+
+/// The warm-up budget against the broker when five members join a busy member at once: with
+/// `learner.max.warmup.partitions=1` no member ever warms up for more than one partition at a
+/// time (each learning call names one partition, and a member's next one comes only after it
+/// was ready for the previous), yet the group ends evenly spread, and every record is read.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn five_members_joining_at_once_each_warm_up_one_partition_at_a_time() {
+    const TOPIC_PARTITIONS: i32 = 12;
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "learners-five", TOPIC_PARTITIONS);
+    let group = unique_name("learners-five");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut written = produce(&bs, &topic, TOPIC_PARTITIONS, 50);
+
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let budget = [("learner.max.warmup.partitions", "1")];
+    let mut threads = vec![run_member(
+        member(&bs, &group, &topic, Listener::new("a", &log), &budget),
+        "a",
+        &log,
+        &stop,
+    )];
+    wait_for_owners(&log, "a owning every partition", |o| {
+        o.get("a")
+            .is_some_and(|s| s.len() == TOPIC_PARTITIONS as usize)
+    });
+    for name in &names[1..] {
+        let listener = Listener {
+            warm_up: Duration::from_millis(500),
+            ..Listener::new(name, &log)
+        };
+        let c = member(&bs, &group, &topic, listener, &budget);
+        threads.push(run_member(c, name, &log, &stop));
+    }
+    wait_for_owners(&log, "two partitions for each of the six members", |o| {
+        names.iter().all(|n| o.get(n).is_some_and(|s| s.len() == 2))
+    });
+    for (p, offsets) in produce(&bs, &topic, TOPIC_PARTITIONS, 50) {
+        written.entry(p).or_default().extend(offsets);
+    }
+    let delivered = |log: &Log| -> BTreeSet<(i32, i64)> {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Record {
+                    partition, offset, ..
+                } => Some((*partition, *offset)),
+                _ => None,
+            })
+            .collect()
+    };
+    wait_until("every record read", Duration::from_secs(60), || {
+        let got = delivered(&log);
+        written
+            .iter()
+            .all(|(p, offsets)| offsets.iter().all(|o| got.contains(&(*p, *o))))
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    assert_never_double_owned(&events);
+    for name in &names[1..] {
+        let mut learning = false;
+        let mut calls = 0;
+        for e in &events {
+            match e {
+                Event::LearningStarted(m, ps, _) if m == name => {
+                    assert_eq!(ps.len(), 1, "{name} warmed up for {ps:?} at once");
+                    assert!(
+                        !learning,
+                        "{name} learned a second partition before it was ready"
+                    );
+                    learning = true;
+                    calls += 1;
+                }
+                Event::LearningDone(m, _) if m == name => learning = false,
+                _ => {}
+            }
+        }
+        assert!(calls >= 1, "{name} never learned a partition");
+    }
+}
