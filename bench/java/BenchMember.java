@@ -48,7 +48,14 @@ public class BenchMember {
                 }
             });
             StringBuilder sb = new StringBuilder();
+            // Scale-down: once BENCH_LEAVE_FILE exists, leave (close) at once.
+            String leaveFile = System.getenv("BENCH_LEAVE_FILE");
             while (System.nanoTime() < end) {
+                if (leaveFile != null && java.nio.file.Files.exists(java.nio.file.Path.of(leaveFile))) {
+                    System.out.println("L " + System.currentTimeMillis());
+                    System.out.flush();
+                    break;
+                }
                 ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(100));
                 if (recs.isEmpty()) continue;
                 long ms = System.currentTimeMillis();

@@ -6,6 +6,10 @@
 //! group). With a warm-up, the member spends that long preparing for partitions it is about to
 //! own (loading state, say) before it consumes them: in `on_partitions_learning` with
 //! learner-sticky, else in `on_partitions_assigned`.
+//!
+//! Scale-down: once the file named by `BENCH_LEAVE_FILE` exists the member leaves and prints
+//! `L <unix ms>`: with learner-sticky it prepares to leave and polls on until it owns nothing
+//! (at most 60 s), then closes; otherwise it closes at once.
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -65,8 +69,29 @@ fn main() -> lagless::Result<()> {
     };
     consumer.subscribe(&[args[2].as_str()], Some(Box::new(listener)))?;
     let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let leave_file = std::env::var_os("BENCH_LEAVE_FILE");
+    let mut leaving_since: Option<Instant> = None;
     let mut out = std::io::stdout().lock();
     while Instant::now() < end {
+        if let Some(since) = leaving_since {
+            if consumer.assignment().is_empty() || since.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+        } else if leave_file
+            .as_ref()
+            .is_some_and(|f| std::path::Path::new(f).exists())
+        {
+            let ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis();
+            writeln!(out, "L {ms}").ok();
+            out.flush().ok();
+            if !consumer.prepare_to_leave()? {
+                break;
+            }
+            leaving_since = Some(Instant::now());
+        }
         let records = consumer.poll(Duration::from_millis(100))?;
         if records.is_empty() {
             continue;
