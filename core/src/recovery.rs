@@ -77,8 +77,12 @@ const TOKEN_VERSION: &str = "1";
 /// deliver (start <= next <= end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecoveryRange {
+    /// The first offset of the backlog range.
     pub start: i64,
+    /// The end of the range, exclusive: records from here on belong to a later range or to the
+    /// main stream.
     pub end: i64,
+    /// The next offset the recovery stream delivers from this range.
     pub next: i64,
 }
 
@@ -92,7 +96,9 @@ impl RecoveryRange {
 /// (sorted, non-overlapping, all below `main_next`; see the module documentation).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RecoveryState {
+    /// The next offset the main stream delivers: the partition's consumer position.
     pub main_next: i64,
+    /// The backlog ranges not yet drained, in offset order.
     pub ranges: Vec<RecoveryRange>,
 }
 
