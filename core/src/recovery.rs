@@ -198,13 +198,15 @@ impl RecoveryState {
         self.ranges.first().map_or(self.main_next, |r| r.next)
     }
 
-    /// A record at `offset` was delivered from the recovery stream: see [`range_delivered`].
+    /// A record at `offset` was delivered from the recovery stream: the range holding it moves
+    /// past it, and is dropped once finished. An offset no range still owes is ignored.
     pub fn recovery_delivered(&mut self, offset: i64) {
         range_delivered(&mut self.ranges, offset);
     }
 
     /// The recovery stream passed every offset below `next` in the range it drains without
-    /// anything more to deliver: see [`ranges_skipped_to`].
+    /// anything more to deliver (control batches, compacted-away records, a range's tail): the
+    /// first range moves to `next` (at most its end) and is dropped if finished.
     pub fn recovery_skipped_to(&mut self, next: i64) {
         ranges_skipped_to(&mut self.ranges, next);
     }
