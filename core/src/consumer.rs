@@ -56,7 +56,8 @@ pub struct ConsumerRecord {
 pub struct Watermarks {
     /// The log start offset: the first offset still in the partition.
     pub low: i64,
-    /// The high watermark: the offset the next committed record will get.
+    /// The high watermark: the offset after the last record replicated to every in-sync
+    /// replica; consumers read below it.
     pub high: i64,
 }
 

@@ -167,7 +167,8 @@ pub enum Error {
         cause: String,
     },
     /// A commit could not complete because the group rebalanced or this member left it. Not
-    /// retriable as is: the offsets may belong to another member now.
+    /// retriable: the partitions may have moved; commit again after the rebalance (or in
+    /// `on_partitions_revoked`).
     CommitFailed(String),
     /// `wakeup()` was called. Retriable: the next call works normally.
     Wakeup,
@@ -376,7 +377,8 @@ pub mod codes {
     pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
     /// The coordinator does not know the member id (the member's session expired).
     pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    /// `session.timeout.ms` is outside the broker's `group.min/max.session.timeout.ms`.
+    /// `session.timeout.ms` is outside the broker's `group.min.session.timeout.ms` to
+    /// `group.max.session.timeout.ms`.
     pub const INVALID_SESSION_TIMEOUT: i16 = 26;
     /// The group is rebalancing: the member must join again.
     pub const REBALANCE_IN_PROGRESS: i16 = 27;
