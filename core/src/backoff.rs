@@ -17,6 +17,9 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// A backoff from `initial` (`retry.backoff.ms`, `reconnect.backoff.ms`) doubling up to
+    /// `max` (`retry.backoff.max.ms`, `reconnect.backoff.max.ms`); constant `max` less jitter
+    /// when `max <= initial`.
     pub fn new(initial: Duration, max: Duration) -> Backoff {
         Backoff { initial, max }
     }
@@ -45,6 +48,7 @@ pub struct Retry {
 }
 
 impl Retry {
+    /// A counter with no failures yet.
     pub fn new(backoff: Backoff) -> Retry {
         Retry {
             backoff,
@@ -59,10 +63,12 @@ impl Retry {
         d
     }
 
+    /// Records a success: the next failure waits the initial backoff again.
     pub fn succeeded(&mut self) {
         self.failures = 0;
     }
 
+    /// The number of failures in a row so far.
     pub fn failures(&self) -> u32 {
         self.failures
     }
@@ -121,6 +127,8 @@ pub struct Deadline {
 }
 
 impl Deadline {
+    /// The deadline `timeout` from now. `Duration::MAX` (or any timeout too long for the
+    /// platform's clock) is taken as 100 years: no deadline in practice.
     pub fn after(timeout: Duration) -> Deadline {
         let now = Instant::now();
         Deadline {
@@ -132,14 +140,17 @@ impl Deadline {
         }
     }
 
+    /// The point in time the deadline passes.
     pub fn instant(&self) -> Instant {
         self.at
     }
 
+    /// The time left; zero once the deadline has passed.
     pub fn remaining(&self) -> Duration {
         self.at.saturating_duration_since(Instant::now())
     }
 
+    /// Whether the deadline has passed.
     pub fn expired(&self) -> bool {
         Instant::now() >= self.at
     }

@@ -32,13 +32,19 @@ pub use group::{GroupMetadata, RebalanceListener};
 /// A record as `poll()` returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerRecord {
+    /// The topic the record was read from.
     pub topic: Arc<str>,
+    /// The partition the record was read from.
     pub partition: i32,
+    /// The record's offset in its partition; the position to commit after it is `offset + 1`.
     pub offset: i64,
     /// Milliseconds since the epoch (create time or log-append time, as the topic says).
     pub timestamp: i64,
+    /// The record's key; `None` for a null key.
     pub key: Option<Bytes>,
+    /// The record's value; `None` for a null value (a tombstone on a compacted topic).
     pub value: Option<Bytes>,
+    /// The record's headers, in the order they were written.
     pub headers: Vec<Header>,
     /// Whether the record came from a recovery stream (`enable.parallel.rebalance`).
     pub from_recovery: bool,
@@ -48,7 +54,10 @@ pub struct ConsumerRecord {
 /// last committed record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Watermarks {
+    /// The log start offset: the first offset still in the partition.
     pub low: i64,
+    /// The high watermark: the offset after the last record replicated to every in-sync
+    /// replica; consumers read below it.
     pub high: i64,
 }
 
@@ -75,6 +84,8 @@ impl Consumer {
         Consumer::new(ConsumerConfig::from_config(config)?)
     }
 
+    /// A consumer from typed settings: starts its I/O runtime (two threads named `lagless-io`)
+    /// and its fetch task.
     pub fn new(config: ConsumerConfig) -> Result<Consumer> {
         let runtime = crate::io_runtime("lagless-io")?;
         let cluster = Cluster::new(config.common.clone());
@@ -92,6 +103,7 @@ impl Consumer {
         })
     }
 
+    /// The consumer's typed settings.
     pub fn config(&self) -> &ConsumerConfig {
         &self.shared.config
     }
@@ -230,10 +242,15 @@ impl Consumer {
         self.with_partition(tp, |p| p.seek(offset))
     }
 
+    /// Moves each of `partitions` to its log start offset, looked up before the next fetch.
+    /// Cancels a partition's recovery stream. `Error::IllegalState` for a partition not assigned.
     pub fn seek_to_beginning(&self, partitions: &[TopicPartition]) -> Result<()> {
         self.reset_to(partitions, PositionLookup::Earliest)
     }
 
+    /// Moves each of `partitions` to its log end (the high watermark), looked up before the next
+    /// fetch. Cancels a partition's recovery stream. `Error::IllegalState` for a partition not
+    /// assigned.
     pub fn seek_to_end(&self, partitions: &[TopicPartition]) -> Result<()> {
         self.reset_to(partitions, PositionLookup::Latest)
     }
@@ -321,10 +338,14 @@ impl Consumer {
             .any(|p| p.recovery_active())
     }
 
+    /// Stops fetching from `partitions` and returning their records until [`Consumer::resume`];
+    /// their positions and assignment stay. `Error::IllegalState` for a partition not assigned.
     pub fn pause(&self, partitions: &[TopicPartition]) -> Result<()> {
         self.set_paused(partitions, true)
     }
 
+    /// Fetches from paused `partitions` again. `Error::IllegalState` for a partition not
+    /// assigned.
     pub fn resume(&self, partitions: &[TopicPartition]) -> Result<()> {
         self.set_paused(partitions, false)
     }
@@ -345,6 +366,7 @@ impl Consumer {
         Ok(())
     }
 
+    /// The assigned partitions that are paused.
     pub fn paused(&self) -> Vec<TopicPartition> {
         self.shared
             .lock()

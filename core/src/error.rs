@@ -109,7 +109,9 @@ impl ErrorKind {
 /// A topic and partition an error belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ErrorPartition {
+    /// The topic's name.
     pub topic: String,
+    /// The partition's id within the topic.
     pub partition: i32,
 }
 
@@ -117,42 +119,66 @@ pub struct ErrorPartition {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
-    /// A configuration key is unknown or its value is bad. `key` names it.
-    Config { key: String, message: String },
-    /// An argument to an API call is bad (e.g. an empty topic name, a negative offset).
+    /// A configuration key is unknown or its value is bad. `key` names it. Not retriable: fix
+    /// the configuration.
+    Config {
+        /// The configuration key at fault (`fetch.min.bytes`), or the unknown key as written.
+        key: String,
+        /// What is wrong with it, naming the key and the expected form.
+        message: String,
+    },
+    /// An argument to an API call is bad (e.g. an empty topic name, a negative offset). Not
+    /// retriable: the same call fails the same way.
     InvalidArgument(String),
-    /// A broker answered with an error code.
+    /// A broker answered with an error code. Whether it is retriable or fatal depends on the
+    /// code ([`kafka_error_action`]): e.g. `NOT_COORDINATOR` is retriable,
+    /// `GROUP_AUTHORIZATION_FAILED` fatal, `OFFSET_METADATA_TOO_LARGE` neither.
     Kafka {
+        /// The broker's error code (`6` for `NOT_LEADER_OR_FOLLOWER`); [`kafka_error_name`]
+        /// gives Kafka's name for it.
         code: i16,
+        /// What lagless was doing when the broker answered ("OffsetCommit", "fetch"); may be
+        /// empty.
         context: String,
+        /// The partition the code was answered for, when it was a per-partition error.
         partition: Option<ErrorPartition>,
     },
-    /// A deadline passed before the operation completed.
+    /// A deadline passed before the operation completed (a call's `timeout`,
+    /// `default.api.timeout.ms`, `delivery.timeout.ms`). Retriable.
     Timeout(String),
-    /// No connection could be made, or a connection broke.
+    /// No connection could be made, or a connection broke. Retriable.
     Transport(String),
     /// Malformed data: from the wire (a frame, a record batch) or from another group member.
+    /// Not retriable.
     Corrupt(String),
-    /// The topic does not exist in the cluster.
+    /// The topic does not exist in the cluster; the string is its name. Not retriable (lagless
+    /// never creates topics).
     UnknownTopic(String),
     /// `auto.offset.reset=none` and the partition has no committed offset (or its offset is out
-    /// of range).
+    /// of range). Not retriable: seek the partition to an offset.
     NoOffset(ErrorPartition),
     /// A partition made no progress for `task.timeout.ms` (KIP-572). The consumer keeps serving
-    /// the other partitions.
+    /// the other partitions. Retriable.
     PartitionStuck {
+        /// The partition that made no progress.
         partition: ErrorPartition,
+        /// The last error the partition met, or what it was waiting for ("no answer from the
+        /// broker for 300000 ms"); starts with `recovery stream:` for a recovery stream.
         cause: String,
     },
-    /// A commit could not complete because the group rebalanced or this member left it.
+    /// A commit could not complete because the group rebalanced or this member left it. Not
+    /// retriable: the partitions may have moved; commit again after the rebalance (or in
+    /// `on_partitions_revoked`).
     CommitFailed(String),
-    /// `wakeup()` was called.
+    /// `wakeup()` was called. Retriable: the next call works normally.
     Wakeup,
-    /// The client was closed.
+    /// The client was closed. Fatal.
     Closed,
-    /// A rebalance listener callback failed; the assignment change completed anyway.
+    /// A rebalance listener callback failed; the assignment change completed anyway. Not
+    /// retriable.
     Callback(String),
-    /// The caller is not in a state that allows the call (e.g. `commit` without a group).
+    /// The caller is not in a state that allows the call (e.g. `commit` without a group). Not
+    /// retriable.
     IllegalState(String),
     /// SASL authentication failed: wrong credentials, a mechanism the broker refuses, a broker
     /// that could not prove it knows the password (SCRAM), or no token to offer (OAUTHBEARER).
@@ -164,6 +190,7 @@ pub enum Error {
     Tls(String),
 }
 
+/// The result of every fallible lagless call.
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// What a client does when a broker returns an error code.
@@ -322,31 +349,56 @@ const KAFKA_ERRORS: &[(i16, &str, Action)] = &[
     (127, "VOTER_NOT_FOUND", Action::Fail),
 ];
 
-/// Kafka error codes lagless refers to by name.
+/// Kafka error codes lagless refers to by name (Kafka's `Errors` enum, same names and numbers).
 pub mod codes {
+    /// No error.
     pub const NONE: i16 = 0;
+    /// The offset asked for is outside the partition's log (below its start or past its end).
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    /// The broker does not host this topic-partition (or the topic does not exist).
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    /// The partition has no leader right now (e.g. during a leader election).
     pub const LEADER_NOT_AVAILABLE: i16 = 5;
+    /// The broker is not the partition's leader (or a follower it may fetch from): stale metadata.
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    /// The broker gave up on the request within its own timeout.
     pub const REQUEST_TIMED_OUT: i16 = 7;
+    /// A commit's metadata string exceeds the broker's `offset.metadata.max.bytes`.
     pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+    /// The group coordinator is still loading the group's offsets.
     pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    /// The group coordinator is not available (the offsets topic is not ready).
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    /// The broker is not the group's coordinator: find it again.
     pub const NOT_COORDINATOR: i16 = 16;
+    /// The member's generation is stale: the group rebalanced.
     pub const ILLEGAL_GENERATION: i16 = 22;
+    /// The member offers no assignor (protocol) that the group's other members offer.
     pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    /// The coordinator does not know the member id (the member's session expired).
     pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    /// `session.timeout.ms` is outside the broker's `group.min.session.timeout.ms` to
+    /// `group.max.session.timeout.ms`.
     pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+    /// The group is rebalancing: the member must join again.
     pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    /// The principal is not allowed to use the group.
     pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+    /// The broker does not support the request's version.
     pub const UNSUPPORTED_VERSION: i16 = 35;
+    /// CreateTopics: the topic exists already.
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    /// The request's leader epoch is older than the broker's: stale metadata.
     pub const FENCED_LEADER_EPOCH: i16 = 74;
+    /// The request's leader epoch is newer than the broker's: the broker has not caught up yet.
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    /// JoinGroup (KIP-394): join again with the member id the broker assigned in this answer.
     pub const MEMBER_ID_REQUIRED: i16 = 79;
+    /// Another member joined with the same `group.instance.id`; this one is fenced.
     pub const FENCED_INSTANCE_ID: i16 = 82;
+    /// OffsetFetch: a transactional commit of the partition is pending.
     pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+    /// The broker does not know the topic id: stale metadata.
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
 }
 
@@ -395,6 +447,7 @@ impl Error {
         }
     }
 
+    /// An [`Error::Config`] for `key`.
     pub fn config(key: impl Into<String>, message: impl Into<String>) -> Error {
         Error::Config {
             key: key.into(),

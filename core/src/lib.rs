@@ -9,6 +9,7 @@
 //! coordinator driver are crate-private too. The `unstable-fuzzing` feature makes the wire-level
 //! readers public for the fuzz targets and the tests' fake broker, with no stability promise.
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod admin;
 pub mod backoff;
@@ -46,11 +47,16 @@ pub use protocol::records::{Compression, Header};
 /// A topic and one of its partitions.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
+    /// The topic's name.
     pub topic: String,
+    /// The partition's id within the topic, from 0.
     pub partition: i32,
 }
 
 impl TopicPartition {
+    /// The partition `partition` of `topic`. Nothing is checked here: [`Consumer::assign`] and
+    /// the offset lookups refuse an empty topic or a negative partition with
+    /// [`Error::InvalidArgument`].
     pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
         TopicPartition {
             topic: topic.into(),

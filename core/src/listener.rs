@@ -22,6 +22,7 @@ pub enum RebalanceEvent {
 }
 
 impl RebalanceEvent {
+    /// Every event, in declaration order.
     pub const ALL: [RebalanceEvent; 4] = [
         RebalanceEvent::Revoked,
         RebalanceEvent::Assigned,

@@ -19,10 +19,15 @@ use crate::sync::Unpoisoned;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(i32)]
 pub enum LogLevel {
+    /// Events at `tracing`'s ERROR level; C ABI number 1.
     Error = 1,
+    /// Events at `tracing`'s WARN level; C ABI number 2.
     Warn = 2,
+    /// Events at `tracing`'s INFO level; C ABI number 3.
     Info = 3,
+    /// Events at `tracing`'s DEBUG level; C ABI number 4.
     Debug = 4,
+    /// Events at `tracing`'s TRACE level; C ABI number 5.
     Trace = 5,
 }
 
@@ -37,6 +42,7 @@ impl LogLevel {
         }
     }
 
+    /// The level with C ABI number `v` (1 for `Error` to 5 for `Trace`), if there is one.
     pub fn from_i32(v: i32) -> Option<LogLevel> {
         Some(match v {
             1 => LogLevel::Error,

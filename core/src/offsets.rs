@@ -10,8 +10,11 @@ use crate::protocol;
 use crate::protocol::offsets::ListOffsetsFor;
 use crate::TopicPartition;
 
-/// ListOffsets' special timestamps.
+/// ListOffsets' special timestamp for the log start offset (Java's
+/// `ListOffsetsRequest.EARLIEST_TIMESTAMP`).
 pub const EARLIEST_TIMESTAMP: i64 = -2;
+/// ListOffsets' special timestamp for the log end, the high watermark (Java's
+/// `ListOffsetsRequest.LATEST_TIMESTAMP`).
 pub const LATEST_TIMESTAMP: i64 = -1;
 
 /// The result of a commit, per partition: the offset and metadata sent for it (with
@@ -27,7 +30,10 @@ pub(crate) type AsyncCommitDone = Box<dyn FnOnce(Result<CommitResults>) + Send>;
 /// A committed offset and its metadata string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetAndMetadata {
+    /// The offset of the next record to consume (the last processed record's offset + 1).
     pub offset: i64,
+    /// A free string stored with the offset (empty for none); brokers refuse more than
+    /// `offset.metadata.max.bytes` (4096 by default) with `OFFSET_METADATA_TOO_LARGE`.
     pub metadata: String,
 }
 

@@ -77,8 +77,12 @@ const TOKEN_VERSION: &str = "1";
 /// deliver (start <= next <= end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecoveryRange {
+    /// The first offset of the backlog range.
     pub start: i64,
+    /// The end of the range, exclusive: records from here on belong to a later range or to the
+    /// main stream.
     pub end: i64,
+    /// The next offset the recovery stream delivers from this range.
     pub next: i64,
 }
 
@@ -92,7 +96,9 @@ impl RecoveryRange {
 /// (sorted, non-overlapping, all below `main_next`; see the module documentation).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RecoveryState {
+    /// The next offset the main stream delivers: the partition's consumer position.
     pub main_next: i64,
+    /// The backlog ranges not yet drained, in offset order.
     pub ranges: Vec<RecoveryRange>,
 }
 
@@ -192,13 +198,15 @@ impl RecoveryState {
         self.ranges.first().map_or(self.main_next, |r| r.next)
     }
 
-    /// A record at `offset` was delivered from the recovery stream: see [`range_delivered`].
+    /// A record at `offset` was delivered from the recovery stream: the range holding it moves
+    /// past it, and is dropped once finished. An offset no range still owes is ignored.
     pub fn recovery_delivered(&mut self, offset: i64) {
         range_delivered(&mut self.ranges, offset);
     }
 
     /// The recovery stream passed every offset below `next` in the range it drains without
-    /// anything more to deliver: see [`ranges_skipped_to`].
+    /// anything more to deliver (control batches, compacted-away records, a range's tail): the
+    /// first range moves to `next` (at most its end) and is dropped if finished.
     pub fn recovery_skipped_to(&mut self, next: i64) {
         ranges_skipped_to(&mut self.ranges, next);
     }

@@ -14,6 +14,7 @@ pub const REDACTED: &str = "[redacted]";
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps `value` so it is never shown.
     pub fn new(value: impl Into<String>) -> Secret {
         Secret(value.into())
     }
@@ -23,6 +24,7 @@ impl Secret {
         &self.0
     }
 
+    /// Whether the secret is the empty string (an unset password, say).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -8,7 +8,9 @@ use super::*;
 pub enum Scope {
     /// Consumers and producers.
     Common,
+    /// Consumers only; a producer refuses the key.
     Consumer,
+    /// Producers only; a consumer refuses the key.
     Producer,
 }
 
@@ -51,6 +53,7 @@ pub struct KeyInfo {
     pub name: &'static str,
     /// The value used when the key is not set, as a user would write it.
     pub default: Option<&'static str>,
+    /// Which clients accept the key.
     pub scope: Scope,
     /// One line for the docs.
     pub doc: &'static str,

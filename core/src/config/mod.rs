@@ -53,6 +53,8 @@ impl fmt::Debug for Config {
 static RETRIES_DEPRECATION: Once = Once::new();
 
 impl Config {
+    /// An empty configuration: every key at its default. `bootstrap.servers` must be set before
+    /// a consumer or producer can be made from it.
     pub fn new() -> Self {
         Self::default()
     }

@@ -5,35 +5,56 @@ use super::*;
 /// Where a consumer starts when it has no valid committed offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AutoOffsetReset {
+    /// `earliest`: the partition's log start offset.
     Earliest,
+    /// `latest` (the default): the partition's log end, so only records produced from now on.
     Latest,
-    /// Report [`Error::NoOffset`].
+    /// `none`: report [`Error::NoOffset`].
     None,
 }
 
+/// Which records a consumer reads (`isolation.level`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IsolationLevel {
+    /// `read_uncommitted` (the default): every record, transactional ones whether committed,
+    /// aborted or still open.
     ReadUncommitted,
+    /// `read_committed`: only committed transactional records. Not supported yet: a config
+    /// asking for it is refused with [`Error::Config`].
     ReadCommitted,
 }
 
 /// Settings of both consumers and producers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommonConfig {
-    /// `host:port` entries, as written.
+    /// `bootstrap.servers`: the `host:port` entries, as written (required, never empty).
     pub bootstrap_servers: Vec<String>,
+    /// `client.id`: the name sent with every request (default `lagless`).
     pub client_id: String,
-    /// `None` when `client.rack` is empty.
+    /// `client.rack`, for fetching from the closest replica (KIP-392); `None` when empty (the
+    /// default).
     pub client_rack: Option<String>,
+    /// `request.timeout.ms`: how long to wait for a broker's answer (default 30 s).
     pub request_timeout: Duration,
+    /// `default.api.timeout.ms`: the timeout of blocking calls given no timeout (default 60 s).
     pub default_api_timeout: Duration,
+    /// `retry.backoff.ms`: the first wait before a retry, doubling from there (default 100 ms).
     pub retry_backoff: Duration,
+    /// `retry.backoff.max.ms`: the longest wait between retries (default 1 s).
     pub retry_backoff_max: Duration,
+    /// `reconnect.backoff.ms`: the first wait before reconnecting to a broker (default 50 ms).
     pub reconnect_backoff: Duration,
+    /// `reconnect.backoff.max.ms`: the longest wait between reconnections to one broker
+    /// (default 1 s).
     pub reconnect_backoff_max: Duration,
+    /// `socket.connection.setup.timeout.ms`: how long a TCP connection may take to be
+    /// established (default 10 s).
     pub socket_connection_setup_timeout: Duration,
+    /// `metadata.max.age.ms`: cluster metadata is refreshed at least this often (default 5 min).
     pub metadata_max_age: Duration,
-    /// Zero: report a partition at its first failure.
+    /// `task.timeout.ms` (KIP-572): a partition that makes no progress this long is reported
+    /// with [`Error::PartitionStuck`] (default 5 min). Zero: report a partition at its first
+    /// failure.
     pub task_timeout: Duration,
     /// `security.protocol` with its TLS setup and SASL credentials. Crate-private: it holds the
     /// connection layer's types (rustls configs, SASL mechanisms).
@@ -68,33 +89,72 @@ impl CommonConfig {
 /// A consumer's typed settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerConfig {
+    /// The settings consumers share with producers.
     pub common: CommonConfig,
+    /// `group.id`: the consumer group to join; `None` (the default) for a consumer that only
+    /// assigns partitions itself and cannot commit.
     pub group_id: Option<String>,
+    /// `group.instance.id`: the static member id (KIP-345); `None` (the default) for a dynamic
+    /// member. Requires `group.id`.
     pub group_instance_id: Option<String>,
+    /// `session.timeout.ms`: the group drops a member not heard from this long (default 10 s).
     pub session_timeout: Duration,
+    /// `heartbeat.interval.ms`: the time between heartbeats (default 3 s); must be below
+    /// `session.timeout.ms`.
     pub heartbeat_interval: Duration,
+    /// `max.poll.interval.ms`: a member that does not poll this long leaves the group (KIP-62,
+    /// default 5 min).
     pub max_poll_interval: Duration,
+    /// `max.poll.records`: the most records one poll returns (default 500).
     pub max_poll_records: usize,
+    /// `enable.auto.commit`: commit the positions of returned records in the background
+    /// (default true; always false without `group.id`).
     pub enable_auto_commit: bool,
+    /// `auto.commit.interval.ms`: the time between automatic commits (default 5 s).
     pub auto_commit_interval: Duration,
+    /// `auto.offset.reset`: where to start without a valid committed offset (default `latest`).
     pub auto_offset_reset: AutoOffsetReset,
+    /// `fetch.min.bytes`: a broker holds a fetch until it has this many bytes or
+    /// `fetch.max.wait.ms` passes (default 1).
     pub fetch_min_bytes: i32,
+    /// `fetch.max.bytes`: the most bytes one fetch response may carry; one oversized batch still
+    /// comes through (default 50 MiB).
     pub fetch_max_bytes: i32,
+    /// `fetch.max.wait.ms`: the longest a broker holds a fetch for `fetch.min.bytes` (default
+    /// 500 ms).
     pub fetch_max_wait: Duration,
+    /// `max.partition.fetch.bytes`: the most bytes per partition in one fetch response (default
+    /// 1 MiB).
     pub max_partition_fetch_bytes: i32,
+    /// `fetch.buffer.max.bytes` (lagless only): the most bytes of fetched records not yet
+    /// returned by poll held in memory; prefetching pauses above it (default 64 MiB).
     pub fetch_buffer_max_bytes: usize,
+    /// `check.crcs`: check the CRC32C of every fetched record batch (default true).
     pub check_crcs: bool,
+    /// `isolation.level`: always [`IsolationLevel::ReadUncommitted`] in a config that passed
+    /// [`ConsumerConfig::from_config`].
     pub isolation_level: IsolationLevel,
-    /// Protocol names (`range`, `roundrobin`, `cooperative-sticky`), preferred first.
+    /// `partition.assignment.strategy`: the assignors' protocol names (`range`, `roundrobin`,
+    /// `cooperative-sticky`, `learner-sticky`), preferred first (default
+    /// `cooperative-sticky,range`).
     pub partition_assignment_strategy: Vec<String>,
+    /// `enable.parallel.rebalance` (KIP-333, lagless only): after a takeover with a backlog,
+    /// deliver fresh records at once while a recovery stream drains the backlog (default false).
     pub enable_parallel_rebalance: bool,
+    /// `parallel.rebalance.min.lag`: the smallest backlog, in records (log end minus committed
+    /// offset), that gets a recovery stream (default 1000).
     pub parallel_rebalance_min_lag: i64,
-    /// learner-sticky: most partitions warming up for this member at once (0: no limit).
+    /// `learner.max.warmup.partitions`, learner-sticky: most partitions warming up for this
+    /// member at once (default 0: no limit).
     pub learner_max_warmup_partitions: u32,
     /// learner-sticky, `learner.readiness=explicit`: a learned partition is ready only when the
     /// application says so (`Consumer::learner_ready`), not when its callback returns.
     pub learner_explicit_readiness: bool,
+    /// `exclude.internal.topics`: pattern subscriptions never match internal topics such as
+    /// `__consumer_offsets` (default true).
     pub exclude_internal_topics: bool,
+    /// `internal.leave.group.on.close`: send LeaveGroup on close so the group rebalances at once
+    /// rather than after `session.timeout.ms` (default true).
     pub leave_group_on_close: bool,
 }
 
@@ -196,17 +256,31 @@ impl ConsumerConfig {
 /// A producer's typed settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerConfig {
+    /// The settings producers share with consumers.
     pub common: CommonConfig,
-    /// -1 for all replicas.
+    /// `acks`: the replicas that must have a record before it counts as sent: -1 for all (the
+    /// default, `all`), 1 for the leader, 0 for none.
     pub acks: i16,
+    /// `linger.ms`: how long to wait for more records to fill a batch (default 5 ms).
     pub linger: Duration,
+    /// `batch.size`: the most bytes in one batch for one partition (default 16384).
     pub batch_size: usize,
-    /// One of `none`, `gzip`, `snappy`, `lz4`, `zstd`.
+    /// `compression.type`: one of `none` (the default), `gzip`, `snappy`, `lz4`, `zstd`.
     pub compression_type: String,
+    /// `max.request.size`: the most bytes in one produce request, and so the largest record
+    /// (default 1 MiB).
     pub max_request_size: usize,
+    /// `delivery.timeout.ms`: the time from send to success or failure, retries included
+    /// (default 2 min); at least `linger.ms` + `request.timeout.ms`.
     pub delivery_timeout: Duration,
+    /// `buffer.memory`: the most bytes of records waiting to be sent; send blocks above it
+    /// (default 32 MiB).
     pub buffer_memory: usize,
+    /// `partitioner.ignore.keys`: spread keyed records like unkeyed ones instead of hashing
+    /// their keys (default false).
     pub partitioner_ignore_keys: bool,
+    /// `max.in.flight.requests.per.connection`: the most unanswered produce requests per broker
+    /// connection (default 5).
     pub max_in_flight_requests_per_connection: usize,
 }
 

@@ -96,6 +96,9 @@ impl Consumer {
         Ok(())
     }
 
+    /// Like [`Consumer::commit_sync`], returning each partition's result (with the offset and
+    /// metadata sent) instead of failing at the first failed partition. A failure of the whole
+    /// request (no group, timeout, closed) is still an `Err`.
     pub fn commit_sync_detailed(
         &self,
         offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,

@@ -801,9 +801,16 @@ impl Consumer {
 /// The member's place in its group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupMetadata {
+    /// The consumer group (`group.id`).
     pub group_id: String,
+    /// The generation the member is in; -1 before its first join completes or after it lost its
+    /// generation.
     pub generation_id: i32,
+    /// The member id the coordinator assigned; empty before the first join.
     pub member_id: String,
+    /// The static member id (`group.instance.id`), if set.
     pub group_instance_id: Option<String>,
+    /// The assignor the group chose in the member's generation ("range", "cooperative-sticky");
+    /// `None` without a generation.
     pub protocol: Option<String>,
 }

@@ -38,8 +38,11 @@ pub enum RebalanceProtocol {
 /// One member as the leader sees it in the JoinGroup response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberSubscription {
+    /// The member id the coordinator assigned.
     pub member_id: String,
+    /// The member's `group.instance.id`, for a static member (KIP-345).
     pub group_instance_id: Option<String>,
+    /// The member's decoded subscription: topics, owned partitions, user data, rack.
     pub subscription: Subscription,
 }
 

@@ -38,13 +38,16 @@ pub enum MemberState {
 /// A generation of the group, as this member knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Generation {
+    /// The generation id the coordinator gave in JoinGroup; -1 for no generation.
     pub generation_id: i32,
+    /// The member id the coordinator assigned; empty before the first join.
     pub member_id: String,
     /// The assignor the group chose (JoinGroup's protocol name).
     pub protocol: Option<String>,
 }
 
 impl Generation {
+    /// No generation: id -1, no member id, no protocol (what a commit outside a group carries).
     pub fn none() -> Generation {
         Generation {
             generation_id: -1,
@@ -94,6 +97,8 @@ pub struct Membership {
 }
 
 impl Membership {
+    /// A member not yet joined, with a rebalance pending; `group_instance_id` makes it static
+    /// (KIP-345).
     pub fn new(group_instance_id: Option<String>) -> Membership {
         Membership {
             state: MemberState::Unjoined,
@@ -108,26 +113,34 @@ impl Membership {
         }
     }
 
+    /// Whether the member is static (`group.instance.id` set).
     pub fn is_static(&self) -> bool {
         self.group_instance_id.is_some()
     }
 
+    /// Where the member is in the join protocol.
     pub fn state(&self) -> MemberState {
         self.state
     }
 
+    /// The member's current generation, whatever its state ([`Generation::none`] when it has
+    /// none).
     pub fn generation(&self) -> &Generation {
         &self.generation
     }
 
+    /// The static member id (`group.instance.id`), if any.
     pub fn group_instance_id(&self) -> Option<&str> {
         self.group_instance_id.as_deref()
     }
 
+    /// Whether a rebalance was asked for and the next `poll()` should start it.
     pub fn rejoin_needed(&self) -> bool {
         self.rejoin_needed
     }
 
+    /// Why the last rebalance was asked for (sent in JoinGroup's reason and logged); empty once
+    /// the member is stable.
     pub fn rejoin_reason(&self) -> &str {
         &self.rejoin_reason
     }
@@ -348,6 +361,7 @@ impl Membership {
         self.state = MemberState::CompletingRebalance;
     }
 
+    /// A SyncGroup answer with an error: join again, rediscover the coordinator, or fail.
     pub fn on_sync_error(&mut self, code: i16) -> Next {
         match code {
             codes::REBALANCE_IN_PROGRESS => {

@@ -50,11 +50,16 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// A record to send.
 #[derive(Debug, Clone, Default)]
 pub struct ProducerRecord {
+    /// The topic to write to; must not be empty.
     pub topic: String,
     /// `None`: the partitioner chooses (by key, or sticky for records without a key).
     pub partition: Option<i32>,
+    /// The record's key; `None` for a null key. Keyed records go to the partition the Java
+    /// client's murmur2 partitioner gives (unless `partitioner.ignore.keys`).
     pub key: Option<Bytes>,
+    /// The record's value; `None` for a null value (a tombstone on a compacted topic).
     pub value: Option<Bytes>,
+    /// The record's headers, written in this order.
     pub headers: Vec<Header>,
     /// Milliseconds since the epoch; `None` means now.
     pub timestamp: Option<i64>,
@@ -70,21 +75,28 @@ impl ProducerRecord {
         }
     }
 
+    /// The record with `key`.
     pub fn with_key(mut self, key: impl Into<Bytes>) -> ProducerRecord {
         self.key = Some(key.into());
         self
     }
 
+    /// The record for partition `partition`, instead of the one the partitioner chooses. A
+    /// partition the topic does not have fails `send` with [`Error::InvalidArgument`].
     pub fn with_partition(mut self, partition: i32) -> ProducerRecord {
         self.partition = Some(partition);
         self
     }
 
+    /// The record with timestamp `timestamp_ms` (milliseconds since the epoch) instead of the
+    /// time of `send`.
     pub fn with_timestamp(mut self, timestamp_ms: i64) -> ProducerRecord {
         self.timestamp = Some(timestamp_ms);
         self
     }
 
+    /// The record with one more header (`None`: a header with a null value). Header keys may
+    /// repeat.
     pub fn with_header(mut self, key: impl Into<String>, value: Option<Bytes>) -> ProducerRecord {
         self.headers.push(Header {
             key: key.into(),
@@ -97,7 +109,9 @@ impl ProducerRecord {
 /// Where a record was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordMetadata {
+    /// The topic the record was written to.
     pub topic: String,
+    /// The partition the record was written to.
     pub partition: i32,
     /// The record's offset; -1 with `acks=0`, where the broker does not say.
     pub offset: i64,
@@ -177,13 +191,13 @@ fn now_ms() -> i64 {
 }
 
 impl Producer {
-    /// Checks the configuration and starts the I/O runtime. Connections are made lazily, on the
-    /// first `send` or `partitions_for`.
     /// A producer from string settings (Java key names).
     pub fn from_config(config: &crate::config::Config) -> Result<Producer> {
         Producer::new(ProducerConfig::from_config(config)?)
     }
 
+    /// A producer from typed settings. Checks the configuration and starts the I/O runtime.
+    /// Connections are made lazily, on the first `send` or `partitions_for`.
     pub fn new(config: ProducerConfig) -> Result<Producer> {
         if config.common.bootstrap_servers.is_empty() {
             return Err(Error::config(

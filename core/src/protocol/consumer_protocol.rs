@@ -32,11 +32,14 @@ pub const UNKNOWN_GENERATION: i32 = -1;
 /// Some partitions of one topic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct TopicPartitions {
+    /// The topic's name.
     pub topic: String,
+    /// Partition ids of the topic, in the order written.
     pub partitions: Vec<i32>,
 }
 
 impl TopicPartitions {
+    /// The partitions `partitions` of `topic`.
     pub fn new(topic: impl Into<String>, partitions: Vec<i32>) -> TopicPartitions {
         TopicPartitions {
             topic: topic.into(),
@@ -49,6 +52,7 @@ impl TopicPartitions {
 /// assignor's own data.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Subscription {
+    /// The topics the member is subscribed to.
     pub topics: Vec<String>,
     /// Opaque to the protocol; each assignor defines its own (see [`encode_cooperative_user_data`]).
     pub user_data: Option<Bytes>,
@@ -64,7 +68,10 @@ pub struct Subscription {
 /// What the leader gives one member.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Assignment {
+    /// The partitions the member is to own, grouped by topic.
     pub partitions: Vec<TopicPartitions>,
+    /// Opaque to the protocol; each assignor defines its own (see
+    /// [`encode_learner_assignment_data`]).
     pub user_data: Option<Bytes>,
 }
 

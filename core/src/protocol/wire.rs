@@ -14,7 +14,9 @@ use crate::error::{Error, Result};
 /// trait is only compiled with its `broker` feature (request decoding, response encoding), which
 /// a client does not need; this is the client half of it, for the requests lagless sends.
 pub trait Api: Encodable + Message {
+    /// The request's api key (Kafka's `ApiKeys` number: 1 for Fetch, 11 for JoinGroup).
     const KEY: i16;
+    /// The message the broker answers the request with.
     type Response: Decodable + HeaderVersion;
 }
 

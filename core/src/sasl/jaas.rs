@@ -32,6 +32,7 @@ pub enum LoginModule {
 /// One parsed entry. `Debug` shows the option names only.
 #[derive(Clone, PartialEq, Eq)]
 pub struct JaasEntry {
+    /// The entry's login module.
     pub module: LoginModule,
     options: BTreeMap<String, Secret>,
 }
@@ -51,6 +52,7 @@ impl JaasEntry {
         self.options.get(name).map(Secret::expose)
     }
 
+    /// An option's value as a [`Secret`], for passwords and client secrets.
     pub fn secret(&self, name: &str) -> Option<Secret> {
         self.options.get(name).cloned()
     }

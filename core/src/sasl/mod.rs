@@ -41,9 +41,16 @@ pub use oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider, TokenSource};
 /// The mechanisms lagless speaks, by the names the broker knows (`sasl.enabled.mechanisms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SaslMechanism {
+    /// `PLAIN` (RFC 4616): user name and password in clear, so only over `SASL_SSL` in
+    /// production.
     Plain,
+    /// `SCRAM-SHA-256` (RFC 7677): a salted challenge-response; the password never crosses the
+    /// wire.
     ScramSha256,
+    /// `SCRAM-SHA-512`: SCRAM with SHA-512.
     ScramSha512,
+    /// `OAUTHBEARER` (KIP-255): a bearer token from the application, an OIDC token endpoint or
+    /// the unsecured built-in provider.
     OAuthBearer,
 }
 
@@ -101,6 +108,7 @@ impl FromStr for SaslMechanism {
 /// for refresh.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SaslCredentials {
+    /// The mechanism to authenticate with (`sasl.mechanism`).
     pub mechanism: SaslMechanism,
     /// PLAIN and SCRAM: the user name.
     pub username: Option<String>,

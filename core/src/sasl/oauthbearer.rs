@@ -17,10 +17,15 @@ use crate::secret::Secret;
 /// (KIP-342; e.g. Confluent Cloud's `logicalCluster` and `identityPoolId`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuthBearerToken {
+    /// The token itself, sent to the broker: RFC 6750 bearer-token characters only, else
+    /// refused. Never shown in logs or `Debug`.
     pub value: Secret,
+    /// When the token expires. A token already expired when fetched is refused; a valid one is
+    /// reused until 80% of its lifetime has passed.
     pub expires_at: SystemTime,
     /// The principal the token names (for logs; the broker reads it from the token).
     pub principal: String,
+    /// SASL extensions sent with the token (KIP-342), name to value.
     pub extensions: BTreeMap<String, String>,
 }
 
@@ -30,6 +35,8 @@ pub type ProviderError = Box<dyn std::error::Error + Send + Sync>;
 /// Where an application's tokens come from. Called on a blocking thread whenever a token is
 /// needed and the cached one is due for refresh, so it may do blocking I/O.
 pub trait OAuthBearerTokenProvider: Send + Sync + 'static {
+    /// A fresh token, or why there is none (the connection then fails with
+    /// [`Error::Authentication`] unless a cached token is still valid).
     fn token(&self) -> std::result::Result<OAuthBearerToken, ProviderError>;
 }
 

@@ -20,10 +20,16 @@ pub(super) const XERIAL_BLOCK_SIZE: usize = 32 * 1024;
 /// The compression codec of a batch (the low three bits of its attributes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
+    /// `none`: records as they are.
     None,
+    /// `gzip`.
     Gzip,
+    /// `snappy`: written in the xerial snappy-java framing, as the Java client does; raw
+    /// snappy is read too.
     Snappy,
+    /// `lz4`, in the LZ4 frame format.
     Lz4,
+    /// `zstd`.
     Zstd,
 }
 

@@ -21,6 +21,7 @@ pub struct BatchBuilder {
 }
 
 impl BatchBuilder {
+    /// An empty batch whose records section `finish` compresses with `compression`.
     pub fn new(compression: Compression) -> Self {
         BatchBuilder {
             compression,
@@ -33,6 +34,8 @@ impl BatchBuilder {
         }
     }
 
+    /// Appends a record with `timestamp` (milliseconds since the epoch). A key, value or header
+    /// too long for Kafka's lengths makes `finish` fail.
     pub fn push(
         &mut self,
         timestamp: i64,
@@ -68,12 +71,14 @@ impl BatchBuilder {
         self.estimated_size
     }
 
+    /// The number of records pushed.
     // Read by the unit tests only.
     #[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
     pub fn len(&self) -> usize {
         self.records.len()
     }
 
+    /// Whether no record was pushed yet.
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
     }

@@ -58,23 +58,34 @@ pub use encode::BatchBuilder;
 /// A record header. Kafka allows a null value but not a null key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
+    /// The header's key (UTF-8; keys may repeat within a record).
     pub key: String,
+    /// The header's value; `None` for a null value.
     pub value: Option<Bytes>,
 }
 
 /// One record of a batch, with its absolute offset and timestamp.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// The record's offset: the batch's base offset plus the record's offset delta.
     pub offset: i64,
+    /// Milliseconds since the epoch: the batch's base timestamp plus the record's delta, or the
+    /// batch's max timestamp for a `LogAppendTime` batch.
     pub timestamp: i64,
+    /// The record's key; `None` for a null key.
     pub key: Option<Bytes>,
+    /// The record's value; `None` for a null value.
     pub value: Option<Bytes>,
+    /// The record's headers, in wire order.
     pub headers: Vec<Header>,
 }
 
+/// What a batch's timestamps mean (the topic's `message.timestamp.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimestampType {
+    /// The producer's timestamps.
     CreateTime,
+    /// The broker's append time.
     LogAppendTime,
 }
 
@@ -84,17 +95,24 @@ pub enum TimestampType {
 // the batch says what the broker sent.
 #[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
 pub struct Batch {
+    /// The offset of the batch's first record (before compaction removed any).
     pub base_offset: i64,
     /// base_offset + lastOffsetDelta. Compaction can remove records, so this, not the last
     /// record's offset, is where the next fetch starts.
     pub last_offset: i64,
+    /// The leader epoch of the broker that wrote the batch.
     pub partition_leader_epoch: i32,
+    /// Whether the timestamps are create or log-append times.
     pub timestamp_type: TimestampType,
     /// A transaction marker batch; its records are control records, not user data.
     pub is_control: bool,
+    /// Written in a transaction.
     pub is_transactional: bool,
+    /// The id of the producer that wrote the batch; -1 for none (not idempotent).
     pub producer_id: i64,
+    /// The codec the batch was compressed with.
     pub compression: Compression,
+    /// The batch's records, in offset order.
     pub records: Vec<Record>,
 }
 
@@ -103,7 +121,9 @@ pub struct Batch {
 /// `truncated`.
 #[derive(Debug, Clone)]
 pub struct DecodedRecords {
+    /// The complete batches, in offset order.
     pub batches: Vec<Batch>,
+    /// Whether a truncated batch followed the complete ones.
     pub truncated: bool,
 }
 
