@@ -4,22 +4,27 @@
 //! learner-sticky,cooperative-sticky), polls for `seconds`, and after every poll that returned
 //! records prints `D <partition> <unix ms>` once per partition in it. Then closes (leaving the
 //! group). With a warm-up, the member spends that long preparing for partitions it is about to
-//! own (loading state, say) before it consumes them: in `on_partitions_learning` with
-//! learner-sticky, else in `on_partitions_assigned`.
+//! own (loading state, say) before it consumes them: with learner-sticky on a thread of its own,
+//! started by `on_partitions_learning` (`learner.readiness=explicit`: `poll()` goes on serving
+//! the partitions the member owns, and the thread calls `learner_ready`), else in
+//! `on_partitions_assigned` (the new partitions wait).
 //!
 //! Scale-down: once the file named by `BENCH_LEAVE_FILE` exists the member leaves and prints
 //! `L <unix ms>`: with learner-sticky it prepares to leave and polls on until it owns nothing
 //! (at most 60 s), then closes; otherwise it closes at once.
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lagless::{Config, Consumer, RebalanceListener, TopicPartition};
 
-/// Sleeps `warm_up` for partitions the member is about to own.
+/// Sleeps `warm_up` for partitions the member is about to own; a learner hands them to its
+/// warm-up thread instead.
 struct WarmUp {
     warm_up: Duration,
     learner: bool,
+    to_warm_up: mpsc::Sender<Vec<TopicPartition>>,
 }
 
 impl RebalanceListener for WarmUp {
@@ -39,7 +44,7 @@ impl RebalanceListener for WarmUp {
         tps: &[TopicPartition],
     ) -> lagless::Result<()> {
         if !tps.is_empty() {
-            std::thread::sleep(self.warm_up);
+            let _ = self.to_warm_up.send(tps.to_vec());
         }
         Ok(())
     }
@@ -62,10 +67,27 @@ fn main() -> lagless::Result<()> {
         ("enable.auto.commit", "true"),
         ("fetch.max.wait.ms", "500"),
     ])?;
-    let consumer = Consumer::from_config(&config)?;
+    let learner = args[4].starts_with("learner-sticky");
+    let mut config = config;
+    if learner {
+        config.set("learner.readiness", "explicit")?;
+    }
+    let consumer = Arc::new(Consumer::from_config(&config)?);
+    let (to_warm_up, warm_ups) = mpsc::channel::<Vec<TopicPartition>>();
+    {
+        let consumer = consumer.clone();
+        std::thread::spawn(move || {
+            for tps in warm_ups {
+                std::thread::sleep(warm_up);
+                // Closed meanwhile: nothing left to be ready for.
+                let _ = consumer.learner_ready(&tps);
+            }
+        });
+    }
     let listener = WarmUp {
         warm_up,
-        learner: args[4].starts_with("learner-sticky"),
+        learner,
+        to_warm_up,
     };
     consumer.subscribe(&[args[2].as_str()], Some(Box::new(listener)))?;
     let end = Instant::now() + Duration::from_secs_f64(seconds);
