@@ -136,6 +136,13 @@ fn takeover_delivers_fresh_records_at_once_while_the_backlog_drains() {
     let c = recovery_member(&bs, &group, &[("max.poll.records", "50")]);
     c.subscribe(&[&topic], None).unwrap();
     wait_assigned(&c, Duration::from_secs(60));
+    // The assignment comes before the takeover looks up where the log ends: wait for that
+    // (position() waits for the lookup), so the fresh records written next are past the backlog.
+    assert_eq!(
+        c.position(&tp, None).unwrap(),
+        end,
+        "the main stream starts at the log end"
+    );
     let trickle = Trickle::start(&bs, &topic, Duration::from_millis(5));
 
     let mut delivered: BTreeSet<i64> = BTreeSet::new();
@@ -912,6 +919,8 @@ fn close_with_auto_commit_commits_the_token() {
     );
     c.subscribe(&[&topic], None).unwrap();
     wait_assigned(&c, Duration::from_secs(60));
+    // As in the seed example: the fresh records only after the takeover found the log end.
+    assert_eq!(c.position(&tp, None).unwrap(), 5_070);
     produce_to_0(&bs, &topic, 20);
     let mut delivered: BTreeSet<i64> = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(60);
