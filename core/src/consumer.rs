@@ -4,6 +4,11 @@
 //! `poll()` for records the fetch task has buffered. The consumer as a group member (subscribe,
 //! the listener, the group steps of `poll()`) is in `consumer/group.rs`; commits in
 //! `consumer/commits.rs`.
+//!
+//! The blocking API works whether or not the caller is inside a tokio runtime: it never starts
+//! or blocks on a runtime from inside another (see `engine.rs`), so `poll()`, `commit_sync()` and
+//! dropping the consumer are safe in `#[tokio::main]` code, where they block the calling worker
+//! thread for the call. Async code should prefer [`crate::aio::Consumer`].
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -14,6 +19,7 @@ use bytes::Bytes;
 use crate::backoff::Deadline;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConsumerConfig};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
 use crate::group::coordinator::GroupDriver;
@@ -27,7 +33,8 @@ mod group;
 
 pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;
-pub use group::{GroupMetadata, RebalanceListener};
+pub use group::{BoxFuture, GroupMetadata, RebalanceListener};
+pub(crate) use group::{Callback, Dispatch};
 
 /// A record as `poll()` returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +74,7 @@ pub type OffsetAndTimestamp = (i64, i64);
 /// A Kafka consumer.
 pub struct Consumer {
     pub(crate) shared: Arc<Shared>,
-    runtime: Option<tokio::runtime::Runtime>,
+    engine: Option<Engine>,
     closed: AtomicBool,
     /// The group member's state, once `subscribe()` was called.
     pub(crate) group: Mutex<Option<GroupLocal>>,
@@ -87,14 +94,19 @@ impl Consumer {
     /// A consumer from typed settings: starts its I/O runtime (two threads named `lagless-io`)
     /// and its fetch task.
     pub fn new(config: ConsumerConfig) -> Result<Consumer> {
-        let runtime = crate::io_runtime("lagless-io")?;
+        Consumer::on_engine(config, Engine::owned("lagless-io")?)
+    }
+
+    /// A consumer whose I/O tasks run on `engine`: its own runtime, or the application's (the
+    /// async front).
+    pub(crate) fn on_engine(config: ConsumerConfig, engine: Engine) -> Result<Consumer> {
         let cluster = Cluster::new(config.common.clone());
         let shared = Shared::new(cluster, config);
-        runtime.spawn(fetch::run(shared.clone()));
+        engine.handle().spawn(fetch::run(shared.clone()));
         let (commits_tx, commits_done) = mpsc::channel();
         Ok(Consumer {
             shared,
-            runtime: Some(runtime),
+            engine: Some(engine),
             closed: AtomicBool::new(false),
             group: Mutex::new(None),
             simple_committer: Mutex::new(None),
@@ -108,8 +120,12 @@ impl Consumer {
         &self.shared.config
     }
 
-    pub(crate) fn runtime(&self) -> Result<&tokio::runtime::Runtime> {
-        self.runtime.as_ref().ok_or(Error::Closed)
+    /// Where the consumer's I/O tasks run.
+    pub(crate) fn runtime(&self) -> Result<&tokio::runtime::Handle> {
+        self.engine
+            .as_ref()
+            .map(Engine::handle)
+            .ok_or(Error::Closed)
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
@@ -121,8 +137,8 @@ impl Consumer {
     }
 
     pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> Result<F::Output> {
-        match &self.runtime {
-            Some(rt) => Ok(crate::blocking::block_on(rt, f)),
+        match &self.engine {
+            Some(engine) => Ok(engine.block_on(f)),
             None => Err(Error::Closed),
         }
     }
@@ -198,15 +214,7 @@ impl Consumer {
             self.run_commit_callbacks();
             self.group_poll()?;
             let mut st = self.shared.lock();
-            if st.wakeup {
-                st.wakeup = false;
-                return Err(Error::Wakeup);
-            }
-            if let Some(e) = st.errors.pop_front() {
-                return Err(e);
-            }
-            let records = drain_records(&mut st, max);
-            if !records.is_empty() {
+            if let Some(records) = take_ready(&mut st, max)? {
                 drop(st);
                 // The buffer has room again: let the fetch task top it up.
                 self.shared.changed.notify_one();
@@ -531,24 +539,42 @@ impl Consumer {
         if callbacks {
             self.run_commit_callbacks();
         }
+        self.mark_closed();
+        callback_error.map_or(Ok(()), Err)
+    }
+
+    /// Stops fetching and the group's tasks; later calls give `Error::Closed`.
+    pub(crate) fn mark_closed(&self) {
         if let Some(d) = self.simple_committer.lock().unpoisoned().take() {
             d.close();
+        }
+        if let Some(local) = self.group.lock().unpoisoned().as_ref() {
+            local.driver.close();
         }
         self.closed.store(true, Ordering::Release);
         self.shared.lock().closed = true;
         self.shared.changed.notify_one();
         self.shared.data_ready.notify_all();
-        callback_error.map_or(Ok(()), Err)
     }
 }
 
 impl Drop for Consumer {
     /// A consumer dropped without `close()` still commits (with auto-commit) and leaves its
     /// group, bounded in time; listener callbacks do not run from a destructor.
+    ///
+    /// Inside a tokio runtime this blocks the dropping thread for that bounded time, and the
+    /// consumer's own runtime is then shut down in the background (waiting for it there would
+    /// panic). A consumer on the application's runtime (the async front) never blocks here: its
+    /// front leaves the group asynchronously first.
     fn drop(&mut self) {
-        let _ = self.close_with(Deadline::after(Duration::from_secs(5)), false);
-        if let Some(rt) = self.runtime.take() {
-            crate::blocking::shutdown(rt, Duration::from_secs(1));
+        match &self.engine {
+            Some(e) if e.is_shared() => self.mark_closed(),
+            _ => {
+                let _ = self.close_with(Deadline::after(Duration::from_secs(5)), false);
+            }
+        }
+        if let Some(engine) = self.engine.take() {
+            engine.shutdown(Duration::from_secs(1));
         }
     }
 }
@@ -564,6 +590,23 @@ fn validate_tp(tp: &TopicPartition) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// What a `poll()` or `recv()` hands out now: a wakeup, a partition's error, or up to `max`
+/// records (their positions advance here, and only here); `None` when there is nothing yet.
+pub(crate) fn take_ready(
+    st: &mut fetch::FetchState,
+    max: usize,
+) -> Result<Option<Vec<ConsumerRecord>>> {
+    if st.wakeup {
+        st.wakeup = false;
+        return Err(Error::Wakeup);
+    }
+    if let Some(e) = st.errors.pop_front() {
+        return Err(e);
+    }
+    let records = drain_records(st, max);
+    Ok((!records.is_empty()).then_some(records))
 }
 
 /// Takes up to `max` buffered records, round-robin over the streams of every partition (one

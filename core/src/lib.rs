@@ -12,11 +12,12 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod aio;
 pub mod backoff;
-mod blocking;
 pub(crate) mod cluster;
 pub mod config;
 pub mod consumer;
+mod engine;
 pub mod error;
 pub(crate) mod fetch;
 pub mod group;

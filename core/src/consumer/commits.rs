@@ -105,19 +105,38 @@ impl Consumer {
         timeout: Option<Duration>,
     ) -> Result<CommitResults> {
         self.check_open()?;
-        let offsets = match offsets {
+        let offsets = self.offsets_to_commit(offsets)?;
+        let deadline = self.api_deadline(timeout);
+        self.block_on(self.commit_now(offsets, deadline))?
+    }
+
+    /// Commits `offsets` (already checked) and waits for the answer: the blocking and the async
+    /// fronts' explicit commit.
+    pub(crate) async fn commit_now(
+        &self,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+        deadline: Deadline,
+    ) -> Result<CommitResults> {
+        let driver = self.commit_driver()?;
+        self.run_commit_callbacks();
+        let res = driver.commit(&offsets, deadline).await?;
+        self.note_committed(&res);
+        Ok(res)
+    }
+
+    /// The offsets an explicit commit sends: those given (checked, held at a recovery
+    /// backlog), or the consumed positions.
+    pub(crate) fn offsets_to_commit(
+        &self,
+        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
+    ) -> Result<Vec<(TopicPartition, OffsetAndMetadata)>> {
+        Ok(match offsets {
             Some(o) => {
                 validate_offsets(o)?;
                 self.within_backlog(o.to_vec())
             }
             None => self.consumed_offsets(),
-        };
-        let driver = self.commit_driver()?;
-        let deadline = self.api_deadline(timeout);
-        self.run_commit_callbacks();
-        let res = self.block_on(async move { driver.commit(&offsets, deadline).await })??;
-        self.note_committed(&res);
-        Ok(res)
+        })
     }
 
     /// Sends a commit and returns at once; `callback` runs on the polling thread (inside a
@@ -180,7 +199,7 @@ impl Consumer {
 
     /// Auto-commit of the consumed positions (with recovery tokens) of `partitions` before they
     /// are revoked.
-    pub(super) fn commit_before_revoke(
+    pub(super) async fn commit_before_revoke(
         &self,
         partitions: &BTreeSet<TopicPartition>,
         deadline: Deadline,
@@ -190,9 +209,7 @@ impl Consumer {
         }
         let offsets = self.shared.commit_offsets(partitions.iter());
         if let Ok(d) = self.commit_driver() {
-            if let Ok(Some(res)) =
-                self.block_on(async move { d.commit_before_revoke(&offsets, deadline).await })
-            {
+            if let Some(res) = d.commit_before_revoke(&offsets, deadline).await {
                 self.note_committed(&res);
             }
         }
@@ -268,7 +285,7 @@ impl GroupDriver {
     /// order they were asked for.
     pub fn commit_async(
         self: &Arc<Self>,
-        runtime: &tokio::runtime::Runtime,
+        runtime: &tokio::runtime::Handle,
         offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
         done: AsyncCommitDone,
     ) {

@@ -7,7 +7,13 @@
 //! Listener callbacks run only here, on the thread that called `poll()`, `close()` or
 //! `unsubscribe()`, never on a library thread; no lock is held while they run, so a callback
 //! may call back into the consumer (commit inside `on_partitions_revoked`).
+//!
+//! The steps are async functions: the blocking API waits for them on the caller's thread
+//! (`engine.rs`), the async front ([`crate::aio`]) awaits them inside `recv()`. Which listener
+//! they call is a [`Dispatch`]: the blocking [`RebalanceListener`] or an async one.
 use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -69,6 +75,49 @@ pub trait RebalanceListener: Send {
         partitions: &[TopicPartition],
     ) -> Result<()> {
         self.on_partitions_revoked(consumer, partitions)
+    }
+}
+
+/// A rebalance listener callback, named for [`Dispatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Callback {
+    Revoked,
+    Assigned,
+    Learning,
+    Lost,
+}
+
+/// A boxed future that may move between threads: what the async listener's callbacks return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Runs the listener's callbacks for the group steps: the blocking listener, or the async
+/// front's. Returns the callback's error, if any.
+pub(crate) trait Dispatch: Send {
+    fn call<'a>(
+        &'a mut self,
+        consumer: &'a Consumer,
+        callback: Callback,
+        partitions: &'a [TopicPartition],
+    ) -> BoxFuture<'a, Option<Error>>;
+}
+
+/// The blocking API's listener, kept in the group state: its callbacks run inline.
+pub(crate) struct BlockingListener;
+
+impl Dispatch for BlockingListener {
+    fn call<'a>(
+        &'a mut self,
+        consumer: &'a Consumer,
+        callback: Callback,
+        partitions: &'a [TopicPartition],
+    ) -> BoxFuture<'a, Option<Error>> {
+        let r = consumer.with_listener(|l, c| match callback {
+            Callback::Revoked => l.on_partitions_revoked(c, partitions),
+            Callback::Assigned => l.on_partitions_assigned(c, partitions),
+            Callback::Learning => l.on_partitions_learning(c, partitions),
+            Callback::Lost => l.on_partitions_lost(c, partitions),
+        });
+        Box::pin(std::future::ready(r))
     }
 }
 
@@ -327,13 +376,18 @@ impl Consumer {
             self.api_deadline(None),
             true,
         );
+        self.drop_group();
+        callback_error.map_or(Ok(()), Err)
+    }
+
+    /// After leaving: forgets the group and its topics.
+    pub(crate) fn drop_group(&self) {
         let mut g = self.group.lock().unpoisoned();
         if let Some(local) = g.take() {
             local.driver.close();
             local.join.abort();
         }
         self.shared.cluster.set_interest(BTreeSet::new(), false);
-        callback_error.map_or(Ok(()), Err)
     }
 
     /// The member's group metadata: (group id, generation id, member id, group instance id).
@@ -403,24 +457,30 @@ impl Consumer {
     }
 
     /// Revokes `partitions`: auto-commit, the listener, then stop fetching them.
-    fn revoke(
+    async fn revoke(
         &self,
+        d: &mut dyn Dispatch,
         partitions: BTreeSet<TopicPartition>,
         deadline: Deadline,
         errors: &mut Option<Error>,
     ) {
-        self.commit_before_revoke(&partitions, deadline);
+        self.commit_before_revoke(&partitions, deadline).await;
         let list: Vec<TopicPartition> = partitions.iter().cloned().collect();
-        if let Some(e) = self.with_listener(|l, c| l.on_partitions_revoked(c, &list)) {
+        if let Some(e) = d.call(self, Callback::Revoked, &list).await {
             errors.get_or_insert(e);
         }
         self.forget(&partitions);
     }
 
-    fn lose(&self, partitions: BTreeSet<TopicPartition>, errors: &mut Option<Error>) {
+    async fn lose(
+        &self,
+        d: &mut dyn Dispatch,
+        partitions: BTreeSet<TopicPartition>,
+        errors: &mut Option<Error>,
+    ) {
         let list: Vec<TopicPartition> = partitions.iter().cloned().collect();
         if !list.is_empty() {
-            if let Some(e) = self.with_listener(|l, c| l.on_partitions_lost(c, &list)) {
+            if let Some(e) = d.call(self, Callback::Lost, &list).await {
                 errors.get_or_insert(e);
             }
         }
@@ -442,6 +502,14 @@ impl Consumer {
     /// The group steps of `poll()`, on the caller's thread. Returns an error that `poll()`
     /// reports (a callback's error after the assignment change completed, or a fatal one).
     pub(crate) fn group_poll(&self) -> Result<()> {
+        if self.driver().is_none() {
+            return Ok(());
+        }
+        self.block_on(self.group_steps(&mut BlockingListener))?
+    }
+
+    /// The group steps of a `poll()` or `recv()`, calling the listener through `d`.
+    pub(crate) async fn group_steps(&self, d: &mut dyn Dispatch) -> Result<()> {
         let Some(driver) = self.driver() else {
             return Ok(());
         };
@@ -457,12 +525,14 @@ impl Consumer {
             match self.take_group_step(&driver)? {
                 CallerStep::Done => break,
                 CallerStep::Again => {}
-                CallerStep::Lost(parts) => self.lose(parts, &mut errors),
-                CallerStep::Revoke(parts) => self.revoke(parts, deadline, &mut errors),
-                CallerStep::ApplyJoin(outcome) => self.apply_join(*outcome, deadline, &mut errors),
+                CallerStep::Lost(parts) => self.lose(d, parts, &mut errors).await,
+                CallerStep::Revoke(parts) => self.revoke(d, parts, deadline, &mut errors).await,
+                CallerStep::ApplyJoin(outcome) => {
+                    self.apply_join(d, *outcome, deadline, &mut errors).await
+                }
             }
         }
-        self.retry_learning(&mut errors);
+        self.retry_learning(d, &mut errors).await;
         self.maybe_auto_commit(&driver);
         errors.map_or(Ok(()), Err)
     }
@@ -553,7 +623,13 @@ impl Consumer {
         Ok(JoinSlot::Running { task, answer })
     }
 
-    fn apply_join(&self, outcome: JoinOutcome, deadline: Deadline, errors: &mut Option<Error>) {
+    async fn apply_join(
+        &self,
+        d: &mut dyn Dispatch,
+        outcome: JoinOutcome,
+        deadline: Deadline,
+        errors: &mut Option<Error>,
+    ) {
         let Some(driver) = self.driver() else { return };
         let owned = {
             let g = self.group.lock().unpoisoned();
@@ -569,11 +645,11 @@ impl Consumer {
             // Kept through a join whose (eager) assignor may have handed them to another member
             // already: no commit may go out for them.
             tracing::warn!(partitions = ?changes.lose, "partitions kept through an eager rebalance are lost");
-            self.lose(changes.lose, errors);
+            self.lose(d, changes.lose, errors).await;
         }
         if !changes.revoke.is_empty() {
             // KIP-429: give these up now, then rejoin so the group can hand them on.
-            self.revoke(changes.revoke, deadline, errors);
+            self.revoke(d, changes.revoke, deadline, errors).await;
         }
         if changes.rejoin {
             driver
@@ -595,15 +671,20 @@ impl Consumer {
             }
         }
         let list: Vec<TopicPartition> = added.into_iter().collect();
-        if let Some(e) = self.with_listener(|l, c| l.on_partitions_assigned(c, &list)) {
+        if let Some(e) = d.call(self, Callback::Assigned, &list).await {
             errors.get_or_insert(e);
         }
-        self.apply_learning(outcome.learning, errors);
+        self.apply_learning(d, outcome.learning, errors).await;
     }
 
     /// Learner assignments: keeps the partitions this member learns, warms up for the new ones
     /// through the listener, and once ready rejoins so the group moves them here.
-    fn apply_learning(&self, learning: BTreeSet<TopicPartition>, errors: &mut Option<Error>) {
+    async fn apply_learning(
+        &self,
+        d: &mut dyn Dispatch,
+        learning: BTreeSet<TopicPartition>,
+        errors: &mut Option<Error>,
+    ) {
         let new: Vec<TopicPartition> = {
             let mut g = self.group.lock().unpoisoned();
             let Some(l) = g.as_mut() else { return };
@@ -621,15 +702,20 @@ impl Consumer {
         self.shared
             .cluster
             .add_interest(new.iter().map(|tp| &tp.topic));
-        self.warm_up(new, errors);
+        self.warm_up(d, new, errors).await;
     }
 
     /// Runs `on_partitions_learning` for `partitions`. Ready: rejoin so the group moves them
     /// here. Not ready (the callback failed): its error comes out of this `poll()`, and a later
     /// `poll()` calls it again after a backoff (KIP-580), so a transient failure does not leave
     /// the partitions with their old owners for good.
-    fn warm_up(&self, partitions: Vec<TopicPartition>, errors: &mut Option<Error>) {
-        let result = self.with_listener(|l, c| l.on_partitions_learning(c, &partitions));
+    async fn warm_up(
+        &self,
+        d: &mut dyn Dispatch,
+        partitions: Vec<TopicPartition>,
+        errors: &mut Option<Error>,
+    ) {
+        let result = d.call(self, Callback::Learning, &partitions).await;
         let mut g = self.group.lock().unpoisoned();
         let Some(l) = g.as_mut() else { return };
         // A rebalance inside the callback may have changed what this member learns.
@@ -743,7 +829,7 @@ impl Consumer {
 
     /// Calls `on_partitions_learning` again for partitions it was not ready for, once their
     /// backoff has passed.
-    fn retry_learning(&self, errors: &mut Option<Error>) {
+    async fn retry_learning(&self, d: &mut dyn Dispatch, errors: &mut Option<Error>) {
         let due: Vec<TopicPartition> = {
             let g = self.group.lock().unpoisoned();
             match g.as_ref() {
@@ -753,7 +839,7 @@ impl Consumer {
                 _ => return,
             }
         };
-        self.warm_up(due, errors);
+        self.warm_up(d, due, errors).await;
     }
 
     /// Close/unsubscribe: commit, revoke through the listener (if `callbacks`), leave.
@@ -763,6 +849,20 @@ impl Consumer {
         deadline: Deadline,
         callbacks: bool,
     ) -> Option<Error> {
+        self.driver()?;
+        let mut blocking = BlockingListener;
+        let listener = callbacks.then_some(&mut blocking as &mut dyn Dispatch);
+        self.block_on(self.leave_group(reason, deadline, listener))
+            .unwrap_or(None)
+    }
+
+    /// Close/unsubscribe: commit, revoke through `listener` (none: no callbacks), leave.
+    pub(crate) async fn leave_group(
+        &self,
+        reason: &str,
+        deadline: Deadline,
+        listener: Option<&mut dyn Dispatch>,
+    ) -> Option<Error> {
         let driver = self.driver()?;
         let mut errors = None;
         let (owned, lost) = {
@@ -770,28 +870,24 @@ impl Consumer {
             let owned = g.as_ref().map(|l| l.owned.clone()).unwrap_or_default();
             (owned, driver.membership().holds_no_generation())
         };
-        if callbacks {
-            if lost {
-                self.lose(owned, &mut errors);
-            } else {
-                self.revoke(owned, deadline, &mut errors);
+        match listener {
+            Some(d) if lost => self.lose(d, owned, &mut errors).await,
+            Some(d) => self.revoke(d, owned, deadline, &mut errors).await,
+            None if !lost => {
+                self.commit_before_revoke(&owned, deadline).await;
+                self.shared.remove_partitions(owned.iter());
             }
-        } else if !lost {
-            self.commit_before_revoke(&owned, deadline);
-            self.shared.remove_partitions(owned.iter());
+            None => {}
         }
         // As the Java client's close: the asynchronous commits in flight complete (within the
         // deadline) and their callbacks run here.
-        let d = driver.clone();
-        let _ = self.block_on(async move { d.async_commits_done(deadline).await });
+        let _ = driver.async_commits_done(deadline).await;
         self.run_commit_callbacks();
         if self.shared.config.leave_group_on_close
             || reason.contains("unsubscribed")
             || driver.is_leaving()
         {
-            let d = driver.clone();
-            let reason = reason.to_string();
-            let _ = self.block_on(async move { d.leave_group(&reason, deadline).await });
+            let _ = driver.leave_group(reason, deadline).await;
         }
         driver.close();
         errors

@@ -14,7 +14,7 @@
 //!
 //! This module holds what the user's thread and the fetch task share.
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
@@ -51,8 +51,9 @@ pub(crate) struct FetchState {
 
 pub(crate) struct Shared {
     pub state: Mutex<FetchState>,
-    /// Signalled when records or errors arrive, or on wakeup: `poll()` waits on it.
-    pub data_ready: Condvar,
+    /// Signalled when records or errors arrive, or on wakeup: `poll()` and the async front's
+    /// `recv()` wait on it.
+    pub data_ready: crate::engine::Ready,
     /// Signalled when the user changes what to fetch: the fetch task waits on it.
     pub changed: Notify,
     pub cluster: Arc<Cluster>,
@@ -71,7 +72,7 @@ impl Shared {
                 reported_unknown: HashSet::new(),
                 rotation: 0,
             }),
-            data_ready: Condvar::new(),
+            data_ready: crate::engine::Ready::new(),
             changed: Notify::new(),
             cluster,
             config,

@@ -13,6 +13,8 @@ use crate::sync::Unpoisoned;
 pub(super) struct Counters {
     pub(super) state: Mutex<CounterState>,
     pub(super) changed: Condvar,
+    /// Notified with `changed`, for the async front's sends waiting for room.
+    pub(super) freed: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -29,10 +31,7 @@ impl Counters {
         while s.bytes > 0 && s.bytes + size > limit {
             let left = deadline.remaining();
             if left.is_zero() {
-                return Err(Error::Timeout(format!(
-                    "send: buffer.memory ({limit} bytes) stayed full for {} ms (default.api.timeout.ms)",
-                    deadline.timeout().as_millis()
-                )));
+                return Err(self.full_error(limit, deadline));
             }
             s = self.changed.wait_timeout(s, left).unpoisoned().0;
         }
@@ -41,12 +40,52 @@ impl Counters {
         Ok(())
     }
 
+    /// Takes `size` bytes of `limit` if there is room now (as `reserve`, without waiting).
+    pub(super) fn try_reserve(&self, size: usize, limit: usize) -> bool {
+        let mut s = lock(&self.state);
+        if s.bytes > 0 && s.bytes + size > limit {
+            return false;
+        }
+        s.bytes += size;
+        s.outstanding += 1;
+        true
+    }
+
+    /// The error of a send that found no room in `buffer.memory` until `deadline`.
+    pub(super) fn full_error(&self, limit: usize, deadline: Deadline) -> Error {
+        Error::Timeout(format!(
+            "send: buffer.memory ({limit} bytes) stayed full for {} ms (default.api.timeout.ms)",
+            deadline.timeout().as_millis()
+        ))
+    }
+
+    /// Waits (async) until no record is outstanding, or `deadline`.
+    pub(super) async fn idle(&self, deadline: Deadline) -> Result<()> {
+        loop {
+            let freed = self.freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            let outstanding = lock(&self.state).outstanding;
+            if outstanding == 0 {
+                return Ok(());
+            }
+            if deadline.remaining().is_zero() {
+                return Err(Error::Timeout(format!(
+                    "flush did not complete within {} ms: {outstanding} records still unacknowledged",
+                    deadline.timeout().as_millis(),
+                )));
+            }
+            let _ = tokio::time::timeout(deadline.remaining(), freed).await;
+        }
+    }
+
     pub(super) fn release(&self, bytes: usize, records: u64) {
         let mut s = lock(&self.state);
         s.bytes = s.bytes.saturating_sub(bytes);
         s.outstanding = s.outstanding.saturating_sub(records);
         drop(s);
         self.changed.notify_all();
+        self.freed.notify_waiters();
     }
 
     pub(super) fn wait_idle(&self, deadline: Deadline) -> Result<()> {

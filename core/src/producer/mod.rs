@@ -199,6 +199,18 @@ impl Producer {
     /// A producer from typed settings. Checks the configuration and starts the I/O runtime.
     /// Connections are made lazily, on the first `send` or `partitions_for`.
     pub fn new(config: ProducerConfig) -> Result<Producer> {
+        let runtime = crate::io_runtime("lagless-producer")?;
+        let handle = runtime.handle().clone();
+        Producer::on_runtime(config, handle, Some(runtime))
+    }
+
+    /// A producer whose sender runs on `handle`: its own `runtime`, or the application's (the
+    /// async front, `runtime` None).
+    pub(crate) fn on_runtime(
+        config: ProducerConfig,
+        handle: tokio::runtime::Handle,
+        runtime: Option<tokio::runtime::Runtime>,
+    ) -> Result<Producer> {
         if config.common.bootstrap_servers.is_empty() {
             return Err(Error::config(
                 "bootstrap.servers",
@@ -229,7 +241,6 @@ impl Producer {
                 "must be at least 1",
             ));
         }
-        let runtime = crate::io_runtime("lagless-producer")?;
         let batch_size = config.batch_size.min(config.max_request_size.max(1));
         let shared = Arc::new(Shared {
             cluster: Cluster::new(config.common.clone()),
@@ -242,11 +253,11 @@ impl Producer {
             refresh_wanted: AtomicBool::new(false),
             refreshing: AtomicBool::new(false),
         });
-        runtime.spawn(sender_loop(shared.clone()));
+        handle.spawn(sender_loop(shared.clone()));
         Ok(Producer {
             shared,
-            handle: runtime.handle().clone(),
-            runtime: Mutex::new(Some(runtime)),
+            handle,
+            runtime: Mutex::new(runtime),
         })
     }
 
@@ -275,8 +286,20 @@ impl Producer {
     }
 
     fn enqueue(&self, record: ProducerRecord, completion: Completion) -> Result<()> {
-        let shared = &self.shared;
-        if shared.closed.load(Ordering::Acquire) {
+        if self.check_record(&record)? {
+            let deadline = Deadline::after(self.shared.config.delivery_timeout);
+            let (cluster, topic) = (self.shared.cluster.clone(), record.topic.clone());
+            self.run(async move { topic_partitions(&cluster, &topic, deadline).await })?;
+        }
+        let room = Deadline::after(self.shared.config.common.default_api_timeout);
+        // Given a deadline, append waits for room (or fails): it never hands the record back.
+        self.append(record, completion, Some(room)).map(|_| ())
+    }
+
+    /// Checks what can be checked of `record` before its topic's metadata is known; returns
+    /// whether that metadata must be fetched first.
+    fn check_record(&self, record: &ProducerRecord) -> Result<bool> {
+        if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         if record.topic.is_empty() {
@@ -284,18 +307,53 @@ impl Producer {
                 "the record's topic is empty".to_string(),
             ));
         }
-        let meta = {
-            let m = shared.cluster.metadata();
-            match m.topics.get(&record.topic) {
-                Some(t) if t.error_code == codes::NONE && !t.partitions.is_empty() => m,
-                _ => {
-                    let deadline = Deadline::after(shared.config.delivery_timeout);
-                    let (cluster, topic) = (shared.cluster.clone(), record.topic.clone());
-                    self.run(async move { topic_partitions(&cluster, &topic, deadline).await })?;
-                    shared.cluster.metadata()
-                }
+        let m = self.shared.cluster.metadata();
+        Ok(!matches!(m.topics.get(&record.topic),
+            Some(t) if t.error_code == codes::NONE && !t.partitions.is_empty()))
+    }
+
+    /// The async front's send: awaits the topic's metadata and room in `buffer.memory`
+    /// instead of blocking for them.
+    pub(crate) async fn send_async(
+        &self,
+        mut record: ProducerRecord,
+        cb: impl FnOnce(Result<RecordMetadata>) + Send + 'static,
+    ) -> Result<()> {
+        if self.check_record(&record)? {
+            let deadline = Deadline::after(self.shared.config.delivery_timeout);
+            topic_partitions(&self.shared.cluster, &record.topic, deadline).await?;
+        }
+        let room = Deadline::after(self.shared.config.common.default_api_timeout);
+        let mut completion = Completion::Callback(Box::new(cb));
+        loop {
+            let freed = self.shared.counters.freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            match self.append(record, completion, None)? {
+                None => return Ok(()),
+                Some((r, c)) => (record, completion) = (r, c),
             }
-        };
+            if room.remaining().is_zero() {
+                return Err(self
+                    .shared
+                    .counters
+                    .full_error(self.shared.config.buffer_memory, room));
+            }
+            let _ = tokio::time::timeout(room.remaining(), freed).await;
+        }
+    }
+
+    /// Appends `record` to its partition's open batch. Waits for room in `buffer.memory` until
+    /// `room` if given; without a deadline, a full buffer hands the record back.
+    #[allow(clippy::type_complexity)]
+    fn append(
+        &self,
+        record: ProducerRecord,
+        completion: Completion,
+        room: Option<Deadline>,
+    ) -> Result<Option<(ProducerRecord, Completion)>> {
+        let shared = &self.shared;
+        let meta = shared.cluster.metadata();
         let partitions: &[PartitionInfo] = meta
             .topics
             .get(&record.topic)
@@ -339,11 +397,21 @@ impl Producer {
         }
         // Full batches may be waiting for the sender: make sure it looks before we wait.
         shared.wake.notify_one();
-        shared.counters.reserve(
-            size,
-            shared.config.buffer_memory,
-            Deadline::after(shared.config.common.default_api_timeout),
-        )?;
+        match room {
+            Some(deadline) => {
+                shared
+                    .counters
+                    .reserve(size, shared.config.buffer_memory, deadline)?
+            }
+            None => {
+                if !shared
+                    .counters
+                    .try_reserve(size, shared.config.buffer_memory)
+                {
+                    return Ok(Some((record, completion)));
+                }
+            }
+        }
         let rec = RecordParts {
             timestamp: record.timestamp.unwrap_or_else(now_ms),
             key: record.key.as_deref(),
@@ -371,7 +439,7 @@ impl Producer {
         if wake {
             shared.wake.notify_one();
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Sends everything buffered now, without waiting for `linger.ms`, and waits until every
@@ -383,6 +451,27 @@ impl Producer {
         shared.wake.notify_one();
         let r = shared.counters.wait_idle(Deadline::after(timeout));
         shared.flushing.fetch_sub(1, Ordering::AcqRel);
+        r
+    }
+
+    /// The async front's flush: as [`Producer::flush`], awaiting instead of blocking.
+    pub(crate) async fn flush_async(&self, timeout: Duration) -> Result<()> {
+        let shared = &self.shared;
+        shared.flushing.fetch_add(1, Ordering::AcqRel);
+        shared.wake.notify_one();
+        let r = shared.counters.idle(Deadline::after(timeout)).await;
+        shared.flushing.fetch_sub(1, Ordering::AcqRel);
+        r
+    }
+
+    /// The async front's close: as [`Producer::close`], awaiting the flush.
+    pub(crate) async fn close_async(&self, timeout: Duration) -> Result<()> {
+        let r = if self.shared.closed.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            self.flush_async(timeout).await
+        };
+        self.stop();
         r
     }
 
@@ -429,6 +518,16 @@ impl Producer {
         Ok(parts.iter().map(|p| p.partition).collect())
     }
 
+    /// The async front's `partitions_for`.
+    pub(crate) async fn partitions_for_async(&self, topic: &str) -> Result<Vec<i32>> {
+        if topic.is_empty() {
+            return Err(Error::InvalidArgument("the topic is empty".to_string()));
+        }
+        let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
+        let parts = topic_partitions(&self.shared.cluster, topic, deadline).await?;
+        Ok(parts.iter().map(|p| p.partition).collect())
+    }
+
     /// Runs `fut` on the I/O runtime and waits for it from this (non-async) thread.
     fn run<T: Send + 'static>(
         &self,
@@ -449,12 +548,13 @@ impl Producer {
 impl Drop for Producer {
     /// Flushes for at most a few seconds, then stops; never blocks for long and never panics.
     fn drop(&mut self) {
-        if lock(&self.runtime).is_none() {
+        if self.shared.closed.load(Ordering::Acquire) {
             return;
         }
-        if !self.shared.closed.load(Ordering::Acquire)
-            && tokio::runtime::Handle::try_current().is_err()
-        {
+        // A producer on the application's runtime (the async front) is flushed by its front;
+        // outside that runtime nothing may drive its sender any more.
+        let owned = lock(&self.runtime).is_some();
+        if owned && tokio::runtime::Handle::try_current().is_err() {
             let timeout = DROP_FLUSH_TIMEOUT.min(self.shared.config.delivery_timeout);
             if let Err(e) = self.flush(timeout) {
                 tracing::warn!(error = %e, "producer dropped with records still unacknowledged");

@@ -1,0 +1,1 @@
+../../examples/rust/async_demo.rs

@@ -1,0 +1,657 @@
+//! The async front: a consumer and a producer for tokio applications.
+//!
+//! [`Consumer`] runs on the application's own tokio runtime: created inside it, its fetch,
+//! heartbeat and commit tasks are spawned on [`tokio::runtime::Handle::current`] (no second
+//! runtime, no blocking call inside async code). It is the same engine as the blocking
+//! [`crate::Consumer`]; only the front differs:
+//!
+//! - [`Consumer::recv`], [`Consumer::recv_batch`] and [`Consumer::stream`] hand out records.
+//!   They are cancellation safe: a record is consumed (its position moves past it) only in the
+//!   poll that returns it, so dropping a pending `recv()` (a `tokio::select!` branch that lost,
+//!   a timeout) loses nothing.
+//! - The group steps (joining, the rebalance listener, auto-commit) run inside `recv()` and
+//!   friends, on the application's task, in order; the listener's callbacks may await (commit
+//!   in `on_partitions_revoked`, warm up in `on_partitions_learning`). A step interrupted by a
+//!   cancelled `recv()` is resumed by the next one, not restarted or lost.
+//! - KIP-62 holds as in the blocking API: not calling `recv()` for `max.poll.interval.ms`
+//!   leaves the group, and the next `recv()` reports the partitions lost and rejoins.
+//!
+//! - Errors of single partitions come out of `recv()` one per call, and the consumer keeps
+//!   serving the others (KIP-572), as from the blocking `poll()`. Recovery streams (KIP-333) and
+//!   learner assignments work as in the blocking API; `on_partitions_learning` may await its
+//!   warm-up without blocking the application's other tasks.
+//!
+//! [`Producer`] runs on the application's runtime too: `send()` awaits only the metadata of a
+//! topic not seen before and room in `buffer.memory`, and returns a future of the delivery
+//! report.
+//!
+//! The blocking [`crate::Consumer`] and [`crate::Producer`] also work inside a runtime (they
+//! block the calling worker thread for each call); these are the API for async code.
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::backoff::Deadline;
+use crate::config::{Config, ConsumerConfig, ProducerConfig};
+use crate::consumer::{take_ready, Callback, ConsumerRecord, Dispatch, GroupMetadata};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::offsets::{self, CommitResults, OffsetAndMetadata};
+use crate::producer::{ProducerRecord, RecordMetadata};
+use crate::sync::Unpoisoned;
+use crate::TopicPartition;
+
+pub use crate::consumer::BoxFuture;
+
+/// Called when the consumer's assignment changes, inside the application's `recv()` (or
+/// `recv_batch()`, the stream, `close()`, `unsubscribe()`), in order, on its task. Each method
+/// returns a future, so a callback may await; a boxed `async move` block is the usual body:
+///
+/// ```ignore
+/// fn on_partitions_revoked<'a>(&'a mut self, consumer: &'a Consumer, _: &'a [TopicPartition])
+///     -> BoxFuture<'a, lagless::Result<()>> {
+///     Box::pin(async move { consumer.commit(None).await })
+/// }
+/// ```
+///
+/// An error returned by a callback does not stop the assignment change; it comes out of that
+/// `recv()` afterwards as [`Error::Callback`], as in the blocking [`crate::RebalanceListener`].
+/// Do not call `recv()` from a callback (it fails with `Error::IllegalState`).
+pub trait RebalanceListener: Send {
+    /// Partitions this member gives up. Commit their offsets here if you commit by hand.
+    fn on_partitions_revoked<'a>(
+        &'a mut self,
+        _consumer: &'a Consumer,
+        _partitions: &'a [TopicPartition],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// Partitions newly given to this member (called once per rebalance, possibly empty).
+    fn on_partitions_assigned<'a>(
+        &'a mut self,
+        _consumer: &'a Consumer,
+        _partitions: &'a [TopicPartition],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// Learner assignments: warm up for partitions this member will own once ready; `Ok` says
+    /// it is. See [`crate::RebalanceListener::on_partitions_learning`]. Awaiting here does not
+    /// block the application's other tasks; it must still end within `max.poll.interval.ms`.
+    fn on_partitions_learning<'a>(
+        &'a mut self,
+        _consumer: &'a Consumer,
+        _partitions: &'a [TopicPartition],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// Partitions that may already belong to another member: committing them is no longer
+    /// possible.
+    fn on_partitions_lost<'a>(
+        &'a mut self,
+        consumer: &'a Consumer,
+        partitions: &'a [TopicPartition],
+    ) -> BoxFuture<'a, Result<()>> {
+        self.on_partitions_revoked(consumer, partitions)
+    }
+}
+
+/// A group step in progress, kept across `recv()` calls so a cancelled one is resumed.
+type StepFuture = BoxFuture<'static, Result<()>>;
+
+struct Inner {
+    /// The engine, on the application's runtime.
+    consumer: crate::Consumer,
+    listener: Mutex<Option<Box<dyn RebalanceListener>>>,
+    steps: Mutex<Option<StepFuture>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unpoisoned()
+}
+
+thread_local! {
+    /// Set while this thread runs the group steps (and so the listener's callbacks).
+    static IN_STEPS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A Kafka consumer for tokio applications. Create it inside the runtime it is to run on.
+pub struct Consumer {
+    inner: Arc<Inner>,
+    /// The application's handle (false: the one a listener callback is given), whose drop
+    /// closes the consumer.
+    owner: bool,
+}
+
+impl Consumer {
+    /// A consumer from string settings (Java key names), on the current tokio runtime.
+    pub fn from_config(config: &Config) -> Result<Consumer> {
+        Consumer::new(ConsumerConfig::from_config(config)?)
+    }
+
+    /// A consumer on the current tokio runtime; outside one, `Error::IllegalState`.
+    pub fn new(config: ConsumerConfig) -> Result<Consumer> {
+        let engine = Engine::current("lagless::aio::Consumer")?;
+        Ok(Consumer {
+            inner: Arc::new(Inner {
+                consumer: crate::Consumer::on_engine(config, engine)?,
+                listener: Mutex::new(None),
+                steps: Mutex::new(None),
+            }),
+            owner: true,
+        })
+    }
+
+    fn engine(&self) -> &crate::Consumer {
+        &self.inner.consumer
+    }
+
+    fn borrowed(&self) -> Consumer {
+        Consumer {
+            inner: self.inner.clone(),
+            owner: false,
+        }
+    }
+
+    /// The consumer's typed settings.
+    pub fn config(&self) -> &ConsumerConfig {
+        self.engine().config()
+    }
+
+    /// Joins the group `group.id` for `topics`; the listener's callbacks run inside `recv()`.
+    pub fn subscribe(
+        &self,
+        topics: &[&str],
+        listener: Option<Box<dyn RebalanceListener>>,
+    ) -> Result<()> {
+        self.engine().subscribe(topics, None)?;
+        self.set_listener(listener);
+        Ok(())
+    }
+
+    /// Subscribes to every topic whose whole name matches `pattern`.
+    pub fn subscribe_pattern(
+        &self,
+        pattern: &str,
+        listener: Option<Box<dyn RebalanceListener>>,
+    ) -> Result<()> {
+        self.engine().subscribe_pattern(pattern, None)?;
+        self.set_listener(listener);
+        Ok(())
+    }
+
+    fn set_listener(&self, listener: Option<Box<dyn RebalanceListener>>) {
+        if listener.is_some() {
+            *lock(&self.inner.listener) = listener;
+        }
+    }
+
+    /// The topics the consumer is subscribed to (for a pattern, those that matched so far).
+    pub fn subscription(&self) -> Vec<String> {
+        self.engine().subscription()
+    }
+
+    /// Leaves the group: commits (with auto-commit), revokes everything through the listener,
+    /// sends LeaveGroup.
+    pub async fn unsubscribe(&self) -> Result<()> {
+        let c = self.engine();
+        c.check_open()?;
+        *lock(&self.inner.steps) = None;
+        let mut d = AsyncListener(self.borrowed());
+        let deadline = c.api_deadline(None);
+        let e = c
+            .leave_group(
+                "the consumer unsubscribed from all topics",
+                deadline,
+                Some(&mut d),
+            )
+            .await;
+        c.drop_group();
+        e.map_or(Ok(()), Err)
+    }
+
+    /// The member's place in its group (generation, member id, assignor).
+    pub fn group_metadata(&self) -> Option<GroupMetadata> {
+        self.engine().group_metadata()
+    }
+
+    /// Asks for a rebalance; the next `recv()` starts it.
+    pub fn enforce_rebalance(&self, reason: &str) -> Result<()> {
+        self.engine().enforce_rebalance(reason)
+    }
+
+    /// Learner assignments with `learner.readiness=explicit`: this member has warmed up for
+    /// `partitions` (from any task or thread); the group moves them here at the next `recv()`,
+    /// which this wakes. Returns how many it took. See [`crate::Consumer::learner_ready`].
+    pub fn learner_ready(&self, partitions: &[TopicPartition]) -> Result<usize> {
+        self.engine().learner_ready(partitions)
+    }
+
+    /// Scale-down without a stop: keep calling `recv()` until the assignment is empty, then
+    /// `close()`. See [`crate::Consumer::prepare_to_leave`].
+    pub fn prepare_to_leave(&self) -> Result<bool> {
+        self.engine().prepare_to_leave()
+    }
+
+    /// Manual assignment, as [`crate::Consumer::assign`].
+    pub fn assign(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.engine().assign(partitions)
+    }
+
+    /// The partitions currently assigned.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.engine().assignment()
+    }
+
+    /// Sets the next offset `recv()` returns for `tp`.
+    pub fn seek(&self, tp: &TopicPartition, offset: i64) -> Result<()> {
+        self.engine().seek(tp, offset)
+    }
+
+    /// Moves each of `partitions` to its log start offset, looked up before the next fetch.
+    pub fn seek_to_beginning(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.engine().seek_to_beginning(partitions)
+    }
+
+    /// Moves each of `partitions` to its log end, looked up before the next fetch.
+    pub fn seek_to_end(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.engine().seek_to_end(partitions)
+    }
+
+    /// Stops handing out records of `partitions` (they stay assigned).
+    pub fn pause(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.engine().pause(partitions)
+    }
+
+    /// Hands out records of `partitions` again.
+    pub fn resume(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.engine().resume(partitions)
+    }
+
+    /// The paused partitions.
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        self.engine().paused()
+    }
+
+    /// KIP-333: whether `tp` has a recovery stream still draining a backlog.
+    pub fn recovery_active(&self, tp: &TopicPartition) -> Result<bool> {
+        self.engine().recovery_active(tp)
+    }
+
+    /// The offset of the next record `recv()` returns for `tp`, waiting (within
+    /// `default.api.timeout.ms`) for its lookup (committed offset or reset policy) if it has
+    /// none yet.
+    pub async fn position(&self, tp: &TopicPartition) -> Result<i64> {
+        let c = self.engine();
+        let deadline = c.api_deadline(None);
+        loop {
+            let ready = c.shared.data_ready.notified();
+            let mut ready = std::pin::pin!(ready);
+            ready.as_mut().enable();
+            // A zero timeout only looks: it never waits on the blocking condition variable.
+            match c.position(tp, Some(Duration::ZERO)) {
+                Err(Error::Timeout(_)) => {}
+                r => return r,
+            }
+            deadline.check(&format!("position of {tp}"))?;
+            let _ = tokio::time::timeout(deadline.remaining(), ready).await;
+        }
+    }
+
+    /// Makes a pending (or the next) `recv()` return `Error::Wakeup`.
+    pub fn wakeup(&self) {
+        self.engine().wakeup()
+    }
+
+    /// The offsets `commit(None)` sends: the position after the last record handed out.
+    pub fn consumed_offsets(&self) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        self.engine().consumed_offsets()
+    }
+
+    /// One record, waiting until there is one. Cancellation safe (see the module docs).
+    pub async fn recv(&self) -> Result<ConsumerRecord> {
+        let mut records = self.recv_batch(1).await?;
+        Ok(records
+            .pop()
+            .expect("recv_batch returns at least one record"))
+    }
+
+    /// Up to `max` records (and at most `max.poll.records`), waiting until there is at least
+    /// one. Errors of single partitions come out here, one per call, as from `poll()`.
+    /// Cancellation safe (see the module docs).
+    pub async fn recv_batch(&self, max: usize) -> Result<Vec<ConsumerRecord>> {
+        if IN_STEPS.with(|s| s.get()) {
+            return Err(Error::IllegalState(
+                "recv() was called from inside a rebalance listener callback".into(),
+            ));
+        }
+        let c = self.engine();
+        let max = max.clamp(1, c.config().max_poll_records.max(1));
+        loop {
+            c.check_open()?;
+            // Enabled before looking, so records that arrive after the look wake this task.
+            let ready = c.shared.data_ready.notified();
+            let mut ready = std::pin::pin!(ready);
+            ready.as_mut().enable();
+            c.run_commit_callbacks();
+            self.group_steps().await?;
+            let taken = take_ready(&mut c.shared.lock(), max)?;
+            if let Some(records) = taken {
+                // The buffer has room again: let the fetch task top it up.
+                c.shared.changed.notify_one();
+                return Ok(records);
+            }
+            // Wake at least every 100 ms to run the group steps again (a join may have
+            // finished, a heartbeat may have found the generation gone).
+            let _ = tokio::time::timeout(Duration::from_millis(100), ready).await;
+        }
+    }
+
+    /// Up to `max` records within `timeout`: an empty batch when none came. Cancellation safe.
+    pub async fn recv_batch_timeout(
+        &self,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<Vec<ConsumerRecord>> {
+        match tokio::time::timeout(timeout, self.recv_batch(max)).await {
+            Ok(r) => r,
+            Err(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// The records as a stream: one item per record or partition error; it ends when the
+    /// consumer is closed. Dropping the stream loses no record.
+    pub fn stream(&self) -> RecordStream<'_> {
+        RecordStream {
+            consumer: self,
+            next: None,
+        }
+    }
+
+    /// Drives the group step in progress (or a new one) to its end. The step lives in the
+    /// consumer, not in this future: a `recv()` dropped mid-step leaves it for the next.
+    async fn group_steps(&self) -> Result<()> {
+        if lock(&self.inner.consumer.group).is_none() {
+            return Ok(());
+        }
+        poll_fn(|cx| {
+            let mut slot = lock(&self.inner.steps);
+            let step = slot.get_or_insert_with(|| {
+                let front = self.borrowed();
+                Box::pin(async move {
+                    let mut listener = AsyncListener(front);
+                    let engine = listener.0.inner.clone();
+                    engine.consumer.group_steps(&mut listener).await
+                })
+            });
+            IN_STEPS.with(|s| s.set(true));
+            let r = step.as_mut().poll(cx);
+            IN_STEPS.with(|s| s.set(false));
+            if r.is_ready() {
+                *slot = None;
+            }
+            r
+        })
+        .await
+    }
+
+    /// Commits `offsets` (or the consumed positions) and waits for the answer; a failed
+    /// partition fails the call with its error.
+    pub async fn commit(
+        &self,
+        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
+    ) -> Result<()> {
+        for (_, _, r) in self.commit_detailed(offsets).await? {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Commits and returns each partition's result.
+    pub async fn commit_detailed(
+        &self,
+        offsets: Option<&[(TopicPartition, OffsetAndMetadata)]>,
+    ) -> Result<CommitResults> {
+        let c = self.engine();
+        c.check_open()?;
+        let offsets = c.offsets_to_commit(offsets)?;
+        c.commit_now(offsets, c.api_deadline(None)).await
+    }
+
+    /// The group's committed offsets for `partitions`.
+    pub async fn committed(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, Option<OffsetAndMetadata>)>> {
+        let c = self.engine();
+        c.check_open()?;
+        let group = c
+            .config()
+            .group_id
+            .clone()
+            .ok_or_else(|| Error::IllegalState("committed() needs group.id".into()))?;
+        let mut map =
+            offsets::fetch_committed(&c.shared.cluster, &group, partitions, c.api_deadline(None))
+                .await?;
+        Ok(partitions
+            .iter()
+            .map(|tp| (tp.clone(), map.remove(tp).flatten()))
+            .collect())
+    }
+
+    /// Leaves the group (committing first with auto-commit, revoking through the listener on
+    /// this task) and stops, within `default.api.timeout.ms`. Later calls give `Error::Closed`.
+    pub async fn close(&self) -> Result<()> {
+        let c = self.engine();
+        if c.check_open().is_err() {
+            return Ok(());
+        }
+        *lock(&self.inner.steps) = None;
+        let mut d = AsyncListener(self.borrowed());
+        let e = c
+            .leave_group(
+                "the consumer is being closed",
+                c.api_deadline(None),
+                Some(&mut d),
+            )
+            .await;
+        c.run_commit_callbacks();
+        c.mark_closed();
+        e.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Consumer {
+    /// A consumer dropped without `close()` still commits (with auto-commit) and leaves its
+    /// group, in a task on its runtime (never blocking the dropping task); listener callbacks
+    /// do not run from a destructor.
+    fn drop(&mut self) {
+        if !self.owner {
+            return;
+        }
+        // A step kept for the next recv() holds the consumer: there is no next recv().
+        *lock(&self.inner.steps) = None;
+        if self.inner.consumer.check_open().is_err() {
+            return;
+        }
+        let inner = self.inner.clone();
+        let leave = async move {
+            let c = &inner.consumer;
+            let deadline = Deadline::after(Duration::from_secs(5));
+            c.leave_group("the consumer is being closed", deadline, None)
+                .await;
+            c.mark_closed();
+        };
+        match self.inner.consumer.runtime() {
+            Ok(handle) => {
+                handle.spawn(leave);
+            }
+            Err(_) => self.inner.consumer.mark_closed(),
+        }
+    }
+}
+
+/// Runs the async listener's callbacks for the group steps.
+struct AsyncListener(Consumer);
+
+/// Puts the listener back after a callback, also when its future is dropped or panics.
+struct ListenerBack<'a> {
+    front: &'a Consumer,
+    listener: Option<Box<dyn RebalanceListener>>,
+}
+
+impl Drop for ListenerBack<'_> {
+    fn drop(&mut self) {
+        let mut slot = lock(&self.front.inner.listener);
+        if slot.is_none() {
+            *slot = self.listener.take();
+        }
+    }
+}
+
+impl Dispatch for AsyncListener {
+    fn call<'a>(
+        &'a mut self,
+        _engine: &'a crate::Consumer,
+        callback: Callback,
+        partitions: &'a [TopicPartition],
+    ) -> BoxFuture<'a, Option<Error>> {
+        let front = &self.0;
+        Box::pin(async move {
+            let taken = lock(&front.inner.listener).take();
+            let mut back = ListenerBack {
+                front,
+                listener: Some(taken?),
+            };
+            let l = back.listener.as_mut().expect("just set");
+            let r = match callback {
+                Callback::Revoked => l.on_partitions_revoked(front, partitions).await,
+                Callback::Assigned => l.on_partitions_assigned(front, partitions).await,
+                Callback::Learning => l.on_partitions_learning(front, partitions).await,
+                Callback::Lost => l.on_partitions_lost(front, partitions).await,
+            };
+            drop(back);
+            match r {
+                Ok(()) => None,
+                Err(Error::Callback(m)) => Some(Error::Callback(m)),
+                Err(e) => Some(Error::Callback(e.to_string())),
+            }
+        })
+    }
+}
+
+/// The records of a [`Consumer`] as a [`futures_core::Stream`].
+pub struct RecordStream<'a> {
+    consumer: &'a Consumer,
+    next: Option<BoxFuture<'a, Result<ConsumerRecord>>>,
+}
+
+impl futures_core::Stream for RecordStream<'_> {
+    type Item = Result<ConsumerRecord>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let consumer = self.consumer;
+        let next = self.next.get_or_insert_with(|| Box::pin(consumer.recv()));
+        match next.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(r) => {
+                self.next = None;
+                match r {
+                    Err(Error::Closed) => Poll::Ready(None),
+                    r => Poll::Ready(Some(r)),
+                }
+            }
+        }
+    }
+}
+
+/// A Kafka producer for tokio applications, on the application's runtime (created inside it):
+/// its sender task is spawned there. [`Producer::send`] awaits only what the blocking `send`
+/// would block for (the metadata of a topic not seen before, room in `buffer.memory`) and
+/// returns the record's [`Delivery`], a future of its delivery report: `producer.send(r).await?`
+/// queues, `.await` on the delivery waits for the broker. Cloning is cheap; the last clone
+/// dropped without `close()` flushes (bounded by five seconds) in a task of its own.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<crate::Producer>,
+}
+
+/// The delivery report of one record: where it was written, or why it was not.
+pub struct Delivery(tokio::sync::oneshot::Receiver<Result<RecordMetadata>>);
+
+impl Future for Delivery {
+    type Output = Result<RecordMetadata>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(Error::Closed)))
+    }
+}
+
+impl Producer {
+    /// A producer from string settings (Java key names), on the current tokio runtime.
+    pub fn from_config(config: &Config) -> Result<Producer> {
+        Producer::new(ProducerConfig::from_config(config)?)
+    }
+
+    /// A producer on the current tokio runtime; outside one, `Error::IllegalState`.
+    pub fn new(config: ProducerConfig) -> Result<Producer> {
+        let engine = Engine::current("lagless::aio::Producer")?;
+        Ok(Producer {
+            inner: Arc::new(crate::Producer::on_runtime(
+                config,
+                engine.handle().clone(),
+                None,
+            )?),
+        })
+    }
+
+    /// Queues `record` and returns its delivery report's future. Records of one partition are
+    /// written in the order their `send` calls completed.
+    pub async fn send(&self, record: ProducerRecord) -> Result<Delivery> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.inner
+            .send_async(record, move |r| {
+                let _ = tx.send(r);
+            })
+            .await?;
+        Ok(Delivery(rx))
+    }
+
+    /// Sends everything buffered now and waits until every record sent so far is acknowledged
+    /// or has failed.
+    pub async fn flush(&self, timeout: Duration) -> Result<()> {
+        self.inner.flush_async(timeout).await
+    }
+
+    /// Flushes (up to `timeout`) and stops the producer; later sends fail with `Error::Closed`.
+    pub async fn close(&self, timeout: Duration) -> Result<()> {
+        self.inner.close_async(timeout).await
+    }
+
+    /// The partition ids of `topic`, fetching its metadata if needed.
+    pub async fn partitions_for(&self, topic: &str) -> Result<Vec<i32>> {
+        self.inner.partitions_for_async(topic).await
+    }
+}
+
+impl Drop for Producer {
+    /// The last handle dropped without `close()` flushes and stops in a task on the
+    /// application's runtime (never blocking the dropping task), bounded in time, so records
+    /// sent just before are still delivered.
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.inner) != 1 {
+            return;
+        }
+        let p = self.inner.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if let Err(e) = p.close_async(Duration::from_secs(5)).await {
+                    tracing::warn!(error = %e, "async producer dropped with records still unacknowledged");
+                }
+            });
+        }
+    }
+}
