@@ -5,10 +5,90 @@
 //!   PROGRESS <records>                about once a second
 //!   RESULT <records> <bytes> <seconds> <cpu ticks>
 //! where cpu ticks are utime+stime of this process from /proc/self/stat.
+//!
+//! `BENCH_LOOP=async-stream` reads through `lagless::aio::Consumer::stream()` on a two-worker
+//! tokio runtime instead of the blocking `poll()`, the same records counted the same way.
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use lagless::{Config, Consumer, TopicPartition};
+use lagless::{Config, Consumer, ConsumerRecord, TopicPartition};
+
+/// Counts records and key+value bytes, and prints progress about once a second.
+struct Tally<W: Write> {
+    out: W,
+    n: u64,
+    bytes: u64,
+    next_report: Instant,
+}
+
+impl<W: Write> Tally<W> {
+    fn add(&mut self, r: &ConsumerRecord) {
+        self.n += 1;
+        self.bytes += r.key.as_ref().map_or(0, |k| k.len()) as u64
+            + r.value.as_ref().map_or(0, |v| v.len()) as u64;
+    }
+
+    fn report(&mut self) {
+        let now = Instant::now();
+        if now >= self.next_report {
+            writeln!(self.out, "PROGRESS {}", self.n).ok();
+            self.out.flush().ok();
+            self.next_report = now + Duration::from_secs(1);
+        }
+    }
+}
+
+/// The async loop: one record at a time from the stream, as a tokio service reads.
+fn run_async(config: &Config, tps: &[TopicPartition], want: u64) -> lagless::Result<()> {
+    use std::future::poll_fn;
+    use std::pin::Pin;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    rt.block_on(async {
+        let consumer = lagless::aio::Consumer::from_config(config)?;
+        let mut tally = Tally {
+            out: std::io::stdout().lock(),
+            n: 0,
+            bytes: 0,
+            next_report: Instant::now() + Duration::from_secs(1),
+        };
+        writeln!(tally.out, "START {}", cpu_ticks()).ok();
+        tally.out.flush().ok();
+        let t = Instant::now();
+        consumer.assign(tps)?;
+        let mut stream = consumer.stream();
+        while tally.n < want {
+            let next = poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut stream), cx));
+            match tokio::time::timeout(Duration::from_secs(60), next).await {
+                Ok(Some(r)) => tally.add(&r?),
+                Ok(None) => break,
+                Err(_) => {
+                    eprintln!("no records for 60 s after {} of {want}", tally.n);
+                    std::process::exit(1);
+                }
+            }
+            if tally.n % 4096 == 0 {
+                tally.report();
+            }
+        }
+        drop(stream);
+        let secs = t.elapsed().as_secs_f64();
+        writeln!(
+            tally.out,
+            "RESULT {} {} {secs:.6} {}",
+            tally.n,
+            tally.bytes,
+            cpu_ticks()
+        )
+        .ok();
+        tally.out.flush().ok();
+        consumer.close().await
+    })
+}
 
 fn cpu_ticks() -> u64 {
     let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
@@ -44,10 +124,13 @@ fn main() -> lagless::Result<()> {
             config.set(k, v)?;
         }
     }
-    let consumer = Consumer::from_config(&config)?;
     let tps: Vec<TopicPartition> = (0..partitions)
         .map(|p| TopicPartition::new(topic.as_str(), p))
         .collect();
+    if std::env::var("BENCH_LOOP").as_deref() == Ok("async-stream") {
+        return run_async(&config, &tps, want);
+    }
+    let consumer = Consumer::from_config(&config)?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "START {}", cpu_ticks()).ok();
     out.flush().ok();
