@@ -49,10 +49,16 @@ pub use crate::consumer::BoxFuture;
 /// `recv_batch()`, the stream, `close()`, `unsubscribe()`), in order, on its task. Each method
 /// returns a future, so a callback may await; a boxed `async move` block is the usual body:
 ///
-/// ```ignore
-/// fn on_partitions_revoked<'a>(&'a mut self, consumer: &'a Consumer, _: &'a [TopicPartition])
-///     -> BoxFuture<'a, lagless::Result<()>> {
-///     Box::pin(async move { consumer.commit(None).await })
+/// ```no_run
+/// use lagless::aio::{BoxFuture, Consumer, RebalanceListener};
+/// use lagless::TopicPartition;
+///
+/// struct CommitOnRevoke;
+/// impl RebalanceListener for CommitOnRevoke {
+///     fn on_partitions_revoked<'a>(&'a mut self, consumer: &'a Consumer, _: &'a [TopicPartition])
+///         -> BoxFuture<'a, lagless::Result<()>> {
+///         Box::pin(async move { consumer.commit(None).await })
+///     }
 /// }
 /// ```
 ///
