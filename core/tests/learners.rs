@@ -628,6 +628,76 @@ fn partitions_move_to_a_ready_learner_without_waiting_for_its_heartbeat_interval
     );
 }
 
+/// Plain cooperative-sticky (KIP-429) moves a partition in two rounds: the first leaves it out,
+/// its owner revokes it and rejoins, the second gives it to the new owner. The other members
+/// hear of the second round from their heartbeat, so with `heartbeat.interval.ms` of 20 s the
+/// partition would wait up to 20 s without an owner. A lagless leader marks the first round's
+/// assignments, and the members heartbeat often until the second round starts.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn cooperative_sticky_moves_a_partition_without_waiting_for_a_heartbeat_interval() {
+    const HEARTBEAT: Duration = Duration::from_secs(20);
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "cooperative-follow-up", PARTITIONS);
+    let group = unique_name("cooperative-follow-up");
+    let log: Log = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cooperative = ("partition.assignment.strategy", "cooperative-sticky");
+
+    // a owns everything and heartbeats every 300 ms, so it notices c's join at once; it takes
+    // 2 s to give a partition up, so c's first heartbeat of the new generation (sent as soon
+    // as it has one) is long over when a rejoins.
+    let a = member(
+        &bs,
+        &group,
+        &topic,
+        Listener {
+            give_up: Duration::from_secs(2),
+            ..Listener::new("a", &log)
+        },
+        &[cooperative],
+    );
+    let ta = run_member(a, "a", &log, &stop);
+    wait_for_owners(&log, "a owning every partition", |o| {
+        o.get("a").is_some_and(|s| s.len() == PARTITIONS as usize)
+    });
+    let heartbeat_ms = HEARTBEAT.as_millis().to_string();
+    let c = member(
+        &bs,
+        &group,
+        &topic,
+        Listener::new("c", &log),
+        &[
+            cooperative,
+            ("heartbeat.interval.ms", &heartbeat_ms),
+            ("session.timeout.ms", "60000"),
+        ],
+    );
+    let tc = run_member(c, "c", &log, &stop);
+    wait_for_owners(&log, "c getting a partition", |o| {
+        o.get("c").is_some_and(|s| !s.is_empty())
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in [ta, tc] {
+        t.join().unwrap();
+    }
+
+    let events = log.lock().unwrap().clone();
+    assert_never_double_owned(&events);
+    let (c_got, c_assigned_at) = first_assignment(&events, "c");
+    let revoked = c_got
+        .iter()
+        .map(|&p| revoked_at(&events, "c", p))
+        .max()
+        .unwrap();
+    let took = c_assigned_at - revoked;
+    eprintln!("c owned {c_got:?} {took:?} after a gave them up");
+    assert!(
+        took < HEARTBEAT / 4,
+        "c owned {c_got:?} {took:?} after a gave them up: the second round waited for c's heartbeat"
+    );
+}
+
 /// The warm-up budget (`learner.max.warmup.partitions=1`) against the broker: `b` joins `a`,
 /// which owns all four partitions; balance moves two to `b`, but `b` learns one, owns it once
 /// ready, and only then learns the second. `a` keeps consuming both meanwhile; every offset is

@@ -20,9 +20,10 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::protocol::consumer_protocol::{
-    decode_learner_subscription_data, encode_cooperative_user_data, encode_learner_assignment_data,
-    encode_learner_subscription_data, subscription_generation, Assignment, LearnerAssignmentData,
-    LearnerSubscriptionData, Subscription, TopicPartitions, UNKNOWN_GENERATION,
+    decode_learner_subscription_data, encode_cooperative_assignment_data,
+    encode_cooperative_user_data, encode_learner_assignment_data, encode_learner_subscription_data,
+    subscription_generation, Assignment, LearnerAssignmentData, LearnerSubscriptionData,
+    Subscription, TopicPartitions, UNKNOWN_GENERATION,
 };
 
 /// How a group moves partitions in a rebalance.
@@ -356,7 +357,15 @@ impl Assignor for CooperativeStickyAssignor {
                 let (t, p) = plan.partition(g);
                 owner.map(|m| (plan.members[m].member_id.as_str(), plan.topics[t], p))
             });
-        Ok(build_result(members, assigned))
+        let mut result = build_result(members, assigned);
+        // Partitions left out to move (their owners revoke them and rejoin): every member is told
+        // a follow-up rebalance is coming, so that it heartbeats often until it starts rather
+        // than noticing it up to heartbeat.interval.ms later, with the partitions unowned.
+        let withheld = (0..plan.target.len()).any(|g| plan.withheld(g) && plan.target[g].is_some());
+        for a in result.values_mut() {
+            a.user_data = encode_cooperative_assignment_data(withheld);
+        }
+        Ok(result)
     }
 }
 
@@ -1405,6 +1414,41 @@ mod tests {
         let owned_now = r.values().map(|x| flat(x).len()).sum::<usize>();
         assert_eq!(owned_now, 3, "t-{p} leaves its owner: {r:?}");
         assert_eq!(flags(&r), [true; 3], "t-{p} is in transit");
+    }
+
+    /// cooperative-sticky tells every member that a second round is coming exactly when it left
+    /// partitions out to move (KIP-429), with bytes that only lagless reads: a stable group's
+    /// assignments carry no user data, as Java's do.
+    #[test]
+    fn cooperative_sticky_marks_the_assignment_when_partitions_are_in_transit() {
+        use crate::protocol::consumer_protocol::cooperative_follow_up;
+        let topics = ppt(&[("t", 4)]);
+        let all = [("t", 0), ("t", 1), ("t", 2), ("t", 3)];
+        let owner = |id: &str, owned: &[(&str, i32)]| owning(id, &["t"], owned, 3);
+        let r = sticky(&topics, &[owner("a", &all[..2]), owner("b", &all[2..])]);
+        assert!(r.values().all(|a| a.user_data.is_none()), "stable: {r:?}");
+
+        let newcomer = member("c", &["t"]);
+        let members = [owner("a", &all[..2]), owner("b", &all[2..]), newcomer];
+        let r = sticky(&topics, &members);
+        assert_eq!(assigned_set(&r).len(), 3, "one partition moves to c: {r:?}");
+        assert!(
+            r.values()
+                .all(|a| cooperative_follow_up(a.user_data.as_ref())),
+            "every member hears of the follow-up: {r:?}"
+        );
+
+        // The second round: the partition has no owner, so nothing is left out.
+        let kept = |id: &str| flat(&r[id]);
+        let (a_kept, b_kept) = (kept("a"), kept("b"));
+        fn as_refs(v: &[(String, i32)]) -> Vec<(&str, i32)> {
+            v.iter().map(|(t, p)| (t.as_str(), *p)).collect()
+        }
+        let (a_owned, b_owned) = (as_refs(&a_kept), as_refs(&b_kept));
+        let members = [owner("a", &a_owned), owner("b", &b_owned), owner("c", &[])];
+        let r = sticky(&topics, &members);
+        assert_eq!(assigned_set(&r).len(), 4, "{r:?}");
+        assert!(r.values().all(|a| a.user_data.is_none()), "{r:?}");
     }
 
     /// A learner-sticky member owning `owned` in `generation`, ready for `ready`.

@@ -27,9 +27,9 @@ use crate::net::Connection;
 use crate::offsets::{AsyncCommitDone, AsyncCommits};
 use crate::protocol;
 use crate::protocol::consumer_protocol::{
-    decode_assignment, decode_learner_assignment_data, decode_subscription, encode_assignment,
-    encode_subscription, Assignment, LearnerAssignmentData, Subscription, TopicPartitions,
-    HIGHEST_VERSION,
+    cooperative_follow_up, decode_assignment, decode_learner_assignment_data, decode_subscription,
+    encode_assignment, encode_subscription, Assignment, LearnerAssignmentData, Subscription,
+    TopicPartitions, HIGHEST_VERSION,
 };
 use crate::protocol::group::{Join, Member};
 use crate::protocol::group_by_topic;
@@ -573,7 +573,10 @@ impl GroupDriver {
         // until it starts, so this member notices it in tens of milliseconds rather than up to
         // heartbeat.interval.ms, and the partitions in transit are without an owner that much
         // less.
-        *self.follow_up_since.lock().unpoisoned() = learner.follow_up.then(Instant::now);
+        let follow_up = learner.follow_up
+            || (assignor.name() == "cooperative-sticky"
+                && cooperative_follow_up(assignment.user_data.as_ref()));
+        *self.follow_up_since.lock().unpoisoned() = follow_up.then(Instant::now);
         let learning: BTreeSet<TopicPartition> = learner
             .learning
             .iter()

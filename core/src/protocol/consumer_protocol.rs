@@ -197,6 +197,24 @@ pub fn encode_cooperative_user_data(generation: i32) -> Bytes {
     Bytes::copy_from_slice(&generation.to_be_bytes())
 }
 
+/// What a lagless leader puts in every cooperative-sticky assignment's user data when partitions
+/// were left out of this generation to move (KIP-429's second round is coming). The assignor
+/// itself defines no assignment user data: Java's `CooperativeStickyAssignor.onAssignment` and
+/// librdkafka's sticky assignor read only the partitions, so other members ignore these bytes.
+const COOPERATIVE_FOLLOW_UP: &[u8] = b"lagless.follow-up.v0";
+
+/// The cooperative-sticky assignment user data: the follow-up marker, or none.
+pub fn encode_cooperative_assignment_data(follow_up: bool) -> Option<Bytes> {
+    follow_up.then(|| Bytes::from_static(COOPERATIVE_FOLLOW_UP))
+}
+
+/// Whether a cooperative-sticky assignment says a follow-up rebalance is coming. Anything but
+/// the exact marker (no user data, another leader's bytes) says nothing: the member heartbeats
+/// at `heartbeat.interval.ms` as before.
+pub fn cooperative_follow_up(user_data: Option<&Bytes>) -> bool {
+    user_data.is_some_and(|b| b.as_ref() == COOPERATIVE_FOLLOW_UP)
+}
+
 /// The generation in cooperative-sticky user data; `None` when there is no user data. Garbled
 /// user data reads as [`UNKNOWN_GENERATION`], as in Java (`memberData` catches the parse error).
 pub fn decode_cooperative_user_data(user_data: Option<&Bytes>) -> Option<i32> {
@@ -800,6 +818,24 @@ mod tests {
             decode_assignment(Bytes::from_static(&[0, 0, 0])),
             Err(Error::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn only_the_exact_marker_says_a_cooperative_follow_up_is_coming() {
+        assert!(cooperative_follow_up(
+            encode_cooperative_assignment_data(true).as_ref()
+        ));
+        assert_eq!(encode_cooperative_assignment_data(false), None);
+        assert!(!cooperative_follow_up(None));
+        // Another leader's bytes, a truncated or a longer marker: nothing is coming.
+        for other in [
+            &b""[..],
+            b"\x00\x00\x00\x07",
+            b"lagless.follow-up",
+            b"lagless.follow-up.v0x",
+        ] {
+            assert!(!cooperative_follow_up(Some(&Bytes::copy_from_slice(other))));
+        }
     }
 
     #[test]
