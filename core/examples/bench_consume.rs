@@ -60,18 +60,30 @@ fn run_async(config: &Config, tps: &[TopicPartition], want: u64) -> lagless::Res
         tally.out.flush().ok();
         let t = Instant::now();
         consumer.assign(tps)?;
-        let mut stream = consumer.stream();
-        while tally.n < want {
-            let next = poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut stream), cx));
-            match tokio::time::timeout(Duration::from_secs(60), next).await {
-                Ok(Some(r)) => tally.add(&r?),
-                Ok(None) => break,
-                Err(_) => {
-                    eprintln!("no records for 60 s after {} of {want}", tally.n);
+        // A watchdog instead of a timeout per record (a timer per record would be the bench's
+        // own cost): the run fails when no record came for 60 s.
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let watched = seen.clone();
+        tokio::spawn(async move {
+            let mut last = 0;
+            loop {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                let now = watched.load(std::sync::atomic::Ordering::Relaxed);
+                if now == last {
+                    eprintln!("no records for 60 s after {now} of {want}");
                     std::process::exit(1);
                 }
+                last = now;
+            }
+        });
+        let mut stream = consumer.stream();
+        while tally.n < want {
+            match poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut stream), cx)).await {
+                Some(r) => tally.add(&r?),
+                None => break,
             }
             if tally.n % 4096 == 0 {
+                seen.store(tally.n, std::sync::atomic::Ordering::Relaxed);
                 tally.report();
             }
         }

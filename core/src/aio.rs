@@ -35,7 +35,9 @@ use std::time::Duration;
 
 use crate::backoff::Deadline;
 use crate::config::{Config, ConsumerConfig, ProducerConfig};
-use crate::consumer::{take_ready, Callback, ConsumerRecord, Dispatch, GroupMetadata};
+use crate::consumer::{
+    take_ready, BufferLimits, Callback, ConsumerRecord, Dispatch, GroupMetadata,
+};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::offsets::{self, CommitResults, OffsetAndMetadata};
@@ -334,18 +336,32 @@ impl Consumer {
         }
         let c = self.engine();
         let max = max.clamp(1, c.config().max_poll_records.max(1));
+        let limits = BufferLimits::of(c.config());
+        let take = || -> Result<Option<Vec<ConsumerRecord>>> {
+            let Some(taken) = take_ready(&mut c.shared.lock(), max, limits)? else {
+                return Ok(None);
+            };
+            if taken.refill {
+                // The buffer has room again: let the fetch task top it up.
+                c.shared.changed.notify_one();
+            }
+            Ok(Some(taken.records))
+        };
         loop {
             c.check_open()?;
-            // Enabled before looking, so records that arrive after the look wake this task.
+            c.run_commit_callbacks();
+            self.group_steps().await?;
+            // Records buffered already: no waiter to register (the common case of a busy
+            // stream).
+            if let Some(records) = take()? {
+                return Ok(records);
+            }
+            // Enabled before looking again, so records that arrive after the look wake this
+            // task.
             let ready = c.shared.data_ready.notified();
             let mut ready = std::pin::pin!(ready);
             ready.as_mut().enable();
-            c.run_commit_callbacks();
-            self.group_steps().await?;
-            let taken = take_ready(&mut c.shared.lock(), max)?;
-            if let Some(records) = taken {
-                // The buffer has room again: let the fetch task top it up.
-                c.shared.changed.notify_one();
+            if let Some(records) = take()? {
                 return Ok(records);
             }
             // Wake at least every 100 ms to run the group steps again (a join may have

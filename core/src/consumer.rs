@@ -214,11 +214,13 @@ impl Consumer {
             self.run_commit_callbacks();
             self.group_poll()?;
             let mut st = self.shared.lock();
-            if let Some(records) = take_ready(&mut st, max)? {
+            if let Some(taken) = take_ready(&mut st, max, BufferLimits::of(&self.shared.config))? {
                 drop(st);
-                // The buffer has room again: let the fetch task top it up.
-                self.shared.changed.notify_one();
-                return Ok(records);
+                if taken.refill {
+                    // The buffer has room again: let the fetch task top it up.
+                    self.shared.changed.notify_one();
+                }
+                return Ok(taken.records);
             }
             let remaining = deadline.remaining();
             if remaining.is_zero() {
@@ -592,12 +594,45 @@ fn validate_tp(tp: &TopicPartition) -> Result<()> {
     Ok(())
 }
 
+/// What a `poll()` or `recv()` took from the fetch buffers.
+pub(crate) struct Taken {
+    pub records: Vec<ConsumerRecord>,
+    /// A stream, or the whole buffer, dropped below its limit: the fetch task, which stops
+    /// fetching at the limit, should hear of it. Taking records from a buffer that was below
+    /// its limit already wakes nobody, so a `recv()` per record does not wake the fetch task
+    /// per record.
+    pub refill: bool,
+}
+
+/// The buffer limits the fetch task stops at: a stream at `2 x max.partition.fetch.bytes`, the
+/// consumer at `fetch.buffer.max.bytes`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BufferLimits {
+    pub stream: usize,
+    pub total: usize,
+}
+
+impl BufferLimits {
+    pub(crate) fn of(config: &ConsumerConfig) -> BufferLimits {
+        BufferLimits {
+            stream: 2 * config.max_partition_fetch_bytes.max(0) as usize,
+            total: config.fetch_buffer_max_bytes,
+        }
+    }
+}
+
+/// Whether taking a buffer from `before` bytes down to `after` crossed below `limit`.
+fn dropped_below(before: usize, after: usize, limit: usize) -> bool {
+    before >= limit && after < limit
+}
+
 /// What a `poll()` or `recv()` hands out now: a wakeup, a partition's error, or up to `max`
 /// records (their positions advance here, and only here); `None` when there is nothing yet.
 pub(crate) fn take_ready(
     st: &mut fetch::FetchState,
     max: usize,
-) -> Result<Option<Vec<ConsumerRecord>>> {
+    limits: BufferLimits,
+) -> Result<Option<Taken>> {
     if st.wakeup {
         st.wakeup = false;
         return Err(Error::Wakeup);
@@ -605,62 +640,201 @@ pub(crate) fn take_ready(
     if let Some(e) = st.errors.pop_front() {
         return Err(e);
     }
-    let records = drain_records(st, max);
-    Ok((!records.is_empty()).then_some(records))
+    let taken = drain_records(st, max, limits);
+    Ok((!taken.records.is_empty()).then_some(taken))
 }
 
 /// Takes up to `max` buffered records, round-robin over the streams of every partition (one
 /// partition's backlog does not starve the others, and a partition's recovery stream and main
 /// stream take turns), and advances each stream's position past what it returns.
-fn drain_records(st: &mut fetch::FetchState, max: usize) -> Vec<ConsumerRecord> {
-    let mut out = Vec::new();
+fn drain_records(st: &mut fetch::FetchState, max: usize, limits: BufferLimits) -> Taken {
+    let mut taken = Taken {
+        records: Vec::new(),
+        refill: false,
+    };
     if st.partitions.is_empty() || st.buffered_bytes == 0 {
-        return out;
+        return taken;
     }
-    let units: Vec<(TopicPartition, StreamKind)> = st
+    // Round-robin over the streams with something to hand out, starting one further each call.
+    // Two passes over the partition map and no collection: this runs once per record for a
+    // `recv()` or `poll_at_most(_, 1)` loop.
+    let has = |p: &PartitionState, kind: StreamKind| match kind {
+        StreamKind::Main => !p.main.buffer.is_empty(),
+        StreamKind::Recovery => p
+            .recovery
+            .as_ref()
+            .is_some_and(|r| !r.stream.buffer.is_empty()),
+    };
+    const KINDS: [StreamKind; 2] = [StreamKind::Main, StreamKind::Recovery];
+    let k = st
         .partitions
-        .iter()
-        .filter(|(_, p)| !p.paused)
-        .flat_map(|(tp, p)| {
-            let main = (!p.main.buffer.is_empty()).then(|| (tp.clone(), StreamKind::Main));
-            let recovery = p
-                .recovery
-                .as_ref()
-                .filter(|r| !r.stream.buffer.is_empty())
-                .map(|_| (tp.clone(), StreamKind::Recovery));
-            main.into_iter().chain(recovery)
-        })
-        .collect();
-    let k = units.len();
+        .values()
+        .filter(|p| !p.paused)
+        .map(|p| KINDS.iter().filter(|&&kind| has(p, kind)).count())
+        .sum::<usize>();
     if k == 0 {
-        return out;
+        return taken;
     }
     let start = st.rotation % k;
     st.rotation = st.rotation.wrapping_add(1);
+    let out = &mut taken.records;
+    out.reserve(max.min(st.buffered_bytes));
     let mut freed = 0usize;
-    for i in 0..k {
-        if out.len() >= max {
-            break;
+    // The streams numbered start.. first, then those before start. Taking from a stream changes
+    // only its own "has records", and the second pass stops before the first pass' streams, so
+    // the numbering of the streams still to visit never shifts.
+    for first_pass in [true, false] {
+        let mut unit = 0usize;
+        'partitions: for (tp, p) in st.partitions.iter_mut() {
+            if p.paused {
+                continue;
+            }
+            for kind in KINDS {
+                if out.len() >= max || (!first_pass && unit >= start) {
+                    break 'partitions;
+                }
+                if !has(p, kind) {
+                    continue;
+                }
+                let this = unit;
+                unit += 1;
+                if first_pass && this < start {
+                    continue;
+                }
+                let stream_bytes = |p: &PartitionState| match kind {
+                    StreamKind::Main => p.main.buffered_bytes,
+                    StreamKind::Recovery => {
+                        p.recovery.as_ref().map_or(0, |r| r.stream.buffered_bytes)
+                    }
+                };
+                let before = stream_bytes(p);
+                // Each stream may fill the rest of the poll, so a single stream can fill it.
+                while out.len() < max {
+                    let Some((r, size)) = p.pop(kind) else { break };
+                    freed += size;
+                    out.push(ConsumerRecord {
+                        topic: p.topic.clone(),
+                        partition: tp.partition,
+                        offset: r.offset,
+                        timestamp: r.timestamp,
+                        key: r.key,
+                        value: r.value,
+                        headers: r.headers,
+                        from_recovery: kind == StreamKind::Recovery,
+                    });
+                }
+                taken.refill |= dropped_below(before, stream_bytes(p), limits.stream);
+                p.after_drain();
+            }
         }
-        let (tp, kind) = &units[(start + i) % k];
-        let p = st.partitions.get_mut(tp).expect("unit taken from the map");
-        // Each stream may fill the rest of the poll, so a single stream can fill it alone.
-        while out.len() < max {
-            let Some((r, size)) = p.pop(*kind) else { break };
-            freed += size;
-            out.push(ConsumerRecord {
-                topic: p.topic.clone(),
-                partition: tp.partition,
-                offset: r.offset,
-                timestamp: r.timestamp,
-                key: r.key,
-                value: r.value,
-                headers: r.headers,
-                from_recovery: *kind == StreamKind::Recovery,
-            });
-        }
-        p.after_drain();
     }
+    let total_before = st.buffered_bytes;
     st.buffered_bytes -= freed;
-    out
+    taken.refill |= dropped_below(total_before, st.buffered_bytes, limits.total);
+    taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backoff::Backoff;
+    use crate::protocol::records::Record;
+
+    /// Partitions 0..n of topic `t`, each with `records` buffered records of 10 bytes from
+    /// offset 0; the partitions in `paused` paused.
+    fn buffered(n: i32, records: i64, paused: &[i32]) -> fetch::FetchState {
+        let mut st = fetch::FetchState {
+            partitions: BTreeMap::new(),
+            errors: Default::default(),
+            buffered_bytes: 0,
+            wakeup: false,
+            closed: false,
+            reported_unknown: Default::default(),
+            rotation: 0,
+        };
+        let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+        for partition in 0..n {
+            let mut p = PartitionState::new("t", PositionLookup::Committed, backoff);
+            p.paused = paused.contains(&partition);
+            for offset in 0..records {
+                let r = Record {
+                    offset,
+                    timestamp: 0,
+                    key: None,
+                    value: None,
+                    headers: Vec::new(),
+                };
+                p.main.buffer.push_back((r, 10));
+                p.main.buffered_bytes += 10;
+                st.buffered_bytes += 10;
+            }
+            p.main.fetch_offset = Some(records);
+            st.partitions.insert(TopicPartition::new("t", partition), p);
+        }
+        st
+    }
+
+    const NO_LIMITS: BufferLimits = BufferLimits {
+        stream: usize::MAX,
+        total: usize::MAX,
+    };
+
+    fn one(st: &mut fetch::FetchState, limits: BufferLimits) -> ((i32, i64), bool) {
+        let taken = take_ready(st, 1, limits).unwrap().expect("a record");
+        assert_eq!(taken.records.len(), 1);
+        let r = &taken.records[0];
+        ((r.partition, r.offset), taken.refill)
+    }
+
+    /// One record at a time, the partitions take turns (each in offset order), a paused one
+    /// never hands anything out, and each position follows what was handed out.
+    #[test]
+    fn records_taken_one_at_a_time_go_round_the_partitions_in_order() {
+        let mut st = buffered(3, 2, &[1]);
+        let got: Vec<(i32, i64)> = (0..4).map(|_| one(&mut st, NO_LIMITS).0).collect();
+        assert_eq!(got, [(0, 0), (2, 0), (0, 1), (2, 1)]);
+        assert!(take_ready(&mut st, 1, NO_LIMITS).unwrap().is_none());
+        assert_eq!(st.buffered_bytes, 20, "the paused partition's records stay");
+        let position =
+            |st: &fetch::FetchState, p| st.partitions[&TopicPartition::new("t", p)].position;
+        assert_eq!(position(&st, 0), Some(2));
+        assert_eq!(position(&st, 1), None);
+        assert_eq!(position(&st, 2), Some(2));
+    }
+
+    /// A batch takes from every partition, starting one further each time.
+    #[test]
+    fn a_batch_fills_from_each_partition_starting_one_further_each_time() {
+        let mut st = buffered(3, 4, &[]);
+        let batch = |st: &mut fetch::FetchState, max| -> Vec<(i32, i64)> {
+            let t = take_ready(st, max, NO_LIMITS).unwrap().unwrap();
+            t.records.iter().map(|r| (r.partition, r.offset)).collect()
+        };
+        assert_eq!(batch(&mut st, 5), [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]);
+        // Partition 0 has nothing left: the turn goes round partitions 1 and 2.
+        assert_eq!(batch(&mut st, 2), [(2, 0), (2, 1)]);
+        assert_eq!(batch(&mut st, 10), [(1, 1), (1, 2), (1, 3), (2, 2), (2, 3)]);
+    }
+
+    /// The fetch task is woken only when a stream, or the whole buffer, drops below the limit
+    /// it stops fetching at, not on every record taken.
+    #[test]
+    fn the_fetch_task_hears_only_of_a_buffer_dropping_below_its_limit() {
+        let mut st = buffered(2, 3, &[]);
+        let per_stream = BufferLimits {
+            stream: 30,
+            total: usize::MAX,
+        };
+        let refills: Vec<bool> = (0..6).map(|_| one(&mut st, per_stream).1).collect();
+        assert_eq!(refills, [true, true, false, false, false, false]);
+
+        let mut st = buffered(2, 3, &[]);
+        let total = BufferLimits {
+            stream: usize::MAX,
+            total: 55,
+        };
+        let refills: Vec<bool> = (0..6).map(|_| one(&mut st, total).1).collect();
+        assert_eq!(refills, [true, false, false, false, false, false]);
+        assert!(dropped_below(10, 9, 10) && !dropped_below(9, 0, 10) && !dropped_below(20, 10, 10));
+    }
 }
