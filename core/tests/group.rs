@@ -908,3 +908,46 @@ fn a_commit_after_a_poll_interval_expiry_says_the_member_left_and_its_partitions
         "{e}"
     );
 }
+
+/// A member that closes while its JoinGroup is in flight leaves at once. The join is answered
+/// only when the group's other members have rejoined (here one that is not polled while the
+/// first closes), and the broker answers a connection's requests in order: a LeaveGroup sent
+/// behind the join would wait for the whole rebalance, or until close() gives up.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn closing_while_a_join_is_in_flight_leaves_without_waiting_for_the_rebalance() {
+    let t = topic(2);
+    let group = unique("leave-mid-join");
+    let slow = [
+        ("session.timeout.ms", "30000"),
+        ("heartbeat.interval.ms", "2000"),
+        ("max.poll.interval.ms", "60000"),
+    ];
+    let a = consumer(&group, &slow);
+    let b = consumer(&group, &slow);
+    a.subscribe(&[&t], None).unwrap();
+    b.subscribe(&[&t], None).unwrap();
+    assert!(
+        poll_until(&[&a, &b], Duration::from_secs(60), || a.assignment().len()
+            == 1
+            && b.assignment().len() == 1),
+        "the two members never shared the partitions"
+    );
+    let g = generation(&b);
+    a.enforce_rebalance("closing mid-join").unwrap();
+    // This poll sends a's JoinGroup; the broker holds it until b rejoins, and b is not polled.
+    a.poll(Duration::from_millis(300)).unwrap();
+    let closing = Instant::now();
+    a.close(None).unwrap();
+    let took = closing.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "close() took {took:?}: its LeaveGroup waited behind the join in flight"
+    );
+    assert!(
+        poll_until(&[&b], Duration::from_secs(30), || generation(&b) > g
+            && b.assignment().len() == 2),
+        "b never got both partitions after a left"
+    );
+    b.close(None).unwrap();
+}

@@ -887,6 +887,20 @@ impl Consumer {
             || reason.contains("unsubscribed")
             || driver.is_leaving()
         {
+            // A JoinGroup (or SyncGroup) in flight is answered only once the group's other
+            // members have rejoined, and the broker answers a connection's requests in order:
+            // a LeaveGroup behind it would wait for the whole rebalance. Drop the join with its
+            // connection; the LeaveGroup goes out on a fresh one, and the rebalance goes on
+            // without this member.
+            let join = {
+                let mut g = self.group.lock().unpoisoned();
+                g.as_mut()
+                    .map(|l| std::mem::replace(&mut l.join, JoinSlot::Idle))
+            };
+            if let Some(join @ JoinSlot::Running { .. }) = join {
+                join.abort();
+                driver.coordinator_unknown("leaving the group while a join is in flight");
+            }
             let _ = driver.leave_group(reason, deadline).await;
         }
         driver.close();
