@@ -7,7 +7,8 @@
 //! where cpu ticks are utime+stime of this process from /proc/self/stat.
 //!
 //! `BENCH_LOOP=async-stream` reads through `lagless::aio::Consumer::stream()` on a two-worker
-//! tokio runtime instead of the blocking `poll()`, the same records counted the same way.
+//! tokio runtime instead of the blocking `poll()`, the same records counted the same way;
+//! `BENCH_LOOP=async-batch` through `recv_batch(500)`.
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -38,8 +39,14 @@ impl<W: Write> Tally<W> {
     }
 }
 
-/// The async loop: one record at a time from the stream, as a tokio service reads.
-fn run_async(config: &Config, tps: &[TopicPartition], want: u64) -> lagless::Result<()> {
+/// The async loops: one record at a time from the stream, as a tokio service reads, or
+/// `recv_batch(500)` (`batches`), the async twin of the blocking loop's `poll()`.
+fn run_async(
+    config: &Config,
+    tps: &[TopicPartition],
+    want: u64,
+    batches: bool,
+) -> lagless::Result<()> {
     use std::future::poll_fn;
     use std::pin::Pin;
 
@@ -76,18 +83,28 @@ fn run_async(config: &Config, tps: &[TopicPartition], want: u64) -> lagless::Res
                 last = now;
             }
         });
-        let mut stream = consumer.stream();
-        while tally.n < want {
-            match poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut stream), cx)).await {
-                Some(r) => tally.add(&r?),
-                None => break,
-            }
-            if tally.n % 4096 == 0 {
+        if batches {
+            while tally.n < want {
+                for r in consumer.recv_batch(500).await? {
+                    tally.add(&r);
+                }
                 seen.store(tally.n, std::sync::atomic::Ordering::Relaxed);
                 tally.report();
             }
+        } else {
+            let mut stream = consumer.stream();
+            while tally.n < want {
+                match poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut stream), cx)).await
+                {
+                    Some(r) => tally.add(&r?),
+                    None => break,
+                }
+                if tally.n % 4096 == 0 {
+                    seen.store(tally.n, std::sync::atomic::Ordering::Relaxed);
+                    tally.report();
+                }
+            }
         }
-        drop(stream);
         let secs = t.elapsed().as_secs_f64();
         writeln!(
             tally.out,
@@ -139,8 +156,10 @@ fn main() -> lagless::Result<()> {
     let tps: Vec<TopicPartition> = (0..partitions)
         .map(|p| TopicPartition::new(topic.as_str(), p))
         .collect();
-    if std::env::var("BENCH_LOOP").as_deref() == Ok("async-stream") {
-        return run_async(&config, &tps, want);
+    match std::env::var("BENCH_LOOP").as_deref() {
+        Ok("async-stream") => return run_async(&config, &tps, want, false),
+        Ok("async-batch") => return run_async(&config, &tps, want, true),
+        _ => {}
     }
     let consumer = Consumer::from_config(&config)?;
     let mut out = std::io::stdout().lock();

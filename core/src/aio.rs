@@ -394,28 +394,59 @@ impl Consumer {
     /// Drives the group step in progress (or a new one) to its end. The step lives in the
     /// consumer, not in this future: a `recv()` dropped mid-step leaves it for the next.
     async fn group_steps(&self) -> Result<()> {
+        poll_fn(|cx| self.poll_group_steps(cx)).await
+    }
+
+    fn poll_group_steps(&self, cx: &mut Context<'_>) -> Poll<Result<()>> {
         if lock(&self.inner.consumer.group).is_none() {
-            return Ok(());
+            return Poll::Ready(Ok(()));
         }
-        poll_fn(|cx| {
-            let mut slot = lock(&self.inner.steps);
-            let step = slot.get_or_insert_with(|| {
-                let front = self.borrowed();
-                Box::pin(async move {
-                    let mut listener = AsyncListener(front);
-                    let engine = listener.0.inner.clone();
-                    engine.consumer.group_steps(&mut listener).await
-                })
-            });
-            IN_STEPS.with(|s| s.set(true));
-            let r = step.as_mut().poll(cx);
-            IN_STEPS.with(|s| s.set(false));
-            if r.is_ready() {
-                *slot = None;
+        let mut slot = lock(&self.inner.steps);
+        let step = slot.get_or_insert_with(|| {
+            let front = self.borrowed();
+            Box::pin(async move {
+                let mut listener = AsyncListener(front);
+                let engine = listener.0.inner.clone();
+                engine.consumer.group_steps(&mut listener).await
+            })
+        });
+        IN_STEPS.with(|s| s.set(true));
+        let r = step.as_mut().poll(cx);
+        IN_STEPS.with(|s| s.set(false));
+        if r.is_ready() {
+            *slot = None;
+        }
+        r
+    }
+
+    /// What `recv()` would hand out without waiting, for the stream: the group steps run once
+    /// and a buffered record taken, with no future of its own (a busy stream pays no
+    /// allocation per record for it). `None` when that would need to wait: the stream then
+    /// awaits a `recv()`, which resumes a group step left pending here.
+    fn recv_now(&self, cx: &mut Context<'_>) -> Option<Result<ConsumerRecord>> {
+        if IN_STEPS.with(|s| s.get()) {
+            return None; // recv() reports it
+        }
+        let c = self.engine();
+        if let Err(e) = c.check_open() {
+            return Some(Err(e));
+        }
+        c.run_commit_callbacks();
+        match self.poll_group_steps(cx) {
+            Poll::Pending => return None,
+            Poll::Ready(Err(e)) => return Some(Err(e)),
+            Poll::Ready(Ok(())) => {}
+        }
+        match take_ready(&mut c.shared.lock(), 1, BufferLimits::of(c.config())) {
+            Err(e) => Some(Err(e)),
+            Ok(None) => None,
+            Ok(Some(mut taken)) => {
+                if taken.refill {
+                    c.shared.changed.notify_one();
+                }
+                taken.records.pop().map(Ok)
             }
-            r
-        })
-        .await
+        }
     }
 
     /// Commits `offsets` (or the consumed positions) and waits for the answer; a failed
@@ -574,6 +605,14 @@ impl futures_core::Stream for RecordStream<'_> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let consumer = self.consumer;
+        if self.next.is_none() {
+            if let Some(r) = consumer.recv_now(cx) {
+                return Poll::Ready(match r {
+                    Err(Error::Closed) => None,
+                    r => Some(r),
+                });
+            }
+        }
         let next = self.next.get_or_insert_with(|| Box::pin(consumer.recv()));
         match next.as_mut().poll(cx) {
             Poll::Pending => Poll::Pending,

@@ -522,7 +522,7 @@ pub(super) static KEYS: &[KeyInfo] = &[
         Some("16384"),
         Producer,
         Int { min: 0, max: I32_MAX },
-        "Most bytes in one batch for one partition.",
+        "Most bytes in one batch for one partition; 0 disables batching (a batch per record).",
     ),
     key(
         "compression.type",

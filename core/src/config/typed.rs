@@ -263,7 +263,8 @@ pub struct ProducerConfig {
     pub acks: i16,
     /// `linger.ms`: how long to wait for more records to fill a batch (default 5 ms).
     pub linger: Duration,
-    /// `batch.size`: the most bytes in one batch for one partition (default 16384).
+    /// `batch.size`: the most bytes in one batch for one partition (default 16384); 0 disables
+    /// batching (a batch per record), as in Java.
     pub batch_size: usize,
     /// `compression.type`: one of `none` (the default), `gzip`, `snappy`, `lz4`, `zstd`.
     pub compression_type: String,

@@ -574,6 +574,28 @@ mod tests {
         assert_eq!(records_of(&r.batches[0].2), 1);
     }
 
+    /// `batch.size=0` (Java: no batching): each record is a batch of its own, ready at once
+    /// whatever `linger.ms` says.
+    #[test]
+    fn a_batch_size_of_zero_sends_each_record_alone_at_once() {
+        let mut h = Harness::new(0, 3_600_000, 1);
+        let t0 = Instant::now();
+        h.append(Target::Partition(0), b"a", t0);
+        let r = h.drain(t0, false);
+        assert_eq!(r.batches.len(), 1, "ready without waiting for linger.ms");
+        assert_eq!(records_of(&r.batches[0].2), 1);
+        h.acc.done("t", 0);
+        h.append(Target::Partition(0), b"b", t0);
+        h.append(Target::Partition(0), b"c", t0);
+        let r = h.drain(t0, false);
+        assert_eq!(r.batches.len(), 1, "one batch in flight per partition");
+        assert_eq!(
+            records_of(&r.batches[0].2),
+            1,
+            "b alone; c waits for the next"
+        );
+    }
+
     #[test]
     fn batch_is_ready_after_linger_or_on_flush() {
         let mut h = Harness::new(16384, 50, 2);

@@ -232,15 +232,13 @@ impl Producer {
                 ),
             )
         })?;
-        if config.batch_size == 0 {
-            return Err(Error::config("batch.size", "must be at least 1"));
-        }
         if config.max_in_flight_requests_per_connection == 0 {
             return Err(Error::config(
                 "max.in.flight.requests.per.connection",
                 "must be at least 1",
             ));
         }
+        // batch.size=0 disables batching, as in Java: every record is a full batch of its own.
         let batch_size = config.batch_size.min(config.max_request_size.max(1));
         let shared = Arc::new(Shared {
             cluster: Cluster::new(config.common.clone()),
