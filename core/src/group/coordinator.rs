@@ -18,7 +18,8 @@ use crate::group::assignor::{
     assignor_by_name, Assignor, LearnerIntent, MemberSubscription, RebalanceProtocol,
 };
 use crate::group::heartbeat::{
-    heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness,
+    heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, FOLLOW_UP_HEARTBEAT,
+    FOLLOW_UP_WINDOW,
 };
 use crate::group::member::{poll_timeout_consequence, Generation, Membership, Next};
 use crate::group::metadata_snapshot::MetadataSnapshot;
@@ -241,7 +242,19 @@ impl GroupDriver {
         };
         let tick = Duration::from_millis(50).min(self.config.heartbeat_interval);
         while !self.closed.load(Ordering::Acquire) {
-            tokio::time::sleep(tick).await;
+            // While a follow-up rebalance is expected the heartbeats are 40 ms apart: ticks of
+            // half that, so one is not late by a whole tick.
+            let follow_up = self
+                .follow_up_since
+                .lock()
+                .unpoisoned()
+                .is_some_and(|since| since.elapsed() < FOLLOW_UP_WINDOW);
+            tokio::time::sleep(if follow_up {
+                tick.min(FOLLOW_UP_HEARTBEAT / 2)
+            } else {
+                tick
+            })
+            .await;
             let (enabled, generation) = {
                 let m = self.membership();
                 (m.heartbeats_enabled(), m.generation().clone())

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 /// How often a member heartbeats while it expects a follow-up rebalance.
-pub(crate) const FOLLOW_UP_HEARTBEAT: Duration = Duration::from_millis(100);
+pub(crate) const FOLLOW_UP_HEARTBEAT: Duration = Duration::from_millis(40);
 /// How long it does so at most (the follow-up normally starts within a second).
 pub(crate) const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(10);
 
@@ -240,8 +240,8 @@ mod tests {
             FOLLOW_UP_HEARTBEAT
         );
         assert_eq!(
-            heartbeat_interval(50 * MS, Some(t0), t0),
-            50 * MS,
+            heartbeat_interval(30 * MS, Some(t0), t0),
+            30 * MS,
             "never slower than configured"
         );
         assert_eq!(
