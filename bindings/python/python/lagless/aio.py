@@ -286,7 +286,7 @@ class _Bridge:
         fn: Optional[Callable[..., Any]] = None
         if listener is not None and method is not None:
             if method == "on_partitions_lost" and (
-                type(listener).on_partitions_lost is _BlockingListener.on_partitions_lost  # type: ignore[attr-defined]
+                type(listener).on_partitions_lost is _BlockingListener.on_partitions_lost
             ):
                 # The blocking base class calls on_partitions_revoked and drops what it returns.
                 method = "on_partitions_revoked"
@@ -392,7 +392,7 @@ class Consumer:
             err, self._held_error = self._held_error, None
             assert err is not None
             raise err
-        out = []
+        out: List[Message] = []
         while self._held and len(out) < max(1, n):
             out.append(self._held.popleft())
         return out

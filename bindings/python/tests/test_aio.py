@@ -1,0 +1,433 @@
+"""lagless.aio against the broker: group membership with a coroutine listener, expiry and
+rejoin, cancellation, several clients on one loop, a learner warming up on the loop, an unclosed
+consumer, close() inside a listener, per-partition errors.
+
+Plain asyncio: each test runs its coroutine with asyncio.run. Every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Dict, List, Set, Tuple
+
+import pytest
+
+import lagless
+import lagless.aio
+
+from conftest import produce
+
+Offset = Tuple[int, int]  # (partition, offset)
+
+
+def run(coro, limit: float = 30.0):
+    """Runs `coro` on a new loop, failing the test after `limit` seconds."""
+
+    async def bounded():
+        return await asyncio.wait_for(coro, limit)
+
+    return asyncio.run(bounded())
+
+
+def config(bootstrap: str, group: str, **extra: object) -> Dict[str, object]:
+    c: Dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+    }
+    c.update(extra)
+    return c
+
+
+async def send_all(
+    bootstrap: str, topic: str, n: int, partitions: int, pace: float = 0.0, start: int = 0
+) -> None:
+    """Records `start`..`n` round-robin over `partitions`, through lagless.aio.Producer; each
+    awaited."""
+    async with lagless.aio.Producer({"bootstrap.servers": bootstrap, "linger.ms": 2}) as p:
+        pending = []
+        for i in range(start, n):
+            pending.append(asyncio.ensure_future(p.send(topic, value=f"v{i}", key=f"k{i}", partition=i % partitions)))
+            if pace and i % 50 == 49:
+                await asyncio.sleep(pace)
+        delivered = await asyncio.gather(*pending)
+        assert len(set(delivered)) == n - start
+        await p.flush(10)
+
+
+def expected(n: int, partitions: int) -> Set[Offset]:
+    return {(i % partitions, i // partitions) for i in range(n)}
+
+
+async def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> Dict[int, int]:
+    c = lagless.aio.Consumer(config(bootstrap, group))
+    try:
+        got = await c.committed([lagless.TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in got}
+    finally:
+        await c.close()
+
+
+def test_aio_group_commit_on_revoke(bootstrap, make_topic, group):
+    """Two aio consumers in one group; a coroutine listener commits on revoke. Every offset is
+    consumed exactly once, no partition is owned by both at once, the committed offsets are
+    the log ends."""
+    P, N = 4, 2000
+    topic = make_topic(P, prefix="py-aio-group")
+    owned: Dict[str, Set[int]] = {"a": set(), "b": set()}
+    overlaps: List[str] = []
+    seen: List[Offset] = []
+
+    class Listener(lagless.aio.RebalanceListener):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def on_partitions_assigned(self, consumer, partitions):
+            other = owned["b" if self.name == "a" else "a"]
+            for tp in partitions:
+                if tp.partition in other:
+                    overlaps.append(f"{self.name} got {tp.partition} while the other owns it")
+            owned[self.name] |= {tp.partition for tp in partitions}
+
+        async def on_partitions_revoked(self, consumer, partitions):
+            await asyncio.sleep(0.01)  # the loop goes on meanwhile
+            await consumer.commit()
+            owned[self.name] -= {tp.partition for tp in partitions}
+
+    async def member(c: lagless.aio.Consumer, done: asyncio.Event) -> None:
+        while not done.is_set():
+            for m in await c.consume(200, timeout=0.2):
+                seen.append((m.partition, m.offset))
+            if len(set(seen)) >= N:
+                done.set()
+
+    async def main() -> None:
+        done = asyncio.Event()
+        a = lagless.aio.Consumer(config(bootstrap, group))
+        b = lagless.aio.Consumer(config(bootstrap, group))
+        a.subscribe([topic], Listener("a"))
+        await send_all(bootstrap, topic, N // 2, P)
+        ta = asyncio.ensure_future(member(a, done))
+        deadline = time.monotonic() + 20
+        while len(seen) < N // 4:
+            assert time.monotonic() < deadline, f"a consumed {len(seen)} records"
+            await asyncio.sleep(0.01)
+        b.subscribe([topic], Listener("b"))
+        tb = asyncio.ensure_future(member(b, done))
+        # The second half while the group rebalances and after.
+        await send_all(bootstrap, topic, N, P, pace=0.01, start=N // 2)
+        while not owned["b"]:
+            assert time.monotonic() < deadline, owned
+            await asyncio.sleep(0.01)
+        await asyncio.gather(ta, tb)
+        assert owned["a"] and owned["b"], owned  # both took part
+        await a.close()
+        await b.close()
+        assert not owned["a"] and not owned["b"], owned  # close revoked (and committed) all
+        assert await committed_offsets(bootstrap, group, topic, P) == {p: N // P for p in range(P)}
+
+    run(main())
+    assert not overlaps, overlaps
+    assert set(seen) == expected(N, P)
+    assert len(seen) == N, f"{len(seen) - N} duplicates"
+
+
+def test_aio_slow_handler_is_expired_and_rejoins(bootstrap, make_topic, group):
+    """A handler that awaits longer than max.poll.interval.ms: the member is expired
+    (on_partitions_lost), rejoins, and goes on; every record is seen at least once."""
+    P, N = 2, 400
+    topic = make_topic(P, prefix="py-aio-slow")
+    produce(bootstrap, topic, N)
+    events: List[str] = []
+
+    class Listener(lagless.aio.RebalanceListener):
+        async def on_partitions_assigned(self, consumer, partitions):
+            events.append("assigned")
+
+        async def on_partitions_lost(self, consumer, partitions):
+            events.append("lost")
+
+    async def main() -> Set[Offset]:
+        seen: Set[Offset] = set()
+        cfg = config(bootstrap, group, **{"max.poll.interval.ms": 1500, "max.poll.records": 50})
+        async with lagless.aio.Consumer(cfg) as c:
+            c.subscribe([topic], Listener())
+            slow_done = False
+            deadline = time.monotonic() + 25
+            while len(seen) < N:
+                assert time.monotonic() < deadline, (len(seen), events)
+                msgs = await c.consume(50, timeout=0.5)
+                seen |= {(m.partition, m.offset) for m in msgs}
+                if msgs and not slow_done:
+                    slow_done = True
+                    await asyncio.sleep(3.0)  # the slow handler: twice max.poll.interval.ms
+        return seen
+
+    seen = run(main())
+    assert len(seen) == N  # N distinct offsets: every record
+    assert "lost" in events, events
+    assert events.index("lost") < len(events) - 1 and events[events.index("lost") + 1] == "assigned", events
+
+
+def test_aio_cancelled_consume_loses_nothing(bootstrap, make_topic, group):
+    """consume() cancelled by wait_for over and over while records flow: every offset comes
+    exactly once, and commit() without offsets never passes a record not handed out."""
+    P, N = 3, 3000
+    topic = make_topic(P, prefix="py-aio-cancel")
+
+    async def main() -> Tuple[List[Offset], int, Dict[int, int]]:
+        got: List[Offset] = []
+        cancelled = held = 0
+        async with lagless.aio.Consumer(config(bootstrap, group, **{"max.poll.records": 100})) as c:
+            c.subscribe([topic])
+            producer = asyncio.ensure_future(send_all(bootstrap, topic, N, P, pace=0.03))
+            deadline = time.monotonic() + 30
+            i = 0
+            while len(got) < N:
+                assert time.monotonic() < deadline, f"got {len(got)} of {N}, {cancelled} cancelled"
+                i += 1
+                try:
+                    msgs = await asyncio.wait_for(c.consume(7, None), 0.0005 * (1 + i % 6))
+                except asyncio.TimeoutError:
+                    cancelled += 1
+                    held += bool(c._held)  # the worker got records for the cancelled call
+                    if cancelled % 25 == 0:
+                        # What is committed stops at what was handed out, held records or not.
+                        done = await c.commit()
+                        assert done is not None
+                        for tp in done:
+                            handed = [o for p, o in got if p == tp.partition]
+                            assert tp.offset == (max(handed) + 1 if handed else tp.offset), (tp, len(handed))
+                    continue
+                got.extend((m.partition, m.offset) for m in msgs)
+            await producer
+            await c.commit()
+        return got, cancelled, held, await committed_offsets(bootstrap, group, topic, P)
+
+    got, cancelled, held, committed = run(main(), 40)
+    print(f"{cancelled} consume() calls cancelled, {held} of them with records held")
+    assert cancelled >= 50, f"only {cancelled} cancellations"
+    assert held >= 1, "no cancelled consume() had records: the test did not test"
+    assert len(got) == N, f"{len(got) - N} duplicates"
+    assert set(got) == expected(N, P)
+    assert committed == {p: N // P for p in range(P)}
+
+
+def test_aio_two_consumers_and_a_producer_on_one_loop(bootstrap, make_topic):
+    """One asyncio app: a producer and two consumers (of two groups) on one loop; each consumer
+    reads every record once (`async for`)."""
+    P, N = 2, 1000
+    topic = make_topic(P, prefix="py-aio-app")
+
+    async def reader(group: str) -> List[Offset]:
+        out: List[Offset] = []
+        async with lagless.aio.Consumer(config(bootstrap, group)) as c:
+            c.subscribe([topic])
+            async for m in c:
+                out.append((m.partition, m.offset))
+                if len(out) == N:
+                    break
+        return out
+
+    async def main():
+        return await asyncio.gather(
+            reader(f"{topic}-g1"), reader(f"{topic}-g2"), send_all(bootstrap, topic, N, P, pace=0.005)
+        )
+
+    one, two, _ = run(main())
+    for got in (one, two):
+        assert len(got) == N and set(got) == expected(N, P)
+
+
+def test_aio_learner_warms_up_on_the_loop(bootstrap, make_topic, group):
+    """learner-sticky group: a coroutine on_partitions_learning awaits a 2 s warm-up while a
+    ticker task on the same loop measures how late it wakes; then the partitions move."""
+    P = 4
+    topic = make_topic(P, prefix="py-aio-learn")
+    produce(bootstrap, topic, 200)
+    strategy = {"partition.assignment.strategy": "learner-sticky,cooperative-sticky"}
+    warmups: List[float] = []
+    lateness: List[float] = []
+
+    class Learner(lagless.aio.RebalanceListener):
+        def __init__(self) -> None:
+            self.owned: Set[int] = set()
+
+        async def on_partitions_assigned(self, consumer, partitions):
+            self.owned |= {tp.partition for tp in partitions}
+
+        async def on_partitions_revoked(self, consumer, partitions):
+            await consumer.commit()
+            self.owned -= {tp.partition for tp in partitions}
+
+        async def on_partitions_learning(self, consumer, partitions):
+            start = time.monotonic()
+            await asyncio.sleep(2.0)  # the warm-up
+            warmups.append(time.monotonic() - start)
+
+    async def ticker(stop: asyncio.Event) -> None:
+        period = 0.01
+        while not stop.is_set():
+            t = time.monotonic()
+            await asyncio.sleep(period)
+            lateness.append(time.monotonic() - t - period)
+
+    async def drive(c: lagless.aio.Consumer, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await c.consume(100, timeout=0.1)
+
+    async def main() -> None:
+        la, lb = Learner(), Learner()
+        async with lagless.aio.Consumer(config(bootstrap, group, **strategy)) as a, lagless.aio.Consumer(
+            config(bootstrap, group, **strategy)
+        ) as b:
+            a.subscribe([topic], la)
+            stop = asyncio.Event()
+            ta = asyncio.ensure_future(drive(a, stop))
+            deadline = time.monotonic() + 15
+            while la.owned != set(range(P)):
+                assert time.monotonic() < deadline, la.owned
+                await asyncio.sleep(0.05)
+            b.subscribe([topic], lb)
+            tick = asyncio.ensure_future(ticker(stop))
+            tb = asyncio.ensure_future(drive(b, stop))
+            deadline = time.monotonic() + 20
+            while not lb.owned:
+                assert time.monotonic() < deadline, (la.owned, lb.owned, warmups)
+                await asyncio.sleep(0.05)
+            stop.set()
+            await asyncio.gather(ta, tb, tick)
+            assert la.owned.isdisjoint(lb.owned) and la.owned | lb.owned == set(range(P))
+
+    run(main())
+    assert warmups and all(w >= 1.9 for w in warmups), warmups
+    worst = max(lateness)
+    print(f"ticker lateness during the warm-up: max {worst * 1000:.1f} ms over {len(lateness)} ticks")
+    assert worst < 0.2, f"the loop was blocked {worst * 1000:.0f} ms"
+
+
+def aio_threads() -> List[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "lagless-aio-consumer"]
+
+
+def test_aio_unclosed_consumer_is_collected_and_leaves(bootstrap, make_topic, group):
+    """An aio consumer dropped without close(): its worker thread ends and it leaves the group
+    at once (another member gets every partition well before the 30 s session and rebalance
+    timeouts); an interpreter exiting with one open does not hang."""
+    P = 2
+    topic = make_topic(P, prefix="py-aio-gc")
+    produce(bootstrap, topic, 10)
+    slow = {"session.timeout.ms": 30000, "max.poll.interval.ms": 30000, "heartbeat.interval.ms": 1000}
+
+    class Holder(lagless.aio.RebalanceListener):
+        def __init__(self, consumer) -> None:
+            self.consumer = consumer  # a cycle through the listener
+            self.assigned: Set[int] = set()
+
+        async def on_partitions_assigned(self, consumer, partitions):
+            self.assigned |= {tp.partition for tp in partitions}
+
+    async def main() -> None:
+        before = len(aio_threads())
+        c = lagless.aio.Consumer(config(bootstrap, group, **slow))
+        holder = Holder(c)
+        c.subscribe([topic], holder)
+        deadline = time.monotonic() + 15
+        while not holder.assigned:
+            assert time.monotonic() < deadline
+            await c.consume(10, timeout=0.2)
+        assert len(aio_threads()) == before + 1
+        del c, holder
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while len(aio_threads()) > before:
+            assert time.monotonic() < deadline, "the worker thread of a collected consumer runs on"
+            await asyncio.sleep(0.05)
+        other = Holder(None)
+        async with lagless.aio.Consumer(config(bootstrap, group, **slow)) as d:
+            d.subscribe([topic], other)
+            deadline = time.monotonic() + 12
+            while other.assigned != set(range(P)):
+                assert time.monotonic() < deadline, "the collected consumer did not leave the group"
+                await d.consume(10, timeout=0.2)
+
+    run(main())
+
+    script = f"""
+import asyncio, lagless.aio
+async def main():
+    c = lagless.aio.Consumer({config(bootstrap, group + '-exit')!r})
+    c.subscribe([{topic!r}])
+    await c.consume(5, timeout=5)
+    asyncio.ensure_future(c.consume(5, None))  # pending at exit
+    await asyncio.sleep(0.1)
+    global keep
+    keep = c
+asyncio.run(main())
+print("done")
+"""
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "done" in out.stdout, out.stderr
+    assert time.monotonic() - start < 20
+
+
+def test_aio_close_inside_listener_fails_clearly(bootstrap, make_topic, group):
+    """close() awaited inside a listener callback raises IllegalStateError there (it comes out of
+    consume()), instead of waiting for itself; the consumer closes normally afterwards."""
+    topic = make_topic(1, prefix="py-aio-close")
+    produce(bootstrap, topic, 5)
+    raised: List[BaseException] = []
+
+    class Closer(lagless.aio.RebalanceListener):
+        async def on_partitions_assigned(self, consumer, partitions):
+            try:
+                await consumer.close()
+            except lagless.IllegalStateError as e:
+                raised.append(e)
+                raise
+
+    async def main() -> None:
+        c = lagless.aio.Consumer(config(bootstrap, group))
+        c.subscribe([topic], Closer())
+        deadline = time.monotonic() + 15
+        with pytest.raises(lagless.IllegalStateError, match="inside a rebalance listener"):
+            while True:
+                assert time.monotonic() < deadline, "the listener never ran"
+                await c.consume(5, timeout=0.2)
+        got: List[lagless.Message] = []
+        while len(got) < 5:
+            assert time.monotonic() < deadline
+            got += await c.consume(5, timeout=0.2)
+        await asyncio.wait_for(c.close(), 10)
+        with pytest.raises(lagless.ClosedError):
+            await c.consume(1, 0)
+
+    run(main())
+    assert len(raised) == 1
+
+
+def test_aio_partition_error_is_raised_from_consume(bootstrap, make_topic, group):
+    """A partition without a committed offset and auto.offset.reset=none: consume() raises the
+    core's NoOffsetError, as the blocking consume() does."""
+    topic = make_topic(1, prefix="py-aio-err")
+    produce(bootstrap, topic, 3)
+
+    async def main() -> None:
+        async with lagless.aio.Consumer(config(bootstrap, group, **{"auto.offset.reset": "none"})) as c:
+            c.assign([lagless.TopicPartition(topic, 0)])
+            with pytest.raises(lagless.NoOffsetError):
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    await c.consume(5, timeout=0.5)
+
+    run(main())
