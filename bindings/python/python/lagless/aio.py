@@ -327,6 +327,7 @@ class Consumer:
         self._idle: Optional[asyncio.Event] = None
         self._closing = False
         self._closed = False
+        self._subscribed = False
         self._callbacks: Tuple[Any, Optional[_PartitionsCallback], Optional[_PartitionsCallback], Optional[_PartitionsCallback]] = (None, None, None, None)
         self._finalizer = weakref.finalize(self, self._worker.stop)
 
@@ -416,6 +417,17 @@ class Consumer:
         self._check_open()
         if self._held or self._held_error is not None:
             return self._take_held(num_messages)
+        if not self._subscribed:
+            # No group, so no listener: records already buffered are taken on the loop thread
+            # (a native call that does not wait), which spares two thread switches a batch.
+            msgs = self._native.consume(num_messages, 0)
+            if msgs or timeout == 0:
+                try:
+                    await asyncio.sleep(0)  # let other tasks run between batches
+                except asyncio.CancelledError:
+                    self._held.extendleft(reversed(msgs))
+                    raise
+                return msgs
         return await self._consume_native(num_messages, timeout)
 
     async def _consume_native(self, n: int, timeout: Optional[float]) -> List[Message]:
@@ -505,6 +517,7 @@ class Consumer:
         self._check_open()
         self._callbacks = (listener, on_assign, on_revoke, on_lost)
         self._native.subscribe(topics, _Bridge(self._worker, self))  # type: ignore[arg-type]
+        self._subscribed = True
 
     def subscribe_pattern(
         self,
@@ -519,6 +532,7 @@ class Consumer:
         self._check_open()
         self._callbacks = (listener, on_assign, on_revoke, on_lost)
         self._native.subscribe_pattern(pattern, _Bridge(self._worker, self))  # type: ignore[arg-type]
+        self._subscribed = True
 
     def subscription(self) -> List[str]:
         return self._native.subscription()
@@ -529,6 +543,7 @@ class Consumer:
         self._bind_loop()
         self._rewind_held()
         await self._on_worker(self._native.unsubscribe)
+        self._subscribed = False
 
     async def _on_worker(self, fn: Callable[[], T]) -> T:
         """Runs `fn` on the worker thread once no consume() is pending (for native calls that
