@@ -440,16 +440,22 @@ def test_aio_close_inside_listener_fails_clearly(bootstrap, make_topic, group):
 
 def test_aio_partition_error_is_raised_from_consume(bootstrap, make_topic, group):
     """A partition without a committed offset and auto.offset.reset=none: consume() raises the
-    core's NoOffsetError, as the blocking consume() does."""
+    core's NoOffsetError, as the blocking consume() does: for a group member (the worker thread's
+    consume) and for a manual assignment (buffered records taken on the loop)."""
     topic = make_topic(1, prefix="py-aio-err")
     produce(bootstrap, topic, 3)
 
-    async def main() -> None:
-        async with lagless.aio.Consumer(config(bootstrap, group, **{"auto.offset.reset": "none"})) as c:
-            c.assign([lagless.TopicPartition(topic, 0)])
+    async def main(subscribe: bool) -> None:
+        cfg = config(bootstrap, f"{group}-{subscribe}", **{"auto.offset.reset": "none"})
+        async with lagless.aio.Consumer(cfg) as c:
+            if subscribe:
+                c.subscribe([topic])
+            else:
+                c.assign([lagless.TopicPartition(topic, 0)])
             with pytest.raises(lagless.NoOffsetError):
                 deadline = time.monotonic() + 10
                 while time.monotonic() < deadline:
                     await c.consume(5, timeout=0.5)
 
-    run(main())
+    run(main(True))
+    run(main(False))

@@ -164,6 +164,8 @@ class _Worker:
         # (a commit inside on_partitions_revoked runs here, on the thread inside consume()).
         self.callback_jobs: "Optional[queue.SimpleQueue[Any]]" = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
+        # The task running the current listener callback (on the loop).
+        self.callback_task: "Optional[asyncio.Task[Any]]" = None
         self.stopped = False
         # close() is under way: a consume() still waiting ends with ClosedError.
         self.closing = False
@@ -222,6 +224,7 @@ class _Worker:
         done: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
 
         async def call() -> None:
+            self.callback_task = asyncio.current_task()
             r = fn(*args)
             if inspect.isawaitable(r):
                 await r
@@ -246,6 +249,7 @@ class _Worker:
             return  # the loop was closed
         finally:
             self.callback_jobs = None
+            self.callback_task = None
         if task.cancelled():
             raise asyncio.CancelledError()
         exc = task.exception()
@@ -359,6 +363,13 @@ class Consumer:
             cb.put(_Job(fn, loop, fut))
             return await fut
         return await loop.run_in_executor(None, fn)
+
+    def _in_own_callback(self) -> bool:
+        """Whether the calling task is this consumer's listener callback (other tasks may call
+        in while one runs: they wait for the consume() that runs it)."""
+        w = self._worker
+        task = w.callback_task
+        return task is not None and asyncio.current_task() is task
 
     def _drop_held(self, partitions: Iterable[TopicPartition]) -> None:
         keys = {_key(tp.topic, tp.partition) for tp in partitions}
@@ -492,6 +503,8 @@ class Consumer:
     async def __anext__(self) -> Message:
         """The next message; the iteration ends when the consumer is closed."""
         while True:
+            if self._held and not self._closing:
+                return self._held.popleft()
             try:
                 msgs = await self.consume(500, None)
             except ClosedError:
@@ -549,9 +562,11 @@ class Consumer:
         """Runs `fn` on the worker thread once no consume() is pending (for native calls that
         call the listener)."""
         loop = self._bind_loop()
-        if self._worker.in_callback():
+        if self._in_own_callback():
             raise IllegalStateError(
-                "this call cannot be made inside a rebalance listener callback", name="ILLEGAL_STATE"
+                "this call cannot be made inside a rebalance listener callback: it waits for the "
+                "consume() that runs the callback",
+                name="ILLEGAL_STATE",
             )
         assert self._idle is not None
         while not self._idle.is_set():
@@ -709,7 +724,7 @@ class Consumer:
         """Commits (with auto-commit), revokes through the listener, leaves the group and stops
         the worker thread. Raises IllegalStateError inside a listener callback (closing there
         would wait for itself); closing again does nothing."""
-        if self._worker.in_callback():
+        if self._in_own_callback():
             raise IllegalStateError(
                 "close() cannot be called inside a rebalance listener callback: it waits for the "
                 "consume() that runs the callback; close after that consume() returned",
