@@ -377,9 +377,14 @@ class Consumer:
             self._held = collections.deque(m for m in self._held if _key(m.topic, m.partition) not in keys)
 
     def _held_starts(self) -> Dict[Tuple[str, int], Message]:
+        """The held record of the lowest offset of each partition (a recovery stream's and the
+        main stream's records may be held together)."""
         first: Dict[Tuple[str, int], Message] = {}
         for m in self._held:
-            first.setdefault(_key(m.topic, m.partition), m)
+            k = _key(m.topic, m.partition)
+            f = first.get(k)
+            if f is None or m.offset < f.offset:
+                first[k] = m
         return first
 
     def _rewind_held(self, partitions: Optional[Iterable[TopicPartition]] = None) -> None:
@@ -657,6 +662,8 @@ class Consumer:
             for tp in native._consumed_offsets():
                 m = starts.get(_key(tp.topic, tp.partition))
                 if m is not None and m.offset < tp.offset:
+                    # Without the recovery token, which would count the held records as read:
+                    # the next owner resumes at the lowest held offset.
                     tp = TopicPartition(tp.topic, tp.partition, m.offset, "")
                 adjusted.append(tp)
             offsets = adjusted
