@@ -404,14 +404,17 @@ print("done")
 
 
 def test_aio_close_inside_listener_fails_clearly(bootstrap, make_topic, group):
-    """close() awaited inside a listener callback raises IllegalStateError there (it comes out of
-    consume()), instead of waiting for itself; the consumer closes normally afterwards."""
+    """close() (and consume()) awaited inside a listener callback raise IllegalStateError there
+    (it comes out of consume()), instead of waiting for themselves; the consumer closes normally
+    afterwards."""
     topic = make_topic(1, prefix="py-aio-close")
     produce(bootstrap, topic, 5)
     raised: List[BaseException] = []
 
     class Closer(lagless.aio.RebalanceListener):
         async def on_partitions_assigned(self, consumer, partitions):
+            with pytest.raises(lagless.IllegalStateError, match="inside a rebalance listener"):
+                await consumer.consume(1, 0)  # a consume() runs this callback already
             try:
                 await consumer.close()
             except lagless.IllegalStateError as e:

@@ -423,6 +423,12 @@ class Consumer:
         self._check_open()
         if self._closing:
             raise ClosedError("the consumer is being closed", name="CLOSED")
+        if self._in_own_callback():
+            raise IllegalStateError(
+                "consume() cannot be called inside a rebalance listener callback: the callback "
+                "runs inside a consume() already",
+                name="ILLEGAL_STATE",
+            )
         self._bind_loop()
         if self._held or self._held_error is not None:
             return self._take_held(num_messages)
