@@ -518,3 +518,37 @@ def test_aio_recovery_stream_with_cancellations(bootstrap, make_topic, group):
     assert len(delivered) == len(set(delivered)), "a record came twice"
     assert set(delivered) == set(range(COMMITTED, LOG_END + FRESH))
     assert final == LOG_END + FRESH
+
+
+def test_aio_producer_full_buffer_does_not_block_the_loop(bootstrap, make_topic):
+    """A buffer.memory far smaller than what is sent: send() waits for room off the loop (a
+    ticker on the loop stays on time), every record is delivered, and a record the native
+    producer refuses raises from its send()."""
+    topic = make_topic(2, prefix="py-aio-full")
+    N = 10000
+    lateness: List[float] = []
+
+    async def ticker(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            t = time.monotonic()
+            await asyncio.sleep(0.005)
+            lateness.append(time.monotonic() - t - 0.005)
+
+    async def main() -> List[Tuple[int, int]]:
+        cfg = {"bootstrap.servers": bootstrap, "buffer.memory": 32768, "batch.size": 8192, "linger.ms": 5}
+        async with lagless.aio.Producer(cfg) as p:
+            stop = asyncio.Event()
+            tick = asyncio.ensure_future(ticker(stop))
+            value = b"x" * 1000
+            delivered = await asyncio.gather(*(p.send(topic, value=value, partition=i % 2) for i in range(N)))
+            with pytest.raises(lagless.InvalidArgumentError):
+                await p.send(topic, value=b"x", partition=7)
+            stop.set()
+            await tick
+            return delivered
+
+    delivered = run(main())
+    assert sorted(delivered) == sorted((p, o) for p in range(2) for o in range(N // 2))
+    worst = max(lateness)
+    print(f"ticker lateness while the buffer was full: max {worst * 1000:.1f} ms over {len(lateness)} ticks")
+    assert worst < 0.2, f"the loop was blocked {worst * 1000:.0f} ms"
