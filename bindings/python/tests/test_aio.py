@@ -211,6 +211,11 @@ def test_aio_cancelled_consume_loses_nothing(bootstrap, make_topic, group):
                             handed = [o for p, o in got if p == tp.partition]
                             if handed:
                                 assert tp.offset == max(handed) + 1, (tp, max(handed))
+                        # So does position(): the next offset consume() hands out.
+                        for tp in await c.position(done):
+                            handed = [o for p, o in got if p == tp.partition]
+                            if handed:
+                                assert tp.offset == max(handed) + 1, ("position", tp, max(handed))
                     continue
                 if msgs:
                     last_new = time.monotonic()
