@@ -4,7 +4,7 @@
     python clients.py MODE <bootstrap> <topic> <partitions> <records>
 
 MODE: confluent-consume-len, confluent-poll, confluent-consume, kafka-python-iter, kafka-python-poll,
-aiokafka-getone, aiokafka-getmany, lagless-poll, lagless-consume.
+aiokafka-getone, aiokafka-getmany, lagless-poll, lagless-consume, lagless-aio, confluent-aio.
 
 Same line protocol as core/examples/bench_consume.rs: START <cpu ticks>, PROGRESS <records>,
 RESULT <records> <bytes> <seconds> <cpu ticks>; ticks are utime+stime from /proc/self/stat.
@@ -186,6 +186,68 @@ def aiokafka(mode, bootstrap, topic, partitions, meter):
     asyncio.run(run())
 
 
+def confluent_aio(mode, bootstrap, topic, partitions, meter):
+    """confluent-kafka's asyncio consumer (confluent_kafka.aio.AIOConsumer, 2.12+): await
+    consume(500), key and value read."""
+    import asyncio
+    try:
+        from confluent_kafka.aio import AIOConsumer
+    except ImportError:
+        sys.exit("confluent-aio: this confluent-kafka has no confluent_kafka.aio.AIOConsumer")
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    async def run():
+        c = AIOConsumer({
+            "bootstrap.servers": bootstrap, "client.id": "bench-" + mode,
+            "group.id": "bench-unused", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "fetch.max.bytes": FETCH_MAX, "max.partition.fetch.bytes": PARTITION_FETCH_MAX,
+            "receive.message.max.bytes": FETCH_MAX + 1024 * 1024,
+            "fetch.wait.max.ms": FETCH_WAIT_MS, "check.crcs": True,
+            **extra_config(),
+        })
+        meter.start()
+        await c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        while not meter.done():
+            msgs = await c.consume(BATCH, 1.0)
+            nbytes = 0
+            for m in msgs:
+                if m.error():
+                    sys.exit(f"error: {m.error()}")
+                nbytes += size(m.key(), m.value())
+            meter.add(len(msgs), nbytes)
+        meter.finish()
+        await c.close()
+
+    asyncio.run(run())
+
+
+def lagless_aio(mode, bootstrap, topic, partitions, meter):
+    """lagless.aio.Consumer: await consume(500), key and value read (as lagless-consume)."""
+    import asyncio
+    import lagless
+    import lagless.aio
+
+    async def run():
+        c = lagless.aio.Consumer({
+            "bootstrap.servers": bootstrap, "client.id": "bench-" + mode,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "fetch.max.bytes": FETCH_MAX, "max.partition.fetch.bytes": PARTITION_FETCH_MAX,
+            "fetch.max.wait.ms": FETCH_WAIT_MS, "check.crcs": True,
+        })
+        meter.start()
+        c.assign([lagless.TopicPartition(topic, p, lagless.OFFSET_BEGINNING) for p in range(partitions)])
+        while not meter.done():
+            msgs = await c.consume(BATCH, timeout=1.0)
+            nbytes = 0
+            for m in msgs:
+                nbytes += size(m.key, m.value)
+            meter.add(len(msgs), nbytes)
+        meter.finish()
+        await c.close()
+
+    asyncio.run(run())
+
+
 def lagless_py(mode, bootstrap, topic, partitions, meter):
     import lagless
     c = lagless.Consumer({
@@ -219,6 +281,7 @@ MODES = {
     "kafka-python-iter": kafka_python, "kafka-python-poll": kafka_python,
     "aiokafka-getone": aiokafka, "aiokafka-getmany": aiokafka,
     "lagless-poll": lagless_py, "lagless-consume": lagless_py,
+    "lagless-aio": lagless_aio, "confluent-aio": confluent_aio,
 }
 
 

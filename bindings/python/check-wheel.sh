@@ -4,8 +4,8 @@
 # that no old-glibc build image is needed. Then it checks the wheel (tags, files, what
 # auditwheel would check: no symbol newer than glibc 2.17), installs it into a fresh virtualenv
 # that has nothing else and no way to compile (pip --only-binary), imports it there and, when
-# LAGLESS_BOOTSTRAP is set, runs examples/python/demo.py against that broker. Last, the sdist:
-# it must carry every file cargo needs to resolve the build offline.
+# LAGLESS_BOOTSTRAP is set, runs examples/python/demo.py and async_demo.py (lagless.aio) against
+# that broker. Last, the sdist: it must carry every file cargo needs to resolve the build offline.
 #
 #   bindings/python/check-wheel.sh                 wheel in a temporary directory
 #   LAGLESS_WHEEL_DIR=DIR bindings/python/check-wheel.sh   keeps the wheel in DIR (tests/suites
@@ -79,6 +79,8 @@ PY
 if [[ -n "${LAGLESS_BOOTSTRAP:-}" ]]; then
     (cd "$work" && "$venv/bin/python" "$root/examples/python/demo.py")
     echo "check-wheel.sh: examples/python/demo.py ran from the installed wheel"
+    (cd "$work" && "$venv/bin/python" "$root/examples/python/async_demo.py")
+    echo "check-wheel.sh: examples/python/async_demo.py ran from the installed wheel"
 fi
 
 # The sdist: maturin copies the core and the patched kafka-protocol into it; cargo must be able

@@ -534,6 +534,21 @@ impl Consumer {
         Ok(Some(tp_list(py, out)?))
     }
 
+    /// What `commit()` without offsets would commit now: the positions of everything handed
+    /// out (with a running KIP-333 recovery stream, its low-water mark and token as metadata).
+    fn _consumed_offsets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let core = self.core();
+        let list = py.detach(|| core.consumed_offsets());
+        tp_list(
+            py,
+            list.into_iter().map(|(tp, om)| {
+                let mut t = TopicPartition::from_core(&tp, om.offset);
+                t.metadata = Some(om.metadata);
+                t
+            }),
+        )
+    }
+
     /// The group's committed offsets of `partitions` (offset OFFSET_INVALID where none).
     #[pyo3(signature = (partitions, timeout=None))]
     fn committed<'py>(

@@ -2,6 +2,7 @@
 //!
 //! Delivery callbacks never run on the producer's I/O threads: the core's completion only
 //! queues the outcome, and `poll()` / `flush()` call the callbacks on the caller's thread.
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,7 +25,29 @@ type Outcome = (Py<PyAny>, lagless::Result<RecordMetadata>);
 pub struct Producer {
     inner: Option<CoreProducer>,
     delivered: Arc<Mutex<Vec<Outcome>>>,
+    /// A file descriptor (a socket or pipe the application reads, -1 for none) that gets a byte
+    /// whenever a delivery outcome is queued while none was: how `lagless.aio` wakes its event
+    /// loop to run the delivery callbacks without a thread waiting for them.
+    notify_fd: Arc<AtomicI64>,
 }
+
+/// Writes one byte to `fd` (non-blocking on the application's side; a full buffer means a
+/// wake-up is pending already, so errors are ignored). Touches no Python object.
+#[cfg(unix)]
+fn notify(fd: i64) {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: the descriptor stays owned by the application (ManuallyDrop: never closed here);
+    // `_set_delivery_fd(None)` is called before the application closes it.
+    let f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd as i32) });
+    let _ = (&*f).write(&[1u8]);
+}
+
+#[cfg(not(unix))]
+fn notify(_fd: i64) {}
 
 fn payload(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Bytes>> {
     let Some(v) = v else { return Ok(None) };
@@ -126,6 +149,7 @@ impl Producer {
         Ok(Producer {
             inner: Some(core),
             delivered: Arc::new(Mutex::new(Vec::new())),
+            notify_fd: Arc::new(AtomicI64::new(-1)),
         })
     }
 
@@ -150,9 +174,16 @@ impl Producer {
             None => py.detach(|| core.send(rec).map(drop)),
             Some(cb) => {
                 let q = self.delivered.clone();
+                let fd = self.notify_fd.clone();
                 py.detach(move || {
                     core.send_with_callback(rec, move |res| {
-                        q.lock().unpoisoned().push((cb, res));
+                        let mut q = q.lock().unpoisoned();
+                        let was_empty = q.is_empty();
+                        q.push((cb, res));
+                        drop(q);
+                        if was_empty {
+                            notify(fd.load(Ordering::Acquire));
+                        }
                     })
                 })
             }
@@ -241,6 +272,13 @@ impl Producer {
                 Err(e) => return Err(to_py(py, &e)),
             }
         }
+    }
+
+    /// Makes every delivery outcome queued while none was write a byte to `fd` (None: stop).
+    /// The caller keeps `fd` open until it set None again.
+    #[pyo3(signature = (fd))]
+    fn _set_delivery_fd(&self, fd: Option<i64>) {
+        self.notify_fd.store(fd.unwrap_or(-1), Ordering::Release);
     }
 
     /// The partition ids of `topic`.

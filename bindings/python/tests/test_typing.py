@@ -38,7 +38,7 @@ def python_blocks(markdown_path: str) -> list[str]:
 def test_readme_examples_and_demo_pass_mypy(tmp_path):
     """What users copy type-checks against the stubs: the READMEs' Python examples (a config dict
     of mixed values is a dict[str, object] to mypy) and examples/python."""
-    files = [os.path.join(ROOT, "examples", "python", "demo.py")]
+    files = [os.path.join(ROOT, "examples", "python", name) for name in ("demo.py", "async_demo.py")]
     for readme in (os.path.join(ROOT, "README.md"), os.path.join(os.path.dirname(HERE), "README.md")):
         for i, block in enumerate(python_blocks(readme)):
             path = tmp_path / f"{os.path.basename(os.path.dirname(readme))}_readme_{i}.py"
