@@ -3,7 +3,8 @@
 #   build liblagless (release), check the committed header, install to a temporary prefix and
 #   build every C program through pkg-config with -std=c99 -Wall -Wextra -Werror -pedantic;
 #   check the exports, soname and ABI baseline; run produce / error-path / two-process group /
-#   recovery-stream / learner-assignment / batch hand-over tests and the TLS/SASL round trips
+#   recovery-stream / learner-assignment / learner hand-over (readiness reported later, prepare
+#   to leave) / batch hand-over tests and the TLS/SASL round trips
 #   (over the security listeners of `kafka_broker.py --security`) plainly, under
 #   AddressSanitizer and (produce, errors, lookups, batch) under valgrind;
 #   the C++ consumer; the example; the Python ctypes test.
@@ -43,7 +44,7 @@ step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
 read -r -a PC <<<"$(pkg-config --cflags --libs lagless)"
-for t in test_produce test_errors group_member produce_n test_recovery test_learners test_lookups test_security test_batch; do
+for t in test_produce test_errors group_member produce_n test_recovery test_learners test_handover test_lookups test_security test_batch; do
   cc "${CFLAGS[@]}" -o "$work/$t" "tests/c/$t.c" "${PC[@]}" -pthread
   cc "${CFLAGS[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$work/asan-$t" "tests/c/$t.c" "${PC[@]}" -pthread
 done
@@ -116,6 +117,8 @@ step "recovery streams (KIP-333)"
 "$work/test_recovery" "lagless-c-recovery-$run_id" "lagless-c-recovery-g-$run_id"
 step "learner assignments"
 "$work/test_learners" "lagless-c-learners-$run_id" "lagless-c-learners-g-$run_id"
+step "learner hand-over: readiness reported later, prepare to leave"
+"$work/test_handover" "lagless-c-handover-$run_id" "lagless-c-handover-g-$run_id"
 step "lookups and group controls"
 "$work/test_lookups" "lagless-c-lookups-$run_id" "lagless-c-lookups-g-$run_id"
 step "TLS and SASL"
@@ -134,6 +137,8 @@ step "AddressSanitizer: recovery streams"
 "$work/asan-test_recovery" "lagless-c-recovery-asan-$run_id" "lagless-c-recovery-g-asan-$run_id"
 step "AddressSanitizer: learner assignments"
 "$work/asan-test_learners" "lagless-c-learners-asan-$run_id" "lagless-c-learners-g-asan-$run_id"
+step "AddressSanitizer: learner hand-over"
+"$work/asan-test_handover" "lagless-c-handover-asan-$run_id" "lagless-c-handover-g-asan-$run_id"
 step "AddressSanitizer: lookups and group controls"
 "$work/asan-test_lookups" "lagless-c-lookups-asan-$run_id" "lagless-c-lookups-g-asan-$run_id"
 step "AddressSanitizer: TLS and SASL"
