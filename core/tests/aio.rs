@@ -573,3 +573,77 @@ async fn an_awaiting_learner_warm_up_leaves_the_other_tasks_running() {
         );
     }
 }
+
+/// A partition's error comes out of `recv_batch()` and the stream as from the blocking `poll()`:
+/// once, naming the partition, while the other partition's records keep coming. Partition 1
+/// has no committed offset under `auto.offset.reset=none`; partition 0 was sought to 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+async fn a_partition_error_comes_out_once_while_the_other_partition_flows() {
+    let topic = new_topic(&bootstrap(), "aio-partition-error", 2);
+    let n = 40usize;
+    produce(&topic, 2, n).await;
+    let group = support::unique_name("aio-partition-error");
+    let c = aio_consumer(&[
+        ("group.id", group.as_str()),
+        ("auto.offset.reset", "none"),
+        ("enable.auto.commit", "false"),
+        ("max.poll.records", "3"),
+    ]);
+    let (tp0, tp1) = (
+        TopicPartition::new(topic.clone(), 0),
+        TopicPartition::new(topic.clone(), 1),
+    );
+    c.assign(&[tp0.clone(), tp1.clone()]).unwrap();
+    c.seek(&tp0, 0).unwrap();
+    let mut offsets: Vec<i64> = Vec::new();
+    let mut errors: Vec<i32> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut round = 0u32;
+    while offsets.len() < n || errors.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} records of partition 0, errors for partitions {errors:?}",
+            offsets.len()
+        );
+        round += 1;
+        // Batches and the stream in turn: both report the error the same way.
+        let got: Vec<lagless::Result<lagless::ConsumerRecord>> = if round.is_multiple_of(2) {
+            match c.recv_batch_timeout(5, Duration::from_millis(200)).await {
+                Ok(rs) => rs.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            }
+        } else {
+            let mut stream = c.stream();
+            let next =
+                poll_fn(|cx| futures_core::Stream::poll_next(std::pin::Pin::new(&mut stream), cx));
+            match tokio::time::timeout(Duration::from_millis(200), next).await {
+                Ok(Some(r)) => vec![r],
+                _ => vec![],
+            }
+        };
+        for r in got {
+            match r {
+                Ok(r) => {
+                    assert_eq!(
+                        r.partition, 0,
+                        "a record of the partition without an offset"
+                    );
+                    offsets.push(r.offset);
+                }
+                Err(lagless::Error::NoOffset(p)) => {
+                    assert_eq!(p.topic, topic);
+                    errors.push(p.partition);
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    }
+    assert_eq!(
+        offsets,
+        (0..n as i64).collect::<Vec<_>>(),
+        "every offset once, in order"
+    );
+    assert_eq!(errors, vec![1], "one error, naming partition 1");
+    c.close().await.unwrap();
+}
