@@ -76,8 +76,10 @@ pub struct Consumer {
     pub(crate) shared: Arc<Shared>,
     engine: Option<Engine>,
     closed: AtomicBool,
-    /// The group member's state, once `subscribe()` was called.
-    pub(crate) group: Mutex<Option<GroupLocal>>,
+    /// The group member's state, once `subscribe()` was called. Shared with the task that
+    /// takes the group steps needing no callback while the application is busy
+    /// (`consumer/group.rs`, `run_background_steps`).
+    pub(crate) group: Arc<Mutex<Option<GroupLocal>>>,
     /// Commits of a manually assigned consumer with a `group.id`.
     pub(crate) simple_committer: Mutex<Option<Arc<GroupDriver>>>,
     /// Finished asynchronous commits whose callbacks wait for the caller's thread.
@@ -108,7 +110,7 @@ impl Consumer {
             shared,
             engine: Some(engine),
             closed: AtomicBool::new(false),
-            group: Mutex::new(None),
+            group: Arc::new(Mutex::new(None)),
             simple_committer: Mutex::new(None),
             commits_tx,
             commits_done: Mutex::new(commits_done),

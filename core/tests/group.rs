@@ -951,3 +951,83 @@ fn closing_while_a_join_is_in_flight_leaves_without_waiting_for_the_rebalance() 
     );
     b.close(None).unwrap();
 }
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_busy_member_holds_up_a_cooperative_hand_over_only_until_its_next_poll() {
+    // A owns every partition and is busy (it does not poll) when B joins. The first round
+    // needs A's JoinGroup: A sends it without waiting for the application. A must revoke half
+    // to B, which runs its listener, so that waits for A's next poll; the second round then
+    // completes at once, and A's share of it (nothing changes for A) is applied while A is busy
+    // again. Before, the first round waited for A's next poll, and the second for the poll
+    // after that: B waited two of A's processing times.
+    let t = topic(4);
+    produce(&t, 4, 10);
+    let group = unique("busy-coop");
+    let settings = [
+        ("partition.assignment.strategy", "cooperative-sticky"),
+        ("max.poll.interval.ms", "60000"),
+    ];
+    let rec_a = Recorder::default();
+    let a = consumer(&group, &settings);
+    a.subscribe(&[&t], Some(Box::new(rec_a.clone()))).unwrap();
+    assert!(
+        poll_until(&[&a], Duration::from_secs(60), || a.assignment().len() == 4),
+        "A never owned the four partitions"
+    );
+    let g = generation(&a);
+    rec_a.clear();
+    // From here A is busy: not polled until B owns its share.
+    let b = consumer(&group, &settings);
+    b.subscribe(&[&t], None).unwrap();
+    assert!(
+        poll_until(&[&b], Duration::from_secs(30), || generation(&a) > g),
+        "A did not rejoin while busy: the first round waits for A's next poll"
+    );
+    assert_eq!(a.assignment().len(), 4, "A revoked without a poll");
+    assert!(rec_a.events().is_empty(), "A's listener ran without a poll");
+    // A's next poll revokes what goes to B and rejoins (the poll that takes in the finished
+    // first round: the generation above changes at JoinGroup, before SyncGroup answers).
+    assert!(
+        poll_until(&[&a], Duration::from_secs(10), || rec_a.revoked().len()
+            == 2),
+        "A never revoked B's share: {:?}",
+        rec_a.events()
+    );
+    let a_polled = Instant::now();
+    let a_events = rec_a.events();
+    assert!(
+        poll_until(&[&b], Duration::from_secs(20), || b.assignment().len() == 2),
+        "B never got its partitions while A was busy after its poll"
+    );
+    println!("B owned its share {:?} after A's poll", a_polled.elapsed());
+    // A is busy again and nothing changes for it in a rebalance now: it rejoins and applies
+    // each round without a poll. It could not rejoin before the second round's assignment was
+    // applied, so this also shows that one was.
+    let g2 = generation(&b);
+    b.enforce_rebalance("a rebalance that moves nothing")
+        .unwrap();
+    assert!(
+        poll_until(&[&b], Duration::from_secs(20), || generation(&b) > g2
+            && generation(&a) == generation(&b)),
+        "the group waited for the busy member A (generation A {} B {}, before {g2})",
+        generation(&a),
+        generation(&b)
+    );
+    assert_eq!(rec_a.events(), a_events, "A's listener ran without a poll");
+    let a_owns: BTreeSet<TopicPartition> = a.assignment().into_iter().collect();
+    let b_owns: BTreeSet<TopicPartition> = b.assignment().into_iter().collect();
+    assert_eq!((a_owns.len(), b_owns.len()), (2, 2));
+    assert!(a_owns.is_disjoint(&b_owns), "A {a_owns:?} and B {b_owns:?}");
+    // A's listener hears of the rounds applied meanwhile at its next poll, as after any
+    // cooperative round that gives it nothing: on_partitions_assigned with no partitions.
+    a.poll(Duration::from_millis(100)).unwrap();
+    assert_eq!(
+        rec_a.events().last(),
+        Some(&Event::Assigned(vec![])),
+        "A's listener: {:?}",
+        rec_a.events()
+    );
+    a.close(None).unwrap();
+    b.close(None).unwrap();
+}

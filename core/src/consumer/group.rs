@@ -14,8 +14,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use regex::Regex;
 
@@ -23,12 +23,15 @@ use crate::backoff::{Deadline, Retry};
 use crate::cluster::Metadata;
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
-use crate::fetch::PositionLookup;
+use crate::fetch::{PositionLookup, Shared};
 use crate::group::coordinator::{GroupDriver, JoinInput, JoinOutcome};
 use crate::group::member::Membership;
 use crate::group::metadata_snapshot::AssignmentBasis;
 use crate::group::rebalance::changes_after_join;
-use crate::group::step::{matching_topics, next_step, GroupStep, JoinProgress, LocalGroup};
+use crate::group::step::{
+    join_applies_in_background, matching_topics, next_step, taken_in_background, GroupStep,
+    JoinProgress, LocalGroup,
+};
 use crate::offsets::OffsetAndMetadata;
 use crate::sync::Unpoisoned;
 use crate::TopicPartition;
@@ -149,6 +152,15 @@ pub(crate) struct GroupLocal {
     /// What the current assignment was computed from, to rejoin when the subscribed topics
     /// change under it (partitions added, a topic created or deleted).
     pub assignment_basis: AssignmentBasis,
+    /// Group steps under way on the application's side (`poll()`, `recv()`, `close()`): while
+    /// any is, the background task leaves the group alone (a step may be between its decision
+    /// and its end, e.g. an assignment applied but not yet in `owned`).
+    pub caller_steps: usize,
+    /// The background task applied a join that changed nothing: the next `poll()` still runs
+    /// `on_partitions_assigned` (with no partitions) for it.
+    pub assigned_owed: bool,
+    /// Wakes the background task (the heartbeat heard of a rebalance, a join finished).
+    pub background: Arc<tokio::sync::Notify>,
 }
 
 /// The join `poll()` started: its task, and its answer once it has one. The answer comes
@@ -312,12 +324,24 @@ impl Consumer {
                 ));
             }
             let shared = self.shared.clone();
+            let background = Arc::new(tokio::sync::Notify::new());
+            let wake = background.clone();
             let driver = GroupDriver::new(
                 self.shared.cluster.clone(),
                 self.shared.config.clone(),
-                Arc::new(move || shared.data_ready.notify_all()),
+                Arc::new(move || {
+                    shared.data_ready.notify_all();
+                    wake.notify_one();
+                }),
             )?;
-            self.runtime()?.spawn(driver.clone().heartbeat_loop());
+            let runtime = self.runtime()?;
+            runtime.spawn(driver.clone().heartbeat_loop());
+            runtime.spawn(run_background_steps(
+                Arc::downgrade(&self.group),
+                self.shared.clone(),
+                runtime.clone(),
+                background.clone(),
+            ));
             *g = Some(GroupLocal {
                 driver,
                 topics: Topics::Names(BTreeSet::new()),
@@ -334,6 +358,9 @@ impl Consumer {
                 learning_retry: Retry::new(self.shared.backoff()),
                 learning_retry_at: Instant::now(),
                 assignment_basis: AssignmentBasis::None,
+                caller_steps: 0,
+                assigned_owed: false,
+                background,
             });
         }
         let local = g.as_mut().expect("created above");
@@ -386,6 +413,7 @@ impl Consumer {
         if let Some(local) = g.take() {
             local.driver.close();
             local.join.abort();
+            local.background.notify_one();
         }
         self.shared.cluster.set_interest(BTreeSet::new(), false);
     }
@@ -518,9 +546,15 @@ impl Consumer {
         if let Some(e) = driver.membership().fatal().cloned() {
             return Err(e);
         }
+        let _steps = CallerSteps::begin(&self.group);
         // An error the member went on from (a failed heartbeat) comes out of one poll().
         let mut errors: Option<Error> = driver.membership().take_error();
         let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
+        if self.take_assigned_owed() {
+            if let Some(e) = d.call(self, Callback::Assigned, &[]).await {
+                errors.get_or_insert(e);
+            }
+        }
         for _ in 0..MAX_STEPS_PER_POLL {
             match self.take_group_step(&driver)? {
                 CallerStep::Done => break,
@@ -537,6 +571,12 @@ impl Consumer {
         errors.map_or(Ok(()), Err)
     }
 
+    fn take_assigned_owed(&self) -> bool {
+        let mut g = self.group.lock().unpoisoned();
+        g.as_mut()
+            .is_some_and(|l| std::mem::take(&mut l.assigned_owed))
+    }
+
     /// Decides the next group step ([`crate::group::step::next_step`]) and does the part of it
     /// that needs no callback, under the group lock; what calls the listener is returned.
     fn take_group_step(&self, driver: &Arc<GroupDriver>) -> Result<CallerStep> {
@@ -544,83 +584,7 @@ impl Consumer {
         let Some(local) = g.as_mut() else {
             return Ok(CallerStep::Done);
         };
-        let meta = self.shared.cluster.metadata();
-        let now = Instant::now();
-        let mut m = driver.membership();
-        let step = local.next_step(
-            &mut m,
-            &meta,
-            self.shared.config.exclude_internal_topics,
-            now,
-        );
-        Ok(match step {
-            GroupStep::Wait => CallerStep::Done,
-            GroupStep::ReportLost => {
-                m.take_partitions_lost();
-                let lost = std::mem::take(&mut local.owned);
-                if lost.is_empty() {
-                    CallerStep::Again
-                } else {
-                    CallerStep::Lost(lost)
-                }
-            }
-            GroupStep::ApplyJoin => match local.join.take_finished() {
-                Some(Ok(outcome)) => CallerStep::ApplyJoin(Box::new(outcome)),
-                _ => CallerStep::Again,
-            },
-            GroupStep::DiscardJoin => {
-                if let Some(Ok(outcome)) = local.join.take_finished() {
-                    // The membership was reset after the join finished (max.poll.interval.ms,
-                    // a stale generation): its assignment belongs to a generation this member
-                    // left. Drop it and rejoin (Java's resetStateAndRejoin).
-                    tracing::info!(
-                        group = %driver.group_id,
-                        joined = outcome.generation.generation_id,
-                        now = m.generation().generation_id,
-                        reason = %m.rejoin_reason(),
-                        "discarding the assignment of a generation this member has left; rejoining"
-                    );
-                }
-                if !m.rejoin_needed() {
-                    m.request_rejoin("the generation was reset before its assignment was applied");
-                }
-                CallerStep::Again
-            }
-            GroupStep::JoinFatal => match local.join.take_finished() {
-                Some(Err(e)) => {
-                    m.set_fatal(e.clone());
-                    return Err(e);
-                }
-                _ => CallerStep::Again,
-            },
-            GroupStep::RetryJoin => {
-                if let Some(Err(e)) = local.join.take_finished() {
-                    tracing::warn!(error = %e, "joining the group failed; retrying");
-                }
-                local.join_retry_at = now + self.shared.config.common.retry_backoff;
-                CallerStep::Again
-            }
-            GroupStep::Revoke(parts) => CallerStep::Revoke(parts),
-            GroupStep::Join(input) => {
-                m.start_join();
-                drop(m);
-                local.assignment_basis = AssignmentBasis::None;
-                local.join = self.spawn_join(driver, input)?;
-                CallerStep::Again
-            }
-        })
-    }
-
-    /// Starts the join task on the I/O runtime; its answer wakes `poll()`.
-    fn spawn_join(&self, driver: &Arc<GroupDriver>, input: JoinInput) -> Result<JoinSlot> {
-        let (tx, answer) = tokio::sync::oneshot::channel();
-        let shared = self.shared.clone();
-        let d = driver.clone();
-        let task = self.runtime()?.spawn(async move {
-            let _ = tx.send(d.join(input).await);
-            shared.data_ready.notify_all();
-        });
-        Ok(JoinSlot::Running { task, answer })
+        take_step_locked(local, driver, &self.shared, self.runtime()?, false)
     }
 
     async fn apply_join(
@@ -864,6 +828,7 @@ impl Consumer {
         listener: Option<&mut dyn Dispatch>,
     ) -> Option<Error> {
         let driver = self.driver()?;
+        let _steps = CallerSteps::begin(&self.group);
         let mut errors = None;
         let (owned, lost) = {
             let g = self.group.lock().unpoisoned();
@@ -905,6 +870,201 @@ impl Consumer {
         }
         driver.close();
         errors
+    }
+}
+
+/// The next group step under the group lock, as [`Consumer::take_group_step`] takes it for the
+/// application's thread (`background: false`) or [`run_background_steps`] while the
+/// application is away (`background: true`: only what [`taken_in_background`] allows; a
+/// finished join only when [`join_applies_in_background`]).
+fn take_step_locked(
+    local: &mut GroupLocal,
+    driver: &Arc<GroupDriver>,
+    shared: &Arc<Shared>,
+    runtime: &tokio::runtime::Handle,
+    background: bool,
+) -> Result<CallerStep> {
+    let meta = shared.cluster.metadata();
+    let now = Instant::now();
+    let mut m = driver.membership();
+    let step = local.next_step(&mut m, &meta, shared.config.exclude_internal_topics, now);
+    if background {
+        if !taken_in_background(&step, &m) {
+            return Ok(CallerStep::Done);
+        }
+        if step == GroupStep::ApplyJoin {
+            drop(m);
+            return Ok(apply_join_in_background(local, driver));
+        }
+    }
+    Ok(match step {
+        GroupStep::Wait => CallerStep::Done,
+        GroupStep::ReportLost => {
+            m.take_partitions_lost();
+            let lost = std::mem::take(&mut local.owned);
+            if lost.is_empty() {
+                CallerStep::Again
+            } else {
+                CallerStep::Lost(lost)
+            }
+        }
+        GroupStep::ApplyJoin => match local.join.take_finished() {
+            Some(Ok(outcome)) => CallerStep::ApplyJoin(Box::new(outcome)),
+            _ => CallerStep::Again,
+        },
+        GroupStep::DiscardJoin => {
+            if let Some(Ok(outcome)) = local.join.take_finished() {
+                // The membership was reset after the join finished (max.poll.interval.ms,
+                // a stale generation): its assignment belongs to a generation this member
+                // left. Drop it and rejoin (Java's resetStateAndRejoin).
+                tracing::info!(
+                    group = %driver.group_id,
+                    joined = outcome.generation.generation_id,
+                    now = m.generation().generation_id,
+                    reason = %m.rejoin_reason(),
+                    "discarding the assignment of a generation this member has left; rejoining"
+                );
+            }
+            if !m.rejoin_needed() {
+                m.request_rejoin("the generation was reset before its assignment was applied");
+            }
+            CallerStep::Again
+        }
+        GroupStep::JoinFatal => match local.join.take_finished() {
+            Some(Err(e)) => {
+                m.set_fatal(e.clone());
+                return Err(e);
+            }
+            _ => CallerStep::Again,
+        },
+        GroupStep::RetryJoin => {
+            if let Some(Err(e)) = local.join.take_finished() {
+                tracing::warn!(error = %e, "joining the group failed; retrying");
+            }
+            local.join_retry_at = now + shared.config.common.retry_backoff;
+            CallerStep::Again
+        }
+        GroupStep::Revoke(parts) => CallerStep::Revoke(parts),
+        GroupStep::Join(input) => {
+            m.start_join();
+            drop(m);
+            local.assignment_basis = AssignmentBasis::None;
+            local.join = spawn_join(shared, runtime, driver, input, local.background.clone());
+            CallerStep::Again
+        }
+    })
+}
+
+/// Starts the join task on the I/O runtime; its answer wakes `poll()` and the background task.
+fn spawn_join(
+    shared: &Arc<Shared>,
+    runtime: &tokio::runtime::Handle,
+    driver: &Arc<GroupDriver>,
+    input: JoinInput,
+    background: Arc<tokio::sync::Notify>,
+) -> JoinSlot {
+    let (tx, answer) = tokio::sync::oneshot::channel();
+    let shared = shared.clone();
+    let d = driver.clone();
+    let task = runtime.spawn(async move {
+        let _ = tx.send(d.join(input).await);
+        shared.data_ready.notify_all();
+        background.notify_one();
+    });
+    JoinSlot::Running { task, answer }
+}
+
+/// Applies a finished join that changes nothing the member owns or learns, without the
+/// application; any other is left for `poll()`.
+fn apply_join_in_background(local: &mut GroupLocal, driver: &Arc<GroupDriver>) -> CallerStep {
+    let JoinSlot::Finished(Ok(outcome)) = &local.join else {
+        return CallerStep::Done;
+    };
+    let changes = changes_after_join(
+        driver.rebalance_protocol(),
+        outcome.protocol,
+        &local.owned,
+        &outcome.assigned,
+    );
+    if !join_applies_in_background(&changes, &local.learning, &outcome.learning) {
+        return CallerStep::Done;
+    }
+    let Some(Ok(outcome)) = local.join.take_finished() else {
+        return CallerStep::Done;
+    };
+    tracing::debug!(
+        group = %driver.group_id,
+        generation = outcome.generation.generation_id,
+        "applied a join that changes nothing this member owns while the application is busy"
+    );
+    local.assignment_basis = AssignmentBasis::after_join(
+        outcome.assigned_from,
+        local.subscribed.clone(),
+        Instant::now(),
+    );
+    local.assigned_owed = true;
+    CallerStep::Again
+}
+
+/// How long the background task sleeps when nothing wakes it: a failed join is tried again
+/// after its backoff, and the task ends within this of the consumer going away.
+const BACKGROUND_IDLE: Duration = Duration::from_secs(1);
+
+/// The group steps that need no callback, taken while the application is away from `poll()`
+/// (see [`taken_in_background`]). Woken by the heartbeat (a rebalance began) and by finished
+/// joins; ends when the consumer or its subscription goes away.
+async fn run_background_steps(
+    group: Weak<Mutex<Option<GroupLocal>>>,
+    shared: Arc<Shared>,
+    runtime: tokio::runtime::Handle,
+    wake: Arc<tokio::sync::Notify>,
+) {
+    loop {
+        let _ = tokio::time::timeout(BACKGROUND_IDLE, wake.notified()).await;
+        let Some(group) = group.upgrade() else { return };
+        for _ in 0..MAX_STEPS_PER_POLL {
+            let mut g = group.lock().unpoisoned();
+            let Some(local) = g.as_mut() else { return };
+            if !Arc::ptr_eq(&local.background, &wake) {
+                return; // unsubscribed and subscribed again: a newer task serves that group
+            }
+            if local.caller_steps > 0 || local.driver.is_closed() {
+                break;
+            }
+            let driver = local.driver.clone();
+            match take_step_locked(local, &driver, &shared, &runtime, true) {
+                Ok(CallerStep::Again) => continue,
+                Ok(_) => break,
+                // A fatal join error: never taken here (`taken_in_background`); poll() reports it.
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Marks group steps under way on the application's side for as long as it lives (dropped at
+/// the end of the steps, or with a cancelled `recv()`'s step future).
+struct CallerSteps<'a>(&'a Mutex<Option<GroupLocal>>);
+
+impl<'a> CallerSteps<'a> {
+    fn begin(group: &'a Mutex<Option<GroupLocal>>) -> CallerSteps<'a> {
+        if let Some(l) = group.lock().unpoisoned().as_mut() {
+            l.caller_steps += 1;
+        }
+        CallerSteps(group)
+    }
+}
+
+impl Drop for CallerSteps<'_> {
+    fn drop(&mut self) {
+        if let Some(l) = self.0.lock().unpoisoned().as_mut() {
+            l.caller_steps = l.caller_steps.saturating_sub(1);
+            if l.caller_steps == 0 {
+                // What the caller left (a join it started, a rebalance heard meanwhile) may be
+                // the background's to take on now.
+                l.background.notify_one();
+            }
+        }
     }
 }
 

@@ -170,6 +170,11 @@ impl GroupDriver {
         self.closed.store(true, Ordering::Release);
     }
 
+    /// Whether the member closed (left, or the consumer unsubscribed or closed).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// From now on the member's joins say it is leaving (scale-down with learner-sticky).
     pub fn set_leaving(&self) {
         self.leaving.store(true, Ordering::Release);

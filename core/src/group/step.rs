@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::{JoinInput, JoinOutcome};
 use crate::group::member::{MemberState, Membership};
-use crate::group::rebalance::{accept_join_outcome, to_revoke_before_join};
+use crate::group::rebalance::{accept_join_outcome, to_revoke_before_join, JoinChanges};
 use crate::TopicPartition;
 
 /// Where the join that `poll()` started is.
@@ -115,6 +115,42 @@ pub(crate) fn next_step(m: &Membership, g: &LocalGroup<'_>, now: Instant) -> Gro
         ready: g.ready.clone(),
         reason: m.rejoin_reason().to_string(),
     })
+}
+
+/// Whether the member takes `step` while the application is away from `poll()` (processing
+/// what the last one returned), on a library task instead of waiting for the next `poll()`.
+///
+/// KIP-62 took the heartbeat off the application's thread; this takes off it the group steps
+/// that call no listener callback, so that a member busy between polls does not hold up a
+/// cooperative rebalance it takes no part in. The Java client rejoins only from `poll()`: one
+/// member in long processing keeps every other member waiting, twice under cooperative-sticky
+/// (once per round). Only a member in a generation rejoins this way: a new member joins at its
+/// first `poll()`, and one that lost its generation reports the loss there first. What must
+/// go through the listener (revoking before a join, a lost generation, a fatal error) still
+/// waits for `poll()`, and so does a finished join unless [`join_applies_in_background`].
+pub(crate) fn taken_in_background(step: &GroupStep, m: &Membership) -> bool {
+    match step {
+        GroupStep::Join(_) => !m.holds_no_generation(),
+        GroupStep::ApplyJoin | GroupStep::DiscardJoin | GroupStep::RetryJoin => true,
+        GroupStep::Wait | GroupStep::ReportLost | GroupStep::JoinFatal | GroupStep::Revoke(_) => {
+            false
+        }
+    }
+}
+
+/// Whether a finished join may be applied without the application: it revokes, loses and adds
+/// nothing, and the partitions the member learns stay the same, so no callback has to run
+/// before records flow on (the assignment callback, with no partitions, is owed to the next
+/// `poll()`, where the Java client runs it too).
+pub(crate) fn join_applies_in_background(
+    changes: &JoinChanges,
+    learning_now: &BTreeSet<TopicPartition>,
+    learning_after: &BTreeSet<TopicPartition>,
+) -> bool {
+    changes.revoke.is_empty()
+        && changes.lose.is_empty()
+        && changes.add.is_empty()
+        && learning_now == learning_after
 }
 
 /// The topics a pattern subscription covers in `meta`, or `None` before the first metadata
@@ -432,6 +468,78 @@ mod tests {
             panic!("expected a join")
         };
         assert_eq!(input.reason, "the group rebalanced during SyncGroup");
+    }
+
+    #[test]
+    fn a_busy_member_in_a_generation_rejoins_without_the_application() {
+        // The heartbeat heard of a rebalance; the cooperative member owns a partition it keeps.
+        let mut m = stable();
+        m.request_rejoin("the group is rebalancing");
+        let local = Local::new(Cooperative, &[("a", 0)], &["a"]);
+        let step = local.step(&m, JoinProgress::Idle);
+        assert!(matches!(step, GroupStep::Join(_)));
+        assert!(taken_in_background(&step, &m));
+        // Eager: it must revoke first, which runs the listener: that waits for poll().
+        let eager = Local::new(Eager, &[("a", 0)], &["a"]);
+        let step = eager.step(&m, JoinProgress::Idle);
+        assert!(matches!(step, GroupStep::Revoke(_)));
+        assert!(!taken_in_background(&step, &m));
+        // Under way or finished joins are the background's to wait for and take in.
+        assert!(!taken_in_background(&GroupStep::Wait, &m));
+        assert!(taken_in_background(&GroupStep::ApplyJoin, &m));
+        assert!(taken_in_background(&GroupStep::RetryJoin, &m));
+    }
+
+    #[test]
+    fn a_new_or_lost_member_joins_only_from_poll() {
+        // Before its first join completes: the first poll() joins.
+        let m = Membership::new(None);
+        let local = Local::new(Cooperative, &[], &["a"]);
+        let step = local.step(&m, JoinProgress::Idle);
+        assert!(matches!(step, GroupStep::Join(_)));
+        assert!(!taken_in_background(&step, &m));
+        // After max.poll.interval.ms: the loss is poll()'s to report, and then poll() rejoins.
+        let mut m = stable();
+        m.poll_timeout_expired();
+        let step = local.step(&m, JoinProgress::Idle);
+        assert_eq!(step, GroupStep::ReportLost);
+        assert!(!taken_in_background(&step, &m));
+        assert!(m.take_partitions_lost());
+        let step = local.step(&m, JoinProgress::Idle);
+        assert!(matches!(step, GroupStep::Join(_)));
+        assert!(!taken_in_background(&step, &m));
+        // A fatal join error is poll()'s to report.
+        assert!(!taken_in_background(&GroupStep::JoinFatal, &stable()));
+    }
+
+    #[test]
+    fn only_a_join_that_changes_nothing_owned_or_learned_applies_without_the_application() {
+        let learning = tps(&[("a", 3)]);
+        let nothing = JoinChanges::default();
+        assert!(join_applies_in_background(&nothing, &learning, &learning));
+        let revoke = JoinChanges {
+            revoke: tps(&[("a", 0)]),
+            rejoin: true,
+            ..JoinChanges::default()
+        };
+        assert!(!join_applies_in_background(&revoke, &learning, &learning));
+        let lose = JoinChanges {
+            lose: tps(&[("a", 0)]),
+            ..JoinChanges::default()
+        };
+        assert!(!join_applies_in_background(&lose, &learning, &learning));
+        // New partitions: on_partitions_assigned runs before any of their records.
+        let add = JoinChanges {
+            add: tps(&[("a", 1)]),
+            ..JoinChanges::default()
+        };
+        assert!(!join_applies_in_background(&add, &learning, &learning));
+        // New learned partitions: on_partitions_learning starts the warm-up.
+        assert!(!join_applies_in_background(
+            &nothing,
+            &learning,
+            &tps(&[("a", 3), ("a", 4)])
+        ));
     }
 
     fn metadata(fetched: bool, topics: &[(&str, bool)]) -> Metadata {
