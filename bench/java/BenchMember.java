@@ -2,7 +2,8 @@
 // core/examples/bench_member.rs): BenchMember <bootstrap> <topic> <group> <strategy> <seconds>
 // [<warm-up ms>]. After every poll that returned records prints "D <partition> <unix ms>" once per
 // partition. With a warm-up it sleeps that long in onPartitionsAssigned for newly assigned
-// partitions (preparing for them, as an application loading state would).
+// partitions (preparing for them, as an application loading state would). Once BENCH_BUSY_FILE
+// exists it spends BENCH_BUSY_MS processing (sleeping) after every poll.
 import java.time.Duration;
 import java.util.Collection;
 import java.util.List;
@@ -50,6 +51,8 @@ public class BenchMember {
             StringBuilder sb = new StringBuilder();
             // Scale-down: once BENCH_LEAVE_FILE exists, leave (close) at once.
             String leaveFile = System.getenv("BENCH_LEAVE_FILE");
+            String busyFile = System.getenv("BENCH_BUSY_FILE");
+            long busyMs = System.getenv("BENCH_BUSY_MS") != null ? Long.parseLong(System.getenv("BENCH_BUSY_MS")) : 0;
             while (System.nanoTime() < end) {
                 if (leaveFile != null && java.nio.file.Files.exists(java.nio.file.Path.of(leaveFile))) {
                     System.out.println("L " + System.currentTimeMillis());
@@ -57,6 +60,9 @@ public class BenchMember {
                     break;
                 }
                 ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(100));
+                if (busyFile != null && java.nio.file.Files.exists(java.nio.file.Path.of(busyFile))) {
+                    Thread.sleep(busyMs);
+                }
                 if (recs.isEmpty()) continue;
                 long ms = System.currentTimeMillis();
                 sb.setLength(0);

@@ -12,6 +12,9 @@
 //! Scale-down: once the file named by `BENCH_LEAVE_FILE` exists the member leaves and prints
 //! `L <unix ms>`: with learner-sticky it prepares to leave and polls on until it owns nothing
 //! (at most 60 s), then closes; otherwise it closes at once.
+//!
+//! A busy member: once the file named by `BENCH_BUSY_FILE` exists, the member spends
+//! `BENCH_BUSY_MS` processing after every poll (it sleeps, away from `poll()`).
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::{mpsc, Arc};
@@ -56,6 +59,13 @@ fn main() -> lagless::Result<()> {
         eprintln!("usage: bench_member <bootstrap> <topic> <group> <strategy> <seconds>");
         std::process::exit(2);
     }
+    if let Ok(filter) = std::env::var("RUST_LOG") {
+        // The library's own log, to stderr, when asked for (RUST_LOG=lagless=debug).
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let seconds: f64 = args[5].parse().expect("seconds");
     let warm_up = Duration::from_millis(args.get(6).map_or(0, |a| a.parse().expect("warm-up ms")));
     let config = Config::from_pairs([
@@ -92,6 +102,13 @@ fn main() -> lagless::Result<()> {
     consumer.subscribe(&[args[2].as_str()], Some(Box::new(listener)))?;
     let end = Instant::now() + Duration::from_secs_f64(seconds);
     let leave_file = std::env::var_os("BENCH_LEAVE_FILE");
+    let busy_file = std::env::var_os("BENCH_BUSY_FILE");
+    let busy = Duration::from_millis(
+        std::env::var("BENCH_BUSY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    );
     let mut leaving_since: Option<Instant> = None;
     let mut out = std::io::stdout().lock();
     while Instant::now() < end {
@@ -115,6 +132,12 @@ fn main() -> lagless::Result<()> {
             leaving_since = Some(Instant::now());
         }
         let records = consumer.poll(Duration::from_millis(100))?;
+        if busy_file
+            .as_ref()
+            .is_some_and(|f| std::path::Path::new(f).exists())
+        {
+            std::thread::sleep(busy);
+        }
         if records.is_empty() {
             continue;
         }
