@@ -1,7 +1,8 @@
 //! The async front (`lagless::aio`) against a real
 //! broker (`LAGLESS_BOOTSTRAP`): group membership with commit-on-revoke, a slow handler past
-//! `max.poll.interval.ms`, cancelled `recv()`s counted offset by offset, drops in async code, and
-//! an awaiting learner warm-up that leaves the runtime's other tasks running.
+//! `max.poll.interval.ms`, cancelled `recv()`s counted offset by offset, drops in async code,
+//! an awaiting learner warm-up that leaves the runtime's other tasks running, and a takeover's
+//! recovery stream (KIP-333) drained through `recv_batch()` and the stream.
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -645,5 +646,189 @@ async fn a_partition_error_comes_out_once_while_the_other_partition_flows() {
         "every offset once, in order"
     );
     assert_eq!(errors, vec![1], "one error, naming partition 1");
+    c.close().await.unwrap();
+}
+
+/// KIP-333 through the async front: a takeover with a backlog (committed 70, the log at 3,070,
+/// a producer still writing) delivers fresh records through `recv_batch()` and the stream while
+/// the backlog drains, each record flagged with its stream and each stream in order, through
+/// `recv()`s cancelled mid-way; a commit while the backlog drains is held at the lowest offset
+/// not yet handed out; every offset from 70 on comes exactly once, and the final commit is the
+/// log end with no recovery token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+async fn a_takeover_with_a_backlog_drains_through_the_async_front_while_fresh_records_flow() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "aio-recovery", 1);
+    let group = support::unique_name("aio-recovery");
+    let tp = TopicPartition::new(topic.clone(), 0);
+    produce(&topic, 1, 70).await;
+    {
+        // The previous owner committed 70 and is gone.
+        let departed = aio_consumer(&[("group.id", &group), ("enable.auto.commit", "false")]);
+        departed.assign(std::slice::from_ref(&tp)).unwrap();
+        departed
+            .commit(Some(&[(
+                tp.clone(),
+                lagless::OffsetAndMetadata {
+                    offset: 70,
+                    metadata: String::new(),
+                },
+            )]))
+            .await
+            .unwrap();
+        departed.close().await.unwrap();
+    }
+    produce(&topic, 1, 3_000).await;
+    let end = 3_070i64;
+    let c = aio_consumer(&[
+        ("group.id", &group),
+        ("enable.auto.commit", "false"),
+        ("auto.offset.reset", "earliest"),
+        ("enable.parallel.rebalance", "true"),
+        ("parallel.rebalance.min.lag", "10"),
+        ("max.poll.records", "50"),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+    ]);
+    c.subscribe(&[&topic], None).unwrap();
+    // The join happens inside recv(): take what the call that completes it hands out.
+    let mut delivered: BTreeSet<i64> = BTreeSet::new();
+    let (mut last_main, mut last_recovery) = (-1i64, -1i64);
+    let mut fresh_while_recovering = None;
+    let mut cancelled = 0usize;
+    let mut held_commits = 0usize;
+    let mut take = |r: &lagless::ConsumerRecord,
+                    delivered: &mut BTreeSet<i64>,
+                    last_main: &mut i64,
+                    last_recovery: &mut i64| {
+        assert!(
+            r.offset >= 70,
+            "offset {} below the committed one",
+            r.offset
+        );
+        assert!(delivered.insert(r.offset), "offset {} twice", r.offset);
+        if r.from_recovery {
+            assert!(
+                r.offset < end,
+                "recovery record {} past the backlog",
+                r.offset
+            );
+            assert!(r.offset > *last_recovery, "recovery stream out of order");
+            *last_recovery = r.offset;
+        } else {
+            assert!(
+                r.offset >= end,
+                "main-stream record {} in the backlog",
+                r.offset
+            );
+            assert!(r.offset > *last_main, "main stream out of order");
+            *last_main = r.offset;
+            if fresh_while_recovering.is_none() && *last_recovery < end - 1 {
+                fresh_while_recovering = Some((r.offset, *last_recovery));
+            }
+        }
+    };
+    let first = c.recv_batch(50).await.unwrap();
+    for r in &first {
+        take(r, &mut delivered, &mut last_main, &mut last_recovery);
+    }
+    assert!(
+        c.position(&tp).await.unwrap() >= end,
+        "the main stream starts at the log end"
+    );
+    // Fresh records, one every 5 ms, while the backlog drains.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle = {
+        let (topic, stop) = (topic.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                produce(&topic, 1, 1).await;
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            n
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut round = 0u64;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "backlog not drained: {} delivered, recovery at {last_recovery}",
+            delivered.len()
+        );
+        round += 1;
+        let timer = tokio::time::sleep(Duration::from_micros(300 + (round % 5) * 400));
+        let got: Vec<lagless::ConsumerRecord> = if round.is_multiple_of(2) {
+            tokio::select! {
+                r = c.recv_batch(20) => r.unwrap(),
+                _ = timer => { cancelled += 1; Vec::new() }
+            }
+        } else {
+            let mut stream = c.stream();
+            tokio::select! {
+                r = poll_fn(|cx| futures_core::Stream::poll_next(std::pin::Pin::new(&mut stream), cx)) => {
+                    vec![r.unwrap().unwrap()]
+                }
+                _ = timer => { cancelled += 1; Vec::new() }
+            }
+        };
+        for r in &got {
+            take(r, &mut delivered, &mut last_main, &mut last_recovery);
+        }
+        if !got.is_empty() && round.is_multiple_of(25) && last_recovery < end - 1 {
+            // Held at the lowest offset not handed out, whatever the main stream has passed.
+            c.commit(None).await.unwrap();
+            let lowest = (70..).find(|o| !delivered.contains(o)).unwrap();
+            let com = c.committed(std::slice::from_ref(&tp)).await.unwrap()[0]
+                .1
+                .clone()
+                .expect("a committed offset");
+            assert_eq!(com.offset, lowest, "a commit while the backlog drains");
+            held_commits += 1;
+        }
+        // Some processing time, so the backlog takes a while.
+        if round.is_multiple_of(10) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        if !c.recovery_active(&tp).unwrap() && last_recovery == end - 1 && last_main > end + 20 {
+            break;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = trickle.await.unwrap() as i64;
+    let total_end = end + written;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (delivered.len() as i64) < total_end - 70 {
+        assert!(Instant::now() < deadline, "fresh records missing");
+        if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_millis(200), c.recv()).await {
+            assert!(!r.from_recovery);
+            assert!(delivered.insert(r.offset), "offset {} twice", r.offset);
+        }
+    }
+    assert_eq!(
+        delivered,
+        (70..total_end).collect::<BTreeSet<_>>(),
+        "every offset from the committed one on, exactly once"
+    );
+    let (fresh, recovered) =
+        fresh_while_recovering.expect("no fresh record came out before the backlog drained");
+    assert!(
+        cancelled > 0 && held_commits > 0,
+        "cancelled {cancelled}, commits {held_commits}"
+    );
+    eprintln!(
+        "first fresh record {fresh} after the backlog reached {recovered}; {cancelled} cancelled \
+         recv()s; {held_commits} commits while draining"
+    );
+    c.commit(None).await.unwrap();
+    let com = c.committed(std::slice::from_ref(&tp)).await.unwrap()[0]
+        .1
+        .clone()
+        .expect("a committed offset");
+    assert_eq!(com.offset, total_end);
+    assert_eq!(com.metadata, "", "no token once every range is finished");
     c.close().await.unwrap();
 }
