@@ -234,3 +234,42 @@ def test_a_partition_error_is_raised_from_consume_batch(bootstrap, consumers):
         while time.monotonic() < deadline:
             c.consume_batch(500, timeout=0.2)
     assert e.value.topic == "no-such-topic-py-batch"
+
+
+def test_recovery_stream_records_come_flagged_and_a_commit_mid_recovery_counts_the_batch(
+    bootstrap, make_topic, group, consumers
+):
+    """KIP-333: the records of a takeover's backlog come in batches as from consume(), with the
+    from_recovery bit set, and commit() after a batch writes the token for exactly what the batch
+    handed out (as test_recovery checks for poll())."""
+    from test_recovery import COMMITTED, LOG_END, member, taken_over_with_backlog
+
+    topic = taken_over_with_backlog(bootstrap, make_topic, group)
+    tp = lagless.TopicPartition(topic, 0)
+    first = member(bootstrap, group, recovery=True)
+    consumers.append(first)
+    first.subscribe([topic])
+    got: List[int] = []
+    deadline = time.monotonic() + 60
+    while not got:
+        assert time.monotonic() < deadline, "no batch from the recovery stream"
+        b = first.consume_batch(5, timeout=0.5)
+        got = b.offsets.tolist()
+    assert got == list(range(COMMITTED, COMMITTED + 5))
+    assert all(bit(b.from_recovery, i) for i in range(len(b)))
+    assert pa.record_batch(b).column("from_recovery").to_pylist() == [True] * 5
+    first.commit()
+    com = first.committed([tp], timeout=10)[0]
+    assert com.offset == COMMITTED + 5
+    assert com.metadata == f"lagless1;m={LOG_END};r={COMMITTED}-{LOG_END}@{COMMITTED + 5}"
+    first.close()
+
+    second = member(bootstrap, group, recovery=True)
+    consumers.append(second)
+    second.subscribe([topic])
+    delivered: List[int] = []
+    deadline = time.monotonic() + 60
+    while len(delivered) < LOG_END - COMMITTED - 5:
+        assert time.monotonic() < deadline, f"the next owner got {len(delivered)} records"
+        delivered.extend(second.consume_batch(500, timeout=0.5).offsets.tolist())
+    assert sorted(delivered) == list(range(COMMITTED + 5, LOG_END))
