@@ -37,7 +37,10 @@ const ARRAY_CAPSULE: &CStr = c"arrow_array";
 
 /// The owner of an Arrow buffer that points into a Python `bytes` object. Dropped by whoever
 /// releases the exported array last, possibly without the GIL: pyo3 then defers the decref to
-/// the next time a thread attaches, which is what it is for.
+/// the next time a thread attaches, which is what it is for. The field is never read: holding it
+/// (and dropping it last) is its whole job. `AssertUnwindSafe` because arrow-buffer asks owners
+/// to be `RefUnwindSafe`, and nothing here is observed after a panic: the reference is only
+/// ever dropped.
 struct BytesOwner(#[allow(dead_code)] AssertUnwindSafe<Py<PyBytes>>);
 
 /// One buffer of a column: `len` bytes at `start` in `bytes`, read through the buffer protocol as
