@@ -27,6 +27,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyWeakrefReference};
 use pyo3::PyTraverseError;
 
+use crate::batch::MessageBatch;
 use crate::errors::{to_py, IntoPyResult};
 use crate::types::{
     extract_partitions, extract_tps, tp_list, Message, MessageBuilder, TopicPartition,
@@ -430,6 +431,25 @@ impl Consumer {
             .map(|r| b.build(py, r))
             .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, msgs)
+    }
+
+    /// Up to `num_messages` records (and at most `max.poll.records`) as one `MessageBatch` of
+    /// columns: the same poll as `consume()` (waits up to `timeout` seconds, None or negative:
+    /// without limit, for the first record, then takes what is buffered), the same positions,
+    /// commits and per-partition errors. Empty when the timeout passed.
+    #[pyo3(signature = (num_messages=500, timeout=None))]
+    fn consume_batch(
+        &self,
+        py: Python<'_>,
+        num_messages: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<MessageBatch> {
+        let records = if num_messages == 0 {
+            Vec::new()
+        } else {
+            self.poll_records(py, duration(timeout), num_messages)?
+        };
+        MessageBatch::build(py, &records)
     }
 
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {

@@ -3,6 +3,7 @@
 //! the `RebalanceListener` base class.
 use pyo3::prelude::*;
 
+mod batch;
 mod config;
 mod consumer;
 mod errors;
@@ -33,6 +34,7 @@ fn _lagless(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<producer::Producer>()?;
     m.add_class::<types::TopicPartition>()?;
     m.add_class::<types::Message>()?;
+    m.add_class::<batch::MessageBatch>()?;
     m.add_function(wrap_pyfunction!(create_topic, m)?)?;
     m.add_function(wrap_pyfunction!(log::_set_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_error_kinds, m)?)?;
