@@ -13,21 +13,29 @@
 
 pub mod admin;
 pub mod aio;
-pub mod backoff;
+pub(crate) mod backoff;
 pub(crate) mod cluster;
 pub mod config;
 pub mod consumer;
 mod engine;
 pub mod error;
 pub(crate) mod fetch;
-pub mod group;
+pub(crate) mod group;
 pub mod listener;
 pub mod log;
 pub(crate) mod net;
 pub mod offsets;
 pub mod producer;
+// Wire-level readers and writers: public only for the fuzz targets and the tests' fake broker.
+#[cfg(feature = "unstable-fuzzing")]
 pub mod protocol;
+#[cfg(not(feature = "unstable-fuzzing"))]
+pub(crate) mod protocol;
+// The recovery token's bookkeeping: public only for the fuzz targets and the integration tests.
+#[cfg(feature = "unstable-fuzzing")]
 pub mod recovery;
+#[cfg(not(feature = "unstable-fuzzing"))]
+pub(crate) mod recovery;
 pub mod sasl;
 pub mod secret;
 // For lagless' own C and Python layers (the same lock rule everywhere); not part of the API.

@@ -123,7 +123,7 @@ impl<C> MergedCommit<C> {
 
 /// ListOffsets for each (partition, timestamp), sent to each partition's leader. The answer per
 /// partition is (offset, timestamp); offset -1 when no record has a timestamp at or after it.
-pub async fn list_offsets(
+pub(crate) async fn list_offsets(
     cluster: &Cluster,
     wanted: &[(TopicPartition, i64)],
     deadline: Deadline,
@@ -280,7 +280,7 @@ pub(crate) async fn list_offsets_with(
 }
 
 /// The group's committed offsets for `partitions` (None where nothing is committed).
-pub async fn fetch_committed(
+pub(crate) async fn fetch_committed(
     cluster: &Cluster,
     group_id: &str,
     partitions: &[TopicPartition],

@@ -121,6 +121,8 @@ impl Security {
         })
     }
 
+    // Only the tests ask: the connection layer goes by `tls()` and `sasl()`.
+    #[cfg(test)]
     pub fn protocol(&self) -> SecurityProtocol {
         self.protocol
     }
