@@ -575,15 +575,43 @@ mod tests {
     }
 
     #[test]
+    fn a_compression_type_of_a_codec_left_out_names_the_key_and_its_feature() {
+        for codec in ["gzip", "snappy", "lz4", "zstd"] {
+            let c = config(&[("bootstrap.servers", "b:1"), ("compression.type", codec)]);
+            let built_in = crate::Compression::parse(codec).unwrap().is_enabled();
+            match ProducerConfig::from_config(&c) {
+                Ok(p) => {
+                    assert!(built_in, "{codec} is left out but accepted");
+                    assert_eq!(p.compression_type, codec);
+                }
+                Err(e) => {
+                    assert!(!built_in, "{codec} is built in but refused: {e}");
+                    let (key, message) = config_err(e);
+                    assert_eq!(key, "compression.type");
+                    assert!(
+                        message.contains(&format!("lagless crate's `{codec}` feature")),
+                        "{message}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn producer_settings_and_delivery_timeout() {
+        // Any codec this build has (cargo features), in upper case.
+        let codec = ["zstd", "lz4", "snappy", "gzip"]
+            .into_iter()
+            .find(|c| crate::Compression::parse(c).unwrap().is_enabled())
+            .unwrap_or("none");
         let c = config(&[
             ("bootstrap.servers", "b:1"),
             ("acks", "1"),
-            ("compression.type", "ZSTD"),
+            ("compression.type", &codec.to_uppercase()),
         ]);
         let p = ProducerConfig::from_config(&c).unwrap();
         assert_eq!(p.acks, 1);
-        assert_eq!(p.compression_type, "zstd");
+        assert_eq!(p.compression_type, codec);
         let c = config(&[("bootstrap.servers", "b:1"), ("acks", "-1")]);
         assert_eq!(ProducerConfig::from_config(&c).unwrap().acks, -1);
 

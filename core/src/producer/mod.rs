@@ -223,15 +223,7 @@ impl Producer {
                 format!("{} is not one of all (-1), 0, 1", config.acks),
             ));
         }
-        let compression = Compression::parse(&config.compression_type).ok_or_else(|| {
-            Error::config(
-                "compression.type",
-                format!(
-                    "`{}` is not one of none, gzip, snappy, lz4, zstd",
-                    config.compression_type
-                ),
-            )
-        })?;
+        let compression = Compression::from_config_value(&config.compression_type)?;
         if config.max_in_flight_requests_per_connection == 0 {
             return Err(Error::config(
                 "max.in.flight.requests.per.connection",
@@ -622,6 +614,28 @@ mod tests {
             ("client.id", "lagless-test"),
         ]);
         ProducerConfig::from_config(&c.unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_producer_config_naming_a_codec_left_out_is_refused() {
+        // A ProducerConfig built by hand skips ProducerConfig::from_config's check.
+        for codec in ["gzip", "snappy", "lz4", "zstd"] {
+            let mut c = test_config("127.0.0.1:1");
+            c.compression_type = codec.into();
+            let built_in = Compression::parse(codec).unwrap().is_enabled();
+            match Producer::new(c) {
+                Ok(p) => {
+                    assert!(built_in, "{codec} is left out but accepted");
+                    p.close(Duration::from_millis(10)).unwrap();
+                }
+                Err(Error::Config { key, message }) => {
+                    assert!(!built_in, "{codec} is built in but refused: {message}");
+                    assert_eq!(key, "compression.type");
+                    assert!(message.contains(&format!("`{codec}` feature")), "{message}");
+                }
+                Err(e) => panic!("{codec}: not a config error: {e:?}"),
+            }
+        }
     }
 
     #[test]
