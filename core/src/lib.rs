@@ -54,6 +54,23 @@ pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};
 
 /// A topic and one of its partitions.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use lagless::TopicPartition;
+///
+/// let tp = TopicPartition::new("orders", 3);
+/// assert_eq!((tp.topic.as_str(), tp.partition), ("orders", 3));
+/// assert_eq!(tp.to_string(), "orders-3");
+///
+/// // Ordered by topic, then by partition number (not as text: 2 before 10).
+/// let set: BTreeSet<_> = [("orders", 10), ("audit", 0), ("orders", 2)]
+///     .into_iter()
+///     .map(|(topic, partition)| TopicPartition::new(topic, partition))
+///     .collect();
+/// let names: Vec<String> = set.iter().map(ToString::to_string).collect();
+/// assert_eq!(names, ["audit-0", "orders-2", "orders-10"]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
     /// The topic's name.

@@ -173,6 +173,29 @@ struct Shared {
 ///
 /// It owns a small I/O runtime (two threads named `lagless-producer`) that runs the sender and
 /// the broker connections.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lagless::{Config, Producer, ProducerRecord};
+///
+/// let producer = Producer::from_config(&Config::from_pairs([
+///     ("bootstrap.servers", "localhost:9092"),
+///     ("compression.type", "lz4"),
+///     ("linger.ms", "5"),
+/// ])?)?;
+/// // send() queues the record and returns at once; records with one key go to one partition,
+/// // the one the Java producer picks.
+/// let delivery = producer.send(
+///     ProducerRecord::new("orders", "order 1")
+///         .with_key("customer-7")
+///         .with_header("trace-id", Some("4bf92f35".into())),
+/// )?;
+/// producer.flush(Duration::from_secs(30))?;
+/// let written = delivery.wait()?;
+/// println!("{}-{}@{}", written.topic, written.partition, written.offset);
+/// producer.close(Duration::from_secs(5))?;
+/// # Ok::<(), lagless::Error>(())
+/// ```
 pub struct Producer {
     shared: Arc<Shared>,
     handle: tokio::runtime::Handle,
