@@ -20,8 +20,7 @@ pub const LATEST_TIMESTAMP: i64 = -1;
 /// The result of a commit, per partition: the offset and metadata sent for it (with
 /// `enable.parallel.rebalance`, an offset asked past the low-water mark of a partition whose
 /// recovery stream still runs is held at that mark, with the recovery token of what was delivered
-/// below the offset asked: see [`crate::recovery::RecoveryState::committed_at`]), and whether the
-/// group took it.
+/// below the offset asked as its metadata), and whether the group took it.
 pub type CommitResults = Vec<(TopicPartition, OffsetAndMetadata, Result<()>)>;
 
 /// What an asynchronous commit calls with its result.
