@@ -29,6 +29,11 @@ use crate::sasl::{self, SaslCredentials};
 use crate::sync::Unpoisoned;
 
 pub mod security;
+#[cfg(feature = "tls")]
+pub mod tls;
+// Without the `tls` feature: the same names, refusing SSL and SASL_SSL when a client is created.
+#[cfg(not(feature = "tls"))]
+#[path = "net/no_tls.rs"]
 pub mod tls;
 
 pub use security::Security;

@@ -588,6 +588,7 @@ mod tests {
 
     const PLAIN_JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
                               username=\"alice\" password=\"pw-secret\";";
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     const OAUTH_JAAS: &str =
         "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
          unsecuredLoginStringClaim_sub=\"alice\";";
@@ -638,6 +639,8 @@ mod tests {
     }
 
     #[test]
+    // Uses SASL_SSL or an https token endpoint.
+    #[cfg(feature = "tls")]
     fn config_errors_name_the_key_and_never_the_secret() {
         type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
         let cases: &[Case] = &[
@@ -733,6 +736,8 @@ mod tests {
     }
 
     #[test]
+    // Uses SASL_SSL or an https token endpoint.
+    #[cfg(feature = "tls")]
     fn oauthbearer_token_sources_in_order_of_precedence() {
         let app: Arc<dyn OAuthBearerTokenProvider> = Arc::new(|| Err("unused".into()));
         let c = creds_with(
