@@ -125,6 +125,33 @@ thread_local! {
 }
 
 /// A Kafka consumer for tokio applications. Create it inside the runtime it is to run on.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lagless::aio::Consumer;
+/// use lagless::Config;
+///
+/// #[tokio::main]
+/// async fn main() -> lagless::Result<()> {
+///     let consumer = Consumer::from_config(&Config::from_pairs([
+///         ("bootstrap.servers", "localhost:9092"),
+///         ("group.id", "billing"),
+///         ("enable.auto.commit", "false"),
+///     ])?)?;
+///     consumer.subscribe(&["orders"], None)?;
+///     // A recv_batch() dropped by the timeout loses no record: records are consumed only
+///     // when handed out.
+///     while let Ok(batch) =
+///         tokio::time::timeout(Duration::from_secs(30), consumer.recv_batch(500)).await
+///     {
+///         for record in batch? {
+///             println!("{}-{}@{}", record.topic, record.partition, record.offset);
+///         }
+///         consumer.commit(None).await?;
+///     }
+///     consumer.close().await
+/// }
+/// ```
 pub struct Consumer {
     inner: Arc<Inner>,
     /// The application's handle (false: the one a listener callback is given), whose drop

@@ -69,6 +69,8 @@ impl Retry {
     }
 
     /// The number of failures in a row so far.
+    // Only the tests ask: callers go by the delay `failed()` returns.
+    #[cfg(test)]
     pub fn failures(&self) -> u32 {
         self.failures
     }

@@ -72,6 +72,46 @@ pub struct Watermarks {
 pub type OffsetAndTimestamp = (i64, i64);
 
 /// A Kafka consumer.
+///
+/// Blocking: [`poll`](Consumer::poll) waits on the calling thread for records the consumer's
+/// own I/O threads have fetched. For async code see [`crate::aio::Consumer`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lagless::{Config, Consumer, Error};
+///
+/// # fn main() -> lagless::Result<()> {
+/// let consumer = Consumer::from_config(&Config::from_pairs([
+///     ("bootstrap.servers", "localhost:9092"),
+///     ("group.id", "billing"),
+///     ("enable.auto.commit", "false"),
+///     ("auto.offset.reset", "earliest"),
+/// ])?)?;
+/// consumer.subscribe(&["orders"], None)?;
+/// loop {
+///     let records = match consumer.poll(Duration::from_secs(1)) {
+///         Ok(records) => records,
+///         // One partition's trouble comes out once, naming it; the others go on.
+///         Err(Error::PartitionStuck { partition, cause }) => {
+///             eprintln!("{}-{} makes no progress: {cause}", partition.topic, partition.partition);
+///             continue;
+///         }
+///         Err(e) if !e.is_fatal() => {
+///             eprintln!("{e}");
+///             continue;
+///         }
+///         // Authentication, TLS, a closed consumer: this consumer is done.
+///         Err(e) => return Err(e),
+///     };
+///     for record in &records {
+///         println!("{}-{}@{}: {:?}", record.topic, record.partition, record.offset, record.value);
+///     }
+///     // Commits the positions after what poll() returned (None: the consumed positions;
+///     // None: within default.api.timeout.ms).
+///     consumer.commit_sync(None, None)?;
+/// }
+/// # }
+/// ```
 pub struct Consumer {
     pub(crate) shared: Arc<Shared>,
     engine: Option<Engine>,

@@ -116,6 +116,34 @@ pub struct ErrorPartition {
 }
 
 /// Everything that can go wrong in lagless.
+///
+/// Match the variant for its fields, or ask [`Error::kind`] (the same kinds as the C and Python
+/// errors), [`Error::is_retriable`] and [`Error::is_fatal`]:
+///
+/// ```
+/// use lagless::error::{codes, kafka_error_name};
+/// use lagless::{Config, Error, ErrorKind, Producer};
+///
+/// // Nothing to connect to: refused before anything is sent.
+/// let e = Producer::from_config(&Config::new()).err().expect("refused");
+/// assert_eq!(e.kind(), ErrorKind::Config);
+/// assert!(!e.is_retriable() && !e.is_fatal());
+/// match &e {
+///     Error::Config { key, .. } => assert_eq!(key, "bootstrap.servers"),
+///     other => panic!("{other:?}"),
+/// }
+///
+/// // A broker's error code keeps its number; Kafka's table says what it means.
+/// let e = Error::kafka(codes::NOT_COORDINATOR, "OffsetCommit");
+/// assert_eq!((e.kind(), e.kafka_code()), (ErrorKind::Kafka, Some(16)));
+/// assert_eq!(kafka_error_name(16), "NOT_COORDINATOR");
+/// assert!(e.is_retriable() && !e.is_fatal());
+///
+/// // The kind's number and name are what C (LAGLESS_ERR_SSL) and Python see.
+/// assert_eq!(ErrorKind::Tls.name(), "SSL");
+/// assert_eq!(ErrorKind::from_code(ErrorKind::Tls.code()), Some(ErrorKind::Tls));
+/// assert!(Error::Tls("handshake failed".into()).is_fatal());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {

@@ -5,29 +5,39 @@
 //!
 //! The crate speaks the Kafka wire protocol itself. `kafka-protocol` supplies the message schemas and
 //! is reached only through the crate-private `protocol::{msg, wire}`; everything a user sees is
-//! lagless' own types. The connections (`net`), the cluster view (`cluster`) and the group
-//! coordinator driver are crate-private too. The `unstable-fuzzing` feature makes the wire-level
-//! readers public for the fuzz targets and the tests' fake broker, with no stability promise.
+//! lagless' own types. The connections (`net`), the cluster view (`cluster`), the consumer group
+//! state machine and assignors (`group`), backoff and deadlines (`backoff`) and the recovery
+//! token's bookkeeping (`recovery`) are crate-private too. The `unstable-fuzzing` feature makes
+//! the wire-level readers and the recovery token public for the fuzz targets and the tests' fake
+//! broker, with no stability promise. The cargo features are in the table above.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod admin;
 pub mod aio;
-pub mod backoff;
+pub(crate) mod backoff;
 pub(crate) mod cluster;
 pub mod config;
 pub mod consumer;
 mod engine;
 pub mod error;
 pub(crate) mod fetch;
-pub mod group;
+pub(crate) mod group;
 pub mod listener;
 pub mod log;
 pub(crate) mod net;
 pub mod offsets;
 pub mod producer;
+// Wire-level readers and writers: public only for the fuzz targets and the tests' fake broker.
+#[cfg(feature = "unstable-fuzzing")]
 pub mod protocol;
+#[cfg(not(feature = "unstable-fuzzing"))]
+pub(crate) mod protocol;
+// The recovery token's bookkeeping: public only for the fuzz targets and the integration tests.
+#[cfg(feature = "unstable-fuzzing")]
 pub mod recovery;
+#[cfg(not(feature = "unstable-fuzzing"))]
+pub(crate) mod recovery;
 pub mod sasl;
 pub mod secret;
 // For lagless' own C and Python layers (the same lock rule everywhere); not part of the API.
@@ -46,6 +56,23 @@ pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};
 
 /// A topic and one of its partitions.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use lagless::TopicPartition;
+///
+/// let tp = TopicPartition::new("orders", 3);
+/// assert_eq!((tp.topic.as_str(), tp.partition), ("orders", 3));
+/// assert_eq!(tp.to_string(), "orders-3");
+///
+/// // Ordered by topic, then by partition number (not as text: 2 before 10).
+/// let set: BTreeSet<_> = [("orders", 10), ("audit", 0), ("orders", 2)]
+///     .into_iter()
+///     .map(|(topic, partition)| TopicPartition::new(topic, partition))
+///     .collect();
+/// let names: Vec<String> = set.iter().map(ToString::to_string).collect();
+/// assert_eq!(names, ["audit-0", "orders-2", "orders-10"]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
     /// The topic's name.

@@ -29,6 +29,11 @@ use crate::sasl::{self, SaslCredentials};
 use crate::sync::Unpoisoned;
 
 pub mod security;
+#[cfg(feature = "tls")]
+pub mod tls;
+// Without the `tls` feature: the same names, refusing SSL and SASL_SSL when a client is created.
+#[cfg(not(feature = "tls"))]
+#[path = "net/no_tls.rs"]
 pub mod tls;
 
 pub use security::Security;
@@ -209,10 +214,6 @@ impl Connection {
         Ok(())
     }
 
-    pub fn addr(&self) -> &str {
-        &self.addr
-    }
-
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
     }
@@ -259,17 +260,6 @@ impl Connection {
     ) -> Result<R::Response> {
         let v = self.version::<R>()?;
         self.call_at_version(req, v, timeout).await
-    }
-
-    /// Like [`Connection::call`], also returning the version used, for requests whose response
-    /// fields depend on it.
-    pub async fn call_versioned<R: Api>(
-        &self,
-        req: &R,
-        timeout: Duration,
-    ) -> Result<(R::Response, i16)> {
-        let v = self.version::<R>()?;
-        Ok((self.call_at_version(req, v, timeout).await?, v))
     }
 
     /// Sends a request the broker will not answer (a Produce with acks=0).

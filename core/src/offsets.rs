@@ -20,8 +20,7 @@ pub const LATEST_TIMESTAMP: i64 = -1;
 /// The result of a commit, per partition: the offset and metadata sent for it (with
 /// `enable.parallel.rebalance`, an offset asked past the low-water mark of a partition whose
 /// recovery stream still runs is held at that mark, with the recovery token of what was delivered
-/// below the offset asked: see [`crate::recovery::RecoveryState::committed_at`]), and whether the
-/// group took it.
+/// below the offset asked as its metadata), and whether the group took it.
 pub type CommitResults = Vec<(TopicPartition, OffsetAndMetadata, Result<()>)>;
 
 /// What an asynchronous commit calls with its result.
@@ -123,7 +122,7 @@ impl<C> MergedCommit<C> {
 
 /// ListOffsets for each (partition, timestamp), sent to each partition's leader. The answer per
 /// partition is (offset, timestamp); offset -1 when no record has a timestamp at or after it.
-pub async fn list_offsets(
+pub(crate) async fn list_offsets(
     cluster: &Cluster,
     wanted: &[(TopicPartition, i64)],
     deadline: Deadline,
@@ -280,7 +279,7 @@ pub(crate) async fn list_offsets_with(
 }
 
 /// The group's committed offsets for `partitions` (None where nothing is committed).
-pub async fn fetch_committed(
+pub(crate) async fn fetch_committed(
     cluster: &Cluster,
     group_id: &str,
     partitions: &[TopicPartition],

@@ -200,6 +200,8 @@ impl RecoveryState {
 
     /// A record at `offset` was delivered from the recovery stream: the range holding it moves
     /// past it, and is dropped once finished. An offset no range still owes is ignored.
+    // For the tests and the fuzz targets: the fetch path tracks its ranges itself (fetch/state).
+    #[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
     pub fn recovery_delivered(&mut self, offset: i64) {
         range_delivered(&mut self.ranges, offset);
     }
@@ -207,6 +209,8 @@ impl RecoveryState {
     /// The recovery stream passed every offset below `next` in the range it drains without
     /// anything more to deliver (control batches, compacted-away records, a range's tail): the
     /// first range moves to `next` (at most its end) and is dropped if finished.
+    // For the tests and the fuzz targets: the fetch path tracks its ranges itself (fetch/state).
+    #[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
     pub fn recovery_skipped_to(&mut self, next: i64) {
         ranges_skipped_to(&mut self.ranges, next);
     }
@@ -281,6 +285,8 @@ impl RecoveryState {
     }
 
     /// Whether a record at `offset` is still owed by one of the streams.
+    // For the tests and the fuzz targets: the fetch path tracks its ranges itself (fetch/state).
+    #[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
     pub fn is_undelivered(&self, offset: i64) -> bool {
         if offset >= self.main_next {
             return true;
@@ -301,6 +307,8 @@ impl RecoveryState {
     }
 
     /// `seek()`: cancels the partition's ranges; the main stream goes to `offset`.
+    // For the tests and the fuzz targets: the fetch path tracks its ranges itself (fetch/state).
+    #[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
     pub fn seek(&mut self, offset: i64) {
         self.ranges.clear();
         self.main_next = offset;

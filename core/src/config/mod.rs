@@ -29,6 +29,44 @@ pub use typed::{AutoOffsetReset, CommonConfig, ConsumerConfig, IsolationLevel, P
 const HIDDEN: &str = "[hidden]";
 
 /// Raw string settings, validated as they are set.
+///
+/// Keys and values are the Java client's. Each key is checked as it is set; the settings are
+/// checked against each other when a consumer or producer (or a typed config) is made.
+///
+/// ```
+/// use lagless::config::{ConsumerConfig, ProducerConfig};
+/// use lagless::{Config, Error, ErrorKind};
+///
+/// let mut config = Config::from_pairs([
+///     ("bootstrap.servers", "broker-1:9092,broker-2:9092"),
+///     ("group.id", "billing"),
+/// ])?;
+/// config.set("max.poll.records", "100")?;
+/// assert_eq!(config.get("max.poll.records")?.as_deref(), Some("100"));
+/// assert_eq!(ConsumerConfig::from_config(&config)?.max_poll_records, 100);
+///
+/// // An unknown key is refused, naming the closest known one.
+/// let e = config.set("max.pol.records", "100").unwrap_err();
+/// assert_eq!(e.kind(), ErrorKind::Config);
+/// assert!(e.to_string().contains("max.poll.records"), "{e}");
+///
+/// // A bad value is refused, naming the key.
+/// match config.set("fetch.min.bytes", "lots") {
+///     Err(Error::Config { key, .. }) => assert_eq!(key, "fetch.min.bytes"),
+///     other => panic!("{other:?}"),
+/// }
+///
+/// // Settings that contradict each other fail when the typed config is made.
+/// config.set("heartbeat.interval.ms", "20000")?;
+/// config.set("session.timeout.ms", "10000")?;
+/// let e = ConsumerConfig::from_config(&config).unwrap_err();
+/// assert!(matches!(&e, Error::Config { key, .. } if key == "heartbeat.interval.ms"), "{e}");
+///
+/// // A producer needs bootstrap.servers like a consumer, and nothing of a group.
+/// let e = ProducerConfig::from_config(&Config::new()).unwrap_err();
+/// assert!(matches!(&e, Error::Config { key, .. } if key == "bootstrap.servers"), "{e}");
+/// # Ok::<(), lagless::Error>(())
+/// ```
 #[derive(Clone, Default)]
 pub struct Config {
     values: BTreeMap<String, String>,
@@ -575,15 +613,43 @@ mod tests {
     }
 
     #[test]
+    fn a_compression_type_of_a_codec_left_out_names_the_key_and_its_feature() {
+        for codec in ["gzip", "snappy", "lz4", "zstd"] {
+            let c = config(&[("bootstrap.servers", "b:1"), ("compression.type", codec)]);
+            let built_in = crate::Compression::parse(codec).unwrap().is_enabled();
+            match ProducerConfig::from_config(&c) {
+                Ok(p) => {
+                    assert!(built_in, "{codec} is left out but accepted");
+                    assert_eq!(p.compression_type, codec);
+                }
+                Err(e) => {
+                    assert!(!built_in, "{codec} is built in but refused: {e}");
+                    let (key, message) = config_err(e);
+                    assert_eq!(key, "compression.type");
+                    assert!(
+                        message.contains(&format!("lagless crate's `{codec}` feature")),
+                        "{message}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn producer_settings_and_delivery_timeout() {
+        // Any codec this build has (cargo features), in upper case.
+        let codec = ["zstd", "lz4", "snappy", "gzip"]
+            .into_iter()
+            .find(|c| crate::Compression::parse(c).unwrap().is_enabled())
+            .unwrap_or("none");
         let c = config(&[
             ("bootstrap.servers", "b:1"),
             ("acks", "1"),
-            ("compression.type", "ZSTD"),
+            ("compression.type", &codec.to_uppercase()),
         ]);
         let p = ProducerConfig::from_config(&c).unwrap();
         assert_eq!(p.acks, 1);
-        assert_eq!(p.compression_type, "zstd");
+        assert_eq!(p.compression_type, codec);
         let c = config(&[("bootstrap.servers", "b:1"), ("acks", "-1")]);
         assert_eq!(ProducerConfig::from_config(&c).unwrap().acks, -1);
 

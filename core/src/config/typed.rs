@@ -319,7 +319,13 @@ impl ProducerConfig {
             acks,
             linger,
             batch_size: c.size("batch.size")?,
-            compression_type: c.lower("compression.type")?,
+            compression_type: {
+                // Checked here too, so that the config that names a codec this build leaves out
+                // is the error, not the producer made from it.
+                let codec = c.lower("compression.type")?;
+                crate::protocol::records::Compression::from_config_value(&codec)?;
+                codec
+            },
             max_request_size: c.size("max.request.size")?,
             delivery_timeout,
             buffer_memory: c.size("buffer.memory")?,

@@ -173,6 +173,29 @@ struct Shared {
 ///
 /// It owns a small I/O runtime (two threads named `lagless-producer`) that runs the sender and
 /// the broker connections.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lagless::{Config, Producer, ProducerRecord};
+///
+/// let producer = Producer::from_config(&Config::from_pairs([
+///     ("bootstrap.servers", "localhost:9092"),
+///     ("compression.type", "lz4"),
+///     ("linger.ms", "5"),
+/// ])?)?;
+/// // send() queues the record and returns at once; records with one key go to one partition,
+/// // the one the Java producer picks.
+/// let delivery = producer.send(
+///     ProducerRecord::new("orders", "order 1")
+///         .with_key("customer-7")
+///         .with_header("trace-id", Some("4bf92f35".into())),
+/// )?;
+/// producer.flush(Duration::from_secs(30))?;
+/// let written = delivery.wait()?;
+/// println!("{}-{}@{}", written.topic, written.partition, written.offset);
+/// producer.close(Duration::from_secs(5))?;
+/// # Ok::<(), lagless::Error>(())
+/// ```
 pub struct Producer {
     shared: Arc<Shared>,
     handle: tokio::runtime::Handle,
@@ -223,15 +246,7 @@ impl Producer {
                 format!("{} is not one of all (-1), 0, 1", config.acks),
             ));
         }
-        let compression = Compression::parse(&config.compression_type).ok_or_else(|| {
-            Error::config(
-                "compression.type",
-                format!(
-                    "`{}` is not one of none, gzip, snappy, lz4, zstd",
-                    config.compression_type
-                ),
-            )
-        })?;
+        let compression = Compression::from_config_value(&config.compression_type)?;
         if config.max_in_flight_requests_per_connection == 0 {
             return Err(Error::config(
                 "max.in.flight.requests.per.connection",
@@ -622,6 +637,28 @@ mod tests {
             ("client.id", "lagless-test"),
         ]);
         ProducerConfig::from_config(&c.unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_producer_config_naming_a_codec_left_out_is_refused() {
+        // A ProducerConfig built by hand skips ProducerConfig::from_config's check.
+        for codec in ["gzip", "snappy", "lz4", "zstd"] {
+            let mut c = test_config("127.0.0.1:1");
+            c.compression_type = codec.into();
+            let built_in = Compression::parse(codec).unwrap().is_enabled();
+            match Producer::new(c) {
+                Ok(p) => {
+                    assert!(built_in, "{codec} is left out but accepted");
+                    p.close(Duration::from_millis(10)).unwrap();
+                }
+                Err(Error::Config { key, message }) => {
+                    assert!(!built_in, "{codec} is built in but refused: {message}");
+                    assert_eq!(key, "compression.type");
+                    assert!(message.contains(&format!("`{codec}` feature")), "{message}");
+                }
+                Err(e) => panic!("{codec}: not a config error: {e:?}"),
+            }
+        }
     }
 
     #[test]

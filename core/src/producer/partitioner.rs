@@ -37,6 +37,16 @@ pub fn murmur2(data: &[u8]) -> i32 {
 
 /// The partition the Java client's built-in partitioner gives a key:
 /// `(murmur2(key) & 0x7fffffff) % num_partitions`.
+///
+/// ```
+/// use lagless::producer::{murmur2, partition_for_key};
+///
+/// // The Java client's own murmur2 test vector.
+/// assert_eq!(murmur2(b"foobar"), -790332482);
+/// // Where a Java producer (and lagless) puts records keyed "foobar".
+/// assert_eq!(partition_for_key(b"foobar", 6), 0);
+/// assert_eq!(partition_for_key(b"foobar", 12), 6);
+/// ```
 pub fn partition_for_key(key: &[u8], num_partitions: i32) -> i32 {
     (murmur2(key) & 0x7fff_ffff) % num_partitions.max(1)
 }

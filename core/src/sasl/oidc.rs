@@ -7,6 +7,7 @@
 //! token and `expires_in` its lifetime (else the JWT's `exp`). The principal is the JWT's `sub`
 //! where the token is a JWT, else the client id. HTTPS is required except to a loopback address.
 use std::collections::BTreeMap;
+#[cfg(feature = "tls")]
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -39,6 +40,15 @@ impl Oidc {
     ) -> Result<Oidc> {
         const URL_KEY: &str = "sasl.oauthbearer.token.endpoint.url";
         let rest = if let Some(rest) = endpoint.strip_prefix("https://") {
+            if !cfg!(feature = "tls") {
+                return Err(Error::config(
+                    URL_KEY,
+                    format!(
+                        "`{endpoint}` needs TLS, which this build of lagless leaves out: turn on \
+                         the lagless crate's `tls` feature (on by default)"
+                    ),
+                ));
+            }
             rest
         } else if let Some(rest) = endpoint.strip_prefix("http://") {
             if !is_loopback(rest) {
@@ -86,10 +96,10 @@ impl Oidc {
         let fail = |m: String| {
             Error::Authentication(format!("OAUTHBEARER token endpoint {}: {m}", self.endpoint))
         };
-        let agent = ureq::AgentBuilder::new()
-            .timeout(self.timeout)
-            .tls_config(tls_config())
-            .build();
+        let agent = ureq::AgentBuilder::new().timeout(self.timeout);
+        #[cfg(feature = "tls")]
+        let agent = agent.tls_config(tls_config());
+        let agent = agent.build();
         let basic = BASE64.encode(format!(
             "{}:{}",
             form_encode(&self.client_id),
@@ -134,6 +144,7 @@ impl OAuthBearerTokenProvider for Oidc {
 }
 
 /// The system's trusted roots, as for broker connections without `ssl.ca.location`. Loaded once.
+#[cfg(feature = "tls")]
 fn tls_config() -> Arc<rustls::ClientConfig> {
     static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
     Arc::clone(CONFIG.get_or_init(|| {
@@ -431,6 +442,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "tls")]
     fn endpoints_must_be_https_except_on_loopback() {
         for ok in [
             "https://idp.example.com/token",
@@ -460,6 +472,27 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("client secret"), "{e}");
         assert!(!format!("{:?}", oidc("https://x/t").unwrap()).contains("s3cr3t"));
+    }
+
+    #[test]
+    fn an_https_endpoint_with_tls_left_out_names_the_key_and_feature() {
+        let r = oidc("https://idp.example.com/token");
+        if cfg!(feature = "tls") {
+            assert!(r.is_ok(), "{:?}", r.err());
+        } else {
+            match r {
+                Err(Error::Config { key, message }) => {
+                    assert_eq!(key, "sasl.oauthbearer.token.endpoint.url");
+                    assert!(
+                        message.contains("lagless crate's `tls` feature"),
+                        "{message}"
+                    );
+                }
+                other => panic!("not a config error: {:?}", other.err()),
+            }
+        }
+        // Plain http to a loopback endpoint (a local token service) needs no TLS.
+        assert!(oidc("http://127.0.0.1:8080/token").is_ok());
     }
 
     #[test]

@@ -106,6 +106,9 @@ pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) 
         }
         decode_records(data, region, record_count, &ctx)?
     } else {
+        if !compression.is_enabled() {
+            return Err(compression.disabled_error(base_offset));
+        }
         let input = &b[RECORDS_AT..];
         let inflated = decompress(compression, input, inflate_limit(input.len())).map_err(|e| {
             Error::Corrupt(format!(
