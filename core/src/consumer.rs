@@ -34,6 +34,7 @@ mod group;
 pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;
 pub use group::{BoxFuture, GroupMetadata, RebalanceListener};
+#[cfg(feature = "aio")]
 pub(crate) use group::{Callback, Dispatch};
 
 /// A record as `poll()` returns it.

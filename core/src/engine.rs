@@ -22,6 +22,7 @@ pub(crate) enum Engine {
     /// A runtime of the client's own, shut down with the client.
     Owned(tokio::runtime::Runtime),
     /// The application's runtime (the async front); the client's tasks end when it closes.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     Shared(tokio::runtime::Handle),
 }
 
@@ -32,6 +33,7 @@ impl Engine {
     }
 
     /// The runtime the caller runs on. Outside a runtime this is an error naming what to do.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     pub fn current(what: &str) -> Result<Engine> {
         tokio::runtime::Handle::try_current()
             .map(Engine::Shared)
@@ -108,6 +110,7 @@ impl Ready {
 
     /// A future that completes at the next `notify_all`; enable it before looking at the state
     /// it guards, so a notification between the look and the await is not missed.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
         self.tasks.notified()
     }

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+#[cfg(feature = "aio")]
 pub mod aio;
 pub(crate) mod backoff;
 pub(crate) mod cluster;

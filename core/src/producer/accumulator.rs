@@ -60,6 +60,7 @@ impl Counters {
     }
 
     /// Waits (async) until no record is outstanding, or `deadline`.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     pub(super) async fn idle(&self, deadline: Deadline) -> Result<()> {
         loop {
             let freed = self.freed.notified();

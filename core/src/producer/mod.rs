@@ -327,6 +327,7 @@ impl Producer {
 
     /// The async front's send: awaits the topic's metadata and room in `buffer.memory`
     /// instead of blocking for them.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     pub(crate) async fn send_async(
         &self,
         mut record: ProducerRecord,
@@ -468,6 +469,7 @@ impl Producer {
     }
 
     /// The async front's flush: as [`Producer::flush`], awaiting instead of blocking.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     pub(crate) async fn flush_async(&self, timeout: Duration) -> Result<()> {
         let shared = &self.shared;
         shared.flushing.fetch_add(1, Ordering::AcqRel);
@@ -478,6 +480,7 @@ impl Producer {
     }
 
     /// The async front's close: as [`Producer::close`], awaiting the flush.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     pub(crate) async fn close_async(&self, timeout: Duration) -> Result<()> {
         let r = if self.shared.closed.load(Ordering::Acquire) {
             Ok(())
@@ -532,6 +535,7 @@ impl Producer {
     }
 
     /// The async front's `partitions_for`.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     pub(crate) async fn partitions_for_async(&self, topic: &str) -> Result<Vec<i32>> {
         if topic.is_empty() {
             return Err(Error::InvalidArgument("the topic is empty".to_string()));
