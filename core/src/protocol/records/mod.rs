@@ -707,6 +707,150 @@ mod tests {
         }
     }
 
+    /// Data with a mix of runs and noise, so an lz4 frame holds compressed and stored blocks.
+    #[cfg(feature = "lz4")]
+    fn mixed_data(len: usize) -> Vec<u8> {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        (0..len)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // 64 KiB of text-like bytes, then 64 KiB of noise, and so on.
+                if (i >> 16) % 2 == 0 {
+                    b"order shipped 1234 "[i % 19]
+                } else {
+                    x as u8
+                }
+            })
+            .collect()
+    }
+
+    #[cfg(feature = "lz4")]
+    fn lz4_frame_with(info: lz4_flex::frame::FrameInfo, plain: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+        encoder.write_all(plain).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// The reference: lz4_flex's own frame reader.
+    #[cfg(feature = "lz4")]
+    fn lz4_reference(frame: &[u8]) -> std::io::Result<Vec<u8>> {
+        use std::io::Read;
+        let mut out = Vec::new();
+        lz4_flex::frame::FrameDecoder::new(frame).read_to_end(&mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    #[cfg(feature = "lz4")]
+    fn lz4_frames_of_every_kind_decode_as_the_reference_reads_them() {
+        use lz4_flex::frame::{BlockMode, BlockSize, FrameInfo};
+        for len in [0usize, 10, 70 << 10, 300 << 10] {
+            let plain = mixed_data(len);
+            for mode in [BlockMode::Independent, BlockMode::Linked] {
+                for size in [BlockSize::Max64KB, BlockSize::Max256KB] {
+                    for checksums in [false, true] {
+                        let info = FrameInfo::new()
+                            .block_mode(mode)
+                            .block_size(size)
+                            .block_checksums(checksums)
+                            .content_checksum(checksums)
+                            .content_size(checksums.then_some(len as u64));
+                        let frame = lz4_frame_with(info, &plain);
+                        let what =
+                            format!("{len} bytes, {mode:?}, {size:?}, checksums {checksums}");
+                        assert_eq!(lz4_reference(&frame).unwrap(), plain, "{what}");
+                        assert_eq!(lz4_decompress(&frame, 1 << 20).unwrap(), plain, "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "lz4")]
+    fn lz4_concatenated_and_skippable_frames_read_as_one_stream() {
+        let (a, b) = (mixed_data(100 << 10), b"second frame".to_vec());
+        let mut input = compress(Compression::Lz4, &a).unwrap();
+        // A skippable frame: magic 0x184D2A5n, a length, that many bytes of anything.
+        input.extend_from_slice(&[0x53, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 9, 9, 9]);
+        input.extend(compress(Compression::Lz4, &b).unwrap());
+        assert_eq!(lz4_decompress(&input, 1 << 20).unwrap(), [a, b].concat());
+    }
+
+    #[test]
+    #[cfg(feature = "lz4")]
+    fn damaged_lz4_frames_are_errors_never_panics() {
+        let plain = mixed_data(200 << 10);
+        let frame = lz4_frame_with(
+            lz4_flex::frame::FrameInfo::new().block_mode(lz4_flex::frame::BlockMode::Linked),
+            &plain,
+        );
+        // Every cut short of the end mark is truncated (nothing at all is no frames, no bytes).
+        assert_eq!(lz4_decompress(&[], 1 << 20).unwrap(), b"");
+        for cut in 1..frame.len() - 4 {
+            let err = lz4_decompress(&frame[..cut], 1 << 20).unwrap_err();
+            assert!(err.contains("truncated"), "cut at {cut}: {err}");
+        }
+        // Damage anywhere: an error or some bytes, within the limit, never a panic.
+        for at in (0..frame.len()).step_by(97) {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut bad = frame.clone();
+                bad[at] ^= flip;
+                if let Ok(out) = lz4_decompress(&bad, 1 << 20) {
+                    assert!(out.len() <= 1 << 20);
+                }
+            }
+        }
+        let mut header = frame.clone();
+        header[4] = 0x80 | (header[4] & 0x3f);
+        assert!(lz4_decompress(&header, 1 << 20)
+            .unwrap_err()
+            .contains("version 2"));
+        let mut header = frame.clone();
+        header[4] |= 0x01;
+        assert!(lz4_decompress(&header, 1 << 20)
+            .unwrap_err()
+            .contains("dictionary"));
+        let mut magic = frame;
+        magic[0] = 0;
+        assert!(lz4_decompress(&magic, 1 << 20)
+            .unwrap_err()
+            .contains("magic"));
+    }
+
+    #[test]
+    #[cfg(feature = "zstd")]
+    fn zstd_frames_decode_whole_concatenated_and_never_past_a_cut() {
+        let (a, b) = (vec![7u8; 300 << 10], b"second frame".to_vec());
+        let mut input = compress(Compression::Zstd, &a).unwrap();
+        let first = input.len();
+        input.extend(compress(Compression::Zstd, &b).unwrap());
+        // Several growths of the output (300 KiB from a few hundred bytes), then a second frame.
+        assert_eq!(
+            zstd_decompress(&input, 1 << 20).unwrap(),
+            [&a[..], &b].concat()
+        );
+        assert_eq!(zstd_decompress(&input[..first], 1 << 20).unwrap(), a);
+        assert_eq!(
+            zstd_decompress(&input, a.len() + b.len()).unwrap().len(),
+            300 * 1024 + 12
+        );
+        let err = zstd_decompress(&input, a.len() + b.len() - 1).unwrap_err();
+        assert!(err.contains("exceeds"), "{err}");
+        for cut in (1..first).chain(first + 1..input.len()) {
+            let err = zstd_decompress(&input[..cut], 1 << 20).unwrap_err();
+            assert!(err.contains("zstd"), "cut at {cut}: {err}");
+        }
+        // A failed batch leaves nothing behind for the thread's next one.
+        assert_eq!(
+            zstd_decompress(&input, 1 << 20).unwrap().len(),
+            a.len() + b.len()
+        );
+    }
+
     #[test]
     fn garbage_inside_compressed_batches_is_corrupt() {
         for compression in CODECS {
