@@ -173,7 +173,9 @@ pub(super) fn decompress(
     match compression {
         Compression::None => Ok(input.to_vec()),
         #[cfg(feature = "gzip")]
-        Compression::Gzip => read_bounded(flate2::read::MultiGzDecoder::new(input), input, limit),
+        Compression::Gzip => {
+            read_bounded(flate2::bufread::MultiGzDecoder::new(input), input, limit)
+        }
         #[cfg(feature = "snappy")]
         Compression::Snappy => snappy_decompress(input, limit),
         #[cfg(feature = "lz4")]
