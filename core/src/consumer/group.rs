@@ -546,11 +546,11 @@ impl Consumer {
         if let Some(e) = driver.membership().fatal().cloned() {
             return Err(e);
         }
-        let _steps = CallerSteps::begin(&self.group);
+        let (_steps, assigned_owed) = CallerSteps::begin_taking_owed(&self.group);
         // An error the member went on from (a failed heartbeat) comes out of one poll().
         let mut errors: Option<Error> = driver.membership().take_error();
         let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
-        if self.take_assigned_owed() {
+        if assigned_owed {
             if let Some(e) = d.call(self, Callback::Assigned, &[]).await {
                 errors.get_or_insert(e);
             }
@@ -569,12 +569,6 @@ impl Consumer {
         self.retry_learning(d, &mut errors).await;
         self.maybe_auto_commit(&driver);
         errors.map_or(Ok(()), Err)
-    }
-
-    fn take_assigned_owed(&self) -> bool {
-        let mut g = self.group.lock().unpoisoned();
-        g.as_mut()
-            .is_some_and(|l| std::mem::take(&mut l.assigned_owed))
     }
 
     /// Decides the next group step ([`crate::group::step::next_step`]) and does the part of it
@@ -1052,6 +1046,16 @@ impl<'a> CallerSteps<'a> {
             l.caller_steps += 1;
         }
         CallerSteps(group)
+    }
+
+    /// `begin`, also taking the assignment callback a background step left owed to the
+    /// application: one lock for both, as an async stream runs the steps for every record.
+    fn begin_taking_owed(group: &'a Mutex<Option<GroupLocal>>) -> (CallerSteps<'a>, bool) {
+        let owed = group.lock().unpoisoned().as_mut().is_some_and(|l| {
+            l.caller_steps += 1;
+            std::mem::take(&mut l.assigned_owed)
+        });
+        (CallerSteps(group), owed)
     }
 }
 
