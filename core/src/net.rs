@@ -575,8 +575,19 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
                 io.addr
             ));
         }
-        let mut buf = BytesMut::zeroed(len as usize);
-        if let Err(e) = r.read_exact(&mut buf).await {
+        // Read into the buffer's spare capacity: zero-filling a fetch answer (up to
+        // fetch.max.bytes) before reading over it cost 3% of the CPU of reading 1 KB records.
+        let mut buf = BytesMut::with_capacity(len as usize);
+        let mut body = (&mut r).take(len as u64);
+        let short = loop {
+            match body.read_buf(&mut buf).await {
+                Ok(_) if buf.len() == len as usize => break None,
+                Ok(0) => break Some(std::io::ErrorKind::UnexpectedEof.into()),
+                Ok(_) => {}
+                Err(e) => break Some(e),
+            }
+        };
+        if let Some(e) = short {
             break lost(&io, "connection lost mid-response", &e);
         }
         let frame = buf.freeze();
@@ -613,6 +624,50 @@ fn lost(io: &Io, what: &str, e: &std::io::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A frame: length, correlation id, body.
+    fn frame(correlation_id: i32, claimed_body: usize, body: &[u8]) -> Vec<u8> {
+        let mut f = ((4 + claimed_body) as i32).to_be_bytes().to_vec();
+        f.extend(correlation_id.to_be_bytes());
+        f.extend(body);
+        f
+    }
+
+    #[tokio::test]
+    async fn a_response_read_in_pieces_comes_whole_and_a_cut_one_fails_its_request() {
+        let pending: Pending = Default::default();
+        let (whole_tx, whole) = oneshot::channel();
+        let (cut_tx, cut) = oneshot::channel();
+        pending.lock().unpoisoned().insert(7, whole_tx);
+        pending.lock().unpoisoned().insert(8, cut_tx);
+        let io = Io {
+            pending: pending.clone(),
+            alive: Arc::new(AtomicBool::new(true)),
+            addr: "127.0.0.1:9092".into(),
+            plaintext: true,
+            client_certificate: false,
+            sasl: false,
+            received: Default::default(),
+        };
+        // A 16-byte pipe: the reader gets each frame in many reads.
+        let (mut broker, client) = tokio::io::duplex(16);
+        let reader = tokio::spawn(read_loop(client, io));
+        let body: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        broker
+            .write_all(&frame(7, body.len(), &body))
+            .await
+            .unwrap();
+        // The second claims 100 bytes of body and the connection ends after 10.
+        broker.write_all(&frame(8, 100, &[1; 10])).await.unwrap();
+        drop(broker);
+
+        let got = whole.await.unwrap().unwrap();
+        assert_eq!(&got[..4], &7i32.to_be_bytes());
+        assert_eq!(&got[4..], &body[..]);
+        let err = cut.await.unwrap().unwrap_err().to_string();
+        assert!(err.contains("connection lost mid-response"), "{err}");
+        reader.await.unwrap();
+    }
 
     #[test]
     fn re_authentication_comes_between_85_and_95_percent_of_the_session() {
