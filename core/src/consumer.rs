@@ -322,6 +322,16 @@ impl Consumer {
     /// `Error::Closed` once the consumer is closed, and `Error::IllegalState` without
     /// `parallel.rebalance.recovery.poll=true`.
     pub fn recovery_poll(&self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
+        self.recovery_poll_at_most(timeout, self.shared.config.max_poll_records)
+    }
+
+    /// Like [`Consumer::recovery_poll`], returning at most `max` records (and at most
+    /// `max.poll.records`; `max == 0` is taken as 1), for callers that take fewer at a time.
+    pub fn recovery_poll_at_most(
+        &self,
+        timeout: Duration,
+        max: usize,
+    ) -> Result<Vec<ConsumerRecord>> {
         self.check_open()?;
         if !self.shared.config.recovery_poll {
             return Err(Error::IllegalState(
@@ -331,7 +341,7 @@ impl Consumer {
             ));
         }
         let deadline = Deadline::after(timeout);
-        let max = self.shared.config.max_poll_records.max(1);
+        let max = max.clamp(1, self.shared.config.max_poll_records.max(1));
         let limits = BufferLimits::of(&self.shared.config);
         let mut st = self.shared.lock();
         // The application is back for more: what the previous call returned is processed.
