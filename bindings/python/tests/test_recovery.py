@@ -10,6 +10,7 @@ from typing import List, Set
 import pytest
 
 import lagless
+import lagless.aio
 from conftest import produce
 
 COMMITTED = 70
@@ -290,6 +291,18 @@ def test_a_recovery_thread_drains_the_backlog_and_commits_wait_for_its_next_call
     consumers.append(plain)
     with pytest.raises(lagless.IllegalStateError, match="parallel.rebalance.recovery.poll=true"):
         plain.recovery_poll(timeout=0)
+    # The async consumer's consume() is its only way out for records: it refuses the setting.
+    for v in (True, "TRUE"):
+        with pytest.raises(lagless.ConfigError) as e:
+            lagless.aio.Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": group,
+                    "enable.parallel.rebalance": True,
+                    "parallel.rebalance.recovery.poll": v,
+                }
+            )
+        assert e.value.key == "parallel.rebalance.recovery.poll"
 
     topic = taken_over_with_backlog(bootstrap, make_topic, group)
     tp = lagless.TopicPartition(topic, 0)
