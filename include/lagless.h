@@ -491,7 +491,7 @@ lagless_error *lagless_consumer_poll_batch(lagless_consumer *consumer, int32_t t
  * Waits up to `timeout_ms` (negative: until a record, a wakeup or close) and returns up to
  * `capacity` messages (and at most `max.poll.records`) into `out_messages[0 .. *out_count]`,
  * each the caller's to destroy; `*out_count` is 0 when the timeout passed with no record.
- * The messages count as processed, for every commit, once the next call is made: until then
+ * The messages count as processed, for every commit, once the same thread calls again: until then
  * commits hold at the first of them, and a partition revoked meanwhile gives them to its next
  * owner again. A recovery thread that stops makes one last call (timeout 0) once its last
  * messages are processed. Runs no rebalance or commit callbacks; errors of single partitions

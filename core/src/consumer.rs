@@ -308,8 +308,9 @@ impl Consumer {
     /// streams (KIP-333 backlogs), waiting up to `timeout` for the first; for a thread of its own
     /// while another calls `poll()`, which then returns main-stream records only.
     ///
-    /// The records a call returns count as processed once the next `recovery_poll()` is made
-    /// (as `poll()`'s do for auto-commit): until then every commit (auto-commit,
+    /// The records a call returns count as processed once the same thread makes its next
+    /// `recovery_poll()` (as `poll()`'s do for auto-commit; several threads may call it, each
+    /// one's batch held until its own next call): until then every commit (auto-commit,
     /// `commit_sync()`, the commit before a revocation or on close, made on the `poll()` thread)
     /// holds at the first of them, and a partition revoked or lost meanwhile gives them to its
     /// next owner again. A recovery thread that stops should make one last call (a zero
@@ -344,8 +345,9 @@ impl Consumer {
         let max = max.clamp(1, self.shared.config.max_poll_records.max(1));
         let limits = BufferLimits::of(&self.shared.config);
         let mut st = self.shared.lock();
-        // The application is back for more: what the previous call returned is processed.
-        self.unprocessed.lock().unpoisoned().all_processed();
+        // This thread is back for more: what its previous call returned is processed.
+        let caller = recovery_caller();
+        self.unprocessed.lock().unpoisoned().processed(caller);
         loop {
             if self.recovery_wakeup.swap(false, Ordering::AcqRel) {
                 return Err(Error::Wakeup);
@@ -372,7 +374,7 @@ impl Consumer {
                             .iter()
                             .any(|r| r.partition == tp.partition && *r.topic == *tp.topic)
                         {
-                            unprocessed.handing_out(tp, ranges);
+                            unprocessed.handing_out(caller, tp, ranges);
                         }
                     }
                     drop(unprocessed);
@@ -814,6 +816,16 @@ fn validate_tp(tp: &TopicPartition) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The calling thread, for [`UnprocessedRecovery`]: a `recovery_poll()` says that the batch the
+/// same thread got last is processed, nothing about another thread's.
+fn recovery_caller() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    thread_local! {
+        static CALLER: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    CALLER.with(|c| *c)
 }
 
 /// A partition's state as handed out: the main stream at its position, the ranges as the

@@ -59,8 +59,8 @@
 //!
 //! With recovery records handed to a second thread by `recovery_poll()`, the ranges above move as
 //! records are *handed out*, which is not when they are *processed*. Commits then use
-//! [`UnprocessedRecovery::processed_state`]: a batch counts once the next `recovery_poll()` is
-//! made, the same convention `poll()` and auto-commit follow on one thread.
+//! [`UnprocessedRecovery::processed_state`]: a batch counts once the same thread makes its next
+//! `recovery_poll()`, the same convention `poll()` and auto-commit follow on one thread.
 //!
 //! # Token
 //!
@@ -540,55 +540,63 @@ pub(crate) fn ranges_skipped_to(ranges: &mut Vec<RecoveryRange>, next: i64) {
     }
 }
 
-/// `parallel.rebalance.recovery.poll`: the recovery records `recovery_poll()` handed out to the
-/// application's recovery thread that it may still be processing, per partition.
+/// `parallel.rebalance.recovery.poll`: the recovery records `recovery_poll()` handed out that
+/// the application may still be processing, per calling thread and partition.
 ///
 /// On one thread, a record `poll()` returned counts as processed when the next `poll()` is made:
-/// that is when auto-commit runs, on the same thread. With recovery records processed on a second
+/// that is when auto-commit runs, on the same thread. With recovery records processed on another
 /// thread, a commit made on the poll thread (auto-commit, `commit_sync()` of the consumed
-/// positions, the commit before a revocation or on close) may run while the recovery thread is
-/// still inside a batch, so "handed out" is not "processed". This keeps, for each partition the
+/// positions, the commit before a revocation or on close) may run while that thread is still
+/// inside a batch, so "handed out" is not "processed". This keeps, for each partition a caller's
 /// last `recovery_poll()` handed records out of, the partition's ranges as they were just
 /// *before* that call took them; every commit uses [`UnprocessedRecovery::processed_state`],
-/// which owes everything those ranges owed. The next `recovery_poll()` says the batch is
-/// processed ([`UnprocessedRecovery::all_processed`]), and commits count it from then on.
+/// which owes everything any of those ranges owed. The caller's next `recovery_poll()` says its
+/// batch is processed ([`UnprocessedRecovery::processed`]).
 ///
-/// A partition revoked or lost while its batch is out is committed (if at all) from the ranges
+/// Batches are kept per caller (thread) because "the next call" is a thread's own: with two
+/// threads calling `recovery_poll()`, one thread's call says nothing about the batch the other
+/// is still processing.
+///
+/// A partition revoked or lost while a batch is out is committed (if at all) from the ranges
 /// before the batch: the next owner delivers the batch again. Duplicates, never a gap.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UnprocessedRecovery {
-    before: BTreeMap<TopicPartition, Vec<RecoveryRange>>,
+    before: BTreeMap<(TopicPartition, u64), Vec<RecoveryRange>>,
 }
 
 impl UnprocessedRecovery {
-    /// `recovery_poll()` is about to hand out records of `tp`, whose ranges (as delivered so far)
-    /// are `ranges`. Only the first call per batch counts: the ranges before the batch owe every
-    /// record of it.
-    pub fn handing_out(&mut self, tp: &TopicPartition, ranges: &[RecoveryRange]) {
-        if !self.before.contains_key(tp) {
-            self.before.insert(tp.clone(), ranges.to_vec());
-        }
+    /// `recovery_poll()` called by `caller` is about to hand out records of `tp`, whose ranges
+    /// (as delivered so far) are `ranges`. Only the first call per batch counts: the ranges
+    /// before the batch owe every record of it.
+    pub fn handing_out(&mut self, caller: u64, tp: &TopicPartition, ranges: &[RecoveryRange]) {
+        self.before
+            .entry((tp.clone(), caller))
+            .or_insert_with(|| ranges.to_vec());
     }
 
-    /// The application is done with every record handed out so far (the next `recovery_poll()`).
-    pub fn all_processed(&mut self) {
-        self.before.clear();
+    /// `caller` is done with every record it was handed so far (its next `recovery_poll()`).
+    pub fn processed(&mut self, caller: u64) {
+        self.before.retain(|(_, c), _| *c != caller);
     }
 
     /// Whether records of `tp` are out.
     pub fn holds(&self, tp: &TopicPartition) -> bool {
-        self.before.contains_key(tp)
+        self.held(tp).next().is_some()
+    }
+
+    fn held<'a>(&'a self, tp: &'a TopicPartition) -> impl Iterator<Item = &'a [RecoveryRange]> {
+        self.before
+            .range((tp.clone(), 0)..=(tp.clone(), u64::MAX))
+            .map(|(_, r)| r.as_slice())
     }
 
     /// What a commit of `tp` may claim, given `delivered` (the partition's state as handed out:
     /// its position and the ranges the streams moved): `delivered` itself when nothing of `tp`
-    /// is out, else the state owing what either `delivered` or the ranges before the batch owe
+    /// is out, else the state owing what `delivered` or any batch's ranges before it owe
     /// ([`owed_by_either`]).
     pub fn processed_state(&self, tp: &TopicPartition, delivered: RecoveryState) -> RecoveryState {
-        match self.before.get(tp) {
-            Some(before) => owed_by_either(&delivered, before),
-            None => delivered,
-        }
+        self.held(tp)
+            .fold(delivered, |st, before| owed_by_either(&st, before))
     }
 }
 
@@ -1328,7 +1336,20 @@ mod tests {
 
     /// `recovery_poll()` hands out `offsets` of partition 0.
     fn hand_out(u: &mut UnprocessedRecovery, st: &mut RecoveryState, offsets: Range<i64>) {
-        u.handing_out(&tp0(), &st.ranges);
+        hand_out_to(T1, u, st, offsets);
+    }
+
+    /// The recovery threads of the tests.
+    const T1: u64 = 1;
+    const T2: u64 = 2;
+
+    fn hand_out_to(
+        caller: u64,
+        u: &mut UnprocessedRecovery,
+        st: &mut RecoveryState,
+        offsets: Range<i64>,
+    ) {
+        u.handing_out(caller, &tp0(), &st.ranges);
         for o in offsets {
             st.recovery_delivered(o);
         }
@@ -1350,7 +1371,7 @@ mod tests {
             (100, "lagless1;m=230;r=100-200@100".into())
         );
         // The next recovery_poll(): the batch is processed.
-        u.all_processed();
+        u.processed(T1);
         assert!(!u.holds(&tp0()));
         assert_eq!(
             stored(&u, &st),
@@ -1364,7 +1385,7 @@ mod tests {
             stored(&u, &st),
             (150, "lagless1;m=230;r=100-200@150".into())
         );
-        u.all_processed();
+        u.processed(T1);
         assert_eq!(stored(&u, &st), (230, "lagless1;m=230;r=".into()));
     }
 
@@ -1377,8 +1398,36 @@ mod tests {
         assert_eq!(stored(&u, &st).0, 100);
         // Another partition's batch holds nothing of partition 0 back.
         let mut u = UnprocessedRecovery::default();
-        u.handing_out(&TopicPartition::new("t", 1), &[range(5, 9, 5)]);
+        u.handing_out(T1, &TopicPartition::new("t", 1), &[range(5, 9, 5)]);
         assert_eq!(stored(&u, &st).0, 140);
+    }
+
+    #[test]
+    fn one_thread_s_next_call_says_nothing_of_another_thread_s_batch() {
+        let mut u = UnprocessedRecovery::default();
+        let mut st = taken_over();
+        hand_out_to(T1, &mut u, &mut st, 100..130);
+        hand_out_to(T2, &mut u, &mut st, 130..160);
+        assert_eq!(stored(&u, &st).0, 100);
+        // T2 calls again: its batch is processed, T1's is not, and owes everything from 100.
+        u.processed(T2);
+        assert_eq!(stored(&u, &st).0, 100);
+        // T1 calls again: both are.
+        u.processed(T1);
+        assert_eq!(
+            stored(&u, &st),
+            (160, "lagless1;m=230;r=100-200@160".into())
+        );
+        // The other way round: T1's batch processed first, T2's still held from 190.
+        hand_out_to(T1, &mut u, &mut st, 160..190);
+        hand_out_to(T2, &mut u, &mut st, 190..200);
+        u.processed(T1);
+        assert_eq!(
+            stored(&u, &st),
+            (190, "lagless1;m=230;r=100-200@190".into())
+        );
+        u.processed(T2);
+        assert_eq!(stored(&u, &st), (230, "lagless1;m=230;r=".into()));
     }
 
     #[test]
@@ -1386,7 +1435,7 @@ mod tests {
         let mut u = UnprocessedRecovery::default();
         let mut st = taken_over();
         hand_out(&mut u, &mut st, 100..150);
-        u.all_processed();
+        u.processed(T1);
         hand_out(&mut u, &mut st, 150..170);
         // commit_sync(Some(220)) on the poll thread: held at what was processed.
         let got = u.processed_state(&tp0(), st.clone()).committed_at(220);
@@ -1399,7 +1448,7 @@ mod tests {
         let mut u = UnprocessedRecovery::default();
         let mut st = taken_over();
         hand_out(&mut u, &mut st, 100..130);
-        u.all_processed();
+        u.processed(T1);
         hand_out(&mut u, &mut st, 130..180);
         // The commit before the revocation, made on the poll thread while the batch is out.
         let (offset, token) = stored(&u, &st);

@@ -456,7 +456,7 @@ impl Consumer {
     /// (and at most `max.poll.records`), for a thread of their own while another thread polls
     /// (whose `poll()`/`consume()` then return main-stream records only). Waits up to `timeout`
     /// seconds (None or negative: without limit) for the first. The messages count as processed,
-    /// for every commit, once the next `recovery_poll()` is made. Runs no callbacks; raises
+    /// for every commit, once the same thread calls `recovery_poll()` again. Runs no callbacks; raises
     /// WakeupError after `wakeup()`, ClosedError once closed, IllegalStateError without the
     /// setting.
     #[pyo3(signature = (num_messages=500, timeout=None))]
