@@ -1,5 +1,5 @@
 //! The recovery figure of `bench/run` (KIP-333), one mode per run:
-//! `bench_recovery <bootstrap> <on|off|threads> <backlog records> <partitions> <records/s> <window s> <work µs per record>`.
+//! `bench_recovery <bootstrap> <on|off|threads> <backlog records> <partitions> <records/s> <window s> <work µs per record> [recovery threads]`.
 //!
 //! A takeover with a backlog under steady load. On a fresh topic: 1,000 records per partition
 //! that a departed member processed (it commits their end C and leaves the group), then a backlog
@@ -9,7 +9,8 @@
 //! it gets: `work µs per record` of simulated I/O, slept once per poll for the whole poll.
 //! `threads` is the mode on with `parallel.rebalance.recovery.poll`: the main stream's records
 //! are processed on the thread calling `poll()`, the recovery streams' on a second thread calling
-//! `recovery_poll()`, each at the same `work µs per record`.
+//! `recovery_poll()`, each at the same `work µs per record`; `recovery threads` (default 1, what
+//! `bench/run` uses) runs that many threads calling `recovery_poll()`.
 //!
 //! Every record's value holds its send time (µs since the epoch), so a delivery (the return of
 //! the `poll()` holding it) gives its produce-to-delivery latency. Prints `PHASE <what>` while it
@@ -275,7 +276,7 @@ fn main() -> Result<()> {
     if args.len() < 8 || !matches!(args[2].as_str(), "on" | "off" | "threads") {
         eprintln!(
             "usage: bench_recovery <bootstrap> <on|off|threads> <backlog records> <partitions> \
-             <records/s> <window s> <work µs per record>"
+             <records/s> <window s> <work µs per record> [recovery threads]"
         );
         std::process::exit(2);
     }
@@ -287,6 +288,9 @@ fn main() -> Result<()> {
     let rate: f64 = args[5].parse().expect("records/s");
     let window_us = (args[6].parse::<f64>().expect("window s") * 1e6) as i64;
     let work_us: u64 = args[7].parse().expect("work µs per record");
+    let recovery_threads: usize = args
+        .get(8)
+        .map_or(1, |a| a.parse().expect("recovery threads"));
 
     let stamp = now_us();
     let topic = format!("recovery-{}-{stamp}", args[2]);
@@ -375,27 +379,30 @@ fn main() -> Result<()> {
     // its recovery_poll() returned them, for the same accounting.
     let stop_recovery = Arc::new(AtomicBool::new(false));
     let (recovered_tx, recovered_rx) = mpsc::channel::<(Vec<ConsumerRecord>, i64)>();
-    let recovery_worker = recovery_thread.then(|| {
-        let (consumer, stop) = (consumer.clone(), stop_recovery.clone());
-        std::thread::spawn(move || -> lagless::Result<()> {
-            while !stop.load(Ordering::Relaxed) {
-                let records = consumer.recovery_poll(Duration::from_millis(100))?;
-                let t = now_us();
-                if records.is_empty() {
-                    continue;
+    let recovery_workers: Vec<_> = (0..if recovery_thread { recovery_threads } else { 0 })
+        .map(|_| {
+            let (consumer, stop) = (consumer.clone(), stop_recovery.clone());
+            let recovered_tx = recovered_tx.clone();
+            std::thread::spawn(move || -> lagless::Result<()> {
+                while !stop.load(Ordering::Relaxed) {
+                    let records = consumer.recovery_poll(Duration::from_millis(100))?;
+                    let t = now_us();
+                    if records.is_empty() {
+                        continue;
+                    }
+                    if work_us > 0 {
+                        std::thread::sleep(Duration::from_micros(work_us * records.len() as u64));
+                    }
+                    if recovered_tx.send((records, t)).is_err() {
+                        break;
+                    }
                 }
-                if work_us > 0 {
-                    std::thread::sleep(Duration::from_micros(work_us * records.len() as u64));
-                }
-                if recovered_tx.send((records, t)).is_err() {
-                    break;
-                }
-            }
-            // The last batch is processed: this call says so, so the final commit counts it.
-            consumer.recovery_poll(Duration::ZERO)?;
-            Ok(())
+                // The last batch is processed: this call says so, so the final commit counts it.
+                consumer.recovery_poll(Duration::ZERO)?;
+                Ok(())
+            })
         })
-    });
+        .collect();
     loop {
         let polled = consumer.poll(Duration::from_millis(100))?;
         let t_polled = now_us();
@@ -476,7 +483,7 @@ fn main() -> Result<()> {
         produced = s.stop()?;
     }
     stop_recovery.store(true, Ordering::Relaxed);
-    if let Some(w) = recovery_worker {
+    for w in recovery_workers {
         w.join().expect("recovery thread")?;
     }
     let end = match final_end {
