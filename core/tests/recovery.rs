@@ -1418,3 +1418,91 @@ fn recovery_poll_needs_its_key() {
         }
     });
 }
+
+/// A thread of its own that calls `recovery_poll()` when told, until it gets records, and
+/// answers with their offsets.
+struct RecoveryWorker {
+    go: std::sync::mpsc::Sender<()>,
+    got: std::sync::mpsc::Receiver<Vec<i64>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl RecoveryWorker {
+    fn start(c: Arc<Consumer>) -> RecoveryWorker {
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let (got_tx, got) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            while go_rx.recv().is_ok() {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                let batch = loop {
+                    assert!(Instant::now() < deadline, "no recovery records");
+                    let b = c.recovery_poll(Duration::from_millis(200)).unwrap();
+                    if !b.is_empty() {
+                        break b;
+                    }
+                };
+                got_tx
+                    .send(batch.iter().map(|r| r.offset).collect())
+                    .unwrap();
+            }
+        });
+        RecoveryWorker { go, got, thread }
+    }
+
+    /// Its next batch (its previous one is processed by this call).
+    fn next_batch(&self) -> Vec<i64> {
+        self.go.send(()).unwrap();
+        self.got.recv().unwrap()
+    }
+}
+
+/// Two threads calling `recovery_poll()`: one thread's next call says its own batch is
+/// processed, not the other's, so a commit stops at the first batch still out, whichever thread
+/// has it.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn each_recovery_thread_holds_its_own_batch() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "recovery-threads", 1);
+    let group = unique_name("recovery-threads");
+    let tp = TopicPartition::new(&topic, 0);
+    produce_to_0(&bs, &topic, 70);
+    commit_as_departed_member(&bs, &group, &topic, 70);
+    produce_to_0(&bs, &topic, 1_000);
+    let c = Arc::new(recovery_member(
+        &bs,
+        &group,
+        &[
+            ("max.poll.records", "40"),
+            ("parallel.rebalance.recovery.poll", "true"),
+        ],
+    ));
+    c.subscribe(&[&topic], None).unwrap();
+    wait_assigned(&c, Duration::from_secs(60));
+    let (a, b) = (
+        RecoveryWorker::start(c.clone()),
+        RecoveryWorker::start(c.clone()),
+    );
+    let commit_now = || {
+        c.commit_sync(None, None).unwrap();
+        committed(&c, &tp).offset
+    };
+    let a1 = a.next_batch();
+    let b1 = b.next_batch();
+    assert_eq!((a1[0], b1[0]), (70, a1.last().unwrap() + 1));
+    assert_eq!(commit_now(), 70);
+    // b's next call: its batch is processed, a's still is not.
+    let b2 = b.next_batch();
+    assert_eq!(commit_now(), 70, "b's call counted a's batch");
+    // a's next call: a's first batch is processed; b's second is the first still out.
+    let a2 = a.next_batch();
+    assert!(a2[0] > b2[0]);
+    assert_eq!(commit_now(), b2[0]);
+    let b3 = b.next_batch();
+    assert_eq!(commit_now(), a2[0]);
+    let _ = (a.next_batch(), b3);
+    drop((a.go, b.go));
+    a.thread.join().unwrap();
+    b.thread.join().unwrap();
+    c.close(None).unwrap();
+}
