@@ -4,7 +4,10 @@
 //! both ranges from the commit token; a consumer with the mode off that takes over mid-recovery
 //! resumes at the low-water mark; an explicit commit of a main-stream offset by a member that then
 //! crashes claims nothing from that offset on; a token with more ranges than the broker's metadata
-//! limit holds merges ranges rather than failing the commit. Every test counts every offset.
+//! limit holds merges ranges rather than failing the commit; with
+//! `parallel.rebalance.recovery.poll`, the backlog processed on threads of their own
+//! (`recovery_poll()`) while commits on the poll thread never pass a batch still out. Every test
+//! counts every offset.
 mod support;
 
 use std::collections::BTreeSet;
