@@ -486,6 +486,22 @@ lagless_error *lagless_consumer_poll(lagless_consumer *consumer, int32_t timeout
 lagless_error *lagless_consumer_poll_batch(lagless_consumer *consumer, int32_t timeout_ms, lagless_message **out_messages, size_t capacity, size_t *out_count);
 
 /**
+ * `parallel.rebalance.recovery.poll`: the recovery streams' records (KIP-333 backlogs), for a
+ * thread of their own while another thread polls (which then gets main-stream records only).
+ * Waits up to `timeout_ms` (negative: until a record, a wakeup or close) and returns up to
+ * `capacity` messages (and at most `max.poll.records`) into `out_messages[0 .. *out_count]`,
+ * each the caller's to destroy; `*out_count` is 0 when the timeout passed with no record.
+ * The messages count as processed, for every commit, once the same thread calls again: until then
+ * commits hold at the first of them, and a partition revoked meanwhile gives them to its next
+ * owner again. A recovery thread that stops makes one last call (timeout 0) once its last
+ * messages are processed. Runs no rebalance or commit callbacks; errors of single partitions
+ * come out of the polling thread's poll. `LAGLESS_ERR_WAKEUP` after `lagless_consumer_wakeup`,
+ * `LAGLESS_ERR_CLOSED` once closed, `LAGLESS_ERR_ILLEGAL_STATE` without the setting.
+ * Thread-safety: meant for one thread other than the polling one.
+ */
+lagless_error *lagless_consumer_recovery_poll(lagless_consumer *consumer, int32_t timeout_ms, lagless_message **out_messages, size_t capacity, size_t *out_count);
+
+/**
  * Commits and waits (up to `timeout_ms`; negative: `default.api.timeout.ms`). `offsets` NULL
  * commits the consumed positions of every assigned partition (the offset after the last message
  * polled); otherwise each entry's offset (set with `lagless_tplist_set_offset`) is committed,

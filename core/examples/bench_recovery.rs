@@ -1,5 +1,5 @@
 //! The recovery figure of `bench/run` (KIP-333), one mode per run:
-//! `bench_recovery <bootstrap> <on|off> <backlog records> <partitions> <records/s> <window s> <work µs per record>`.
+//! `bench_recovery <bootstrap> <on|off|threads> <backlog records> <partitions> <records/s> <window s> <work µs per record> [recovery threads]`.
 //!
 //! A takeover with a backlog under steady load. On a fresh topic: 1,000 records per partition
 //! that a departed member processed (it commits their end C and leaves the group), then a backlog
@@ -7,6 +7,10 @@
 //! producer thread writing `records/s` without pause. One second later the taking-over member
 //! subscribes (`enable.parallel.rebalance` = on or off, auto-commit on) and processes every record
 //! it gets: `work µs per record` of simulated I/O, slept once per poll for the whole poll.
+//! `threads` is the mode on with `parallel.rebalance.recovery.poll`: the main stream's records
+//! are processed on the thread calling `poll()`, the recovery streams' on a second thread calling
+//! `recovery_poll()`, each at the same `work µs per record`; `recovery threads` (default 1, what
+//! `bench/run` uses) runs that many threads calling `recovery_poll()`.
 //!
 //! Every record's value holds its send time (µs since the epoch), so a delivery (the return of
 //! the `poll()` holding it) gives its produce-to-delivery latency. Prints `PHASE <what>` while it
@@ -18,15 +22,15 @@
 //! stopped). Exits 1, after the RESULT line, when any offset is missing.
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Result};
 use bytes::{BufMut, Bytes, BytesMut};
 use lagless::{
-    Config, Consumer, OffsetAndMetadata, Producer, ProducerRecord, RebalanceListener,
-    TopicPartition,
+    Config, Consumer, ConsumerRecord, OffsetAndMetadata, Producer, ProducerRecord,
+    RebalanceListener, TopicPartition,
 };
 
 const VALUE_BYTES: usize = 100;
@@ -269,20 +273,24 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() < 8 || !matches!(args[2].as_str(), "on" | "off") {
+    if args.len() < 8 || !matches!(args[2].as_str(), "on" | "off" | "threads") {
         eprintln!(
-            "usage: bench_recovery <bootstrap> <on|off> <backlog records> <partitions> \
-             <records/s> <window s> <work µs per record>"
+            "usage: bench_recovery <bootstrap> <on|off|threads> <backlog records> <partitions> \
+             <records/s> <window s> <work µs per record> [recovery threads]"
         );
         std::process::exit(2);
     }
     let bs = args[1].as_str();
-    let mode_on = args[2] == "on";
+    let mode_on = args[2] != "off";
+    let recovery_thread = args[2] == "threads";
     let backlog: u64 = args[3].parse().expect("backlog records");
     let partitions: i32 = args[4].parse().expect("partitions");
     let rate: f64 = args[5].parse().expect("records/s");
     let window_us = (args[6].parse::<f64>().expect("window s") * 1e6) as i64;
     let work_us: u64 = args[7].parse().expect("work µs per record");
+    let recovery_threads: usize = args
+        .get(8)
+        .map_or(1, |a| a.parse().expect("recovery threads"));
 
     let stamp = now_us();
     let topic = format!("recovery-{}-{stamp}", args[2]);
@@ -321,10 +329,15 @@ fn main() -> Result<()> {
     std::thread::sleep(LEAD_IN);
 
     phase(&format!(
-        "takeover, enable.parallel.rebalance={}",
-        if mode_on { "true" } else { "false" }
+        "takeover, enable.parallel.rebalance={}{}",
+        if mode_on { "true" } else { "false" },
+        if recovery_thread {
+            ", parallel.rebalance.recovery.poll=true"
+        } else {
+            ""
+        }
     ));
-    let consumer = Consumer::from_config(&Config::from_pairs([
+    let consumer = Arc::new(Consumer::from_config(&Config::from_pairs([
         ("bootstrap.servers", bs),
         ("client.id", "bench-recovery"),
         ("group.id", group.as_str()),
@@ -335,7 +348,11 @@ fn main() -> Result<()> {
             "enable.parallel.rebalance",
             if mode_on { "true" } else { "false" },
         ),
-    ])?)?;
+        (
+            "parallel.rebalance.recovery.poll",
+            if recovery_thread { "true" } else { "false" },
+        ),
+    ])?)?);
     let assigned = Arc::new(Mutex::new(None));
     let t_sub = now_us();
     consumer.subscribe(
@@ -358,44 +375,79 @@ fn main() -> Result<()> {
     let (mut final_end, mut produced) = (None::<Vec<i64>>, (0, 0));
     let mut last_progress = t_sub;
     let mut distinct: i64 = 0;
-    loop {
-        let records = consumer.poll(Duration::from_millis(100))?;
-        let t = now_us();
-        for r in &records {
-            let p = r.partition as usize;
-            if r.offset < committed[p] {
-                below_committed += 1;
-                continue;
-            }
-            if r.from_recovery {
-                from_recovery += 1;
-            } else {
-                from_main += 1;
-            }
-            if !seen.add(p, r.offset) {
-                again += 1;
-                continue;
-            }
-            distinct += 1;
-            if r.offset < backlog_end[p] {
-                backlog_left -= 1;
-                if backlog_left == 0 {
-                    backlog_done = Some(t);
+    // `threads`: the recovery thread processes its records and hands them here, with the time
+    // its recovery_poll() returned them, for the same accounting.
+    let stop_recovery = Arc::new(AtomicBool::new(false));
+    let (recovered_tx, recovered_rx) = mpsc::channel::<(Vec<ConsumerRecord>, i64)>();
+    let recovery_workers: Vec<_> = (0..if recovery_thread { recovery_threads } else { 0 })
+        .map(|_| {
+            let (consumer, stop) = (consumer.clone(), stop_recovery.clone());
+            let recovered_tx = recovered_tx.clone();
+            std::thread::spawn(move || -> lagless::Result<()> {
+                while !stop.load(Ordering::Relaxed) {
+                    let records = consumer.recovery_poll(Duration::from_millis(100))?;
+                    let t = now_us();
+                    if records.is_empty() {
+                        continue;
+                    }
+                    if work_us > 0 {
+                        std::thread::sleep(Duration::from_micros(work_us * records.len() as u64));
+                    }
+                    if recovered_tx.send((records, t)).is_err() {
+                        break;
+                    }
                 }
-            } else if first_newer.is_none() {
-                first_newer = Some(t);
-            }
-            if let Some((STEADY, sent)) = r.value.as_deref().and_then(parse_value) {
-                steady_records.push((sent, t, r.from_recovery));
+                // The last batch is processed: this call says so, so the final commit counts it.
+                consumer.recovery_poll(Duration::ZERO)?;
+                Ok(())
+            })
+        })
+        .collect();
+    loop {
+        let polled = consumer.poll(Duration::from_millis(100))?;
+        let t_polled = now_us();
+        let mut batches = vec![(polled, t_polled)];
+        batches.extend(recovered_rx.try_iter());
+        let records_polled = batches[0].0.len();
+        for (records, t) in &batches {
+            let t = *t;
+            for r in records {
+                let p = r.partition as usize;
+                if r.offset < committed[p] {
+                    below_committed += 1;
+                    continue;
+                }
+                if r.from_recovery {
+                    from_recovery += 1;
+                } else {
+                    from_main += 1;
+                }
+                if !seen.add(p, r.offset) {
+                    again += 1;
+                    continue;
+                }
+                distinct += 1;
+                if r.offset < backlog_end[p] {
+                    backlog_left -= 1;
+                    if backlog_left == 0 {
+                        backlog_done = Some(t);
+                    }
+                } else if first_newer.is_none() {
+                    first_newer = Some(t);
+                }
+                if let Some((STEADY, sent)) = r.value.as_deref().and_then(parse_value) {
+                    steady_records.push((sent, t, r.from_recovery));
+                }
             }
         }
+        let t = t_polled;
         if consumer.child_consumer_is_alive() {
             recovery_seen = true;
         } else if recovery_seen && recovery_end.is_none() {
             recovery_end = Some(t);
         }
-        if work_us > 0 && !records.is_empty() {
-            std::thread::sleep(Duration::from_micros(work_us * records.len() as u64));
+        if work_us > 0 && records_polled > 0 {
+            std::thread::sleep(Duration::from_micros(work_us * records_polled as u64));
         }
         let t_assign = *assigned.lock().unwrap();
         if t - last_progress >= 1_000_000 {
@@ -429,6 +481,10 @@ fn main() -> Result<()> {
     }
     if let Some(s) = steady.take() {
         produced = s.stop()?;
+    }
+    stop_recovery.store(true, Ordering::Relaxed);
+    for w in recovery_workers {
+        w.join().expect("recovery thread")?;
     }
     let end = match final_end {
         Some(e) => e,

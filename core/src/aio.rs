@@ -36,7 +36,7 @@ use std::time::Duration;
 use crate::backoff::Deadline;
 use crate::config::{Config, ConsumerConfig, ProducerConfig};
 use crate::consumer::{
-    take_ready, BufferLimits, Callback, ConsumerRecord, Dispatch, GroupMetadata,
+    take_ready, BufferLimits, Callback, ConsumerRecord, Dispatch, GroupMetadata, Streams,
 };
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -167,6 +167,15 @@ impl Consumer {
 
     /// A consumer on the current tokio runtime; outside one, `Error::IllegalState`.
     pub fn new(config: ConsumerConfig) -> Result<Consumer> {
+        // recv() is the only way records come out here: with a recovery thread's records kept
+        // from it, they would never come out at all.
+        if config.recovery_poll {
+            return Err(Error::config(
+                "parallel.rebalance.recovery.poll",
+                "the async consumer delivers recovery records through recv(); \
+                 `parallel.rebalance.recovery.poll` is for the blocking consumer's recovery_poll()",
+            ));
+        }
         let engine = Engine::current("lagless::aio::Consumer")?;
         Ok(Consumer {
             inner: Arc::new(Inner {
@@ -365,7 +374,7 @@ impl Consumer {
         let max = max.clamp(1, c.config().max_poll_records.max(1));
         let limits = BufferLimits::of(c.config());
         let take = || -> Result<Option<Vec<ConsumerRecord>>> {
-            let Some(taken) = take_ready(&mut c.shared.lock(), max, limits)? else {
+            let Some(taken) = take_ready(&mut c.shared.lock(), max, limits, Streams::Both)? else {
                 return Ok(None);
             };
             if taken.refill {
@@ -464,7 +473,12 @@ impl Consumer {
             Poll::Ready(Err(e)) => return Some(Err(e)),
             Poll::Ready(Ok(())) => {}
         }
-        match take_ready(&mut c.shared.lock(), 1, BufferLimits::of(c.config())) {
+        match take_ready(
+            &mut c.shared.lock(),
+            1,
+            BufferLimits::of(c.config()),
+            Streams::Both,
+        ) {
             Err(e) => Some(Err(e)),
             Ok(None) => None,
             Ok(Some(mut taken)) => {

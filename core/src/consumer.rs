@@ -25,6 +25,7 @@ use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
 use crate::group::coordinator::GroupDriver;
 use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
+use crate::recovery::{RecoveryState, UnprocessedRecovery};
 use crate::sync::Unpoisoned;
 use crate::TopicPartition;
 
@@ -126,6 +127,13 @@ pub struct Consumer {
     /// Finished asynchronous commits whose callbacks wait for the caller's thread.
     pub(crate) commits_tx: mpsc::Sender<(Option<CommitCallback>, Result<CommitResults>)>,
     pub(crate) commits_done: Mutex<mpsc::Receiver<(Option<CommitCallback>, Result<CommitResults>)>>,
+    /// `parallel.rebalance.recovery.poll`: the recovery records the last `recovery_poll()`
+    /// handed out, which commits must not count yet. Locked only while holding the fetch lock
+    /// (`shared.lock()`), so a commit sees the ranges and the batch out at one instant.
+    pub(crate) unprocessed: Mutex<UnprocessedRecovery>,
+    /// `wakeup()` for a blocked (or the next) `recovery_poll()`: the fetch state's flag is the
+    /// poll thread's, and a wakeup must reach both threads.
+    recovery_wakeup: AtomicBool,
 }
 
 impl Consumer {
@@ -155,6 +163,8 @@ impl Consumer {
             simple_committer: Mutex::new(None),
             commits_tx,
             commits_done: Mutex::new(commits_done),
+            unprocessed: Mutex::new(UnprocessedRecovery::default()),
+            recovery_wakeup: AtomicBool::new(false),
         })
     }
 
@@ -257,7 +267,10 @@ impl Consumer {
             self.run_commit_callbacks();
             self.group_poll()?;
             let mut st = self.shared.lock();
-            if let Some(taken) = take_ready(&mut st, max, BufferLimits::of(&self.shared.config))? {
+            let streams = Streams::for_poll(&self.shared.config);
+            if let Some(taken) =
+                take_ready(&mut st, max, BufferLimits::of(&self.shared.config), streams)?
+            {
                 drop(st);
                 if taken.refill {
                     // The buffer has room again: let the fetch task top it up.
@@ -278,10 +291,178 @@ impl Consumer {
         }
     }
 
-    /// Makes a blocked (or the next) `poll()` return `Error::Wakeup`. Safe from any thread.
+    /// Makes a blocked (or the next) `poll()` return `Error::Wakeup`, and with
+    /// `parallel.rebalance.recovery.poll` a blocked (or the next) `recovery_poll()` too. Safe from
+    /// any thread.
     pub fn wakeup(&self) {
-        self.shared.lock().wakeup = true;
+        let mut st = self.shared.lock();
+        st.wakeup = true;
+        if self.shared.config.recovery_poll {
+            self.recovery_wakeup.store(true, Ordering::Release);
+        }
+        drop(st);
         self.shared.data_ready.notify_all();
+    }
+
+    /// `parallel.rebalance.recovery.poll`: up to `max.poll.records` records of the recovery
+    /// streams (KIP-333 backlogs), waiting up to `timeout` for the first; for a thread of its own
+    /// while another calls `poll()`, which then returns main-stream records only.
+    ///
+    /// The records a call returns count as processed once the same thread makes its next
+    /// `recovery_poll()` (as `poll()`'s do for auto-commit; several threads may call it, each
+    /// one's batch held until its own next call): until then every commit (auto-commit,
+    /// `commit_sync()`, the commit before a revocation or on close, made on the `poll()` thread)
+    /// holds at the first of them, and a partition revoked or lost meanwhile gives them to its
+    /// next owner again. A recovery thread that stops should make one last call (a zero
+    /// timeout will do) once it has processed its last batch, or that batch is delivered again
+    /// after the next rebalance.
+    ///
+    /// It runs no group steps and no callbacks: those stay on the `poll()` thread, which must keep
+    /// polling (`max.poll.interval.ms`). Errors of single partitions, the recovery streams'
+    /// included, come out of `poll()`. Returns `Error::Wakeup` after [`Consumer::wakeup`],
+    /// `Error::Closed` once the consumer is closed, and `Error::IllegalState` without
+    /// `parallel.rebalance.recovery.poll=true`.
+    pub fn recovery_poll(&self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
+        self.recovery_poll_at_most(timeout, self.shared.config.max_poll_records)
+    }
+
+    /// Like [`Consumer::recovery_poll`], returning at most `max` records (and at most
+    /// `max.poll.records`; `max == 0` is taken as 1), for callers that take fewer at a time.
+    pub fn recovery_poll_at_most(
+        &self,
+        timeout: Duration,
+        max: usize,
+    ) -> Result<Vec<ConsumerRecord>> {
+        self.check_open()?;
+        if !self.shared.config.recovery_poll {
+            return Err(Error::IllegalState(
+                "recovery_poll() needs parallel.rebalance.recovery.poll=true (and \
+                 enable.parallel.rebalance=true); without it poll() returns the recovery records"
+                    .into(),
+            ));
+        }
+        let deadline = Deadline::after(timeout);
+        let max = max.clamp(1, self.shared.config.max_poll_records.max(1));
+        let limits = BufferLimits::of(&self.shared.config);
+        let mut st = self.shared.lock();
+        // This thread is back for more: what its previous call returned is processed.
+        let caller = recovery_caller();
+        self.unprocessed.lock().unpoisoned().processed(caller);
+        loop {
+            if self.recovery_wakeup.swap(false, Ordering::AcqRel) {
+                return Err(Error::Wakeup);
+            }
+            if st.closed || self.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            // Each partition's ranges before this call takes from them: they owe the whole batch.
+            let before: Vec<(TopicPartition, Vec<crate::recovery::RecoveryRange>)> = st
+                .partitions
+                .iter()
+                .filter_map(|(tp, p)| {
+                    let rc = p.recovery.as_ref()?;
+                    (!rc.stream.buffer.is_empty()).then(|| (tp.clone(), rc.ranges.clone()))
+                })
+                .collect();
+            if !before.is_empty() {
+                let taken = drain_records(&mut st, max, limits, Streams::Recovery);
+                if !taken.records.is_empty() {
+                    let mut unprocessed = self.unprocessed.lock().unpoisoned();
+                    for (tp, ranges) in &before {
+                        if taken
+                            .records
+                            .iter()
+                            .any(|r| r.partition == tp.partition && *r.topic == *tp.topic)
+                        {
+                            unprocessed.handing_out(caller, tp, ranges);
+                        }
+                    }
+                    drop(unprocessed);
+                    drop(st);
+                    if taken.refill {
+                        self.shared.changed.notify_one();
+                    }
+                    return Ok(taken.records);
+                }
+            }
+            let remaining = deadline.remaining();
+            if remaining.is_zero() {
+                return Ok(Vec::new());
+            }
+            // The fetch task signals data_ready when records arrive; the cap only bounds a
+            // missed signal.
+            st = self
+                .shared
+                .data_ready
+                .wait_timeout(st, remaining.min(Duration::from_millis(100)))
+                .unpoisoned()
+                .0;
+        }
+    }
+
+    /// What a commit of `partitions`' progress says (those that have a position): the
+    /// consumed positions, with recovery tokens (KIP-333), not counting the recovery records a
+    /// recovery thread has not processed yet ([`Consumer::recovery_poll`]).
+    pub(crate) fn progress_to_commit<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+    ) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        if !self.shared.config.recovery_poll {
+            return self.shared.commit_offsets(partitions);
+        }
+        let st = self.shared.lock();
+        let unprocessed = self.unprocessed.lock().unpoisoned();
+        partitions
+            .into_iter()
+            .filter_map(|tp| {
+                let p = st.partitions.get(tp)?;
+                if !unprocessed.holds(tp) {
+                    return p.commit_offset().map(|o| (tp.clone(), o));
+                }
+                let st = unprocessed.processed_state(tp, delivered_state(p)?);
+                Some((
+                    tp.clone(),
+                    if st.is_active() {
+                        st.commit_offset()
+                    } else {
+                        OffsetAndMetadata {
+                            offset: st.main_next,
+                            metadata: String::new(),
+                        }
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// What an explicit commit of `asked` for `tp` says (KIP-333): see
+    /// [`PartitionState::commit_offset_asked`]; with a batch out on the recovery thread, from
+    /// the processed state.
+    pub(crate) fn asked_to_commit(
+        &self,
+        st: &fetch::FetchState,
+        tp: &TopicPartition,
+        asked: OffsetAndMetadata,
+    ) -> OffsetAndMetadata {
+        let Some(p) = st.partitions.get(tp) else {
+            return asked;
+        };
+        if self.shared.config.recovery_poll {
+            let unprocessed = self.unprocessed.lock().unpoisoned();
+            if unprocessed.holds(tp) {
+                if let Some(delivered) = delivered_state(p) {
+                    let st = unprocessed
+                        .processed_state(tp, delivered)
+                        .committed_at(asked.offset);
+                    return if st.is_active() {
+                        st.commit_offset()
+                    } else {
+                        asked
+                    };
+                }
+            }
+        }
+        p.commit_offset_asked(asked)
     }
 
     /// Sets the next offset `poll()` returns for `tp`.
@@ -637,6 +818,60 @@ fn validate_tp(tp: &TopicPartition) -> Result<()> {
     Ok(())
 }
 
+/// The calling thread, for [`UnprocessedRecovery`]: a `recovery_poll()` says that the batch the
+/// same thread got last is processed, nothing about another thread's.
+fn recovery_caller() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    thread_local! {
+        static CALLER: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    CALLER.with(|c| *c)
+}
+
+/// A partition's state as handed out: the main stream at its position, the ranges as the
+/// streams moved them. `None` before it has a position.
+fn delivered_state(p: &PartitionState) -> Option<RecoveryState> {
+    Some(RecoveryState {
+        main_next: p.position?,
+        ranges: p
+            .recovery
+            .as_ref()
+            .map(|rc| rc.ranges.clone())
+            .unwrap_or_default(),
+    })
+}
+
+/// Which streams a call takes records from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Streams {
+    /// `poll()`, `recv()`: both, interleaved.
+    Both,
+    /// `poll()` with `parallel.rebalance.recovery.poll`: the recovery records are
+    /// `recovery_poll()`'s.
+    Main,
+    /// `recovery_poll()`.
+    Recovery,
+}
+
+impl Streams {
+    /// The streams `poll()` (and the async front's `recv()`) take from.
+    pub(crate) fn for_poll(config: &ConsumerConfig) -> Streams {
+        if config.recovery_poll {
+            Streams::Main
+        } else {
+            Streams::Both
+        }
+    }
+
+    fn has(self, kind: StreamKind) -> bool {
+        match self {
+            Streams::Both => true,
+            Streams::Main => kind == StreamKind::Main,
+            Streams::Recovery => kind == StreamKind::Recovery,
+        }
+    }
+}
+
 /// What a `poll()` or `recv()` took from the fetch buffers.
 pub(crate) struct Taken {
     pub records: Vec<ConsumerRecord>,
@@ -675,6 +910,7 @@ pub(crate) fn take_ready(
     st: &mut fetch::FetchState,
     max: usize,
     limits: BufferLimits,
+    streams: Streams,
 ) -> Result<Option<Taken>> {
     if st.wakeup {
         st.wakeup = false;
@@ -683,14 +919,19 @@ pub(crate) fn take_ready(
     if let Some(e) = st.errors.pop_front() {
         return Err(e);
     }
-    let taken = drain_records(st, max, limits);
+    let taken = drain_records(st, max, limits, streams);
     Ok((!taken.records.is_empty()).then_some(taken))
 }
 
 /// Takes up to `max` buffered records, round-robin over the streams of every partition (one
 /// partition's backlog does not starve the others, and a partition's recovery stream and main
 /// stream take turns), and advances each stream's position past what it returns.
-fn drain_records(st: &mut fetch::FetchState, max: usize, limits: BufferLimits) -> Taken {
+fn drain_records(
+    st: &mut fetch::FetchState,
+    max: usize,
+    limits: BufferLimits,
+    streams: Streams,
+) -> Taken {
     let mut taken = Taken {
         records: Vec::new(),
         refill: false,
@@ -702,6 +943,7 @@ fn drain_records(st: &mut fetch::FetchState, max: usize, limits: BufferLimits) -
     // Two passes over the partition map and no collection: this runs once per record for a
     // `recv()` or `poll_at_most(_, 1)` loop.
     let has = |p: &PartitionState, kind: StreamKind| match kind {
+        _ if !streams.has(kind) => false,
         StreamKind::Main => !p.main.buffer.is_empty(),
         StreamKind::Recovery => p
             .recovery
@@ -823,7 +1065,9 @@ mod tests {
     };
 
     fn one(st: &mut fetch::FetchState, limits: BufferLimits) -> ((i32, i64), bool) {
-        let taken = take_ready(st, 1, limits).unwrap().expect("a record");
+        let taken = take_ready(st, 1, limits, Streams::Both)
+            .unwrap()
+            .expect("a record");
         assert_eq!(taken.records.len(), 1);
         let r = &taken.records[0];
         ((r.partition, r.offset), taken.refill)
@@ -836,7 +1080,9 @@ mod tests {
         let mut st = buffered(3, 2, &[1]);
         let got: Vec<(i32, i64)> = (0..4).map(|_| one(&mut st, NO_LIMITS).0).collect();
         assert_eq!(got, [(0, 0), (2, 0), (0, 1), (2, 1)]);
-        assert!(take_ready(&mut st, 1, NO_LIMITS).unwrap().is_none());
+        assert!(take_ready(&mut st, 1, NO_LIMITS, Streams::Both)
+            .unwrap()
+            .is_none());
         assert_eq!(st.buffered_bytes, 20, "the paused partition's records stay");
         let position =
             |st: &fetch::FetchState, p| st.partitions[&TopicPartition::new("t", p)].position;
@@ -850,7 +1096,9 @@ mod tests {
     fn a_batch_fills_from_each_partition_starting_one_further_each_time() {
         let mut st = buffered(3, 4, &[]);
         let batch = |st: &mut fetch::FetchState, max| -> Vec<(i32, i64)> {
-            let t = take_ready(st, max, NO_LIMITS).unwrap().unwrap();
+            let t = take_ready(st, max, NO_LIMITS, Streams::Both)
+                .unwrap()
+                .unwrap();
             t.records.iter().map(|r| (r.partition, r.offset)).collect()
         };
         assert_eq!(batch(&mut st, 5), [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]);

@@ -55,15 +55,24 @@
 //! to a later range or to the main stream). [`RecoveryState::next_fetches`] says where each stream
 //! starts. Order within each stream is kept; order across them is not (the seed's 1,2,3,6,4,7,5,8).
 //!
+//! # A recovery thread (`parallel.rebalance.recovery.poll`)
+//!
+//! With recovery records handed to a second thread by `recovery_poll()`, the ranges above move as
+//! records are *handed out*, which is not when they are *processed*. Commits then use
+//! [`UnprocessedRecovery::processed_state`]: a batch counts once the same thread makes its next
+//! `recovery_poll()`, the same convention `poll()` and auto-commit follow on one thread.
+//!
 //! # Token
 //!
 //! `lagless1;m=<main next>;r=<start>-<end>@<next>,...` with the ranges in order and an empty list
 //! when there are none (`lagless1;m=120;r=`). Numbers are decimal without sign or leading zeros.
 //! The parser is strict: anything else is [`Error::Corrupt`] with what is wrong.
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::error::{Error, Result};
 use crate::offsets::OffsetAndMetadata;
+use crate::TopicPartition;
 
 /// The largest commit metadata a broker accepts by default (`offset.metadata.max.bytes`).
 pub const MAX_TOKEN_BYTES: usize = 4096;
@@ -531,6 +540,115 @@ pub(crate) fn ranges_skipped_to(ranges: &mut Vec<RecoveryRange>, next: i64) {
     }
 }
 
+/// `parallel.rebalance.recovery.poll`: the recovery records `recovery_poll()` handed out that
+/// the application may still be processing, per calling thread and partition.
+///
+/// On one thread, a record `poll()` returned counts as processed when the next `poll()` is made:
+/// that is when auto-commit runs, on the same thread. With recovery records processed on another
+/// thread, a commit made on the poll thread (auto-commit, `commit_sync()` of the consumed
+/// positions, the commit before a revocation or on close) may run while that thread is still
+/// inside a batch, so "handed out" is not "processed". This keeps, for each partition a caller's
+/// last `recovery_poll()` handed records out of, the partition's ranges as they were just
+/// *before* that call took them; every commit uses [`UnprocessedRecovery::processed_state`],
+/// which owes everything any of those ranges owed. The caller's next `recovery_poll()` says its
+/// batch is processed ([`UnprocessedRecovery::processed`]).
+///
+/// Batches are kept per caller (thread) because "the next call" is a thread's own: with two
+/// threads calling `recovery_poll()`, one thread's call says nothing about the batch the other
+/// is still processing.
+///
+/// A partition revoked or lost while a batch is out is committed (if at all) from the ranges
+/// before the batch: the next owner delivers the batch again. Duplicates, never a gap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnprocessedRecovery {
+    before: BTreeMap<(TopicPartition, u64), Vec<RecoveryRange>>,
+}
+
+impl UnprocessedRecovery {
+    /// `recovery_poll()` called by `caller` is about to hand out records of `tp`, whose ranges
+    /// (as delivered so far) are `ranges`. Only the first call per batch counts: the ranges
+    /// before the batch owe every record of it.
+    pub fn handing_out(&mut self, caller: u64, tp: &TopicPartition, ranges: &[RecoveryRange]) {
+        self.before
+            .entry((tp.clone(), caller))
+            .or_insert_with(|| ranges.to_vec());
+    }
+
+    /// `caller` is done with every record it was handed so far (its next `recovery_poll()`).
+    pub fn processed(&mut self, caller: u64) {
+        self.before.retain(|(_, c), _| *c != caller);
+    }
+
+    /// Whether records of `tp` are out.
+    pub fn holds(&self, tp: &TopicPartition) -> bool {
+        self.held(tp).next().is_some()
+    }
+
+    fn held<'a>(&'a self, tp: &'a TopicPartition) -> impl Iterator<Item = &'a [RecoveryRange]> {
+        self.before
+            .range((tp.clone(), 0)..=(tp.clone(), u64::MAX))
+            .map(|(_, r)| r.as_slice())
+    }
+
+    /// What a commit of `tp` may claim, given `delivered` (the partition's state as handed out:
+    /// its position and the ranges the streams moved): `delivered` itself when nothing of `tp`
+    /// is out, else the state owing what `delivered` or any batch's ranges before it owe
+    /// ([`owed_by_either`]).
+    pub fn processed_state(&self, tp: &TopicPartition, delivered: RecoveryState) -> RecoveryState {
+        self.held(tp)
+            .fold(delivered, |st, before| owed_by_either(&st, before))
+    }
+}
+
+/// The state owing every offset `delivered` owes and every offset `[next, end)` of `held` owes:
+///
+/// > **owed(result) = owed(delivered) ∪ owed(held)**, with `main_next` = `delivered.main_next`.
+///
+/// Parts of `held` at or above the main stream are owed by it already and are left out (a seek
+/// may have moved it below them). In the usual case `held` is an earlier state of the same ranges
+/// (they only move forward), which owes everything `delivered` owes: the result is `held` as it
+/// was. Otherwise (a seek or a new assignment in between) the union is built interval by interval
+/// and a range's `start` is the smallest start of what it covers that stays above the previous
+/// range; it owes exactly the union still.
+pub fn owed_by_either(delivered: &RecoveryState, held: &[RecoveryRange]) -> RecoveryState {
+    let main_next = delivered.main_next;
+    let mut all: Vec<RecoveryRange> = delivered
+        .ranges
+        .iter()
+        .chain(held)
+        .filter(|r| r.next < r.end && r.next < main_next)
+        .map(|r| RecoveryRange {
+            start: r.start,
+            end: r.end.min(main_next),
+            next: r.next,
+        })
+        .collect();
+    all.sort_by_key(|r| (r.next, r.start));
+    let mut ranges: Vec<RecoveryRange> = Vec::with_capacity(all.len());
+    for r in all {
+        let n = ranges.len();
+        if n > 0 && r.next <= ranges[n - 1].end {
+            // Overlapping or touching what is owed already: one owed interval, starting where
+            // the earliest of its parts did but not below the range before it.
+            let floor = if n > 1 { ranges[n - 2].end } else { 0 };
+            let last = &mut ranges[n - 1];
+            last.end = last.end.max(r.end);
+            last.start = last.start.min(r.start).max(floor);
+        } else {
+            let floor = ranges.last().map_or(0, |l| l.end);
+            ranges.push(RecoveryRange {
+                start: r.start.max(floor),
+                end: r.end,
+                next: r.next,
+            });
+        }
+    }
+    let mut st = RecoveryState { main_next, ranges };
+    st.normalize();
+    debug_assert!(st.validate().is_ok(), "{st:?}");
+    st
+}
+
 fn corrupt(what: String) -> Error {
     Error::Corrupt(format!("recovery token: {what}"))
 }
@@ -587,6 +705,7 @@ mod tests {
     use super::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+    use std::ops::Range;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use tracing_subscriber::layer::{Context, Layer};
@@ -1195,6 +1314,219 @@ mod tests {
             got.validate().unwrap();
             assert_eq!(got.token(), after, "{before} committed at {x}");
             assert_eq!(got.low_water_mark(), offset, "{before} committed at {x}");
+        }
+    }
+
+    fn tp0() -> TopicPartition {
+        TopicPartition::new("t", 0)
+    }
+
+    /// The state a commit of the consumed positions stores, as the consumer builds it.
+    fn stored(u: &UnprocessedRecovery, delivered: &RecoveryState) -> (i64, String) {
+        let om = u.processed_state(&tp0(), delivered.clone()).commit_offset();
+        (om.offset, om.metadata)
+    }
+
+    /// A takeover at 100 with the log ending at 200; the main stream has delivered to 230.
+    fn taken_over() -> RecoveryState {
+        let mut st = RecoveryState::on_assignment(100, None, 200, 10);
+        st.main_next = 230;
+        st
+    }
+
+    /// `recovery_poll()` hands out `offsets` of partition 0.
+    fn hand_out(u: &mut UnprocessedRecovery, st: &mut RecoveryState, offsets: Range<i64>) {
+        hand_out_to(T1, u, st, offsets);
+    }
+
+    /// The recovery threads of the tests.
+    const T1: u64 = 1;
+    const T2: u64 = 2;
+
+    fn hand_out_to(
+        caller: u64,
+        u: &mut UnprocessedRecovery,
+        st: &mut RecoveryState,
+        offsets: Range<i64>,
+    ) {
+        u.handing_out(caller, &tp0(), &st.ranges);
+        for o in offsets {
+            st.recovery_delivered(o);
+        }
+    }
+
+    #[test]
+    fn records_handed_out_count_once_the_next_recovery_poll_is_made() {
+        let mut u = UnprocessedRecovery::default();
+        let mut st = taken_over();
+        assert_eq!(
+            stored(&u, &st),
+            (100, "lagless1;m=230;r=100-200@100".into())
+        );
+        hand_out(&mut u, &mut st, 100..150);
+        assert!(u.holds(&tp0()));
+        // A commit on the poll thread while the batch is out counts none of it.
+        assert_eq!(
+            stored(&u, &st),
+            (100, "lagless1;m=230;r=100-200@100".into())
+        );
+        // The next recovery_poll(): the batch is processed.
+        u.processed(T1);
+        assert!(!u.holds(&tp0()));
+        assert_eq!(
+            stored(&u, &st),
+            (150, "lagless1;m=230;r=100-200@150".into())
+        );
+        // The last batch finishes the range: handed out, the ranges are gone, but a commit still
+        // owes the batch.
+        hand_out(&mut u, &mut st, 150..200);
+        assert!(!st.is_active());
+        assert_eq!(
+            stored(&u, &st),
+            (150, "lagless1;m=230;r=100-200@150".into())
+        );
+        u.processed(T1);
+        assert_eq!(stored(&u, &st), (230, "lagless1;m=230;r=".into()));
+    }
+
+    #[test]
+    fn only_the_first_hand_out_of_a_batch_sets_what_is_owed() {
+        let mut u = UnprocessedRecovery::default();
+        let mut st = taken_over();
+        hand_out(&mut u, &mut st, 100..120);
+        hand_out(&mut u, &mut st, 120..140); // the same recovery_poll() call, a second round
+        assert_eq!(stored(&u, &st).0, 100);
+        // Another partition's batch holds nothing of partition 0 back.
+        let mut u = UnprocessedRecovery::default();
+        u.handing_out(T1, &TopicPartition::new("t", 1), &[range(5, 9, 5)]);
+        assert_eq!(stored(&u, &st).0, 140);
+    }
+
+    #[test]
+    fn one_thread_s_next_call_says_nothing_of_another_thread_s_batch() {
+        let mut u = UnprocessedRecovery::default();
+        let mut st = taken_over();
+        hand_out_to(T1, &mut u, &mut st, 100..130);
+        hand_out_to(T2, &mut u, &mut st, 130..160);
+        assert_eq!(stored(&u, &st).0, 100);
+        // T2 calls again: its batch is processed, T1's is not, and owes everything from 100.
+        u.processed(T2);
+        assert_eq!(stored(&u, &st).0, 100);
+        // T1 calls again: both are.
+        u.processed(T1);
+        assert_eq!(
+            stored(&u, &st),
+            (160, "lagless1;m=230;r=100-200@160".into())
+        );
+        // The other way round: T1's batch processed first, T2's still held from 190.
+        hand_out_to(T1, &mut u, &mut st, 160..190);
+        hand_out_to(T2, &mut u, &mut st, 190..200);
+        u.processed(T1);
+        assert_eq!(
+            stored(&u, &st),
+            (190, "lagless1;m=230;r=100-200@190".into())
+        );
+        u.processed(T2);
+        assert_eq!(stored(&u, &st), (230, "lagless1;m=230;r=".into()));
+    }
+
+    #[test]
+    fn an_explicit_commit_while_a_batch_is_out_claims_none_of_it() {
+        let mut u = UnprocessedRecovery::default();
+        let mut st = taken_over();
+        hand_out(&mut u, &mut st, 100..150);
+        u.processed(T1);
+        hand_out(&mut u, &mut st, 150..170);
+        // commit_sync(Some(220)) on the poll thread: held at what was processed.
+        let got = u.processed_state(&tp0(), st.clone()).committed_at(220);
+        assert_eq!(got.token(), "lagless1;m=220;r=100-200@150");
+        assert_eq!(got.low_water_mark(), 150);
+    }
+
+    #[test]
+    fn a_revocation_while_a_batch_is_out_gives_the_batch_to_the_next_owner() {
+        let mut u = UnprocessedRecovery::default();
+        let mut st = taken_over();
+        hand_out(&mut u, &mut st, 100..130);
+        u.processed(T1);
+        hand_out(&mut u, &mut st, 130..180);
+        // The commit before the revocation, made on the poll thread while the batch is out.
+        let (offset, token) = stored(&u, &st);
+        assert_eq!(
+            (offset, token.as_str()),
+            (130, "lagless1;m=230;r=100-200@130")
+        );
+        // The next owner (the log has grown to 240) resumes at 130: the batch 130..180 comes
+        // again, and so does everything not yet delivered.
+        let (next, warned) =
+            warnings(|| RecoveryState::on_assignment(offset, Some(&token), 240, 10));
+        assert_eq!(warned, 0);
+        assert_eq!(next.low_water_mark(), 130);
+        assert!((130..200).chain(230..240).all(|o| next.is_undelivered(o)));
+        // A client without the mode resumes at the committed offset: the batch comes again too.
+        assert!(offset <= 130);
+    }
+
+    #[test]
+    fn a_seek_or_a_new_assignment_under_a_batch_owes_both() {
+        // A seek back to 120 while 100..150 is out: the ranges are cancelled, the main stream
+        // re-reads from 120, and the batch's part below it stays owed.
+        let held = [range(100, 200, 100)];
+        let after_seek = RecoveryState::at(120);
+        let got = owed_by_either(&after_seek, &held);
+        assert_eq!(got.token(), "lagless1;m=120;r=100-120@100");
+        // A seek forward to 500 keeps the whole batch owed.
+        let got = owed_by_either(&RecoveryState::at(500), &held);
+        assert_eq!(got.token(), "lagless1;m=500;r=100-200@100");
+        // A new assignment's ranges and the old batch's: both owed, disjoint parts apart.
+        let new = RecoveryState::parse_token("lagless1;m=900;r=300-800@350").unwrap();
+        let got = owed_by_either(&new, &[range(100, 200, 150), range(320, 400, 330)]);
+        assert_eq!(got.token(), "lagless1;m=900;r=100-200@150,300-800@330");
+        // Nothing held: the state as it is.
+        assert_eq!(owed_by_either(&new, &[]), new);
+    }
+
+    #[test]
+    fn the_processed_state_owes_exactly_what_either_side_owes() {
+        let mut rng = StdRng::seed_from_u64(0x2_7ead5);
+        for case in 0..3000 {
+            let delivered =
+                RecoveryState::parse_token(&random_state(&mut rng, 5, 1).token()).unwrap();
+            let held = random_state(&mut rng, 5, 1);
+            let got = owed_by_either(&delivered, &held.ranges);
+            got.validate()
+                .unwrap_or_else(|e| panic!("case {case}: {delivered:?} {held:?}: {e}"));
+            assert_eq!(got.main_next, delivered.main_next);
+            let top = delivered.main_next.max(held.main_next) + 3;
+            for o in 0..top {
+                let held_owes =
+                    o < delivered.main_next && held.ranges.iter().any(|r| r.next <= o && o < r.end);
+                assert_eq!(
+                    got.is_undelivered(o),
+                    delivered.is_undelivered(o) || held_owes,
+                    "case {case}: offset {o}: {delivered:?} and {held:?} gave {got:?}"
+                );
+            }
+            // Its token round-trips, so the next owner resumes exactly there.
+            assert_eq!(RecoveryState::parse_token(&got.token()).unwrap(), got);
+        }
+        // The usual case: an earlier state of the same ranges owes everything: it is the result.
+        for case in 0..500 {
+            let held = RecoveryState::parse_token(&random_state(&mut rng, 5, 1).token()).unwrap();
+            let mut delivered = held.clone();
+            for _ in 0..rng.gen_range(0..40) {
+                if let Some(first) = delivered.ranges.first().copied() {
+                    delivered.recovery_delivered(rng.gen_range(first.next..first.end));
+                }
+            }
+            delivered.main_next += rng.gen_range(0..10);
+            let mut want = held.clone();
+            want.main_next = delivered.main_next;
+            assert_eq!(
+                owed_by_either(&delivered, &held.ranges),
+                want,
+                "case {case}"
+            );
         }
     }
 

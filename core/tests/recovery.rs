@@ -4,7 +4,10 @@
 //! both ranges from the commit token; a consumer with the mode off that takes over mid-recovery
 //! resumes at the low-water mark; an explicit commit of a main-stream offset by a member that then
 //! crashes claims nothing from that offset on; a token with more ranges than the broker's metadata
-//! limit holds merges ranges rather than failing the commit. Every test counts every offset.
+//! limit holds merges ranges rather than failing the commit; with
+//! `parallel.rebalance.recovery.poll`, the backlog processed on threads of their own
+//! (`recovery_poll()`) while commits on the poll thread never pass a batch still out. Every test
+//! counts every offset.
 mod support;
 
 use std::collections::BTreeSet;
@@ -1113,4 +1116,396 @@ fn written_len(st: &lagless::recovery::RecoveryState) -> usize {
         .map(|r| format!("{}-{}@{}", r.start, r.end, r.next))
         .collect();
     format!("lagless1;m={};r={}", st.main_next, ranges.join(",")).len()
+}
+
+/// What the recovery thread of the tests below reports to the poll thread.
+enum FromRecoveryThread {
+    /// It holds the batch a `recovery_poll()` just returned, from `first` to `last`, and waits
+    /// for the poll thread to look at the group's offset before it goes on.
+    Holding { first: i64, last: i64 },
+}
+
+/// `parallel.rebalance.recovery.poll`: one thread polls the main stream, another
+/// `recovery_poll()`s the backlog, each processing what it gets. Every offset of the backlog and
+/// of the fresh records comes out at least once (here exactly once: nobody else is in the group),
+/// each from its stream's thread; a commit made on the poll thread while the recovery thread
+/// holds a batch never passes the batch's first offset (checked with `committed()` and from a
+/// consumer outside the group), and once the next `recovery_poll()` is made it does; `wakeup()`
+/// ends a waiting `recovery_poll()`.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_recovery_thread_drains_the_backlog_beside_the_poll_thread() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "recovery-thread", 1);
+    let group = unique_name("recovery-thread");
+    let tp = TopicPartition::new(&topic, 0);
+    produce_to_0(&bs, &topic, 70);
+    commit_as_departed_member(&bs, &group, &topic, 70);
+    produce_to_0(&bs, &topic, 3_000);
+    let end = 3_070;
+
+    let c = Arc::new(recovery_member(
+        &bs,
+        &group,
+        &[
+            ("max.poll.records", "50"),
+            ("parallel.rebalance.recovery.poll", "true"),
+        ],
+    ));
+    c.subscribe(&[&topic], None).unwrap();
+    wait_assigned(&c, Duration::from_secs(60));
+    assert_eq!(c.position(&tp, None).unwrap(), end);
+    let trickle = Trickle::start(&bs, &topic, Duration::from_millis(5));
+    // Reads the group's offset as any other client would, outside the group.
+    let outsider = consumer(&bs, &[("group.id", group.as_str())]);
+
+    let (tx, rx) = std::sync::mpsc::channel::<FromRecoveryThread>();
+    let (ack_tx, ack_rx) = std::sync::mpsc::channel::<()>();
+    let recovery_thread = {
+        let c = c.clone();
+        std::thread::spawn(move || {
+            let mut seen: Vec<i64> = Vec::new();
+            let mut checks = 3;
+            loop {
+                let records = match c.recovery_poll(Duration::from_millis(200)) {
+                    Ok(r) => r,
+                    Err(lagless::Error::Wakeup) => return seen,
+                    Err(e) => panic!("recovery_poll: {e}"),
+                };
+                for r in &records {
+                    assert!(
+                        r.from_recovery,
+                        "main-stream record {} on the recovery thread",
+                        r.offset
+                    );
+                    assert!(
+                        seen.last().is_none_or(|&l| r.offset > l),
+                        "recovery stream out of order"
+                    );
+                    seen.push(r.offset);
+                }
+                if records.is_empty() {
+                    continue;
+                }
+                if checks > 0 {
+                    checks -= 1;
+                    tx.send(FromRecoveryThread::Holding {
+                        first: records[0].offset,
+                        last: records.last().unwrap().offset,
+                    })
+                    .unwrap();
+                    ack_rx.recv().unwrap();
+                }
+                // Processing: 20 us a record.
+                std::thread::sleep(Duration::from_micros(20) * records.len() as u32);
+            }
+        })
+    };
+
+    let mut main_seen: BTreeSet<i64> = BTreeSet::new();
+    let mut previous_batch: Option<(i64, i64)> = None;
+    let mut checked = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(Instant::now() < deadline, "backlog not drained");
+        for r in c.poll(Duration::from_millis(100)).unwrap() {
+            assert!(
+                !r.from_recovery,
+                "poll() returned recovery record {}",
+                r.offset
+            );
+            assert!(
+                r.offset >= end,
+                "main-stream record {} inside the backlog",
+                r.offset
+            );
+            assert!(main_seen.insert(r.offset), "offset {} twice", r.offset);
+        }
+        while let Ok(FromRecoveryThread::Holding { first, last }) = rx.try_recv() {
+            // The recovery thread holds [first, last] unprocessed. Neither a commit of the
+            // consumed positions nor an explicit one of the main stream's position may pass it.
+            c.commit_sync(None, None).unwrap();
+            assert_eq!(
+                committed(&c, &tp).offset,
+                first,
+                "a commit while {first}..={last} is out"
+            );
+            let position = c.position(&tp, None).unwrap();
+            c.commit_sync(
+                Some(&[(
+                    tp.clone(),
+                    OffsetAndMetadata {
+                        offset: position,
+                        metadata: String::new(),
+                    },
+                )]),
+                None,
+            )
+            .unwrap();
+            let stored = outsider.committed(std::slice::from_ref(&tp), None).unwrap()[0]
+                .1
+                .clone()
+                .unwrap();
+            assert_eq!(
+                stored.offset, first,
+                "an explicit commit of {position} while {first}..={last} is out"
+            );
+            assert!(stored.metadata.starts_with("lagless1;"), "{stored:?}");
+            if let Some((p_first, p_last)) = previous_batch {
+                // That batch is processed now: this recovery_poll() was made after it.
+                assert!(first > p_last && stored.offset > p_first);
+            }
+            previous_batch = Some((first, last));
+            checked += 1;
+            ack_tx.send(()).unwrap();
+        }
+        if checked == 3
+            && !c.recovery_active(&tp).unwrap()
+            && main_seen.last().is_some_and(|&l| l > end + 20)
+        {
+            break;
+        }
+    }
+    let written = trickle.stop() as i64;
+    let total_end = end + written;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while main_seen.len() < (total_end - end) as usize {
+        assert!(Instant::now() < deadline, "fresh records missing");
+        for r in c.poll(Duration::from_millis(100)).unwrap() {
+            assert!(!r.from_recovery);
+            assert!(main_seen.insert(r.offset), "offset {} twice", r.offset);
+        }
+    }
+    // The recovery thread waits in recovery_poll(): wakeup() ends it (and the next poll()).
+    std::thread::sleep(Duration::from_millis(300));
+    c.wakeup();
+    let recovered = recovery_thread.join().unwrap();
+    assert!(matches!(
+        c.poll(Duration::ZERO),
+        Err(lagless::Error::Wakeup)
+    ));
+    assert_eq!(
+        recovered,
+        (70..end).collect::<Vec<_>>(),
+        "the backlog, each offset once, in order, on the recovery thread"
+    );
+    assert_eq!(main_seen, (end..total_end).collect::<BTreeSet<_>>());
+    // The last recovery_poll() said the last batch was processed: the group's offset is the end.
+    c.commit_sync(None, None).unwrap();
+    let com = committed(&c, &tp);
+    assert_eq!((com.offset, com.metadata.as_str()), (total_end, ""));
+    assert!(matches!(
+        c.recovery_poll(Duration::ZERO),
+        Ok(r) if r.is_empty()
+    ));
+    c.close(None).unwrap();
+    assert!(matches!(
+        c.recovery_poll(Duration::ZERO),
+        Err(lagless::Error::Closed)
+    ));
+}
+
+/// A member closed (auto-commit on: it commits before leaving) while its recovery thread holds
+/// a batch unprocessed: the commit stops at the batch's first offset, and the next owner, a
+/// consumer without recovery streams, delivers the batch again, then everything after it.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_batch_out_when_the_member_leaves_goes_to_the_next_owner() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "recovery-thread-leave", 1);
+    let group = unique_name("recovery-thread-leave");
+    let tp = TopicPartition::new(&topic, 0);
+    produce_to_0(&bs, &topic, 40);
+    commit_as_departed_member(&bs, &group, &topic, 40);
+    produce_to_0(&bs, &topic, 500);
+    let end = 540;
+    let c = Arc::new(group_member(
+        &bs,
+        &group,
+        &[
+            ("enable.auto.commit", "true"),
+            ("auto.commit.interval.ms", "100"),
+            ("max.poll.records", "30"),
+            ("enable.parallel.rebalance", "true"),
+            ("parallel.rebalance.min.lag", MIN_LAG),
+            ("parallel.rebalance.recovery.poll", "true"),
+        ],
+    ));
+    c.subscribe(&[&topic], None).unwrap();
+    wait_assigned(&c, Duration::from_secs(60));
+    assert_eq!(c.position(&tp, None).unwrap(), end);
+    // Two batches: the first processed (the second call says so), the second held.
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.len() < 2 {
+        assert!(Instant::now() < deadline, "no recovery records");
+        let b = c.recovery_poll(Duration::from_millis(200)).unwrap();
+        if !b.is_empty() {
+            got.push(b);
+        }
+    }
+    assert_eq!(got[0][0].offset, 40);
+    let held_from = got[1][0].offset;
+    assert_eq!(held_from, got[0].last().unwrap().offset + 1);
+    // The poll thread goes on: auto-commits run in its poll() calls, and none may pass the
+    // batch out.
+    for _ in 0..5 {
+        assert!(c.poll(Duration::from_millis(150)).unwrap().is_empty());
+    }
+    assert_eq!(committed(&c, &tp).offset, held_from);
+    c.close(None).unwrap();
+    let com = committed(&consumer(&bs, &[("group.id", group.as_str())]), &tp);
+    assert_eq!(
+        com.offset, held_from,
+        "the commit on close passed the batch out: {com:?}"
+    );
+
+    let next = member(&bs, &group, &[]);
+    next.subscribe(&[&topic], None).unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < (end - held_from) as usize {
+        assert!(
+            Instant::now() < deadline,
+            "the next owner got {} records",
+            seen.len()
+        );
+        seen.extend(
+            next.poll(Duration::from_millis(200))
+                .unwrap()
+                .iter()
+                .map(|r| r.offset),
+        );
+    }
+    assert_eq!(seen, (held_from..end).collect::<Vec<_>>());
+    next.close(None).unwrap();
+}
+
+/// recovery_poll() needs its key, and the key needs recovery streams; the async consumer refuses
+/// it (its recv() is the only way its records come out).
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn recovery_poll_needs_its_key() {
+    let bs = bootstrap();
+    let group = unique_name("recovery-thread-key");
+    let plain = recovery_member(&bs, &group, &[]);
+    match plain.recovery_poll(Duration::ZERO) {
+        Err(lagless::Error::IllegalState(m)) => {
+            assert!(m.contains("parallel.rebalance.recovery.poll=true"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let c = support::config(&[
+        ("bootstrap.servers", bs.as_str()),
+        ("group.id", group.as_str()),
+        ("parallel.rebalance.recovery.poll", "true"),
+    ]);
+    match Consumer::from_config(&c) {
+        Err(lagless::Error::Config { key, .. }) => {
+            assert_eq!(key, "parallel.rebalance.recovery.poll")
+        }
+        other => panic!("{:?}", other.err()),
+    }
+    let mut c = c;
+    c.set("enable.parallel.rebalance", "true").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        match lagless::aio::Consumer::from_config(&c) {
+            Err(lagless::Error::Config { key, .. }) => {
+                assert_eq!(key, "parallel.rebalance.recovery.poll")
+            }
+            other => panic!("{:?}", other.err()),
+        }
+    });
+}
+
+/// A thread of its own that calls `recovery_poll()` when told, until it gets records, and
+/// answers with their offsets.
+struct RecoveryWorker {
+    go: std::sync::mpsc::Sender<()>,
+    got: std::sync::mpsc::Receiver<Vec<i64>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl RecoveryWorker {
+    fn start(c: Arc<Consumer>) -> RecoveryWorker {
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let (got_tx, got) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            while go_rx.recv().is_ok() {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                let batch = loop {
+                    assert!(Instant::now() < deadline, "no recovery records");
+                    let b = c.recovery_poll(Duration::from_millis(200)).unwrap();
+                    if !b.is_empty() {
+                        break b;
+                    }
+                };
+                got_tx
+                    .send(batch.iter().map(|r| r.offset).collect())
+                    .unwrap();
+            }
+        });
+        RecoveryWorker { go, got, thread }
+    }
+
+    /// Its next batch (its previous one is processed by this call).
+    fn next_batch(&self) -> Vec<i64> {
+        self.go.send(()).unwrap();
+        self.got.recv().unwrap()
+    }
+}
+
+/// Two threads calling `recovery_poll()`: one thread's next call says its own batch is
+/// processed, not the other's, so a commit stops at the first batch still out, whichever thread
+/// has it.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn each_recovery_thread_holds_its_own_batch() {
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "recovery-threads", 1);
+    let group = unique_name("recovery-threads");
+    let tp = TopicPartition::new(&topic, 0);
+    produce_to_0(&bs, &topic, 70);
+    commit_as_departed_member(&bs, &group, &topic, 70);
+    produce_to_0(&bs, &topic, 1_000);
+    let c = Arc::new(recovery_member(
+        &bs,
+        &group,
+        &[
+            ("max.poll.records", "40"),
+            ("parallel.rebalance.recovery.poll", "true"),
+        ],
+    ));
+    c.subscribe(&[&topic], None).unwrap();
+    wait_assigned(&c, Duration::from_secs(60));
+    let (a, b) = (
+        RecoveryWorker::start(c.clone()),
+        RecoveryWorker::start(c.clone()),
+    );
+    let commit_now = || {
+        c.commit_sync(None, None).unwrap();
+        committed(&c, &tp).offset
+    };
+    let a1 = a.next_batch();
+    let b1 = b.next_batch();
+    assert_eq!((a1[0], b1[0]), (70, a1.last().unwrap() + 1));
+    assert_eq!(commit_now(), 70);
+    // b's next call: its batch is processed, a's still is not.
+    let b2 = b.next_batch();
+    assert_eq!(commit_now(), 70, "b's call counted a's batch");
+    // a's next call: a's first batch is processed; b's second is the first still out.
+    let a2 = a.next_batch();
+    assert!(a2[0] > b2[0]);
+    assert_eq!(commit_now(), b2[0]);
+    let b3 = b.next_batch();
+    assert_eq!(commit_now(), a2[0]);
+    let _ = (a.next_batch(), b3);
+    drop((a.go, b.go));
+    a.thread.join().unwrap();
+    b.thread.join().unwrap();
+    c.close(None).unwrap();
 }

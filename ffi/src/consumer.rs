@@ -498,6 +498,55 @@ pub extern "C" fn lagless_consumer_poll_batch(
     }
 }
 
+/// `parallel.rebalance.recovery.poll`: the recovery streams' records (KIP-333 backlogs), for a
+/// thread of their own while another thread polls (which then gets main-stream records only).
+/// Waits up to `timeout_ms` (negative: until a record, a wakeup or close) and returns up to
+/// `capacity` messages (and at most `max.poll.records`) into `out_messages[0 .. *out_count]`,
+/// each the caller's to destroy; `*out_count` is 0 when the timeout passed with no record.
+/// The messages count as processed, for every commit, once the same thread calls again: until then
+/// commits hold at the first of them, and a partition revoked meanwhile gives them to its next
+/// owner again. A recovery thread that stops makes one last call (timeout 0) once its last
+/// messages are processed. Runs no rebalance or commit callbacks; errors of single partitions
+/// come out of the polling thread's poll. `LAGLESS_ERR_WAKEUP` after `lagless_consumer_wakeup`,
+/// `LAGLESS_ERR_CLOSED` once closed, `LAGLESS_ERR_ILLEGAL_STATE` without the setting.
+/// Thread-safety: meant for one thread other than the polling one.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_recovery_poll(
+    consumer: *mut lagless_consumer,
+    timeout_ms: i32,
+    out_messages: *mut *mut lagless_message,
+    capacity: usize,
+    out_count: *mut usize,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_messages);
+        try_out!(out_count);
+        if capacity == 0 {
+            return Err(Error::InvalidArgument("`capacity` is 0".into()));
+        }
+        let c = h.open()?;
+        let records = if timeout_ms >= 0 {
+            c.recovery_poll_at_most(Duration::from_millis(timeout_ms as u64), capacity)?
+        } else {
+            loop {
+                let r = c.recovery_poll_at_most(Duration::from_secs(3600), capacity)?;
+                if !r.is_empty() {
+                    break r;
+                }
+            }
+        };
+        let n = records.len();
+        let mut names = TopicNames::new(&h.topics);
+        for (i, r) in records.into_iter().enumerate() {
+            // SAFETY: `out_messages` has room for `capacity` >= n pointers.
+            unsafe { out_messages.add(i).write(lagless_consumer::message(&mut names, r)) };
+        }
+        write_out(out_count, n);
+        Ok(())
+    }
+}
+
 /// Commits and waits (up to `timeout_ms`; negative: `default.api.timeout.ms`). `offsets` NULL
 /// commits the consumed positions of every assigned partition (the offset after the last message
 /// polled); otherwise each entry's offset (set with `lagless_tplist_set_offset`) is committed,

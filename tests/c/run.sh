@@ -44,7 +44,7 @@ step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
 read -r -a PC <<<"$(pkg-config --cflags --libs lagless)"
-for t in test_produce test_errors group_member produce_n test_recovery test_learners test_handover test_lookups test_security test_batch; do
+for t in test_produce test_errors group_member produce_n test_recovery test_recovery_thread test_learners test_handover test_lookups test_security test_batch; do
   cc "${CFLAGS[@]}" -o "$work/$t" "tests/c/$t.c" "${PC[@]}" -pthread
   cc "${CFLAGS[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$work/asan-$t" "tests/c/$t.c" "${PC[@]}" -pthread
 done
@@ -115,6 +115,8 @@ step "two-process group with rebalance"
 group_test group_member plain
 step "recovery streams (KIP-333)"
 "$work/test_recovery" "lagless-c-recovery-$run_id" "lagless-c-recovery-g-$run_id"
+step "recovery streams on a thread of their own"
+"$work/test_recovery_thread" "lagless-c-recthread-$run_id" "lagless-c-recthread-g-$run_id"
 step "learner assignments"
 "$work/test_learners" "lagless-c-learners-$run_id" "lagless-c-learners-g-$run_id"
 step "learner hand-over: readiness reported later, prepare to leave"
@@ -135,6 +137,8 @@ step "AddressSanitizer: two-process group"
 group_test asan-group_member asan
 step "AddressSanitizer: recovery streams"
 "$work/asan-test_recovery" "lagless-c-recovery-asan-$run_id" "lagless-c-recovery-g-asan-$run_id"
+step "AddressSanitizer: recovery thread"
+"$work/asan-test_recovery_thread" "lagless-c-recthread-asan-$run_id" "lagless-c-recthread-g-asan-$run_id"
 step "AddressSanitizer: learner assignments"
 "$work/asan-test_learners" "lagless-c-learners-asan-$run_id" "lagless-c-learners-g-asan-$run_id"
 step "AddressSanitizer: learner hand-over"

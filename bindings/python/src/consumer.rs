@@ -452,6 +452,48 @@ impl Consumer {
         MessageBatch::build(py, &records)
     }
 
+    /// `parallel.rebalance.recovery.poll`: up to `num_messages` records of the recovery streams
+    /// (and at most `max.poll.records`), for a thread of their own while another thread polls
+    /// (whose `poll()`/`consume()` then return main-stream records only). Waits up to `timeout`
+    /// seconds (None or negative: without limit) for the first. The messages count as processed,
+    /// for every commit, once the same thread calls `recovery_poll()` again. Runs no callbacks; raises
+    /// WakeupError after `wakeup()`, ClosedError once closed, IllegalStateError without the
+    /// setting.
+    #[pyo3(signature = (num_messages=500, timeout=None))]
+    fn recovery_poll<'py>(
+        &self,
+        py: Python<'py>,
+        num_messages: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let deadline = duration(timeout).map(|t| Instant::now() + t);
+        let core = self.core();
+        let max = num_messages.max(1);
+        loop {
+            // In slices, so Ctrl-C is seen; a call that returns nothing hands nothing out.
+            let slice = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()).min(SLICE),
+                None => SLICE,
+            };
+            // Not `self.error()`: a callback's stashed exception is the polling thread's to raise.
+            let records = py
+                .detach(|| core.recovery_poll_at_most(slice, max))
+                .map_err(|e| to_py(py, &e))?;
+            if !records.is_empty() {
+                let mut b = MessageBuilder::default();
+                let msgs = records
+                    .into_iter()
+                    .map(|r| b.build(py, r))
+                    .collect::<PyResult<Vec<_>>>()?;
+                return PyList::new(py, msgs);
+            }
+            py.check_signals()?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(PyList::empty(py));
+            }
+        }
+    }
+
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }

@@ -10,6 +10,7 @@ from typing import List, Set
 import pytest
 
 import lagless
+import lagless.aio
 from conftest import produce
 
 COMMITTED = 70
@@ -275,3 +276,107 @@ def test_a_commit_into_a_running_recovery_keeps_the_token_not_the_user_metadata(
     consumers.append(second)
     second.subscribe([topic])
     assert drain(second, COMMITTED + 2, LOG_END) == set(range(COMMITTED + 2, LOG_END))
+
+
+def test_a_recovery_thread_drains_the_backlog_and_commits_wait_for_its_next_call(
+    bootstrap, make_topic, group, consumers
+):
+    """``parallel.rebalance.recovery.poll``: the backlog on a thread of its own calling
+    ``recovery_poll()``, fresh records on the polling thread. Every offset comes once, each on its
+    stream's thread; a commit on the polling thread while the recovery thread holds a batch stops
+    at the batch's first offset; ``wakeup()`` ends a waiting ``recovery_poll()``."""
+    import threading
+
+    plain = member(bootstrap, group, recovery=True)
+    consumers.append(plain)
+    with pytest.raises(lagless.IllegalStateError, match="parallel.rebalance.recovery.poll=true"):
+        plain.recovery_poll(timeout=0)
+    # The async consumer's consume() is its only way out for records: it refuses the setting.
+    for v in (True, "TRUE"):
+        with pytest.raises(lagless.ConfigError) as e:
+            lagless.aio.Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": group,
+                    "enable.parallel.rebalance": True,
+                    "parallel.rebalance.recovery.poll": v,
+                }
+            )
+        assert e.value.key == "parallel.rebalance.recovery.poll"
+
+    topic = taken_over_with_backlog(bootstrap, make_topic, group)
+    tp = lagless.TopicPartition(topic, 0)
+    c = lagless.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "max.poll.records": 50,
+            "enable.parallel.rebalance": True,
+            "parallel.rebalance.min.lag": 10,
+            "parallel.rebalance.recovery.poll": True,
+        }
+    )
+    consumers.append(c)
+    c.subscribe([topic])
+
+    recovered: List[int] = []
+    held: "list[int]" = []
+    holding = threading.Event()
+    looked = threading.Event()
+    errors: List[BaseException] = []
+
+    def recovery_thread() -> None:
+        try:
+            batches = 0
+            while True:
+                try:
+                    msgs = c.recovery_poll(50, timeout=1.0)
+                except lagless.WakeupError:
+                    return
+                for m in msgs:
+                    assert m.from_recovery and m.offset < LOG_END
+                    assert not recovered or m.offset == recovered[-1] + 1, "recovery stream out of order"
+                    recovered.append(m.offset)
+                if msgs:
+                    batches += 1
+                    if batches == 2:
+                        # Hold the second batch unprocessed while the polling thread commits.
+                        held.append(msgs[0].offset)
+                        holding.set()
+                        looked.wait(60)
+        except BaseException as e:  # reported by the polling thread
+            errors.append(e)
+
+    t = threading.Thread(target=recovery_thread)
+    t.start()
+    main: List[int] = []
+    deadline = time.monotonic() + 120
+    while not holding.is_set():
+        assert time.monotonic() < deadline and not errors, errors
+        assert c.poll(0.1) is None
+    produce(bootstrap, topic, FRESH, partition=0, prefix="fresh")
+    c.commit()
+    assert committed_offset(c, tp) == held[0] > COMMITTED
+    looked.set()
+    while len(main) < FRESH or len(recovered) < LOG_END - COMMITTED:
+        assert time.monotonic() < deadline and not errors, errors
+        for m in c.consume(50, timeout=0.1):
+            assert not m.from_recovery and m.offset == LOG_END + len(main)
+            main.append(m.offset)
+    time.sleep(0.2)
+    c.wakeup()
+    t.join(30)
+    assert not t.is_alive() and not errors, errors
+    with pytest.raises(lagless.WakeupError):
+        c.poll(0)
+    assert recovered == list(range(COMMITTED, LOG_END))
+    # The wakeup's call said the last batch was processed.
+    c.commit()
+    assert committed_offset(c, tp) == LOG_END + FRESH
+    c.close()
+    with pytest.raises(lagless.ClosedError):
+        c.recovery_poll(timeout=0)

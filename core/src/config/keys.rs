@@ -453,6 +453,13 @@ pub(super) static KEYS: &[KeyInfo] = &[
         "With enable.parallel.rebalance, the smallest backlog (log end minus committed offset, in records) that gets a recovery stream.",
     ),
     key(
+        "parallel.rebalance.recovery.poll",
+        Some("false"),
+        Consumer,
+        Bool,
+        "With enable.parallel.rebalance, process the backlog on a thread of its own: poll() returns main-stream records only and the recovery stream's come from recovery_poll(), called from a second thread (the blocking consumer, the C ABI's lagless_consumer_recovery_poll, Python's Consumer.recovery_poll; the async consumers refuse it). A batch recovery_poll() returned counts as processed, for every commit, once the same thread calls recovery_poll() again; until then commits hold at the batch's first record, and a partition revoked meanwhile gives them to its next owner again.",
+    ),
+    key(
         "learner.max.warmup.partitions",
         Some("0"),
         Consumer,

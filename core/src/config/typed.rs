@@ -144,6 +144,10 @@ pub struct ConsumerConfig {
     /// `parallel.rebalance.min.lag`: the smallest backlog, in records (log end minus committed
     /// offset), that gets a recovery stream (default 1000).
     pub parallel_rebalance_min_lag: i64,
+    /// `parallel.rebalance.recovery.poll`: recovery records come from
+    /// [`crate::Consumer::recovery_poll`] on a thread of their own, not from `poll()` (default
+    /// false; needs `enable.parallel.rebalance`).
+    pub recovery_poll: bool,
     /// `learner.max.warmup.partitions`, learner-sticky: most partitions warming up for this
     /// member at once (default 0: no limit).
     pub learner_max_warmup_partitions: u32,
@@ -221,6 +225,16 @@ impl ConsumerConfig {
             ));
         }
 
+        let recovery_poll = c.bool("parallel.rebalance.recovery.poll")?;
+        // Without recovery streams there is nothing for a recovery thread to take: a
+        // recovery_poll() loop would wait forever, silently.
+        if recovery_poll && !c.bool("enable.parallel.rebalance")? {
+            return Err(Error::config(
+                "parallel.rebalance.recovery.poll",
+                "`parallel.rebalance.recovery.poll` requires `enable.parallel.rebalance=true`",
+            ));
+        }
+
         Ok(ConsumerConfig {
             common,
             group_id,
@@ -242,6 +256,7 @@ impl ConsumerConfig {
             partition_assignment_strategy,
             enable_parallel_rebalance: c.bool("enable.parallel.rebalance")?,
             parallel_rebalance_min_lag: c.int("parallel.rebalance.min.lag")?,
+            recovery_poll,
             // The key's range is 0..=i32::MAX, so this never saturates.
             learner_max_warmup_partitions: c.int32("learner.max.warmup.partitions")?.max(0) as u32,
             learner_explicit_readiness: c

@@ -50,10 +50,11 @@ impl Consumer {
     /// The offsets `commit` uses when none are given: the consumed position of every assigned
     /// partition, i.e. the offset after the last record `poll()` returned. A partition with
     /// unfinished recovery ranges (KIP-333) gives the low-water mark over them and the main
-    /// stream, with the recovery token as metadata.
+    /// stream, with the recovery token as metadata; with `parallel.rebalance.recovery.poll`,
+    /// over the recovery records processed, not those the last `recovery_poll()` handed out.
     pub fn consumed_offsets(&self) -> Vec<(TopicPartition, OffsetAndMetadata)> {
         let assigned: Vec<TopicPartition> = self.assignment();
-        self.shared.commit_offsets(assigned.iter())
+        self.progress_to_commit(assigned.iter())
     }
 
     /// KIP-333: an explicit commit must not pass a partition's unfinished backlog, nor claim
@@ -68,16 +69,13 @@ impl Consumer {
         let st = self.shared.lock();
         offsets
             .into_iter()
-            .map(|(tp, om)| match st.partitions.get(&tp) {
-                Some(p) => {
-                    let asked = om.offset;
-                    let om = p.commit_offset_asked(om);
-                    if om.offset != asked {
-                        tracing::debug!(partition = %tp, asked, committed = om.offset, token = %om.metadata, "commit held at the recovery low-water mark");
-                    }
-                    (tp, om)
+            .map(|(tp, om)| {
+                let asked = om.offset;
+                let om = self.asked_to_commit(&st, &tp, om);
+                if om.offset != asked {
+                    tracing::debug!(partition = %tp, asked, committed = om.offset, token = %om.metadata, "commit held at the recovery low-water mark");
                 }
-                None => (tp, om),
+                (tp, om)
             })
             .collect()
     }
@@ -207,7 +205,7 @@ impl Consumer {
         if !self.shared.config.enable_auto_commit || partitions.is_empty() {
             return;
         }
-        let offsets = self.shared.commit_offsets(partitions.iter());
+        let offsets = self.progress_to_commit(partitions.iter());
         if let Ok(d) = self.commit_driver() {
             if let Some(res) = d.commit_before_revoke(&offsets, deadline).await {
                 self.note_committed(&res);
@@ -232,7 +230,7 @@ impl Consumer {
             // `last_committed` is updated when the group has taken them (note_committed): a
             // failed auto-commit is sent again at the next interval.
             not_committed_yet(
-                self.shared.commit_offsets(local.owned.iter()),
+                self.progress_to_commit(local.owned.iter()),
                 &local.last_committed,
             )
         };

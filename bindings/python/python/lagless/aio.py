@@ -60,7 +60,7 @@ from typing import (
 )
 
 from . import _lagless
-from ._errors import ClosedError, IllegalStateError, LaglessError, WakeupError
+from ._errors import ClosedError, ConfigError, IllegalStateError, LaglessError, WakeupError
 from ._lagless import Message, TopicPartition
 from ._listener import RebalanceListener as _BlockingListener
 
@@ -324,6 +324,17 @@ class Consumer:
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
+        # consume() is the only way records come out here: with the recovery records kept for
+        # recovery_poll() they would never come out at all.
+        v = config.get("parallel.rebalance.recovery.poll", False)
+        if v is True or (isinstance(v, str) and v.strip().lower() == "true"):
+            raise ConfigError(
+                "the async consumer delivers recovery records through consume(); "
+                "`parallel.rebalance.recovery.poll` is for the blocking Consumer.recovery_poll()",
+                code=1,
+                name="CONFIG",
+                key="parallel.rebalance.recovery.poll",
+            )
         self._native = _lagless.Consumer(config)
         self._worker = _Worker(self._native)
         self._held: Deque[Message] = collections.deque()
