@@ -487,15 +487,34 @@ pub extern "C" fn lagless_consumer_poll_batch(
             return Err(Error::InvalidArgument("`capacity` is 0".into()));
         }
         let records = h.poll(timeout_ms, capacity)?;
-        let n = records.len();
-        let mut names = TopicNames::new(&h.topics);
-        for (i, r) in records.into_iter().enumerate() {
-            // SAFETY: `out_messages` has room for `capacity` >= n pointers.
-            unsafe { out_messages.add(i).write(lagless_consumer::message(&mut names, r)) };
-        }
-        write_out(out_count, n);
+        // SAFETY: `out_messages` has room for `capacity` pointers, and the calls above return
+        // at most `capacity` records.
+        unsafe { write_messages(h, records, out_messages, out_count) };
         Ok(())
     }
+}
+
+/// Hands `records` out as messages into `out_messages[0 .. n]` and `n` into `*out_count`.
+///
+/// # Safety
+/// `out_messages` has room for `records.len()` pointers and `out_count` is writable.
+unsafe fn write_messages(
+    h: &lagless_consumer,
+    records: Vec<lagless::ConsumerRecord>,
+    out_messages: *mut *mut lagless_message,
+    out_count: *mut usize,
+) {
+    let n = records.len();
+    let mut names = TopicNames::new(&h.topics);
+    for (i, r) in records.into_iter().enumerate() {
+        // SAFETY: the caller promises room for n pointers.
+        unsafe {
+            out_messages
+                .add(i)
+                .write(lagless_consumer::message(&mut names, r))
+        };
+    }
+    write_out(out_count, n);
 }
 
 /// `parallel.rebalance.recovery.poll`: the recovery streams' records (KIP-333 backlogs), for a
@@ -536,13 +555,9 @@ pub extern "C" fn lagless_consumer_recovery_poll(
                 }
             }
         };
-        let n = records.len();
-        let mut names = TopicNames::new(&h.topics);
-        for (i, r) in records.into_iter().enumerate() {
-            // SAFETY: `out_messages` has room for `capacity` >= n pointers.
-            unsafe { out_messages.add(i).write(lagless_consumer::message(&mut names, r)) };
-        }
-        write_out(out_count, n);
+        // SAFETY: `out_messages` has room for `capacity` pointers, and the calls above return
+        // at most `capacity` records.
+        unsafe { write_messages(h, records, out_messages, out_count) };
         Ok(())
     }
 }
