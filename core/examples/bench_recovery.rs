@@ -1,5 +1,5 @@
 //! The recovery figure of `bench/run` (KIP-333), one mode per run:
-//! `bench_recovery <bootstrap> <on|off|threads> <backlog records> <partitions> <records/s> <window s> <work µs per record> [recovery threads]`.
+//! `bench_recovery <bootstrap> <on|off|threads|shared> <backlog records> <partitions> <records/s> <window s> <work µs per record> [recovery threads]`.
 //!
 //! A takeover with a backlog under steady load. On a fresh topic: 1,000 records per partition
 //! that a departed member processed (it commits their end C and leaves the group), then a backlog
@@ -10,7 +10,10 @@
 //! `threads` is the mode on with `parallel.rebalance.recovery.poll`: the main stream's records
 //! are processed on the thread calling `poll()`, the recovery streams' on a second thread calling
 //! `recovery_poll()`, each at the same `work µs per record`; `recovery threads` (default 1, what
-//! `bench/run` uses) runs that many threads calling `recovery_poll()`.
+//! `bench/run` uses) runs that many threads calling `recovery_poll()`. `shared` is `threads` with
+//! the `poll()` thread also taking a batch of the backlog (`HELP_BATCH` records, about a
+//! millisecond of work) from `recovery_poll()` after each poll while a backlog drains: two
+//! processing threads share the backlog and one of them serves the fresh records first.
 //!
 //! Every record's value holds its send time (µs since the epoch), so a delivery (the return of
 //! the `poll()` holding it) gives its produce-to-delivery latency. Prints `PHASE <what>` while it
@@ -40,6 +43,9 @@ const PROCESSED_PER_PARTITION: u64 = 1_000;
 const LEAD_IN: Duration = Duration::from_secs(1);
 /// Give up (and report what is missing) this long after `subscribe()`.
 const DEADLINE_S: i64 = 300;
+/// `shared`: the backlog records the poll() thread takes after each poll; at 20 µs a record, a
+/// millisecond of work before it polls again.
+const HELP_BATCH: usize = 50;
 
 /// Value kinds: records processed before the takeover, the backlog, the steady producer's.
 const PROCESSED: u8 = b'C';
@@ -273,16 +279,17 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() < 8 || !matches!(args[2].as_str(), "on" | "off" | "threads") {
+    if args.len() < 8 || !matches!(args[2].as_str(), "on" | "off" | "threads" | "shared") {
         eprintln!(
-            "usage: bench_recovery <bootstrap> <on|off|threads> <backlog records> <partitions> \
-             <records/s> <window s> <work µs per record> [recovery threads]"
+            "usage: bench_recovery <bootstrap> <on|off|threads|shared> <backlog records> \
+             <partitions> <records/s> <window s> <work µs per record> [recovery threads]"
         );
         std::process::exit(2);
     }
     let bs = args[1].as_str();
     let mode_on = args[2] != "off";
-    let recovery_thread = args[2] == "threads";
+    let poll_thread_helps = args[2] == "shared";
+    let recovery_thread = args[2] == "threads" || poll_thread_helps;
     let backlog: u64 = args[3].parse().expect("backlog records");
     let partitions: i32 = args[4].parse().expect("partitions");
     let rate: f64 = args[5].parse().expect("records/s");
@@ -403,12 +410,22 @@ fn main() -> Result<()> {
             })
         })
         .collect();
+    let mut helped = 0;
     loop {
-        let polled = consumer.poll(Duration::from_millis(100))?;
+        // `shared`: no wait in poll() while the last help found backlog records to process.
+        let wait = if helped > 0 { 0 } else { 100 };
+        let polled = consumer.poll(Duration::from_millis(wait))?;
         let t_polled = now_us();
         let mut batches = vec![(polled, t_polled)];
+        helped = 0;
+        if poll_thread_helps && consumer.child_consumer_is_alive() {
+            let help = consumer.recovery_poll_at_most(Duration::ZERO, HELP_BATCH)?;
+            helped = help.len();
+            batches.push((help, now_us()));
+        }
+        // Processed on this thread, below: the poll's records and the help.
+        let records_polled = batches.iter().map(|(b, _)| b.len()).sum::<usize>();
         batches.extend(recovered_rx.try_iter());
-        let records_polled = batches[0].0.len();
         for (records, t) in &batches {
             let t = *t;
             for r in records {
@@ -481,6 +498,10 @@ fn main() -> Result<()> {
     }
     if let Some(s) = steady.take() {
         produced = s.stop()?;
+    }
+    if poll_thread_helps {
+        // Its last help is processed.
+        consumer.recovery_poll(Duration::ZERO)?;
     }
     stop_recovery.store(true, Ordering::Relaxed);
     for w in recovery_workers {
