@@ -497,7 +497,9 @@ lagless_error *lagless_consumer_poll_batch(lagless_consumer *consumer, int32_t t
  * messages are processed. Runs no rebalance or commit callbacks; errors of single partitions
  * come out of the polling thread's poll. `LAGLESS_ERR_WAKEUP` after `lagless_consumer_wakeup`,
  * `LAGLESS_ERR_CLOSED` once closed, `LAGLESS_ERR_ILLEGAL_STATE` without the setting.
- * Thread-safety: meant for one thread other than the polling one.
+ * Thread-safety: any thread may call it, the polling one too (to share a backlog between its
+ * polls); each thread's messages are held until its own next call. With more than one thread
+ * calling it, a partition's backlog is no longer processed in order.
  */
 lagless_error *lagless_consumer_recovery_poll(lagless_consumer *consumer, int32_t timeout_ms, lagless_message **out_messages, size_t capacity, size_t *out_count);
 

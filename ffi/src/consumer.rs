@@ -528,7 +528,9 @@ unsafe fn write_messages(
 /// messages are processed. Runs no rebalance or commit callbacks; errors of single partitions
 /// come out of the polling thread's poll. `LAGLESS_ERR_WAKEUP` after `lagless_consumer_wakeup`,
 /// `LAGLESS_ERR_CLOSED` once closed, `LAGLESS_ERR_ILLEGAL_STATE` without the setting.
-/// Thread-safety: meant for one thread other than the polling one.
+/// Thread-safety: any thread may call it, the polling one too (to share a backlog between its
+/// polls); each thread's messages are held until its own next call. With more than one thread
+/// calling it, a partition's backlog is no longer processed in order.
 #[no_mangle]
 pub extern "C" fn lagless_consumer_recovery_poll(
     consumer: *mut lagless_consumer,
