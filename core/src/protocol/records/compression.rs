@@ -437,34 +437,54 @@ pub(super) fn snappy_decompress(
         }
         return decoder.decompress_vec(input).map_err(|e| e.to_string());
     }
-    let mut out = Vec::new();
+    // Two walks over the blocks: the first checks the framing and adds up the blocks' decoded
+    // lengths (each block starts with it), so the output is allocated and zero-filled once, not
+    // grown (and copied) block by block; the second decodes.
+    let mut total = 0usize;
+    for block in xerial_blocks(input) {
+        let len = snap::raw::decompress_len(block?).map_err(|e| e.to_string())?;
+        if len > limit - total {
+            return Err(too_large());
+        }
+        total += len;
+    }
+    let mut out = vec![0u8; total];
+    let mut filled = 0;
+    for block in xerial_blocks(input) {
+        filled += decoder
+            .decompress(block?, &mut out[filled..])
+            .map_err(|e| e.to_string())?;
+    }
+    out.truncate(filled);
+    Ok(out)
+}
+
+/// The blocks of a xerial snappy-java stream (after its header), each a raw snappy block behind
+/// its big-endian length; a length that runs past the input is an error.
+#[cfg(feature = "snappy")]
+fn xerial_blocks(input: &[u8]) -> impl Iterator<Item = std::result::Result<&[u8], String>> {
     let mut pos = XERIAL_HEADER_LEN;
-    while pos < input.len() {
+    std::iter::from_fn(move || {
+        if pos >= input.len() {
+            return None;
+        }
         if input.len() - pos < 4 {
-            return Err("truncated xerial block length".into());
+            pos = input.len();
+            return Some(Err("truncated xerial block length".into()));
         }
         let block_len = be_i32(input, pos);
         pos += 4;
         if block_len < 0 || block_len as usize > input.len() - pos {
-            return Err(format!(
-                "xerial block length {block_len} with {} bytes left",
-                input.len() - pos
-            ));
+            let left = input.len() - pos;
+            pos = input.len();
+            return Some(Err(format!(
+                "xerial block length {block_len} with {left} bytes left"
+            )));
         }
         let block = &input[pos..pos + block_len as usize];
         pos += block.len();
-        let len = snap::raw::decompress_len(block).map_err(|e| e.to_string())?;
-        if len > limit - out.len() {
-            return Err(too_large());
-        }
-        let filled = out.len();
-        out.resize(filled + len, 0);
-        let written = decoder
-            .decompress(block, &mut out[filled..])
-            .map_err(|e| e.to_string())?;
-        out.truncate(filled + written);
-    }
-    Ok(out)
+        Some(Ok(block))
+    })
 }
 
 pub(super) fn compress(compression: Compression, input: &[u8]) -> std::io::Result<Vec<u8>> {

@@ -673,6 +673,48 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(feature = "snappy", feature = "lz4"))]
+    fn xerial_streams_of_many_blocks_decode_whole_and_cuts_are_errors() {
+        // 100 KiB of text and noise: four xerial blocks, compressed and nearly stored ones.
+        let plain = mixed_data(100 << 10);
+        let framed = compress(Compression::Snappy, &plain).unwrap();
+        assert_eq!(snappy_decompress(&framed, 1 << 20).unwrap(), plain);
+        // The limit counts every block's output, the last one's too.
+        let err = snappy_decompress(&framed, plain.len() - 1).unwrap_err();
+        assert!(err.contains("exceeds"), "{err}");
+        // The header alone is an empty stream; a cut inside a block's length or data is an
+        // error, whichever block it falls in.
+        assert_eq!(
+            snappy_decompress(&framed[..XERIAL_HEADER_LEN], 1 << 20).unwrap(),
+            b""
+        );
+        let mut block_ends = vec![XERIAL_HEADER_LEN];
+        while *block_ends.last().unwrap() < framed.len() {
+            let at = *block_ends.last().unwrap();
+            block_ends.push(at + 4 + be_i32(&framed, at) as usize);
+        }
+        for cut in XERIAL_HEADER_LEN + 1..framed.len() {
+            let r = snappy_decompress(&framed[..cut], 1 << 20);
+            if block_ends.contains(&cut) {
+                let whole = block_ends.iter().position(|&e| e == cut).unwrap();
+                assert_eq!(r.unwrap(), plain[..whole * XERIAL_BLOCK_SIZE], "cut at {cut}");
+            } else {
+                assert!(r.is_err(), "cut at {cut} decoded");
+            }
+        }
+        // A block length past the end, or negative, names itself.
+        let mut bad = framed.clone();
+        bad[XERIAL_HEADER_LEN] = 0x7f;
+        assert!(snappy_decompress(&bad, 1 << 20)
+            .unwrap_err()
+            .contains("xerial block length"));
+        bad[XERIAL_HEADER_LEN] = 0xff;
+        assert!(snappy_decompress(&bad, 1 << 20)
+            .unwrap_err()
+            .contains("xerial block length"));
+    }
+
+    #[test]
     fn decompression_is_bounded() {
         let plain = vec![0u8; 2 << 20];
         for compression in built_in() {
