@@ -36,7 +36,8 @@ use std::time::Duration;
 use crate::backoff::Deadline;
 use crate::config::{Config, ConsumerConfig, ProducerConfig};
 use crate::consumer::{
-    take_ready, BufferLimits, Callback, ConsumerRecord, Dispatch, GroupMetadata, Streams,
+    take_one_ready, take_ready, BufferLimits, Callback, ConsumerRecord, Dispatch, GroupMetadata,
+    Streams,
 };
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -424,6 +425,7 @@ impl Consumer {
         RecordStream {
             consumer: self,
             next: None,
+            scratch: Vec::with_capacity(1),
         }
     }
 
@@ -459,7 +461,11 @@ impl Consumer {
     /// and a buffered record taken, with no future of its own (a busy stream pays no
     /// allocation per record for it). `None` when that would need to wait: the stream then
     /// awaits a `recv()`, which resumes a group step left pending here.
-    fn recv_now(&self, cx: &mut Context<'_>) -> Option<Result<ConsumerRecord>> {
+    fn recv_now(
+        &self,
+        cx: &mut Context<'_>,
+        scratch: &mut Vec<ConsumerRecord>,
+    ) -> Option<Result<ConsumerRecord>> {
         if IN_STEPS.with(|s| s.get()) {
             return None; // recv() reports it
         }
@@ -473,20 +479,9 @@ impl Consumer {
             Poll::Ready(Err(e)) => return Some(Err(e)),
             Poll::Ready(Ok(())) => {}
         }
-        match take_ready(
-            &mut c.shared.lock(),
-            1,
-            BufferLimits::of(c.config()),
-            Streams::Both,
-        ) {
+        match take_one_ready(&c.shared, BufferLimits::of(c.config()), scratch) {
             Err(e) => Some(Err(e)),
-            Ok(None) => None,
-            Ok(Some(mut taken)) => {
-                if taken.refill {
-                    c.shared.changed.notify_one();
-                }
-                taken.records.pop().map(Ok)
-            }
+            Ok(_) => scratch.pop().map(Ok),
         }
     }
 
@@ -639,6 +634,9 @@ impl Dispatch for AsyncListener {
 pub struct RecordStream<'a> {
     consumer: &'a Consumer,
     next: Option<BoxFuture<'a, Result<ConsumerRecord>>>,
+    /// The one-record buffer `recv_now` takes into, kept so that a busy stream allocates
+    /// nothing per record; empty between calls.
+    scratch: Vec<ConsumerRecord>,
 }
 
 impl futures_core::Stream for RecordStream<'_> {
@@ -647,7 +645,7 @@ impl futures_core::Stream for RecordStream<'_> {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let consumer = self.consumer;
         if self.next.is_none() {
-            if let Some(r) = consumer.recv_now(cx) {
+            if let Some(r) = consumer.recv_now(cx, &mut self.scratch) {
                 return Poll::Ready(match r {
                     Err(Error::Closed) => None,
                     r => Some(r),

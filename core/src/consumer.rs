@@ -923,6 +923,31 @@ pub(crate) fn take_ready(
     Ok((!taken.records.is_empty()).then_some(taken))
 }
 
+/// [`take_ready`] for one record at a time (the async stream): the record goes into `out`, a
+/// buffer the caller keeps, so a busy stream allocates nothing per record. `Ok(false)` when there
+/// is nothing yet; otherwise `out` holds one record and the fetch task has been told of room
+/// when the buffer dropped below a limit.
+pub(crate) fn take_one_ready(
+    shared: &fetch::Shared,
+    limits: BufferLimits,
+    out: &mut Vec<ConsumerRecord>,
+) -> Result<bool> {
+    let mut st = shared.lock();
+    if st.wakeup {
+        st.wakeup = false;
+        return Err(Error::Wakeup);
+    }
+    if let Some(e) = st.errors.pop_front() {
+        return Err(e);
+    }
+    let refill = drain_records_into(&mut st, 1, limits, Streams::Both, out);
+    drop(st);
+    if refill {
+        shared.changed.notify_one();
+    }
+    Ok(!out.is_empty())
+}
+
 /// Takes up to `max` buffered records, round-robin over the streams of every partition (one
 /// partition's backlog does not starve the others, and a partition's recovery stream and main
 /// stream take turns), and advances each stream's position past what it returns.
@@ -932,12 +957,31 @@ fn drain_records(
     limits: BufferLimits,
     streams: Streams,
 ) -> Taken {
-    let mut taken = Taken {
-        records: Vec::new(),
-        refill: false,
-    };
+    let mut records = Vec::new();
     if st.partitions.is_empty() || st.buffered_bytes == 0 {
-        return taken;
+        return Taken {
+            records,
+            refill: false,
+        };
+    }
+    records.reserve(max.min(st.buffered_bytes));
+    let refill = drain_records_into(st, max, limits, streams, &mut records);
+    Taken { records, refill }
+}
+
+/// [`drain_records`] into `out` (empty on entry); returns whether a stream or the whole buffer
+/// dropped below its limit.
+fn drain_records_into(
+    st: &mut fetch::FetchState,
+    max: usize,
+    limits: BufferLimits,
+    streams: Streams,
+    out: &mut Vec<ConsumerRecord>,
+) -> bool {
+    debug_assert!(out.is_empty());
+    let mut refill = false;
+    if st.partitions.is_empty() || st.buffered_bytes == 0 {
+        return false;
     }
     // Round-robin over the streams with something to hand out, starting one further each call.
     // Two passes over the partition map and no collection: this runs once per record for a
@@ -958,12 +1002,10 @@ fn drain_records(
         .map(|p| KINDS.iter().filter(|&&kind| has(p, kind)).count())
         .sum::<usize>();
     if k == 0 {
-        return taken;
+        return false;
     }
     let start = st.rotation % k;
     st.rotation = st.rotation.wrapping_add(1);
-    let out = &mut taken.records;
-    out.reserve(max.min(st.buffered_bytes));
     let mut freed = 0usize;
     // The streams numbered start.. first, then those before start. Taking from a stream changes
     // only its own "has records", and the second pass stops before the first pass' streams, so
@@ -1008,15 +1050,15 @@ fn drain_records(
                         from_recovery: kind == StreamKind::Recovery,
                     });
                 }
-                taken.refill |= dropped_below(before, stream_bytes(p), limits.stream);
+                refill |= dropped_below(before, stream_bytes(p), limits.stream);
                 p.after_drain();
             }
         }
     }
     let total_before = st.buffered_bytes;
     st.buffered_bytes -= freed;
-    taken.refill |= dropped_below(total_before, st.buffered_bytes, limits.total);
-    taken
+    refill |= dropped_below(total_before, st.buffered_bytes, limits.total);
+    refill
 }
 
 #[cfg(test)]

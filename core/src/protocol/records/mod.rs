@@ -697,7 +697,11 @@ mod tests {
             let r = snappy_decompress(&framed[..cut], 1 << 20);
             if block_ends.contains(&cut) {
                 let whole = block_ends.iter().position(|&e| e == cut).unwrap();
-                assert_eq!(r.unwrap(), plain[..whole * XERIAL_BLOCK_SIZE], "cut at {cut}");
+                assert_eq!(
+                    r.unwrap(),
+                    plain[..whole * XERIAL_BLOCK_SIZE],
+                    "cut at {cut}"
+                );
             } else {
                 assert!(r.is_err(), "cut at {cut} decoded");
             }
