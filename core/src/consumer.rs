@@ -278,16 +278,9 @@ impl Consumer {
                 }
                 return Ok(taken.records);
             }
-            let remaining = deadline.remaining();
-            if remaining.is_zero() {
+            if self.shared.wait_for_data(st, &deadline).is_none() {
                 return Ok(Vec::new());
             }
-            // Wake at least every 100 ms to run the group steps again (a join may have finished).
-            let _unused = self
-                .shared
-                .data_ready
-                .wait_timeout(st, remaining.min(Duration::from_millis(100)))
-                .unpoisoned();
         }
     }
 
@@ -385,18 +378,10 @@ impl Consumer {
                     return Ok(taken.records);
                 }
             }
-            let remaining = deadline.remaining();
-            if remaining.is_zero() {
-                return Ok(Vec::new());
+            match self.shared.wait_for_data(st, &deadline) {
+                Some(again) => st = again,
+                None => return Ok(Vec::new()),
             }
-            // The fetch task signals data_ready when records arrive; the cap only bounds a
-            // missed signal.
-            st = self
-                .shared
-                .data_ready
-                .wait_timeout(st, remaining.min(Duration::from_millis(100)))
-                .unpoisoned()
-                .0;
         }
     }
 

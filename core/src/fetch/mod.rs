@@ -130,6 +130,25 @@ impl Shared {
         self.state.lock().unpoisoned()
     }
 
+    /// The wait of a blocking `poll()` or `recovery_poll()` that found nothing: until records
+    /// arrive (`data_ready`) or at most 100 ms, the caller then looks again (and `poll()` runs its
+    /// group steps: a join may have finished meanwhile). `None` once `deadline` has passed.
+    pub fn wait_for_data<'a>(
+        &self,
+        st: MutexGuard<'a, FetchState>,
+        deadline: &crate::backoff::Deadline,
+    ) -> Option<MutexGuard<'a, FetchState>> {
+        let remaining = deadline.remaining();
+        if remaining.is_zero() {
+            return None;
+        }
+        let (st, _) = self
+            .data_ready
+            .wait_timeout(st, remaining.min(std::time::Duration::from_millis(100)))
+            .unpoisoned();
+        Some(st)
+    }
+
     pub fn backoff(&self) -> Backoff {
         self.cluster.backoff()
     }
