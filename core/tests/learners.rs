@@ -311,6 +311,15 @@ fn assert_every_offset_delivered(events: &[Event], rounds: i64) {
     }
 }
 
+/// No `poll()` of any member failed.
+#[track_caller]
+fn assert_no_poll_error(events: &[Event]) {
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::PollError(..))),
+        "{events:?}"
+    );
+}
+
 /// Stops producing, waits (60 s at most) until every record produced was read, then stops the
 /// members polling on `threads` and joins them. Returns the rounds produced.
 fn stop_once_every_record_is_read(
@@ -456,10 +465,7 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
         revoked_at(&events, "c", p) > ready,
         "partition {p} was revoked before c was ready"
     );
-    assert!(
-        !events.iter().any(|e| matches!(e, Event::PollError(..))),
-        "{events:?}"
-    );
+    assert_no_poll_error(&events);
     assert_every_offset_delivered(&events, rounds);
 }
 
@@ -777,10 +783,7 @@ fn a_member_with_a_warm_up_budget_of_one_learns_one_partition_at_a_time() {
         vec![learned[0]],
         "b's first partition is the one it learned first"
     );
-    assert!(
-        !events.iter().any(|e| matches!(e, Event::PollError(..))),
-        "{events:?}"
-    );
+    assert_no_poll_error(&events);
     assert_every_offset_delivered(&events, rounds);
 }
 
@@ -857,10 +860,7 @@ fn readiness_reported_later_from_another_thread_moves_the_partitions_then() {
         polls_while_warming >= 10,
         "c's poll() returned only {polls_while_warming} times during a {WARM_UP:?} warm-up"
     );
-    assert!(
-        !events.iter().any(|e| matches!(e, Event::PollError(..))),
-        "{events:?}"
-    );
+    assert_no_poll_error(&events);
     // Nothing moved before learner_ready(): c got exactly what it learned, after it was ready,
     // and a kept consuming those partitions until then.
     let (c_got, c_assigned_at) = first_assignment(&events, "c");
@@ -996,10 +996,7 @@ fn a_member_that_prepares_to_leave_hands_its_partitions_to_warmed_up_learners() 
     let events = log.lock().unwrap().clone();
     assert_every_offset_delivered(&events, rounds);
     assert_never_double_owned(&events);
-    assert!(
-        !events.iter().any(|e| matches!(e, Event::PollError(..))),
-        "{events:?}"
-    );
+    assert_no_poll_error(&events);
     // Each of c's partitions was learned by a member that stays, after c said it leaves, and
     // moved only once that member was ready; c kept consuming it through the warm-up.
     for &p in &leaving {
