@@ -311,6 +311,50 @@ fn assert_every_offset_delivered(events: &[Event], rounds: i64) {
     }
 }
 
+/// No `poll()` of any member failed.
+#[track_caller]
+fn assert_no_poll_error(events: &[Event]) {
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::PollError(..))),
+        "{events:?}"
+    );
+}
+
+/// Stops producing, waits (60 s at most) until every record produced was read, then stops the
+/// members polling on `threads` and joins them. Returns the rounds produced.
+fn stop_once_every_record_is_read(
+    producing: Producing,
+    log: &Log,
+    stop: &AtomicBool,
+    threads: impl IntoIterator<Item = JoinHandle<()>>,
+) -> i64 {
+    let rounds = producing.stop();
+    wait_until("every record read", Duration::from_secs(60), || {
+        missing_offsets(&log.lock().unwrap(), rounds) == 0
+    });
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    rounds
+}
+
+/// The partitions of `member`'s first learning call, and when it started.
+fn first_learning_started(events: &[Event], member: &str) -> Option<(Vec<i32>, Instant)> {
+    events.iter().find_map(|e| match e {
+        Event::LearningStarted(m, ps, at) if *m == member => Some((ps.clone(), *at)),
+        _ => None,
+    })
+}
+
+/// When `member` was first ready (its first learning call returned, or it reported readiness).
+fn first_learning_done(events: &[Event], member: &str) -> Option<Instant> {
+    events.iter().find_map(|e| match e {
+        Event::LearningDone(m, at) if *m == member => Some(*at),
+        _ => None,
+    })
+}
+
 /// `member`'s first non-empty assignment and when it came.
 fn first_assignment(events: &[Event], member: &str) -> (Vec<i32>, Instant) {
     events
@@ -390,30 +434,12 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
     wait_until("c delivering records", Duration::from_secs(30), || {
         delivered_any(&log, "c")
     });
-    let rounds = producing.stop();
-    wait_until("every record read", Duration::from_secs(60), || {
-        missing_offsets(&log.lock().unwrap(), rounds) == 0
-    });
-    stop.store(true, Ordering::Relaxed);
-    for t in [ta, tb, tc] {
-        t.join().unwrap();
-    }
+    let rounds = stop_once_every_record_is_read(producing, &log, &stop, [ta, tb, tc]);
 
     let events = log.lock().unwrap().clone();
-    let (learned, started) = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningStarted("c", ps, at) => Some((ps.clone(), *at)),
-            _ => None,
-        })
-        .expect("c never learned anything");
-    let ready = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningDone("c", at) => Some(*at),
-            _ => None,
-        })
-        .unwrap();
+    let (learned, started) =
+        first_learning_started(&events, "c").expect("c never learned anything");
+    let ready = first_learning_done(&events, "c").unwrap();
     assert_eq!(
         learned.len(),
         1,
@@ -439,10 +465,7 @@ fn a_joining_member_warms_up_while_the_owners_keep_consuming() {
         revoked_at(&events, "c", p) > ready,
         "partition {p} was revoked before c was ready"
     );
-    assert!(
-        !events.iter().any(|e| matches!(e, Event::PollError(..))),
-        "{events:?}"
-    );
+    assert_no_poll_error(&events);
     assert_every_offset_delivered(&events, rounds);
 }
 
@@ -487,14 +510,7 @@ fn a_learner_that_is_not_ready_is_asked_again_after_a_backoff() {
     wait_until("c delivering records", Duration::from_secs(30), || {
         delivered_any(&log, "c")
     });
-    let rounds = producing.stop();
-    wait_until("every record read", Duration::from_secs(60), || {
-        missing_offsets(&log.lock().unwrap(), rounds) == 0
-    });
-    stop.store(true, Ordering::Relaxed);
-    for t in [ta, tc] {
-        t.join().unwrap();
-    }
+    let rounds = stop_once_every_record_is_read(producing, &log, &stop, [ta, tc]);
 
     let events = log.lock().unwrap().clone();
     let learning: Vec<&Event> = events
@@ -609,13 +625,7 @@ fn partitions_move_to_a_ready_learner_without_waiting_for_its_heartbeat_interval
     }
 
     let events = log.lock().unwrap().clone();
-    let ready = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningDone("c", at) => Some(*at),
-            _ => None,
-        })
-        .expect("c was never ready");
+    let ready = first_learning_done(&events, "c").expect("c was never ready");
     let (c_got, c_assigned_at) = first_assignment(&events, "c");
     for &p in &c_got {
         assert!(revoked_at(&events, "c", p) > ready);
@@ -731,14 +741,7 @@ fn a_member_with_a_warm_up_budget_of_one_learns_one_partition_at_a_time() {
     wait_for_owners(&log, "b owning two partitions", |o| {
         o.get("b").is_some_and(|s| s.len() == 2)
     });
-    let rounds = producing.stop();
-    wait_until("every record read", Duration::from_secs(60), || {
-        missing_offsets(&log.lock().unwrap(), rounds) == 0
-    });
-    stop.store(true, Ordering::Relaxed);
-    for t in [ta, tb] {
-        t.join().unwrap();
-    }
+    let rounds = stop_once_every_record_is_read(producing, &log, &stop, [ta, tb]);
 
     let events = log.lock().unwrap().clone();
     let learning: Vec<(Vec<i32>, Instant)> = events
@@ -762,13 +765,7 @@ fn a_member_with_a_warm_up_budget_of_one_learns_one_partition_at_a_time() {
     // The second warm-up starts only once the first is done (the budget counts partitions
     // warming up, so it may start while the first one is still moving to b), and b's first
     // partition is the one it learned first.
-    let first_done = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningDone("b", at) => Some(*at),
-            _ => None,
-        })
-        .unwrap();
+    let first_done = first_learning_done(&events, "b").unwrap();
     let second_started = learning
         .iter()
         .find(|(ps, _)| ps[0] == learned[1])
@@ -786,10 +783,7 @@ fn a_member_with_a_warm_up_budget_of_one_learns_one_partition_at_a_time() {
         vec![learned[0]],
         "b's first partition is the one it learned first"
     );
-    assert!(
-        !events.iter().any(|e| matches!(e, Event::PollError(..))),
-        "{events:?}"
-    );
+    assert_no_poll_error(&events);
     assert_every_offset_delivered(&events, rounds);
 }
 
@@ -844,30 +838,12 @@ fn readiness_reported_later_from_another_thread_moves_the_partitions_then() {
     wait_until("c delivering records", Duration::from_secs(30), || {
         delivered_any(&log, "c")
     });
-    let rounds = producing.stop();
-    wait_until("every record read", Duration::from_secs(60), || {
-        missing_offsets(&log.lock().unwrap(), rounds) == 0
-    });
-    stop.store(true, Ordering::Relaxed);
-    for t in [ta, tc] {
-        t.join().unwrap();
-    }
+    let rounds = stop_once_every_record_is_read(producing, &log, &stop, [ta, tc]);
 
     let events = log.lock().unwrap().clone();
-    let (learned, started) = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningStarted("c", ps, at) => Some((ps.clone(), *at)),
-            _ => None,
-        })
-        .expect("c never learned anything");
-    let ready = events
-        .iter()
-        .find_map(|e| match e {
-            Event::LearningDone("c", at) => Some(*at),
-            _ => None,
-        })
-        .unwrap();
+    let (learned, started) =
+        first_learning_started(&events, "c").expect("c never learned anything");
+    let ready = first_learning_done(&events, "c").unwrap();
     assert_eq!(learned.len(), 2, "4 partitions over 2 members: {learned:?}");
     assert_eq!(
         taken,
@@ -884,10 +860,7 @@ fn readiness_reported_later_from_another_thread_moves_the_partitions_then() {
         polls_while_warming >= 10,
         "c's poll() returned only {polls_while_warming} times during a {WARM_UP:?} warm-up"
     );
-    assert!(
-        !events.iter().any(|e| matches!(e, Event::PollError(..))),
-        "{events:?}"
-    );
+    assert_no_poll_error(&events);
     // Nothing moved before learner_ready(): c got exactly what it learned, after it was ready,
     // and a kept consuming those partitions until then.
     let (c_got, c_assigned_at) = first_assignment(&events, "c");
@@ -1018,22 +991,12 @@ fn a_member_that_prepares_to_leave_hands_its_partitions_to_warmed_up_learners() 
     let leaver = threads.pop().unwrap();
     leaver.join().unwrap();
 
-    let rounds = producing.stop();
-    wait_until("every record read", Duration::from_secs(60), || {
-        missing_offsets(&log.lock().unwrap(), rounds) == 0
-    });
-    stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
+    let rounds = stop_once_every_record_is_read(producing, &log, &stop, threads);
 
     let events = log.lock().unwrap().clone();
     assert_every_offset_delivered(&events, rounds);
     assert_never_double_owned(&events);
-    assert!(
-        !events.iter().any(|e| matches!(e, Event::PollError(..))),
-        "{events:?}"
-    );
+    assert_no_poll_error(&events);
     // Each of c's partitions was learned by a member that stays, after c said it leaves, and
     // moved only once that member was ready; c kept consuming it through the warm-up.
     for &p in &leaving {

@@ -8,7 +8,7 @@
  * offset after a commit of the consumed positions is the low-water mark (the lowest offset not
  * delivered yet); recovery_active on a partition not assigned is LAGLESS_ERR_ILLEGAL_STATE.
  * Usage: test_recovery TOPIC GROUP (TOPIC must not exist yet) */
-#include "common.h"
+#include "recovery_common.h"
 
 #define COMMITTED 70
 #define LOG_END 2070 /* the log end when the partition is taken over */
@@ -16,91 +16,6 @@
 #define TOTAL_END (LOG_END + FRESH)
 
 static const char *bootstrap;
-
-/* Appends `n` records to partition 0 of `topic`. */
-static void produce(const char *topic, int n) {
-    const char *pc[] = {"bootstrap.servers", NULL, "linger.ms", "5", NULL};
-    lagless_config *cfg;
-    lagless_producer *p = NULL;
-    char value[32];
-    int i;
-
-    pc[1] = bootstrap;
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &p));
-    lagless_config_destroy(cfg);
-    for (i = 0; i < n; i++) {
-        int len = sprintf(value, "v%d", i);
-        CHECK_OK(lagless_producer_send(p, topic, 0, NULL, 0, (const uint8_t *)value, (size_t)len,
-                                       NULL, NULL));
-    }
-    CHECK_OK(lagless_producer_flush(p, 30000));
-    CHECK_OK(lagless_producer_close(p, 5000));
-    lagless_producer_destroy(p);
-}
-
-/* A group member with manual commits; with `recovery`, parallel rebalance on (min.lag 10). */
-static lagless_consumer *member(const char *group, int recovery) {
-    const char *cc[] = {"bootstrap.servers", NULL, "group.id", NULL, "auto.offset.reset",
-                        "earliest", "enable.auto.commit", "false", "session.timeout.ms", "6000",
-                        "heartbeat.interval.ms", "500", NULL, NULL, NULL, NULL, NULL};
-    lagless_config *cfg;
-    lagless_consumer *c = NULL;
-
-    cc[1] = bootstrap;
-    cc[3] = group;
-    if (recovery) {
-        cc[12] = "enable.parallel.rebalance";
-        cc[13] = "true";
-        cc[14] = "parallel.rebalance.min.lag";
-        cc[15] = "10";
-    }
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &c));
-    lagless_config_destroy(cfg);
-    return c;
-}
-
-/* The group's committed offset of partition 0 of `topic`. */
-static int64_t committed(lagless_consumer *c, const char *topic) {
-    lagless_tplist *l = lagless_tplist_new();
-    int64_t off = -1;
-    CHECK_OK(lagless_tplist_add(l, topic, 0));
-    CHECK_OK(lagless_consumer_committed(c, l, 10000));
-    CHECK_OK(lagless_tplist_get(l, 0, NULL, NULL, &off));
-    lagless_tplist_destroy(l);
-    return off;
-}
-
-/* Commits `offset` for partition 0 as a member of `group` that then leaves: the group's state
- * when the partition's previous owner is gone. */
-static void commit_as_departed_member(const char *topic, const char *group, int64_t offset) {
-    lagless_consumer *c = member(group, 0);
-    lagless_tplist *l = lagless_tplist_new();
-    const char *topics[1];
-    double deadline = now_s() + 60;
-
-    topics[0] = topic;
-    CHECK_OK(lagless_consumer_subscribe(c, topics, 1, NULL));
-    for (;;) {
-        lagless_tplist *a = NULL;
-        lagless_message *m = NULL;
-        size_t n;
-        CHECK_OK(lagless_consumer_poll(c, 100, &m));
-        lagless_message_destroy(m);
-        CHECK_OK(lagless_consumer_assignment(c, &a));
-        n = lagless_tplist_count(a);
-        lagless_tplist_destroy(a);
-        if (n > 0) break;
-        CHECK(now_s() < deadline);
-    }
-    CHECK_OK(lagless_tplist_add(l, topic, 0));
-    CHECK_OK(lagless_tplist_set_offset(l, 0, offset));
-    CHECK_OK(lagless_consumer_commit_sync(c, l, 10000));
-    lagless_tplist_destroy(l);
-    CHECK_OK(lagless_consumer_close(c, 10000));
-    lagless_consumer_destroy(c);
-}
 
 /* The lowest offset from COMMITTED on not delivered yet. */
 static int64_t lowest_undelivered(const unsigned char *delivered) {
@@ -127,12 +42,9 @@ int main(int argc, char **argv) {
     topic = argv[1];
     group = argv[2];
     topics[0] = topic;
-    CHECK_OK(lagless_admin_create_topic(bootstrap, topic, 1, 1));
-    produce(topic, COMMITTED);
-    commit_as_departed_member(topic, group, COMMITTED);
-    produce(topic, LOG_END - COMMITTED);
+    recovery_backlog(bootstrap, topic, group, COMMITTED, LOG_END, NULL);
 
-    c = member(group, 1);
+    c = recovery_member(bootstrap, group, 1, NULL);
     CHECK(!lagless_consumer_child_consumer_is_alive(c));
     /* Not assigned yet: the documented error, and the out-parameter left alone. */
     e = lagless_consumer_recovery_active(c, topic, 0, &active);
@@ -201,7 +113,7 @@ int main(int argc, char **argv) {
         if (active && !seen_active) {
             seen_active = 1;
             /* The takeover saw the log end at LOG_END: the records from here on are fresh. */
-            produce(topic, FRESH);
+            recovery_produce(bootstrap, topic, FRESH);
             fresh_produced = 1;
         }
         if (seen_active) {
@@ -211,7 +123,7 @@ int main(int argc, char **argv) {
         }
         if (since_commit >= 150 || (total == TOTAL_END - COMMITTED && since_commit > 0)) {
             CHECK_OK(lagless_consumer_commit_sync(c, NULL, 10000));
-            CHECK(committed(c, topic) == lowest_undelivered(delivered));
+            CHECK(recovery_committed(c, topic) == lowest_undelivered(delivered));
             since_commit = 0;
             commits_checked++;
         }
@@ -221,7 +133,7 @@ int main(int argc, char **argv) {
     CHECK_OK(lagless_consumer_recovery_active(c, topic, 0, &active));
     CHECK(!active);
     CHECK(!lagless_consumer_child_consumer_is_alive(c));
-    CHECK(committed(c, topic) == TOTAL_END);
+    CHECK(recovery_committed(c, topic) == TOTAL_END);
     CHECK(commits_checked >= 10);
 
     /* Partitions not assigned: another partition of the topic, another topic. */

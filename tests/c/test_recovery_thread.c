@@ -9,7 +9,7 @@
  * it passes it; lagless_consumer_wakeup ends a waiting recovery poll; without the setting the
  * call is LAGLESS_ERR_ILLEGAL_STATE.
  * Usage: test_recovery_thread TOPIC GROUP (TOPIC must not exist yet) */
-#include "common.h"
+#include "recovery_common.h"
 
 #include <pthread.h>
 
@@ -29,88 +29,15 @@ static int64_t holding = -1;      /* first offset of the 2nd batch, held while t
 static int64_t second_first = -1; /* first offset of the 3rd batch */
 static int checked;               /* held batches the main thread has looked at */
 
-static void produce(const char *topic, int n) {
-    const char *pc[] = {"bootstrap.servers", NULL, "linger.ms", "5", NULL};
-    lagless_config *cfg;
-    lagless_producer *p = NULL;
-    int i;
-
-    pc[1] = bootstrap;
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &p));
-    lagless_config_destroy(cfg);
-    for (i = 0; i < n; i++) {
-        CHECK_OK(lagless_producer_send(p, topic, 0, NULL, 0, (const uint8_t *)"v", 1, NULL, NULL));
-    }
-    CHECK_OK(lagless_producer_flush(p, 30000));
-    CHECK_OK(lagless_producer_close(p, 5000));
-    lagless_producer_destroy(p);
-}
+/* Every member of the group, the departed one too, has max.poll.records 50. */
+static const char *const max_poll_50[] = {"max.poll.records", "50", NULL};
 
 /* A group member with manual commits; `mode` 0: plain, 1: recovery streams, 2: and a recovery
  * thread. */
 static lagless_consumer *member(const char *group, int mode) {
-    const char *cc[] = {"bootstrap.servers", NULL, "group.id", NULL, "auto.offset.reset",
-                        "earliest", "enable.auto.commit", "false", "session.timeout.ms", "6000",
-                        "heartbeat.interval.ms", "500", "max.poll.records", "50",
-                        NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    lagless_config *cfg;
-    lagless_consumer *m = NULL;
-
-    cc[1] = bootstrap;
-    cc[3] = group;
-    if (mode >= 1) {
-        cc[14] = "enable.parallel.rebalance";
-        cc[15] = "true";
-        cc[16] = "parallel.rebalance.min.lag";
-        cc[17] = "10";
-    }
-    if (mode == 2) {
-        cc[18] = "parallel.rebalance.recovery.poll";
-        cc[19] = "true";
-    }
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &m));
-    lagless_config_destroy(cfg);
-    return m;
-}
-
-static int64_t committed(lagless_consumer *m, const char *topic) {
-    lagless_tplist *l = lagless_tplist_new();
-    int64_t off = -1;
-    CHECK_OK(lagless_tplist_add(l, topic, 0));
-    CHECK_OK(lagless_consumer_committed(m, l, 10000));
-    CHECK_OK(lagless_tplist_get(l, 0, NULL, NULL, &off));
-    lagless_tplist_destroy(l);
-    return off;
-}
-
-static void commit_as_departed_member(const char *topic, const char *group, int64_t offset) {
-    lagless_consumer *m = member(group, 0);
-    lagless_tplist *l = lagless_tplist_new();
-    const char *topics[1];
-    double deadline = now_s() + 60;
-
-    topics[0] = topic;
-    CHECK_OK(lagless_consumer_subscribe(m, topics, 1, NULL));
-    for (;;) {
-        lagless_tplist *a = NULL;
-        lagless_message *msg = NULL;
-        size_t n;
-        CHECK_OK(lagless_consumer_poll(m, 100, &msg));
-        lagless_message_destroy(msg);
-        CHECK_OK(lagless_consumer_assignment(m, &a));
-        n = lagless_tplist_count(a);
-        lagless_tplist_destroy(a);
-        if (n > 0) break;
-        CHECK(now_s() < deadline);
-    }
-    CHECK_OK(lagless_tplist_add(l, topic, 0));
-    CHECK_OK(lagless_tplist_set_offset(l, 0, offset));
-    CHECK_OK(lagless_consumer_commit_sync(m, l, 10000));
-    lagless_tplist_destroy(l);
-    CHECK_OK(lagless_consumer_close(m, 10000));
-    lagless_consumer_destroy(m);
+    static const char *const with_thread[] = {"max.poll.records", "50",
+                                              "parallel.rebalance.recovery.poll", "true", NULL};
+    return recovery_member(bootstrap, group, mode >= 1, mode == 2 ? with_thread : max_poll_50);
 }
 
 static void *recovery_thread(void *arg) {
@@ -175,10 +102,7 @@ int main(int argc, char **argv) {
     EXPECT_ERR(lagless_consumer_recovery_poll(plain, 0, batch, 50, &n), LAGLESS_ERR_ILLEGAL_STATE);
     lagless_consumer_destroy(plain);
 
-    CHECK_OK(lagless_admin_create_topic(bootstrap, topic, 1, 1));
-    produce(topic, COMMITTED);
-    commit_as_departed_member(topic, group, COMMITTED);
-    produce(topic, LOG_END - COMMITTED);
+    recovery_backlog(bootstrap, topic, group, COMMITTED, LOG_END, max_poll_50);
 
     c = member(group, 2);
     CHECK_OK(lagless_consumer_subscribe(c, topics, 1, NULL));
@@ -197,9 +121,9 @@ int main(int argc, char **argv) {
     }
     CHECK(held > COMMITTED); /* the first batch is processed, so a commit may pass it */
     /* The takeover is done (the recovery stream runs): fresh records go to the main stream. */
-    produce(topic, FRESH);
+    recovery_produce(bootstrap, topic, FRESH);
     CHECK_OK(lagless_consumer_commit_sync(c, NULL, 10000));
-    CHECK(committed(c, topic) == held);
+    CHECK(recovery_committed(c, topic) == held);
     pthread_mutex_lock(&mu);
     checked = 1;
     pthread_cond_broadcast(&cv);
@@ -208,7 +132,7 @@ int main(int argc, char **argv) {
     pthread_mutex_unlock(&mu);
     /* The next recovery poll was made: the second batch is processed, the third is out. */
     CHECK_OK(lagless_consumer_commit_sync(c, NULL, 10000));
-    CHECK(committed(c, topic) == second);
+    CHECK(recovery_committed(c, topic) == second);
     CHECK(second > held);
     pthread_mutex_lock(&mu);
     checked = 2;
@@ -243,7 +167,7 @@ int main(int argc, char **argv) {
     EXPECT_ERR(lagless_consumer_poll_batch(c, 0, batch, 50, &n), LAGLESS_ERR_WAKEUP);
     /* The wakeup's call said the last batch was processed: the commit reaches the end. */
     CHECK_OK(lagless_consumer_commit_sync(c, NULL, 10000));
-    CHECK(committed(c, topic) == TOTAL_END);
+    CHECK(recovery_committed(c, topic) == TOTAL_END);
     CHECK_OK(lagless_consumer_close(c, 10000));
     EXPECT_ERR(lagless_consumer_recovery_poll(c, 0, batch, 50, &n), LAGLESS_ERR_CLOSED);
     lagless_consumer_destroy(c);

@@ -21,7 +21,15 @@ import pytest
 import lagless
 import lagless.aio
 
-from conftest import produce
+from conftest import (
+    COMMITTED,
+    FRESH,
+    LOG_END,
+    lowest_undelivered,
+    member_config,
+    produce,
+    taken_over_with_backlog,
+)
 
 Offset = Tuple[int, int]  # (partition, offset)
 
@@ -33,19 +41,6 @@ def run(coro, limit: float = 30.0):
         return await asyncio.wait_for(coro, limit)
 
     return asyncio.run(bounded())
-
-
-def config(bootstrap: str, group: str, **extra: object) -> Dict[str, object]:
-    c: Dict[str, object] = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
-    }
-    c.update(extra)
-    return c
 
 
 async def send_all(
@@ -69,7 +64,7 @@ def expected(n: int, partitions: int) -> Set[Offset]:
 
 
 async def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> Dict[int, int]:
-    c = lagless.aio.Consumer(config(bootstrap, group))
+    c = lagless.aio.Consumer(member_config(bootstrap, group))
     try:
         got = await c.committed([lagless.TopicPartition(topic, p) for p in range(partitions)], timeout=10)
         return {tp.partition: tp.offset for tp in got}
@@ -110,8 +105,8 @@ def test_aio_group_commit_on_revoke(bootstrap, make_topic, group):
 
     async def main() -> None:
         done = asyncio.Event()
-        a = lagless.aio.Consumer(config(bootstrap, group))
-        b = lagless.aio.Consumer(config(bootstrap, group))
+        a = lagless.aio.Consumer(member_config(bootstrap, group))
+        b = lagless.aio.Consumer(member_config(bootstrap, group))
         a.subscribe([topic], Listener("a"))
         await send_all(bootstrap, topic, N // 2, P)
         ta = asyncio.ensure_future(member(a, done))
@@ -157,7 +152,7 @@ def test_aio_slow_handler_is_expired_and_rejoins(bootstrap, make_topic, group):
 
     async def main() -> Set[Offset]:
         seen: Set[Offset] = set()
-        cfg = config(bootstrap, group, **{"max.poll.interval.ms": 1500, "max.poll.records": 50})
+        cfg = member_config(bootstrap, group, **{"max.poll.interval.ms": 1500, "max.poll.records": 50})
         async with lagless.aio.Consumer(cfg) as c:
             c.subscribe([topic], Listener())
             slow_done = False
@@ -186,7 +181,7 @@ def test_aio_cancelled_consume_loses_nothing(bootstrap, make_topic, group):
     async def main() -> Tuple[List[Offset], int, Dict[int, int]]:
         got: List[Offset] = []
         cancelled = held = 0
-        async with lagless.aio.Consumer(config(bootstrap, group, **{"max.poll.records": 100})) as c:
+        async with lagless.aio.Consumer(member_config(bootstrap, group, **{"max.poll.records": 100})) as c:
             c.subscribe([topic])
             producer = asyncio.ensure_future(send_all(bootstrap, topic, N, P, pace=0.03))
             deadline = time.monotonic() + 30
@@ -244,7 +239,7 @@ def test_aio_two_consumers_and_a_producer_on_one_loop(bootstrap, make_topic):
 
     async def reader(group: str) -> List[Offset]:
         out: List[Offset] = []
-        async with lagless.aio.Consumer(config(bootstrap, group)) as c:
+        async with lagless.aio.Consumer(member_config(bootstrap, group)) as c:
             c.subscribe([topic])
             it = c.__aiter__()
             while len(out) < N:
@@ -305,8 +300,8 @@ def test_aio_learner_warms_up_on_the_loop(bootstrap, make_topic, group):
 
     async def main() -> None:
         la, lb = Learner(), Learner()
-        async with lagless.aio.Consumer(config(bootstrap, group, **strategy)) as a, lagless.aio.Consumer(
-            config(bootstrap, group, **strategy)
+        async with lagless.aio.Consumer(member_config(bootstrap, group, **strategy)) as a, lagless.aio.Consumer(
+            member_config(bootstrap, group, **strategy)
         ) as b:
             a.subscribe([topic], la)
             stop = asyncio.Event()
@@ -356,7 +351,7 @@ def test_aio_unclosed_consumer_is_collected_and_leaves(bootstrap, make_topic, gr
 
     async def main() -> None:
         before = len(aio_threads())
-        c = lagless.aio.Consumer(config(bootstrap, group, **slow))
+        c = lagless.aio.Consumer(member_config(bootstrap, group, **slow))
         holder = Holder(c)
         c.subscribe([topic], holder)
         deadline = time.monotonic() + 15
@@ -371,7 +366,7 @@ def test_aio_unclosed_consumer_is_collected_and_leaves(bootstrap, make_topic, gr
             assert time.monotonic() < deadline, "the worker thread of a collected consumer runs on"
             await asyncio.sleep(0.05)
         other = Holder(None)
-        async with lagless.aio.Consumer(config(bootstrap, group, **slow)) as d:
+        async with lagless.aio.Consumer(member_config(bootstrap, group, **slow)) as d:
             d.subscribe([topic], other)
             deadline = time.monotonic() + 12
             while other.assigned != set(range(P)):
@@ -383,7 +378,7 @@ def test_aio_unclosed_consumer_is_collected_and_leaves(bootstrap, make_topic, gr
     script = f"""
 import asyncio, lagless.aio
 async def main():
-    c = lagless.aio.Consumer({config(bootstrap, group + '-exit', **slow)!r})
+    c = lagless.aio.Consumer({member_config(bootstrap, group + '-exit', **slow)!r})
     c.subscribe([{topic!r}])
     await c.consume(5, timeout=5)
     asyncio.ensure_future(c.consume(5, None))  # pending at exit
@@ -401,7 +396,7 @@ print("done")
     async def after_exit() -> None:
         # The exited process left the group: a new member gets everything at once.
         other = Holder(None)
-        async with lagless.aio.Consumer(config(bootstrap, group + "-exit", **slow)) as d:
+        async with lagless.aio.Consumer(member_config(bootstrap, group + "-exit", **slow)) as d:
             d.subscribe([topic], other)
             deadline = time.monotonic() + 12
             while other.assigned != set(range(P)):
@@ -430,7 +425,7 @@ def test_aio_close_inside_listener_fails_clearly(bootstrap, make_topic, group):
                 raise
 
     async def main() -> None:
-        c = lagless.aio.Consumer(config(bootstrap, group))
+        c = lagless.aio.Consumer(member_config(bootstrap, group))
         c.subscribe([topic], Closer())
         deadline = time.monotonic() + 15
         with pytest.raises(lagless.IllegalStateError, match="inside a rebalance listener"):
@@ -457,7 +452,7 @@ def test_aio_partition_error_is_raised_from_consume(bootstrap, make_topic, group
     produce(bootstrap, topic, 3)
 
     async def main(subscribe: bool) -> None:
-        cfg = config(bootstrap, f"{group}-{subscribe}", **{"auto.offset.reset": "none"})
+        cfg = member_config(bootstrap, f"{group}-{subscribe}", **{"auto.offset.reset": "none"})
         async with lagless.aio.Consumer(cfg) as c:
             if subscribe:
                 c.subscribe([topic])
@@ -477,11 +472,9 @@ def test_aio_recovery_stream_with_cancellations(bootstrap, make_topic, group):
     recovery stream (records flagged) while the main stream goes on; consume() is cancelled now
     and then. Every offset from the committed one on comes exactly once, and a commit without
     offsets stops at the lowest offset not handed out."""
-    from test_recovery import COMMITTED, FRESH, LOG_END, lowest_undelivered, taken_over_with_backlog
-
     topic = taken_over_with_backlog(bootstrap, make_topic, group)
     tp = lagless.TopicPartition(topic, 0)
-    cfg = config(bootstrap, group, **{"enable.parallel.rebalance": True, "parallel.rebalance.min.lag": 10})
+    cfg = member_config(bootstrap, group, recovery=True)
 
     async def main() -> Tuple[List[int], int, int, int]:
         delivered: List[int] = []

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lagless
-from conftest import consume_n
+from conftest import COMMITTED, LOG_END, consume_n, member, taken_over_with_backlog
 
 Row = Tuple[str, int, int, int, Optional[bytes], Optional[bytes]]
 
@@ -243,8 +243,6 @@ def test_recovery_stream_records_come_flagged_and_a_commit_mid_recovery_counts_t
     """KIP-333: the records of a takeover's backlog come in batches as from consume(), with the
     from_recovery bit set, and commit() after a batch writes the token for exactly what the batch
     handed out (as test_recovery checks for poll())."""
-    from test_recovery import COMMITTED, LOG_END, member, taken_over_with_backlog
-
     topic = taken_over_with_backlog(bootstrap, make_topic, group)
     tp = lagless.TopicPartition(topic, 0)
     first = member(bootstrap, group, recovery=True)

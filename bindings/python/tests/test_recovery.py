@@ -11,50 +11,16 @@ import pytest
 
 import lagless
 import lagless.aio
-from conftest import produce
-
-COMMITTED = 70
-LOG_END = 2070  # the log end when the partition is taken over
-FRESH = 100  # records produced after the takeover
-
-
-def member(bootstrap: str, group: str, recovery: bool) -> lagless.Consumer:
-    config = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500,
-    }
-    if recovery:
-        config["enable.parallel.rebalance"] = True
-        config["parallel.rebalance.min.lag"] = 10
-    return lagless.Consumer(config)
-
-
-def commit_as_departed_member(
-    bootstrap: str, topic: str, group: str, offset: int, metadata: str = ""
-) -> None:
-    """Commits `offset` (with `metadata`) of partition 0 as a member that then leaves: the group's
-    state when the partition's previous owner is gone."""
-    with member(bootstrap, group, recovery=False) as c:
-        c.subscribe([topic])
-        deadline = time.monotonic() + 60
-        while not c.assignment():
-            assert time.monotonic() < deadline, "the first member got no assignment"
-            c.poll(0.1)
-        c.commit([lagless.TopicPartition(topic, 0, offset, metadata)])
-
-
-def taken_over_with_backlog(bootstrap: str, make_topic, group: str, metadata: str = "") -> str:
-    """A one-partition topic whose group committed COMMITTED (with `metadata`) while the log ends
-    at LOG_END."""
-    topic = make_topic(1, prefix="py-recovery")
-    produce(bootstrap, topic, COMMITTED, partition=0)
-    commit_as_departed_member(bootstrap, topic, group, COMMITTED, metadata)
-    produce(bootstrap, topic, LOG_END - COMMITTED, partition=0)
-    return topic
+from conftest import (
+    COMMITTED,
+    FRESH,
+    LOG_END,
+    lowest_undelivered,
+    member,
+    produce,
+    member_config,
+    taken_over_with_backlog,
+)
 
 
 def poll_one_at_a_time(c: lagless.Consumer, n: int) -> List[lagless.Message]:
@@ -71,13 +37,6 @@ def poll_one_at_a_time(c: lagless.Consumer, n: int) -> List[lagless.Message]:
 
 def committed_offset(c: lagless.Consumer, tp: lagless.TopicPartition) -> int:
     return c.committed([tp], timeout=10)[0].offset
-
-
-def lowest_undelivered(delivered: Set[int]) -> int:
-    o = COMMITTED
-    while o in delivered:
-        o += 1
-    return o
 
 
 def test_takeover_with_backlog_flags_recovery_records_and_reports_the_stream(
@@ -307,18 +266,12 @@ def test_a_recovery_thread_drains_the_backlog_and_commits_wait_for_its_next_call
     topic = taken_over_with_backlog(bootstrap, make_topic, group)
     tp = lagless.TopicPartition(topic, 0)
     c = lagless.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-            "max.poll.records": 50,
-            "enable.parallel.rebalance": True,
-            "parallel.rebalance.min.lag": 10,
-            "parallel.rebalance.recovery.poll": True,
-        }
+        member_config(
+            bootstrap,
+            group,
+            recovery=True,
+            **{"max.poll.records": 50, "parallel.rebalance.recovery.poll": True},
+        )
     )
     consumers.append(c)
     c.subscribe([topic])
