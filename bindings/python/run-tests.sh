@@ -18,8 +18,8 @@ VENV="${VENV:-/tmp/lagless-py-venv}"
 PYTHON="${PYTHON:-python3}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-# pyarrow and polars: the MessageBatch tests import consume_batch() results through Arrow.
-"$VENV/bin/python" -m pip install --quiet pytest confluent-kafka mypy pyarrow polars
+# pyarrow, polars and duckdb: the MessageBatch tests import consume_batch() results through Arrow.
+"$VENV/bin/python" -m pip install --quiet pytest confluent-kafka mypy pyarrow polars duckdb
 start=$(date +%s)
 if [ -n "${LAGLESS_WHEEL:-}" ]; then
     # A wheel built already (tests/suites passes the one check-wheel.sh built): no second build.

@@ -8,7 +8,10 @@
 //!   `Py_buffer` (its layout is only stable from 3.11), but `bytes` can;
 //! - the Arrow C data interface: an `arrow_buffer::Buffer` over the same bytes, kept alive by a
 //!   reference to the `bytes` object, exported with `arrow-data`'s `FFI_ArrowArray`. pyarrow and
-//!   polars import it without copying: their buffer addresses are the `bytes`' storage.
+//!   polars import it without copying: their buffer addresses are the `bytes`' storage;
+//! - the Arrow C stream interface: `arrow-array`'s `FFI_ArrowArrayStream` over a reader of one
+//!   `RecordBatch` whose columns are the same `ArrayData` (the Buffers cloned by reference
+//!   count), for importers that take streams (DuckDB, `pyarrow.RecordBatchReader.from_stream`).
 //!
 //! Building copies each payload once, as `consume()` does into `bytes` per record: a record's
 //! `Bytes` share the buffer of the whole fetch response, which the batch must not pin (see
@@ -18,11 +21,13 @@ use std::panic::AssertUnwindSafe;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use arrow_array::ffi_stream::FFI_ArrowArrayStream;
+use arrow_array::{make_array, RecordBatch, RecordBatchIterator};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer};
 use arrow_data::ffi::FFI_ArrowArray;
 use arrow_data::ArrayData;
 use arrow_schema::ffi::FFI_ArrowSchema;
-use arrow_schema::{DataType, Field, Fields, TimeUnit};
+use arrow_schema::{DataType, Field, Fields, Schema, TimeUnit};
 use bytes::Bytes;
 use lagless::ConsumerRecord;
 use pyo3::exceptions::{PyIndexError, PyValueError};
@@ -34,6 +39,7 @@ const ALIGN: usize = 64;
 
 const SCHEMA_CAPSULE: &CStr = c"arrow_schema";
 const ARRAY_CAPSULE: &CStr = c"arrow_array";
+const STREAM_CAPSULE: &CStr = c"arrow_array_stream";
 
 /// The owner of an Arrow buffer that points into a Python `bytes` object. Dropped by whoever
 /// releases the exported array last, possibly without the GIL: pyo3 then defers the decref to
@@ -348,6 +354,25 @@ impl MessageBatch {
         PyCapsule::new_with_value(py, schema, SCHEMA_CAPSULE)
     }
 
+    /// The batch as one `RecordBatch`: the struct's fields as the schema, its children as the
+    /// columns. `make_array` wraps each child's `ArrayData` as it is, so the columns share the
+    /// batch's Buffers (reference counts, no copy of the memory).
+    fn record_batch(&self) -> PyResult<RecordBatch> {
+        let DataType::Struct(fields) = self.arrow.data_type() else {
+            return Err(PyValueError::new_err(
+                "the batch's Arrow array is not a struct",
+            ));
+        };
+        let columns = self
+            .arrow
+            .child_data()
+            .iter()
+            .cloned()
+            .map(make_array)
+            .collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields.clone())), columns).map_err(arrow_error)
+    }
+
     fn binary_item<'py>(
         py: Python<'py>,
         col: &BinaryColumn,
@@ -489,6 +514,27 @@ impl MessageBatch {
         // FFI_ArrowArray::new clones the Buffers (reference counts), not the memory.
         let array = PyCapsule::new_with_value(py, FFI_ArrowArray::new(&self.arrow), ARRAY_CAPSULE)?;
         PyTuple::new(py, [schema.into_any(), array.into_any()])
+    }
+
+    /// Arrow PyCapsule interface: an `arrow_array_stream` capsule of a stream that yields this
+    /// batch as one record batch (the columns of `__arrow_c_array__`'s struct, same names and
+    /// types), then ends. An empty batch yields one record batch of zero rows. The stream's
+    /// arrays are the batch's own memory (no copy) and keep it alive after the batch is gone;
+    /// each call makes a new stream. `requested_schema` is ignored, as in `__arrow_c_array__`.
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema;
+        let batch = self.record_batch()?;
+        let schema = batch.schema();
+        let reader = RecordBatchIterator::new([Ok(batch)], schema);
+        // The capsule owns the stream; its destructor drops it, which calls the stream's release
+        // callback unless the importer moved the stream out (and so set `release` to null).
+        let stream = FFI_ArrowArrayStream::new(Box::new(reader));
+        PyCapsule::new_with_value(py, stream, STREAM_CAPSULE)
     }
 }
 

@@ -91,6 +91,9 @@ class MessageBatch:
     Each column is read-only memory shared with the Arrow export: ``memoryview``s with the
     struct format given, and ``pyarrow.record_batch(batch)`` / ``polars.DataFrame(batch)``
     import the same memory without copying (Arrow PyCapsule interface).
+    ``__arrow_c_stream__`` exports the batch as a stream of one record batch (zero rows for an
+    empty batch) with the same columns, also without copies, for stream importers such as
+    ``pyarrow.RecordBatchReader.from_stream(batch)`` and DuckDB.
     """
     def __len__(self) -> int: ...
     @property
@@ -121,6 +124,12 @@ class MessageBatch:
     def value(self, i: int) -> Optional[bytes]: ...
     def __arrow_c_schema__(self) -> object: ...
     def __arrow_c_array__(self, requested_schema: Optional[object] = None) -> Tuple[object, object]: ...
+    def __arrow_c_stream__(self, requested_schema: Optional[object] = None) -> object:
+        """An ``arrow_array_stream`` PyCapsule: this batch as one record batch, then the end.
+
+        The columns are ``__arrow_c_array__``'s struct fields; their buffers are the batch's own
+        memory. Each call makes a new stream. ``requested_schema`` is ignored.
+        """
 
 @final
 class Consumer:
