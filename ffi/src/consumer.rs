@@ -211,18 +211,27 @@ impl lagless_consumer {
     /// Polls up to `max` records; a negative timeout waits until records, an error or a wakeup.
     pub(crate) fn poll(&self, timeout_ms: i32, max: usize) -> Result<Vec<ConsumerRecord>> {
         let c = self.open()?;
-        let r = if timeout_ms >= 0 {
-            c.poll_at_most(Duration::from_millis(timeout_ms as u64), max)
-        } else {
-            loop {
-                let r = c.poll_at_most(Duration::from_secs(3600), max);
-                if !matches!(&r, Ok(v) if v.is_empty()) {
-                    break r;
-                }
-            }
-        };
+        let r = take_within(timeout_ms, |t| c.poll_at_most(t, max));
         self.run_commit_callbacks();
         r
+    }
+}
+
+/// A C timeout in milliseconds applied to one of the core's record-taking calls (`poll`,
+/// `recovery_poll`): the call's own timeout when it is >= 0; when negative, the call repeated
+/// until it returns records or an error (a wakeup, close).
+fn take_within(
+    timeout_ms: i32,
+    mut take: impl FnMut(Duration) -> Result<Vec<ConsumerRecord>>,
+) -> Result<Vec<ConsumerRecord>> {
+    if timeout_ms >= 0 {
+        return take(Duration::from_millis(timeout_ms as u64));
+    }
+    loop {
+        let records = take(Duration::from_secs(3600))?;
+        if !records.is_empty() {
+            return Ok(records);
+        }
     }
 }
 
@@ -547,16 +556,7 @@ pub extern "C" fn lagless_consumer_recovery_poll(
             return Err(Error::InvalidArgument("`capacity` is 0".into()));
         }
         let c = h.open()?;
-        let records = if timeout_ms >= 0 {
-            c.recovery_poll_at_most(Duration::from_millis(timeout_ms as u64), capacity)?
-        } else {
-            loop {
-                let r = c.recovery_poll_at_most(Duration::from_secs(3600), capacity)?;
-                if !r.is_empty() {
-                    break r;
-                }
-            }
-        };
+        let records = take_within(timeout_ms, |t| c.recovery_poll_at_most(t, capacity))?;
         // SAFETY: `out_messages` has room for `capacity` pointers, and the calls above return
         // at most `capacity` records.
         unsafe { write_messages(h, records, out_messages, out_count) };
