@@ -67,8 +67,12 @@ struct Slot {
 pub enum Lane {
     /// Metadata, the main streams' fetches, ListOffsets, produce.
     Default,
-    /// The group coordinator's requests (join, sync, heartbeat, commit, offset fetch).
+    /// The group coordinator's requests (heartbeat, commit, offset fetch, leave).
     Coordinator,
+    /// JoinGroup and SyncGroup: the broker answers them only once the group's other members
+    /// have rejoined (or its leader has assigned), so a heartbeat, commit or LeaveGroup behind
+    /// one on the same connection would wait for the whole rebalance.
+    Join,
     /// KIP-333 recovery streams' fetches.
     Recovery,
 }
@@ -224,6 +228,18 @@ impl Cluster {
         let addr = self.metadata().brokers.get(&id).cloned().ok_or_else(|| {
             Error::Transport(format!("broker {id} is not in the cluster metadata"))
         })?;
+        self.connect_at(id, lane, addr, deadline).await
+    }
+
+    /// A connection on `lane` to broker `id` at `addr` (the group coordinator's comes from
+    /// FindCoordinator, which may name a broker the metadata does not list yet).
+    pub async fn connect_at(
+        &self,
+        id: i32,
+        lane: Lane,
+        addr: String,
+        deadline: Deadline,
+    ) -> Result<Arc<Connection>> {
         let slot = self.slot(id, lane, &addr);
         {
             // A broker that moved (restart on another address) gets a fresh slot.

@@ -897,15 +897,19 @@ pub(crate) fn take_ready(
     limits: BufferLimits,
     streams: Streams,
 ) -> Result<Option<Taken>> {
+    take_wakeup_or_error(st)?;
+    let taken = drain_records(st, max, limits, streams);
+    Ok((!taken.records.is_empty()).then_some(taken))
+}
+
+/// What a poll returns before any record: a `wakeup()` since the last one, then an error the
+/// fetch task met (each comes out of one poll).
+fn take_wakeup_or_error(st: &mut fetch::FetchState) -> Result<()> {
     if st.wakeup {
         st.wakeup = false;
         return Err(Error::Wakeup);
     }
-    if let Some(e) = st.errors.pop_front() {
-        return Err(e);
-    }
-    let taken = drain_records(st, max, limits, streams);
-    Ok((!taken.records.is_empty()).then_some(taken))
+    st.errors.pop_front().map_or(Ok(()), Err)
 }
 
 /// [`take_ready`] for one record at a time (the async stream): the record goes into `out`, a
@@ -918,13 +922,7 @@ pub(crate) fn take_one_ready(
     out: &mut Vec<ConsumerRecord>,
 ) -> Result<bool> {
     let mut st = shared.lock();
-    if st.wakeup {
-        st.wakeup = false;
-        return Err(Error::Wakeup);
-    }
-    if let Some(e) = st.errors.pop_front() {
-        return Err(e);
-    }
+    take_wakeup_or_error(&mut st)?;
     let refill = drain_records_into(&mut st, 1, limits, Streams::Both, out);
     drop(st);
     if refill {

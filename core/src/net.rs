@@ -214,6 +214,11 @@ impl Connection {
         Ok(())
     }
 
+    /// The broker's address, as connected to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
     }

@@ -952,6 +952,76 @@ fn closing_while_a_join_is_in_flight_leaves_without_waiting_for_the_rebalance() 
     b.close(None).unwrap();
 }
 
+/// A member whose rejoin is under way (its JoinGroup held by the broker until the other members
+/// rejoin) still owns its generation's partitions: a commit meanwhile, between polls or in
+/// on_partitions_revoked on close(), is taken, as a Java member's would be (still stable there:
+/// its JoinGroup waits for its next poll()). A lagless member also rejoins without a poll, so
+/// such a commit used to fail with "the group is rebalancing" whenever a rebalance had begun;
+/// and it must not wait behind the JoinGroup on the coordinator's connection either. Here B
+/// must revoke its partition of a topic it no longer subscribes to before it can rejoin, so
+/// A's join waits for B's next poll.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_commit_while_the_member_rejoins_is_taken() {
+    let t = topic(2);
+    let other = topic(1);
+    produce(&t, 2, 10);
+    let group = unique("commit-mid-join");
+    let settings = [
+        ("partition.assignment.strategy", "cooperative-sticky"),
+        ("enable.auto.commit", "false"),
+        ("max.poll.interval.ms", "60000"),
+        ("session.timeout.ms", "30000"),
+    ];
+    let a = consumer(&group, &settings);
+    let b = consumer(&group, &settings);
+    a.subscribe(&[&t], None).unwrap();
+    b.subscribe(&[&t], None).unwrap();
+    assert!(
+        poll_until(&[&a, &b], Duration::from_secs(60), || a.assignment().len()
+            == 1
+            && b.assignment().len() == 1),
+        "the two members never shared the partitions"
+    );
+    let g = generation(&a);
+    let mine = a.assignment()[0].clone();
+    // B must give up its partition of `t` (through its listener, at its next poll) before it
+    // can rejoin.
+    b.subscribe(&[&other], None).unwrap();
+    a.enforce_rebalance("a commit while rejoining").unwrap();
+    // This poll sends A's JoinGroup; the broker holds it until B rejoins, and B is not polled.
+    a.poll(Duration::from_millis(300)).unwrap();
+    let seven = lagless::OffsetAndMetadata {
+        offset: 7,
+        metadata: String::new(),
+    };
+    a.commit_sync(
+        Some(&[(mine.clone(), seven.clone())]),
+        Some(Duration::from_secs(10)),
+    )
+    .expect("a commit while the member's JoinGroup is in flight");
+    assert_eq!(
+        generation(&a),
+        g,
+        "the rebalance completed without B: the commit proves nothing"
+    );
+    let committed = a
+        .committed(std::slice::from_ref(&mine), Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(committed, vec![(mine.clone(), Some(seven))]);
+    // B's poll revokes and rejoins; the rebalance completes: A owns both partitions of `t`.
+    assert!(
+        poll_until(&[&a, &b], Duration::from_secs(60), || generation(&a) > g
+            && a.assignment().len() == 2
+            && b.assignment().len() == 1),
+        "the rebalance never completed: A {:?}, B {:?}",
+        a.assignment(),
+        b.assignment()
+    );
+    a.close(None).unwrap();
+    b.close(None).unwrap();
+}
+
 #[test]
 #[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_busy_member_holds_up_a_cooperative_hand_over_only_until_its_next_poll() {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crate::backoff::{Deadline, Retry};
 use crate::consumer::Consumer;
 use crate::error::{codes, Error, Result};
+use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::GroupDriver;
 use crate::group::member::Next;
 use crate::offsets::{AsyncCommitDone, MergedCommit, OffsetAndMetadata};
@@ -222,7 +223,7 @@ impl Consumer {
             let mut g = self.group.lock().unpoisoned();
             let Some(local) = g.as_mut() else { return };
             if Instant::now() < local.next_auto_commit
-                || driver.membership().stable_generation().is_none()
+                || driver.membership().owned_generation().is_none()
             {
                 return;
             }
@@ -362,11 +363,38 @@ impl GroupDriver {
         if offsets.is_empty() {
             return Ok(Vec::new());
         }
-        let generation = self.membership().commit_generation(self.simple)?;
+        let mut generation = self.membership().commit_generation(self.simple)?;
         let mut pending: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.to_vec();
         let mut results: CommitResults = Vec::new();
         let mut retry = Retry::new(self.cluster.backoff());
+        // Partitions refused because of the member's own join (see below): sent again with the
+        // generation it holds once the join ends.
+        let mut after_join: Vec<(TopicPartition, OffsetAndMetadata, Error)> = Vec::new();
         loop {
+            if !after_join.is_empty() {
+                let newer = self
+                    .membership()
+                    .commit_generation(self.simple)
+                    .ok()
+                    .filter(|g| g.generation_id > generation.generation_id);
+                if let Some(g) = newer {
+                    generation = g;
+                    pending.extend(after_join.drain(..).map(|(tp, om, _)| (tp, om)));
+                }
+            }
+            if pending.is_empty() {
+                // Only partitions waiting for the member's join to end.
+                let wait = retry.failed();
+                if deadline.remaining() <= wait {
+                    for (tp, om, e) in after_join {
+                        let e = with_partition(e, &tp);
+                        results.push((tp, om, Err(e)));
+                    }
+                    return Ok(results);
+                }
+                tokio::time::sleep(wait).await;
+                continue;
+            }
             let attempt = async {
                 let conn = self.coordinator(deadline).await?;
                 let member = self.member(&generation.member_id);
@@ -410,7 +438,23 @@ impl GroupDriver {
                     results.push((tp, entry.1, Ok(())));
                     continue;
                 }
-                let (next, err) = self.membership().on_commit_error(&generation, error_code);
+                let (next, err, own_join) = {
+                    let mut m = self.membership();
+                    let own_join = m.commit_outlived_by_own_join(&generation, error_code);
+                    let (next, err) = m.on_commit_error(&generation, error_code);
+                    (next, err, own_join)
+                };
+                if own_join
+                    && retries
+                    && self.rebalance_protocol() == RebalanceProtocol::Cooperative
+                {
+                    // The member's own rejoin (perhaps one it started without the application)
+                    // overtook the commit; it keeps these partitions through a cooperative join,
+                    // so they go again with the generation it holds after it. A Java member,
+                    // which rejoins only from poll(), would have committed before its join.
+                    after_join.push((tp, entry.1, err));
+                    continue;
+                }
                 match next {
                     Next::RetryAfterBackoff if retries => again.push(entry),
                     Next::RediscoverCoordinator => {
@@ -427,19 +471,26 @@ impl GroupDriver {
             if rediscover {
                 self.coordinator_unknown("OffsetCommit answered NOT_COORDINATOR");
             }
-            if again.is_empty() {
+            if again.is_empty() && after_join.is_empty() {
                 (self.on_change)();
                 return Ok(results);
             }
+            pending = again;
+            if pending.is_empty() {
+                continue; // the wait for the join is at the top
+            }
             let wait = retry.failed();
             if deadline.remaining() <= wait {
-                for (tp, om) in again {
+                for (tp, om) in pending {
                     results.push((tp, om, Err(deadline.error("OffsetCommit"))));
+                }
+                for (tp, om, e) in after_join {
+                    let e = with_partition(e, &tp);
+                    results.push((tp, om, Err(e)));
                 }
                 return Ok(results);
             }
             tokio::time::sleep(wait).await;
-            pending = again;
         }
     }
 }

@@ -847,10 +847,9 @@ impl Consumer {
             || driver.is_leaving()
         {
             // A JoinGroup (or SyncGroup) in flight is answered only once the group's other
-            // members have rejoined, and the broker answers a connection's requests in order:
-            // a LeaveGroup behind it would wait for the whole rebalance. Drop the join with its
-            // connection; the LeaveGroup goes out on a fresh one, and the rebalance goes on
-            // without this member.
+            // members have rejoined. Drop the join with its connection (Lane::Join, so the
+            // LeaveGroup, on the coordinator's own connection, does not wait behind it): the
+            // rebalance goes on without this member.
             let join = {
                 let mut g = self.group.lock().unpoisoned();
                 g.as_mut()

@@ -211,10 +211,28 @@ impl GroupDriver {
         Ok(conn)
     }
 
+    /// The connection JoinGroup and SyncGroup go on ([`Lane::Join`]), to the same coordinator:
+    /// the broker holds those until the rebalance gets that far, and the member's heartbeats,
+    /// commits and LeaveGroup must not wait behind them.
+    async fn join_connection(&self, deadline: Deadline) -> Result<Arc<Connection>> {
+        let coordinator = self.coordinator(deadline).await?;
+        let id = self
+            .coordinator
+            .lock()
+            .unpoisoned()
+            .as_ref()
+            .map(|(id, _)| *id)
+            .ok_or_else(|| Error::Transport("the group coordinator was lost".into()))?;
+        self.cluster
+            .connect_at(id, Lane::Join, coordinator.addr().to_string(), deadline)
+            .await
+    }
+
     pub(crate) fn coordinator_unknown(&self, why: &str) {
         if let Some((id, _)) = self.coordinator.lock().unpoisoned().take() {
             tracing::info!(group = %self.group_id, coordinator = id, reason = why, "marking the coordinator unknown");
             self.cluster.disconnect(id, Lane::Coordinator);
+            self.cluster.disconnect(id, Lane::Join);
         }
     }
 
@@ -412,7 +430,7 @@ impl GroupDriver {
     ) -> std::result::Result<Option<JoinOutcome>, JoinErr> {
         let deadline = Deadline::after(self.config.common.default_api_timeout);
         let conn = self
-            .coordinator(deadline)
+            .join_connection(deadline)
             .await
             .map_err(JoinErr::classify)?;
         let (member_id, generation_id) = self.membership().join_sent();

@@ -86,6 +86,10 @@ pub struct Membership {
     /// The generation was reset while the member owned partitions: the next `poll()` reports
     /// them lost before it rejoins.
     partitions_lost: bool,
+    /// The member received its assignment of `generation` (SyncGroup answered) and still holds
+    /// it: set by SyncGroup, cleared when a JoinGroup answer brings a new generation or the
+    /// generation is reset or left. Commits go out with such a generation only.
+    synced: bool,
     /// Why the generation was reset when `partitions_lost` was set (for the error of a commit
     /// attempted before `poll()` reports the loss).
     lost_reason: String,
@@ -107,6 +111,7 @@ impl Membership {
             rejoin_needed: true,
             rejoin_reason: "the consumer subscribed".into(),
             partitions_lost: false,
+            synced: false,
             lost_reason: String::new(),
             fatal: None,
             error: None,
@@ -208,6 +213,7 @@ impl Membership {
     pub fn leave(&mut self, for_good: bool) -> Option<String> {
         let id = std::mem::take(&mut self.generation.member_id);
         self.generation = Generation::none();
+        self.synced = false;
         self.state = MemberState::Unjoined;
         self.partitions_lost = false;
         ((for_good || !self.is_static()) && !id.is_empty()).then_some(id)
@@ -239,6 +245,7 @@ impl Membership {
             member_id,
             ..Generation::none()
         };
+        self.synced = false;
         self.state = MemberState::Unjoined;
         self.request_rejoin(reason.to_string());
     }
@@ -251,21 +258,36 @@ impl Membership {
         ) && !self.generation.member_id.is_empty()
     }
 
-    /// The generation to commit with, only while stable (Java's `generationIfStable`).
-    pub fn stable_generation(&self) -> Option<&Generation> {
-        (self.state == MemberState::Stable).then_some(&self.generation)
+    /// The generation to commit with: the one whose assignment the member holds, while it is
+    /// stable in it and also while it rejoins from it (JoinGroup not answered yet).
+    ///
+    /// The Java client commits only while stable (`generationIfStable`), but its member stays
+    /// stable until the application's next `poll()` sends the JoinGroup. A lagless member
+    /// rejoins without the application ([`crate::group::step::taken_in_background`]), so a
+    /// commit between two polls (or in `on_partitions_revoked` on `close()`) may meet it with its
+    /// JoinGroup in flight, where a Java member would still be stable and its commit taken. It
+    /// still owns that generation's partitions, and the broker takes a commit of it until the
+    /// join completes (then it answers REBALANCE_IN_PROGRESS, and ILLEGAL_GENERATION once the
+    /// next generation is stable), so the commit goes out as the Java member's would.
+    pub fn owned_generation(&self) -> Option<&Generation> {
+        let holds = match self.state {
+            MemberState::Stable => true,
+            MemberState::PreparingRebalance | MemberState::Unjoined => self.synced,
+            MemberState::CompletingRebalance => false,
+        };
+        (holds && !self.partitions_lost).then_some(&self.generation)
     }
 
     /// The generation an OffsetCommit is sent with. A committer of manually assigned
-    /// partitions (`simple`) commits outside any generation; a subscribed member only in a
-    /// stable generation (Java's `generationIfStable`): once it has left or lost its
+    /// partitions (`simple`) commits outside any generation; a subscribed member only with the
+    /// generation whose assignment it holds ([`Membership::owned_generation`]): once it has left or lost its
     /// generation its partitions may belong to another member, and a commit as generation -1
     /// (which the broker takes when the group is empty) could move their offsets backwards.
     pub fn commit_generation(&self, simple: bool) -> Result<Generation, Error> {
         if simple {
             return Ok(Generation::none());
         }
-        if let Some(g) = self.stable_generation() {
+        if let Some(g) = self.owned_generation() {
             return Ok(g.clone());
         }
         if self.partitions_lost {
@@ -286,7 +308,9 @@ impl Membership {
                 "the offsets cannot be committed: {why}"
             )));
         }
-        if self.state != MemberState::Unjoined && self.generation.generation_id >= 0 {
+        if self.generation.generation_id >= 0 {
+            // In a generation without its assignment: between JoinGroup and SyncGroup, or
+            // joining again after either failed.
             return Err(Error::CommitFailed(
                 "the group is rebalancing; the offsets can be committed again after the rebalance, \
                  or in on_partitions_revoked"
@@ -358,6 +382,7 @@ impl Membership {
             member_id: member_id.to_string(),
             protocol,
         };
+        self.synced = false;
         self.state = MemberState::CompletingRebalance;
     }
 
@@ -388,6 +413,7 @@ impl Membership {
     /// SyncGroup succeeded: the member is stable with its new assignment.
     pub fn on_sync_success(&mut self) {
         self.state = MemberState::Stable;
+        self.synced = true;
         self.rejoin_needed = false;
         self.rejoin_reason.clear();
     }
@@ -409,8 +435,10 @@ impl Membership {
         match code {
             codes::NONE => Next::Continue,
             codes::REBALANCE_IN_PROGRESS => {
-                // Keep heartbeating through the rebalance; the next poll() joins.
-                if self.state == MemberState::Stable {
+                // Keep heartbeating through the rebalance; the next poll() joins. An answer
+                // about a generation the member has left since is about the rebalance that
+                // made its current one: joining again would start another for nothing.
+                if self.state == MemberState::Stable && same_generation {
                     self.request_rejoin("the group is rebalancing");
                 }
                 Next::Continue
@@ -450,7 +478,11 @@ impl Membership {
             | codes::NOT_COORDINATOR
             | codes::REQUEST_TIMED_OUT => (Next::RediscoverCoordinator, e),
             codes::REBALANCE_IN_PROGRESS => {
-                self.request_rejoin("the group is rebalancing (OffsetCommit)");
+                // As for a Heartbeat: only a rebalance of the member's current generation
+                // calls for a join.
+                if *sent == self.generation && self.state == MemberState::Stable {
+                    self.request_rejoin("the group is rebalancing (OffsetCommit)");
+                }
                 (
                     Next::Continue,
                     Error::CommitFailed(
@@ -461,7 +493,10 @@ impl Membership {
                 )
             }
             codes::UNKNOWN_MEMBER_ID | codes::ILLEGAL_GENERATION => {
-                if *sent == self.generation {
+                // Only a stable member learns here that it left its generation: one whose own
+                // join is under way hears it from the JoinGroup answer (the group may simply
+                // have moved on to the generation that join is part of).
+                if *sent == self.generation && self.state == MemberState::Stable {
                     self.reset_generation(
                         code == codes::ILLEGAL_GENERATION,
                         "the commit's generation was stale",
@@ -483,6 +518,24 @@ impl Membership {
             }
             _ => (Next::Continue, e),
         }
+    }
+
+    /// Whether a commit sent with `sent` and answered `code` may go again with the generation
+    /// the member holds once its join ends (under the cooperative protocol, where partitions
+    /// kept through a join stay the member's; KIP-848's consumers likewise retry a commit with
+    /// the member's latest epoch). A REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION answer is then
+    /// about the member's own rejoin, under way or done since the commit went out, not a sign
+    /// that its partitions moved.
+    pub fn commit_outlived_by_own_join(&self, sent: &Generation, code: i16) -> bool {
+        matches!(
+            code,
+            codes::REBALANCE_IN_PROGRESS | codes::ILLEGAL_GENERATION
+        ) && !sent.member_id.is_empty()
+            && self.generation.member_id == sent.member_id
+            && !self.partitions_lost
+            && (self.generation.generation_id > sent.generation_id
+                || (self.generation.generation_id == sent.generation_id
+                    && self.state != MemberState::Stable))
     }
 
     fn fail(&mut self, code: i16, what: &str) -> Next {
@@ -632,6 +685,35 @@ mod tests {
     }
 
     #[test]
+    fn a_rebalance_heard_of_for_a_generation_left_since_asks_for_no_rejoin() {
+        // A Heartbeat (or OffsetCommit) sent in generation 4 is answered REBALANCE_IN_PROGRESS,
+        // and the answer is taken in after the member is stable in 5, the generation that
+        // rebalance made: joining again would start a rebalance nobody needs (each member then
+        // gives up and gets back the same partitions, and commits meanwhile fail).
+        let mut m = stable();
+        let old = Generation {
+            generation_id: 4,
+            ..m.generation.clone()
+        };
+        assert_eq!(
+            m.on_heartbeat(&old, codes::REBALANCE_IN_PROGRESS),
+            Next::Continue
+        );
+        assert!(!m.rejoin_needed, "a heartbeat of generation 4");
+        let (n, e) = m.on_commit_error(&old, codes::REBALANCE_IN_PROGRESS);
+        assert_eq!(n, Next::Continue);
+        assert!(
+            matches!(e, Error::CommitFailed(_)),
+            "the commit still failed"
+        );
+        assert!(!m.rejoin_needed, "a commit of generation 4");
+        // The same answers about generation 5 do ask for one.
+        let current = m.generation.clone();
+        m.on_commit_error(&current, codes::REBALANCE_IN_PROGRESS);
+        assert!(m.rejoin_needed);
+    }
+
+    #[test]
     fn heartbeat_errors_for_an_old_generation_are_ignored() {
         let mut m = stable();
         let old = Generation {
@@ -764,10 +846,40 @@ mod tests {
     fn commit_generation_by_state() {
         let m = stable();
         assert_eq!(m.commit_generation(false).unwrap(), m.generation);
+        // Rejoining from generation 5 (perhaps without the application: a background rejoin),
+        // the member still holds its partitions of 5, and the broker takes commits of 5 until
+        // the join completes: they go out with 5, as a Java member's would (it is still stable
+        // there, its JoinGroup waiting for the next poll()).
         let mut joining = stable();
         joining.start_join();
+        joining.join_sent();
+        assert_eq!(joining.commit_generation(false).unwrap().generation_id, 5);
+        // A JoinGroup answer that did not end the generation (the coordinator moved, a
+        // rebalance restarted) keeps it too.
+        joining.on_join_error(codes::NOT_COORDINATOR, "");
+        assert_eq!(joining.commit_generation(false).unwrap().generation_id, 5);
+        // JoinGroup answered: generation 6 has no assignment here yet, and 5 is over.
+        joining.join_sent();
+        joining.on_join_success(6, "m-1", Some("range".into()));
         let e = joining.commit_generation(false).unwrap_err().to_string();
         assert!(e.contains("rebalancing"), "{e}");
+        // Nor after a SyncGroup that failed: 6's assignment never came.
+        joining.on_sync_error(codes::REBALANCE_IN_PROGRESS);
+        let e = joining.commit_generation(false).unwrap_err().to_string();
+        assert!(e.contains("rebalancing"), "{e}");
+        joining.start_join();
+        assert!(
+            joining.commit_generation(false).is_err(),
+            "rejoining from 6"
+        );
+        joining.join_sent();
+        joining.on_join_success(7, "m-1", Some("range".into()));
+        joining.on_sync_success();
+        assert_eq!(joining.commit_generation(false).unwrap().generation_id, 7);
+        // A reset generation commits nothing, rejoining or not.
+        joining.reset_generation(true, "test");
+        joining.start_join();
+        assert!(joining.commit_generation(false).is_err());
         // Never joined: only a committer of manually assigned partitions commits outside any
         // generation.
         let fresh = Membership::new(None);
@@ -797,16 +909,50 @@ mod tests {
     }
 
     #[test]
-    fn only_a_stable_member_commits_with_its_generation() {
+    fn a_commit_refused_because_of_the_members_own_join_may_go_again() {
         let mut m = stable();
-        assert!(m.stable_generation().is_some());
+        let sent = m.generation.clone();
+        // Stable in the generation it committed with: the group moved on without it.
+        for code in [codes::ILLEGAL_GENERATION, codes::REBALANCE_IN_PROGRESS] {
+            assert!(!m.commit_outlived_by_own_join(&sent, code));
+        }
+        // Its own join went out after the commit: the answer is about that join.
+        m.start_join();
+        m.join_sent();
+        assert!(m.commit_outlived_by_own_join(&sent, codes::ILLEGAL_GENERATION));
+        assert!(m.commit_outlived_by_own_join(&sent, codes::REBALANCE_IN_PROGRESS));
+        assert!(!m.commit_outlived_by_own_join(&sent, codes::UNKNOWN_MEMBER_ID));
+        assert!(!m.commit_outlived_by_own_join(&sent, codes::OFFSET_METADATA_TOO_LARGE));
+        // ... and no reset: the JoinGroup answer says whether the member is still in.
+        let (_, e) = m.on_commit_error(&sent, codes::ILLEGAL_GENERATION);
+        assert!(matches!(e, Error::CommitFailed(_)));
+        assert!(!m.partitions_lost);
+        m.on_join_success(6, "m-1", None);
+        assert!(m.commit_outlived_by_own_join(&sent, codes::ILLEGAL_GENERATION));
+        m.on_sync_success();
+        assert!(m.commit_outlived_by_own_join(&sent, codes::ILLEGAL_GENERATION));
+        // A generation lost meanwhile, or another member id, is not the member's own join.
+        m.reset_generation(false, "test");
+        assert!(!m.commit_outlived_by_own_join(&sent, codes::ILLEGAL_GENERATION));
+    }
+
+    #[test]
+    fn a_member_commits_with_the_generation_whose_partitions_it_holds() {
+        let mut m = stable();
+        assert!(m.owned_generation().is_some());
         m.request_rejoin("test");
         assert!(
-            m.stable_generation().is_some(),
+            m.owned_generation().is_some(),
             "a requested rebalance has not started yet"
         );
         m.start_join();
-        assert!(m.stable_generation().is_none());
+        assert_eq!(m.owned_generation().map(|g| g.generation_id), Some(5));
+        m.on_join_success(6, "m-1", None);
+        assert!(m.owned_generation().is_none(), "6 is not assigned yet");
+        m.on_sync_success();
+        assert_eq!(m.owned_generation().map(|g| g.generation_id), Some(6));
+        m.leave(false);
+        assert!(m.owned_generation().is_none());
     }
 
     #[test]
@@ -850,13 +996,17 @@ mod tests {
     }
 
     #[test]
-    fn starting_a_join_clears_the_request_and_stops_commits() {
+    fn starting_a_join_clears_the_request_and_stops_heartbeats() {
         let mut m = stable();
         m.request_rejoin("the subscription changed");
         m.start_join();
         assert!(!m.rejoin_needed());
         assert_eq!(m.state(), MemberState::PreparingRebalance);
-        assert!(m.commit_generation(false).is_err());
+        assert_eq!(
+            m.commit_generation(false).unwrap().generation_id,
+            5,
+            "it still holds generation 5's partitions"
+        );
         assert!(
             !m.heartbeats_enabled(),
             "the pending JoinGroup keeps the member alive"
