@@ -71,4 +71,22 @@ static inline lagless_config *make_config(const char *const *pairs) {
     return c;
 }
 
+/* A consumer from NULL-terminated key, value pairs; the test fails if it cannot be made. */
+static inline lagless_consumer *new_consumer(const char *const *pairs) {
+    lagless_config *cfg = make_config(pairs);
+    lagless_consumer *c = NULL;
+    CHECK_OK(lagless_consumer_new(cfg, &c));
+    lagless_config_destroy(cfg);
+    return c;
+}
+
+/* A producer from NULL-terminated key, value pairs; the test fails if it cannot be made. */
+static inline lagless_producer *new_producer(const char *const *pairs) {
+    lagless_config *cfg = make_config(pairs);
+    lagless_producer *p = NULL;
+    CHECK_OK(lagless_producer_new(cfg, &p));
+    lagless_config_destroy(cfg);
+    return p;
+}
+
 #endif

@@ -89,7 +89,6 @@ int main(int argc, char **argv) {
     char path[4096];
     struct member m;
     lagless_rebalance_listener listener;
-    lagless_config *cfg;
     const char *topics[1];
     FILE *records;
     long consumed = 0;
@@ -107,9 +106,7 @@ int main(int argc, char **argv) {
     m.events = fopen(path, "w");
     CHECK(records != NULL && m.events != NULL);
 
-    cfg = make_config(cfgv);
-    CHECK_OK(lagless_consumer_new(cfg, &m.consumer));
-    lagless_config_destroy(cfg);
+    m.consumer = new_consumer(cfgv);
     listener.opaque = &m;
     listener.on_assigned = on_assigned;
     listener.on_revoked = on_revoked;

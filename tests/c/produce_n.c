@@ -14,7 +14,6 @@ static void on_delivery(void *opaque, const lagless_error *err, int32_t partitio
 
 int main(int argc, char **argv) {
     const char *pc[] = {"bootstrap.servers", NULL, NULL};
-    lagless_config *cfg;
     lagless_producer *p = NULL;
     int partitions, count, i, failed = 0;
     char value[32];
@@ -24,9 +23,7 @@ int main(int argc, char **argv) {
     partitions = atoi(argv[2]);
     count = atoi(argv[3]);
     if (atoi(argv[4]) == 1) CHECK_OK(lagless_admin_create_topic(pc[1], argv[1], partitions, 1));
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &p));
-    lagless_config_destroy(cfg);
+    p = new_producer(pc);
     for (i = 0; i < count; i++) {
         int n = sprintf(value, "v%d", i);
         CHECK_OK(lagless_producer_send(p, argv[1], i % partitions, NULL, 0, (const uint8_t *)value,

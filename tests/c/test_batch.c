@@ -37,7 +37,6 @@ static rec by_batch[PARTITIONS][PER_PARTITION];
 #define EMPTY_VALUE(i) ((i) % 11 == 0)
 static void produce(const char *topic) {
     const char *pc[] = {"bootstrap.servers", NULL, "linger.ms", "5", NULL};
-    lagless_config *cfg;
     lagless_producer *p = NULL;
     lagless_header h;
     char key[32], value[64], hv[32];
@@ -45,9 +44,7 @@ static void produce(const char *topic) {
 
     pc[1] = bootstrap;
     CHECK_OK(lagless_admin_create_topic(bootstrap, topic, PARTITIONS, 1));
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &p));
-    lagless_config_destroy(cfg);
+    p = new_producer(pc);
     h.key = "i";
     h.value = (const uint8_t *)hv;
     for (part = 0; part < PARTITIONS; part++) {
@@ -104,14 +101,11 @@ static void keep(rec table[PARTITIONS][PER_PARTITION], const lagless_message *m)
 static lagless_consumer *assigned_consumer(const char *topic) {
     const char *cc[] = {"bootstrap.servers", NULL, "auto.offset.reset", "earliest",
                         "enable.auto.commit", "false", "max.poll.records", "150", NULL};
-    lagless_config *cfg;
     lagless_consumer *c = NULL;
     lagless_tplist *tps = lagless_tplist_new();
     int p;
     cc[1] = bootstrap;
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &c));
-    lagless_config_destroy(cfg);
+    c = new_consumer(cc);
     for (p = 0; p < PARTITIONS; p++) CHECK_OK(lagless_tplist_add(tps, topic, p));
     CHECK_OK(lagless_consumer_assign(c, tps));
     lagless_tplist_destroy(tps);
@@ -249,16 +243,13 @@ static void group(const char *topic, const char *group_id) {
                         "enable.auto.commit", "false", NULL};
     const char *topics[1];
     lagless_rebalance_listener l;
-    lagless_config *cfg;
     lagless_consumer *c = NULL;
     double deadline = now_s() + 180;
     size_t n = 0;
     cc[1] = bootstrap;
     cc[3] = group_id;
     topics[0] = topic;
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &c));
-    lagless_config_destroy(cfg);
+    c = new_consumer(cc);
     memset(&l, 0, sizeof l);
     l.on_assigned = on_assigned;
     l.on_revoked = on_revoked;

@@ -174,7 +174,6 @@ static void unknown_topic(const char *bootstrap) {
      * partition comes out as PARTITION_STUCK (naming it) after task.timeout.ms. */
     const char *cc[] = {"bootstrap.servers", NULL, "default.api.timeout.ms", "10000",
                         "task.timeout.ms", "1000", NULL};
-    lagless_config *cfg;
     lagless_producer *p = NULL;
     lagless_consumer *c = NULL;
     lagless_tplist *l;
@@ -182,9 +181,7 @@ static void unknown_topic(const char *bootstrap) {
     double deadline;
 
     pc[1] = bootstrap;
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &p));
-    lagless_config_destroy(cfg);
+    p = new_producer(pc);
     e = lagless_producer_send_sync(p, "lagless-no-such-topic", -1, NULL, 0,
                                    (const uint8_t *)"x", 1, NULL, NULL);
     CHECK(lagless_error_code(e) == LAGLESS_ERR_UNKNOWN_TOPIC);
@@ -193,9 +190,7 @@ static void unknown_topic(const char *bootstrap) {
     lagless_producer_destroy(p);
 
     cc[1] = bootstrap;
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &c));
-    lagless_config_destroy(cfg);
+    c = new_consumer(cc);
     l = lagless_tplist_new();
     CHECK_OK(lagless_tplist_add(l, "lagless-no-such-topic", 0));
     CHECK_OK(lagless_consumer_assign(c, l));
@@ -226,16 +221,13 @@ static void unreachable_broker(void) {
                         "request.timeout.ms", "1000", "linger.ms", "0", NULL};
     const char *cc[] = {"bootstrap.servers", "127.0.0.1:1", "group.id", "lagless-unreachable",
                         "default.api.timeout.ms", "1500", "request.timeout.ms", "1000", NULL};
-    lagless_config *cfg;
     lagless_producer *p = NULL;
     lagless_consumer *c = NULL;
     lagless_tplist *l;
     lagless_error *e;
     double t0 = now_s();
 
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &p));
-    lagless_config_destroy(cfg);
+    p = new_producer(pc);
     e = lagless_producer_send_sync(p, "t", -1, NULL, 0, (const uint8_t *)"x", 1, NULL, NULL);
     CHECK(e != NULL);
     CHECK(lagless_error_code(e) == LAGLESS_ERR_TIMEOUT || lagless_error_code(e) == LAGLESS_ERR_TRANSPORT);
@@ -243,9 +235,7 @@ static void unreachable_broker(void) {
     lagless_error_destroy(e);
     lagless_producer_destroy(p);
 
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &c));
-    lagless_config_destroy(cfg);
+    c = new_consumer(cc);
     l = lagless_tplist_new();
     CHECK_OK(lagless_tplist_add(l, "t", 0));
     e = lagless_consumer_committed(c, l, 1500);
@@ -262,7 +252,6 @@ static void use_after_close(const char *bootstrap, const char *topic) {
     const char *cc[] = {"bootstrap.servers", NULL, "group.id", "lagless-closed", NULL};
     const char *pc[] = {"bootstrap.servers", NULL, NULL};
     const char *topics[1];
-    lagless_config *cfg;
     lagless_consumer *c = NULL;
     lagless_producer *p = NULL;
     lagless_tplist *l = lagless_tplist_new();
@@ -274,9 +263,7 @@ static void use_after_close(const char *bootstrap, const char *topic) {
 
     topics[0] = topic;
     cc[1] = bootstrap;
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &c));
-    lagless_config_destroy(cfg);
+    c = new_consumer(cc);
     /* wakeup makes a poll return WAKEUP at once. */
     CHECK_OK(lagless_consumer_wakeup(c));
     e = lagless_consumer_poll(c, 5000, &m);
@@ -328,9 +315,7 @@ static void use_after_close(const char *bootstrap, const char *topic) {
     lagless_consumer_destroy(c);
 
     pc[1] = bootstrap;
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &p));
-    lagless_config_destroy(cfg);
+    p = new_producer(pc);
     CHECK_OK(lagless_producer_close(p, 5000));
     EXPECT_ERR(lagless_producer_send_sync(p, topic, -1, NULL, 0, NULL, 0, NULL, NULL),
                LAGLESS_ERR_CLOSED);

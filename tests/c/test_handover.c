@@ -338,16 +338,13 @@ static void member_init(struct member *m, const char *name, const char *group) {
                         "learner.readiness", "explicit", "auto.offset.reset", "earliest",
                         "enable.auto.commit", "false", "session.timeout.ms", "6000",
                         "heartbeat.interval.ms", "500", NULL};
-    lagless_config *cfg;
     int p;
     memset(m, 0, sizeof *m);
     m->name = name;
     for (p = 0; p < PARTITIONS; p++) m->last_offset[p] = -1;
     cc[1] = bootstrap;
     cc[3] = group;
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &m->c));
-    lagless_config_destroy(cfg);
+    m->c = new_consumer(cc);
     CHECK_OK(lagless_consumer_set_learning_callback(m->c, on_learning, m));
 }
 
@@ -588,7 +585,6 @@ static double prepare_to_leave(const char *t, const char *group) {
 int main(int argc, char **argv) {
     const char *pc[] = {"bootstrap.servers", NULL, "linger.ms", "5", NULL};
     char t1[256], g1[256], t2[256], g2[256];
-    lagless_config *cfg;
     double d1, d2;
 
     CHECK(argc == 3);
@@ -598,9 +594,7 @@ int main(int argc, char **argv) {
     snprintf(t2, sizeof t2, "%s-leave", argv[1]);
     snprintf(g2, sizeof g2, "%s-leave", argv[2]);
     pc[1] = bootstrap;
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &producer));
-    lagless_config_destroy(cfg);
+    producer = new_producer(pc);
 
     d1 = readiness_reported_later(t1, g1);
     d2 = prepare_to_leave(t2, g2);

@@ -211,16 +211,13 @@ static void member_init(struct member *m, const char *name, const char *group) {
                         "partition.assignment.strategy", "learner-sticky,cooperative-sticky",
                         "auto.offset.reset", "earliest", "enable.auto.commit", "false",
                         "session.timeout.ms", "6000", "heartbeat.interval.ms", "500", NULL};
-    lagless_config *cfg;
     int p;
     memset(m, 0, sizeof *m);
     m->name = name;
     for (p = 0; p < PARTITIONS; p++) m->last_offset[p] = -1;
     cc[1] = bootstrap;
     cc[3] = group;
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &m->c));
-    lagless_config_destroy(cfg);
+    m->c = new_consumer(cc);
 }
 
 static void subscribe(struct member *m) {
@@ -306,7 +303,6 @@ static int all_read(struct member *a, struct member *b) {
 int main(int argc, char **argv) {
     const char *pc[] = {"bootstrap.servers", NULL, "linger.ms", "5", NULL};
     struct member a, b;
-    lagless_config *cfg;
     int p, learned_n = 0;
     int64_t o;
 
@@ -316,9 +312,7 @@ int main(int argc, char **argv) {
     poller = pthread_self();
     CHECK_OK(lagless_admin_create_topic(bootstrap, topic, PARTITIONS, 1));
     pc[1] = bootstrap;
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &producer));
-    lagless_config_destroy(cfg);
+    producer = new_producer(pc);
 
     member_init(&a, "A", argv[2]);
     member_init(&b, "B", argv[2]);

@@ -16,16 +16,13 @@ static int64_t T1, T2;
  * headers "n" = the record's index and "null" = a null value; waits until they are written. */
 static void produce(const char *topic, int32_t partition, int n, int64_t ts0) {
     const char *pc[] = {"bootstrap.servers", NULL, "linger.ms", "0", NULL};
-    lagless_config *cfg;
     lagless_producer *p = NULL;
     lagless_header headers[2];
     char index[16];
     int i;
 
     pc[1] = bootstrap;
-    cfg = make_config(pc);
-    CHECK_OK(lagless_producer_new(cfg, &p));
-    lagless_config_destroy(cfg);
+    p = new_producer(pc);
     headers[0].key = "n";
     headers[0].value = (const uint8_t *)index;
     headers[1].key = "null";
@@ -113,7 +110,6 @@ int main(int argc, char **argv) {
     const char *cc[] = {"bootstrap.servers", NULL, "group.id", NULL, "auto.offset.reset",
                         "earliest", "enable.auto.commit", "false", "session.timeout.ms", "6000",
                         "heartbeat.interval.ms", "500", NULL};
-    lagless_config *cfg;
     lagless_consumer *c = NULL;
     lagless_rebalance_listener listener;
     lagless_tplist *l;
@@ -145,9 +141,7 @@ int main(int argc, char **argv) {
 
     cc[1] = bootstrap;
     cc[3] = group;
-    cfg = make_config(cc);
-    CHECK_OK(lagless_consumer_new(cfg, &c));
-    lagless_config_destroy(cfg);
+    c = new_consumer(cc);
 
     /* partitions_for */
     CHECK_OK(lagless_consumer_partitions_for(c, topic, 30000, &l));

@@ -133,9 +133,7 @@ int main(int argc, char **argv) {
     /* Read everything back, in order, with a manual assignment. */
     ccfg[1] = bootstrap;
     ccfg[5] = topic; /* a group id for commits; the consumer is assigned by hand */
-    cfg = make_config(ccfg);
-    CHECK_OK(lagless_consumer_new(cfg, &c));
-    lagless_config_destroy(cfg);
+    c = new_consumer(ccfg);
     tps = lagless_tplist_new();
     CHECK_OK(lagless_tplist_add(tps, topic, 0));
     CHECK_OK(lagless_consumer_assign(c, tps));
