@@ -100,6 +100,25 @@ fn poll_until(consumers: &[&Consumer], timeout: Duration, mut done: impl FnMut()
     false
 }
 
+/// Two members of `group` subscribed to `topic` (two partitions), once each owns one.
+fn two_members_sharing(
+    topic: &str,
+    group: &str,
+    settings: &[(&str, &str)],
+) -> (Consumer, Consumer) {
+    let a = consumer(group, settings);
+    let b = consumer(group, settings);
+    a.subscribe(&[topic], None).unwrap();
+    b.subscribe(&[topic], None).unwrap();
+    assert!(
+        poll_until(&[&a, &b], Duration::from_secs(60), || a.assignment().len()
+            == 1
+            && b.assignment().len() == 1),
+        "the two members never shared the partitions"
+    );
+    (a, b)
+}
+
 fn generation(c: &Consumer) -> i32 {
     c.group_metadata().map_or(-1, |m| m.generation_id)
 }
@@ -923,16 +942,7 @@ fn closing_while_a_join_is_in_flight_leaves_without_waiting_for_the_rebalance() 
         ("heartbeat.interval.ms", "2000"),
         ("max.poll.interval.ms", "60000"),
     ];
-    let a = consumer(&group, &slow);
-    let b = consumer(&group, &slow);
-    a.subscribe(&[&t], None).unwrap();
-    b.subscribe(&[&t], None).unwrap();
-    assert!(
-        poll_until(&[&a, &b], Duration::from_secs(60), || a.assignment().len()
-            == 1
-            && b.assignment().len() == 1),
-        "the two members never shared the partitions"
-    );
+    let (a, b) = two_members_sharing(&t, &group, &slow);
     let g = generation(&b);
     a.enforce_rebalance("closing mid-join").unwrap();
     // This poll sends a's JoinGroup; the broker holds it until b rejoins, and b is not polled.
@@ -973,16 +983,7 @@ fn a_commit_while_the_member_rejoins_is_taken() {
         ("max.poll.interval.ms", "60000"),
         ("session.timeout.ms", "30000"),
     ];
-    let a = consumer(&group, &settings);
-    let b = consumer(&group, &settings);
-    a.subscribe(&[&t], None).unwrap();
-    b.subscribe(&[&t], None).unwrap();
-    assert!(
-        poll_until(&[&a, &b], Duration::from_secs(60), || a.assignment().len()
-            == 1
-            && b.assignment().len() == 1),
-        "the two members never shared the partitions"
-    );
+    let (a, b) = two_members_sharing(&t, &group, &settings);
     let g = generation(&a);
     let mine = a.assignment()[0].clone();
     // B must give up its partition of `t` (through its listener, at its next poll) before it
