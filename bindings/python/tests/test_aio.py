@@ -231,6 +231,109 @@ def test_aio_cancelled_consume_loses_nothing(bootstrap, make_topic, group):
     assert committed == {p: N // P for p in range(P)}
 
 
+def batch_offsets(batch: lagless.MessageBatch) -> List[Offset]:
+    """The (partition, offset) of each record of `batch`, from its columns."""
+    return list(zip(batch.partitions, batch.offsets))
+
+
+def test_aio_consume_batch_cancelled_loses_nothing(bootstrap, make_topic, group):
+    """consume_batch() cancelled by wait_for over and over while records flow: every offset comes
+    exactly once; a batch got for a cancelled call comes from the next consume_batch(), and
+    until then consume() refuses (it would hand records out of order) while commit() without
+    offsets and position() stop before it. The batches import into pyarrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    P, N = 3, 3000
+    topic = make_topic(P, prefix="py-aio-batch-cancel")
+
+    async def main() -> Tuple[List[Offset], int, int, int, Dict[int, int]]:
+        got: List[Offset] = []
+        cancelled = held = value_bytes = 0
+        async with lagless.aio.Consumer(member_config(bootstrap, group, **{"max.poll.records": 100})) as c:
+            c.subscribe([topic])
+            producer = asyncio.ensure_future(send_all(bootstrap, topic, N, P, pace=0.03))
+            deadline = time.monotonic() + 30
+            last_new = time.monotonic()
+            i = 0
+            while len(got) < N:
+                assert time.monotonic() < deadline, f"got {len(got)} of {N}, {cancelled} cancelled"
+                if producer.done() and time.monotonic() - last_new > 3:
+                    break  # nothing more comes: the assertions below say what is missing
+                i += 1
+                try:
+                    batch = await asyncio.wait_for(c.consume_batch(7, None), 0.0005 * (1 + i % 6))
+                except asyncio.TimeoutError:
+                    cancelled += 1
+                    await asyncio.wait_for(c._idle.wait(), 5)
+                    if c._held_batch is None:
+                        continue
+                    held += 1
+                    with pytest.raises(lagless.IllegalStateError, match="consume_batch"):
+                        await c.consume(1, 0)
+                    done = await c.commit()
+                    assert done is not None
+                    for tp in done:
+                        handed = [o for p, o in got if p == tp.partition]
+                        if handed:
+                            assert tp.offset == max(handed) + 1, (tp, max(handed))
+                    for tp in await c.position(done):
+                        handed = [o for p, o in got if p == tp.partition]
+                        if handed:
+                            assert tp.offset == max(handed) + 1, ("position", tp, max(handed))
+                    continue
+                if len(batch):
+                    last_new = time.monotonic()
+                    value_bytes += pc.sum(pc.binary_length(pa.record_batch(batch).column("value"))).as_py()
+                got.extend(batch_offsets(batch))
+            await producer
+            await c.commit()
+        return got, cancelled, held, value_bytes, await committed_offsets(bootstrap, group, topic, P)
+
+    got, cancelled, held, value_bytes, committed = run(main(), 40)
+    print(f"{cancelled} consume_batch() calls cancelled, {held} of them with a batch held")
+    assert cancelled >= 50, f"only {cancelled} cancellations"
+    assert held >= 1, "no cancelled consume_batch() had records: the test did not test"
+    assert len(got) == N, f"{len(got) - N} duplicates"
+    assert set(got) == expected(N, P)
+    assert value_bytes == sum(len(f"v{i}") for i in range(N))
+    assert committed == {p: N // P for p in range(P)}
+
+
+def test_aio_consume_batch_of_assigned_partitions_and_a_held_consume(bootstrap, make_topic):
+    """consume_batch() without a group (assign): the batches hold every record once. Records
+    held by a cancelled consume() must be taken with consume() first: consume_batch() says so."""
+    P, N = 2, 400
+    topic = make_topic(P, prefix="py-aio-batch-assign")
+
+    async def main() -> List[Offset]:
+        await send_all(bootstrap, topic, N, P)
+        got: List[Offset] = []
+        async with lagless.aio.Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}) as c:
+            c.assign([lagless.TopicPartition(topic, p, 0) for p in range(P)])
+            deadline = time.monotonic() + 20
+            while len(got) < N // 2:
+                assert time.monotonic() < deadline, f"got {len(got)} of {N}"
+                got.extend(batch_offsets(await c.consume_batch(50, 1.0)))
+            # Hold records as a cancelled consume() would leave them.
+            c._held.extend(await c.consume(5, 5.0))
+            assert c._held
+            with pytest.raises(lagless.IllegalStateError, match="consume\\(\\) first"):
+                await c.consume_batch(50, 0)
+            while c._held:
+                got.extend((m.partition, m.offset) for m in await c.consume(3, 0))
+            while len(got) < N:
+                assert time.monotonic() < deadline, f"got {len(got)} of {N}"
+                got.extend(batch_offsets(await c.consume_batch(50, 1.0)))
+            empty = await c.consume_batch(50, 0.2)
+            assert len(empty) == 0
+        return got
+
+    got = run(main(), 40)
+    assert len(got) == N, f"{len(got) - N} duplicates"
+    assert set(got) == expected(N, P)
+
+
 def test_aio_two_consumers_and_a_producer_on_one_loop(bootstrap, make_topic):
     """One asyncio app: a producer and two consumers (of two groups) on one loop; each consumer
     reads every record once (`async for`)."""

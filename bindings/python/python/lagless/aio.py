@@ -18,7 +18,8 @@ How it works:
   the worker thread, as in the blocking API) and ``on_partitions_learning`` may await a warm-up
   while the loop serves other tasks. Plain functions work too; they run on the event loop.
 - A cancelled ``consume()`` loses nothing: the worker is woken (``wakeup()``), and records it
-  got anyway are held and returned first by the next ``consume()``. Held records count as not
+  got anyway are held and returned first by the next ``consume()`` (a cancelled
+  ``consume_batch()``'s batch, by the next ``consume_batch()``). Held records count as not
   consumed: ``commit()`` without offsets, ``position()`` and ``close()`` stop before them.
 - A per-partition error of the native ``consume()`` is raised from ``await consume()``.
 - An unclosed consumer that is garbage collected stops its worker thread and leaves its group;
@@ -61,7 +62,7 @@ from typing import (
 
 from . import _lagless
 from ._errors import ClosedError, ConfigError, IllegalStateError, LaglessError, WakeupError
-from ._lagless import Message, TopicPartition
+from ._lagless import Message, MessageBatch, TopicPartition
 from ._listener import RebalanceListener as _BlockingListener
 
 __all__ = ["Consumer", "Producer", "RebalanceListener"]
@@ -316,6 +317,22 @@ def _key(topic: str, partition: int) -> Tuple[str, int]:
     return (topic, partition)
 
 
+def _batch_starts(batch: MessageBatch) -> Dict[Tuple[str, int], Tuple[int, bool]]:
+    """The lowest offset of each partition in `batch`, and whether that record is a recovery
+    stream's."""
+    names = batch.topic_names
+    topic_ids, partitions, offsets = batch.topic_ids, batch.partitions, batch.offsets
+    recovery_bits = batch.from_recovery
+    first: Dict[Tuple[str, int], Tuple[int, bool]] = {}
+    for i in range(len(batch)):
+        k = (names[topic_ids[i]], partitions[i])
+        o = offsets[i]
+        f = first.get(k)
+        if f is None or o < f[0]:
+            first[k] = (o, bool(recovery_bits[i // 8] >> (i % 8) & 1))
+    return first
+
+
 class Consumer:
     """A Kafka consumer for asyncio; the configuration and semantics of :class:`lagless.Consumer`.
 
@@ -338,6 +355,8 @@ class Consumer:
         self._native = _lagless.Consumer(config)
         self._worker = _Worker(self._native)
         self._held: Deque[Message] = collections.deque()
+        # The batch of a cancelled consume_batch(): the next consume_batch() returns it.
+        self._held_batch: Optional[MessageBatch] = None
         self._held_error: Optional[BaseException] = None
         self._idle: Optional[asyncio.Event] = None
         self._closing = False
@@ -386,28 +405,51 @@ class Consumer:
         keys = {_key(tp.topic, tp.partition) for tp in partitions}
         if self._held and keys:
             self._held = collections.deque(m for m in self._held if _key(m.topic, m.partition) not in keys)
+        if self._held_batch is not None and keys & set(_batch_starts(self._held_batch)):
+            # A batch cannot lose some of its rows: the other partitions go back to its first
+            # records, and the whole batch is dropped.
+            self._rewind_batch(skip=keys)
 
-    def _held_starts(self) -> Dict[Tuple[str, int], Message]:
-        """The held record of the lowest offset of each partition (a recovery stream's and the
-        main stream's records may be held together)."""
-        first: Dict[Tuple[str, int], Message] = {}
+    def _held_starts(self) -> Dict[Tuple[str, int], Tuple[int, bool]]:
+        """The lowest held offset of each partition, and whether that record is a recovery
+        stream's (a recovery stream's and the main stream's records may be held together)."""
+        first: Dict[Tuple[str, int], Tuple[int, bool]] = {}
         for m in self._held:
             k = _key(m.topic, m.partition)
             f = first.get(k)
-            if f is None or m.offset < f.offset:
-                first[k] = m
+            if f is None or m.offset < f[0]:
+                first[k] = (m.offset, m.from_recovery)
+        if self._held_batch is not None:
+            first.update(_batch_starts(self._held_batch))
         return first
+
+    def _rewind_batch(self, skip: Iterable[Tuple[str, int]] = ()) -> None:
+        """Moves the native positions back to the held batch's first record of each partition
+        (but those of `skip`) and forgets the batch: it was never handed out."""
+        batch, self._held_batch = self._held_batch, None
+        if batch is None:
+            return
+        skipped = set(skip)
+        for k, (offset, from_recovery) in _batch_starts(batch).items():
+            if k not in skipped and not from_recovery:
+                try:
+                    self._native.seek(TopicPartition(k[0], k[1], offset))
+                except LaglessError:
+                    pass
 
     def _rewind_held(self, partitions: Optional[Iterable[TopicPartition]] = None) -> None:
         """Moves the native positions back to the first held record of each partition (of
         `partitions`, or all) and forgets those records: they were never handed out."""
         keys = None if partitions is None else {_key(tp.topic, tp.partition) for tp in partitions}
-        for k, m in self._held_starts().items():
+        batch = self._held_batch
+        if batch is not None and (keys is None or keys & set(_batch_starts(batch))):
+            self._rewind_batch()
+        for k, (offset, from_recovery) in self._held_starts().items():
             if keys is not None and k not in keys:
                 continue
-            if not m.from_recovery:
+            if not from_recovery:
                 try:
-                    self._native.seek(TopicPartition(m.topic, m.partition, m.offset))
+                    self._native.seek(TopicPartition(k[0], k[1], offset))
                 except LaglessError:
                     pass
         if keys is None:
@@ -450,6 +492,7 @@ class Consumer:
         self._check_open()
         if self._held or self._held_error is not None:
             return self._take_held(num_messages)
+        self._check_no_held_batch("consume()")
         if not self._subscribed:
             # No group, so no listener: records already buffered are taken on the loop thread
             # (a native call that does not wait), which spares two thread switches a batch.
@@ -463,7 +506,65 @@ class Consumer:
                 return msgs
         return await self._consume_native(num_messages, timeout)
 
-    async def _consume_native(self, n: int, timeout: Optional[float]) -> List[Message]:
+    def _check_no_held_batch(self, call: str) -> None:
+        if self._held_batch is not None:
+            raise IllegalStateError(
+                f"{call} cannot be called while the batch of a cancelled consume_batch() is held: "
+                "take it with consume_batch() first (its records were never handed out)",
+                name="ILLEGAL_STATE",
+            )
+
+    async def consume_batch(self, num_messages: int = 500, timeout: Optional[float] = None) -> MessageBatch:
+        """Up to ``num_messages`` records as one :class:`lagless.MessageBatch` (columns for
+        pyarrow, polars and DuckDB, as the blocking ``Consumer.consume_batch()``), waiting up to
+        ``timeout`` seconds (None: until some come); an empty batch when the timeout passed. The
+        rebalance listener runs inside. Cancelling it loses nothing: a batch the consumer got
+        meanwhile is returned by the next ``consume_batch()`` (``consume()`` raises
+        IllegalStateError until then, and records held by a cancelled ``consume()`` must be
+        taken with ``consume()`` before a ``consume_batch()``)."""
+        self._check_open()
+        if self._closing:
+            raise ClosedError("the consumer is being closed", name="CLOSED")
+        if self._in_own_callback():
+            raise IllegalStateError(
+                "consume_batch() cannot be called inside a rebalance listener callback: the "
+                "callback runs inside a consume_batch() already",
+                name="ILLEGAL_STATE",
+            )
+        self._bind_loop()
+        assert self._idle is not None
+        await self._idle.wait()
+        self._check_open()
+        if self._held or self._held_error is not None:
+            if self._held:
+                raise IllegalStateError(
+                    "consume_batch() cannot be called while records of a cancelled consume() are "
+                    "held: take them with consume() first (they were never handed out)",
+                    name="ILLEGAL_STATE",
+                )
+            err, self._held_error = self._held_error, None
+            assert err is not None
+            raise err
+        if self._held_batch is not None:
+            batch, self._held_batch = self._held_batch, None
+            return batch
+        if not self._subscribed:
+            # As consume(): records already buffered are taken on the loop thread.
+            batch = self._native.consume_batch(num_messages, 0)
+            if len(batch) or timeout == 0:
+                try:
+                    await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    if len(batch):
+                        self._held_batch = batch
+                    raise
+                return batch
+        got = await self._consume_native(num_messages, timeout, batch=True)
+        if got is None:  # the worker stopped: the consumer is going away
+            raise ClosedError("the consumer is being closed", name="CLOSED")
+        return got
+
+    async def _consume_native(self, n: int, timeout: Optional[float], batch: bool = False) -> Any:
         loop = self._bind_loop()
         native = self._native
         worker = self._worker
@@ -473,11 +574,21 @@ class Consumer:
         inner: "asyncio.Future[List[Message]]" = loop.create_future()
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
 
-        def poll() -> List[Message]:
+        take = native.consume_batch if batch else native.consume
+
+        def hold(got: Any) -> None:
+            """Keeps what a call nobody awaits any more got, for the next call."""
+            if batch:
+                if got is not None and len(got):
+                    self._held_batch = got
+            else:
+                held.extend(got)
+
+        def poll() -> Any:
             while True:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
-                    return native.consume(n, left)
+                    return take(n, left)
                 except WakeupError:
                     if worker.closing:
                         raise ClosedError("the consumer is being closed", name="CLOSED") from None
@@ -487,7 +598,7 @@ class Consumer:
                     # call had returned before the wakeup came.
                     worker.own_wakeup = False
                     if job.abandoned or worker.stopped:
-                        return []
+                        return None if batch else []
 
         job = _Job(poll, loop, inner)
 
@@ -497,7 +608,7 @@ class Consumer:
                 # Nobody takes this outcome: the next consume() does.
                 err = f.exception()
                 if err is None:
-                    held.extend(f.result())
+                    hold(f.result())
                 elif not isinstance(err, (WakeupError, ClosedError)):
                     self._held_error = err
 
@@ -516,7 +627,10 @@ class Consumer:
                 worker.own_wakeup = True
                 native.wakeup()
             elif not inner.cancelled() and inner.exception() is None:
-                held.extendleft(reversed(inner.result()))
+                if batch:
+                    hold(inner.result())
+                else:
+                    held.extendleft(reversed(inner.result()))
             raise
 
     def __aiter__(self) -> AsyncIterator[Message]:
@@ -524,6 +638,7 @@ class Consumer:
 
     async def __anext__(self) -> Message:
         """The next message; the iteration ends when the consumer is closed."""
+        self._check_no_held_batch("iterating the consumer")
         while True:
             if self._held and not self._closing:
                 return self._held.popleft()
@@ -673,15 +788,15 @@ class Consumer:
         self._check_open()
         loop = self._bind_loop()
         native = self._native
-        if offsets is None and message is None and self._held:
+        if offsets is None and message is None and (self._held or self._held_batch is not None):
             starts = self._held_starts()
             adjusted = []
             for tp in native._consumed_offsets():
-                m = starts.get(_key(tp.topic, tp.partition))
-                if m is not None and m.offset < tp.offset:
+                start = starts.get(_key(tp.topic, tp.partition))
+                if start is not None and start[0] < tp.offset:
                     # Without the recovery token, which would count the held records as read:
                     # the next owner resumes at the lowest held offset.
-                    tp = TopicPartition(tp.topic, tp.partition, m.offset, "")
+                    tp = TopicPartition(tp.topic, tp.partition, start[0], "")
                 adjusted.append(tp)
             offsets = adjusted
         if offsets is not None:
@@ -713,9 +828,9 @@ class Consumer:
         found = await self._call(lambda: self._native.position(partitions, timeout))
         starts = self._held_starts()
         for tp in found:
-            m = starts.get(_key(tp.topic, tp.partition))
-            if m is not None and m.offset < tp.offset:
-                tp.offset = m.offset
+            start = starts.get(_key(tp.topic, tp.partition))
+            if start is not None and start[0] < tp.offset:
+                tp.offset = start[0]
         return found
 
     async def get_watermark_offsets(self, partition: TopicPartition, timeout: Optional[float] = None) -> Tuple[int, int]:
