@@ -172,6 +172,21 @@ def test_aio_slow_handler_is_expired_and_rejoins(bootstrap, make_topic, group):
     assert events.index("lost") < len(events) - 1 and events[events.index("lost") + 1] == "assigned", events
 
 
+async def check_commit_stops_at_handed_out(c: lagless.aio.Consumer, got: List[Offset]) -> None:
+    """What commit() without offsets commits stops at what was handed out (`got`), held records
+    or not; so does position(), the next offset a consume() hands out."""
+    done = await c.commit()
+    assert done is not None
+    for tp in done:
+        handed = [o for p, o in got if p == tp.partition]
+        if handed:
+            assert tp.offset == max(handed) + 1, (tp, max(handed))
+    for tp in await c.position(done):
+        handed = [o for p, o in got if p == tp.partition]
+        if handed:
+            assert tp.offset == max(handed) + 1, ("position", tp, max(handed))
+
+
 def test_aio_cancelled_consume_loses_nothing(bootstrap, make_topic, group):
     """consume() cancelled by wait_for over and over while records flow: every offset comes
     exactly once, and commit() without offsets never passes a record not handed out."""
@@ -202,18 +217,7 @@ def test_aio_cancelled_consume_loses_nothing(bootstrap, make_topic, group):
                     has_held = bool(c._held)
                     held += has_held
                     if has_held or cancelled % 25 == 0:
-                        # What is committed stops at what was handed out, held records or not.
-                        done = await c.commit()
-                        assert done is not None
-                        for tp in done:
-                            handed = [o for p, o in got if p == tp.partition]
-                            if handed:
-                                assert tp.offset == max(handed) + 1, (tp, max(handed))
-                        # So does position(): the next offset consume() hands out.
-                        for tp in await c.position(done):
-                            handed = [o for p, o in got if p == tp.partition]
-                            if handed:
-                                assert tp.offset == max(handed) + 1, ("position", tp, max(handed))
+                        await check_commit_stops_at_handed_out(c, got)
                     continue
                 if msgs:
                     last_new = time.monotonic()
@@ -271,16 +275,7 @@ def test_aio_consume_batch_cancelled_loses_nothing(bootstrap, make_topic, group)
                     held += 1
                     with pytest.raises(lagless.IllegalStateError, match="consume_batch"):
                         await c.consume(1, 0)
-                    done = await c.commit()
-                    assert done is not None
-                    for tp in done:
-                        handed = [o for p, o in got if p == tp.partition]
-                        if handed:
-                            assert tp.offset == max(handed) + 1, (tp, max(handed))
-                    for tp in await c.position(done):
-                        handed = [o for p, o in got if p == tp.partition]
-                        if handed:
-                            assert tp.offset == max(handed) + 1, ("position", tp, max(handed))
+                    await check_commit_stops_at_handed_out(c, got)
                     continue
                 if len(batch):
                     last_new = time.monotonic()
