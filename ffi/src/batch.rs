@@ -6,7 +6,7 @@
 //! copy), and every message of a topic shares one NUL-terminated name, interned once per consumer.
 //! The `lagless_message_*` accessors read them; everything they return stays valid until
 //! `lagless_batch_destroy`, also after the consumer is closed or destroyed.
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
@@ -19,7 +19,45 @@ use crate::error::{cstring_lossy, lagless_error};
 use crate::message::lagless_message;
 
 /// The consumer's NUL-terminated topic names, shared by every message of a topic.
-pub(crate) type TopicCache = Mutex<HashMap<Arc<str>, Arc<CString>>>;
+#[derive(Default)]
+pub(crate) struct TopicCache(Mutex<TopicCacheState>);
+
+#[derive(Default)]
+struct TopicCacheState {
+    names: HashMap<Arc<str>, Arc<CString>>,
+    /// The names handed out last, by the record's own `Arc<str>` (the core shares one per
+    /// partition): the per-message poll asks once per record, round-robin over the partitions,
+    /// and finds the name here by pointer without hashing it.
+    recent: VecDeque<(Arc<str>, Arc<CString>)>,
+}
+
+/// How many partitions' topic names [`TopicCacheState::recent`] keeps.
+const RECENT_TOPICS: usize = 32;
+
+impl TopicCache {
+    /// The C name of `topic`, made once per consumer and topic.
+    pub(crate) fn name(&self, topic: &Arc<str>) -> Arc<CString> {
+        let mut s = self.0.lock().unpoisoned();
+        if let Some((_, c)) = s.recent.iter().find(|(t, _)| Arc::ptr_eq(t, topic)) {
+            return c.clone();
+        }
+        let c = s
+            .names
+            .entry(topic.clone())
+            .or_insert_with(|| Arc::new(cstring_lossy(topic)))
+            .clone();
+        if s.recent.len() == RECENT_TOPICS {
+            s.recent.pop_front();
+        }
+        s.recent.push_back((topic.clone(), c.clone()));
+        c
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unpoisoned().names.len()
+    }
+}
 
 /// The names of the topics met in one poll: the consumer's cache is locked once per topic per
 /// poll, not once per record.
@@ -47,13 +85,7 @@ impl<'a> TopicNames<'a> {
         {
             return c.clone();
         }
-        let c = self
-            .cache
-            .lock()
-            .unpoisoned()
-            .entry(topic.clone())
-            .or_insert_with(|| Arc::new(cstring_lossy(topic)))
-            .clone();
+        let c = self.cache.name(topic);
         self.seen.push((topic.clone(), c.clone()));
         c
     }
@@ -174,11 +206,33 @@ mod tests {
         assert!(Arc::ptr_eq(&m[0].topic, &m[2].topic) && Arc::ptr_eq(&m[0].topic, &m[3].topic));
         assert!(!Arc::ptr_eq(&m[0].topic, &m[1].topic));
         assert_eq!(m[1].topic.to_str().unwrap(), "payments");
-        assert_eq!(cache.lock().unwrap().len(), 2);
+        assert_eq!(cache.len(), 2);
         // A later poll finds the names in the consumer's cache.
         let again = TopicNames::new(&cache).view(record(&a2));
         assert!(Arc::ptr_eq(&again.topic, &m[0].topic));
         assert!(m.iter().all(|m| m.in_batch));
+    }
+
+    #[test]
+    fn the_per_message_lookup_keeps_a_bounded_list_of_recent_names() {
+        let cache = TopicCache::default();
+        // One Arc per partition, as the core has them, more than the list holds.
+        let arcs: Vec<Arc<str>> = (0..RECENT_TOPICS * 2)
+            .map(|i| Arc::from(if i % 2 == 0 { "orders" } else { "payments" }))
+            .collect();
+        for _ in 0..2 {
+            for a in &arcs {
+                assert_eq!(cache.name(a).to_str().unwrap(), &**a);
+            }
+        }
+        let s = cache.0.lock().unwrap();
+        assert_eq!(s.names.len(), 2, "one C name per topic");
+        assert_eq!(s.recent.len(), RECENT_TOPICS);
+        let orders = s.names.get("orders").unwrap();
+        assert!(s
+            .recent
+            .iter()
+            .all(|(t, c)| &**t != "orders" || Arc::ptr_eq(c, orders)));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! thread that called `lagless_consumer_poll`, `_poll_batch`, `_commit_sync`, `_unsubscribe` or
 //! `_close`, never on a library thread.
 use std::collections::{HashMap, VecDeque};
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -157,9 +157,8 @@ impl lagless_consumer {
         }
     }
 
-    /// A message of its own; `names` looks each topic up once per poll, not once per record.
-    fn message(names: &mut TopicNames, record: ConsumerRecord) -> *mut lagless_message {
-        let topic = names.name(&record.topic);
+    /// A message of its own, named `topic`.
+    fn message(topic: Arc<CString>, record: ConsumerRecord) -> *mut lagless_message {
         Box::into_raw(Box::new(lagless_message {
             record,
             topic,
@@ -467,10 +466,10 @@ pub extern "C" fn lagless_consumer_poll(
         let h = try_ref!(consumer);
         try_out!(out_message);
         let mut records = h.poll(timeout_ms, 1)?;
-        let mut names = TopicNames::new(&h.topics);
-        let m = records
-            .pop()
-            .map_or(std::ptr::null_mut(), |r| lagless_consumer::message(&mut names, r));
+        // One record: the consumer's cache directly (its last name), no per-poll list.
+        let m = records.pop().map_or(std::ptr::null_mut(), |r| {
+            lagless_consumer::message(h.topics.name(&r.topic), r)
+        });
         write_out(out_message, m);
         Ok(())
     }
@@ -520,7 +519,7 @@ unsafe fn write_messages(
         unsafe {
             out_messages
                 .add(i)
-                .write(lagless_consumer::message(&mut names, r))
+                .write(lagless_consumer::message(names.name(&r.topic), r))
         };
     }
     write_out(out_count, n);
