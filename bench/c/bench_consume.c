@@ -2,6 +2,8 @@
  * mode poll:  lagless_consumer_poll(), one message per call;
  *      array: lagless_consumer_poll_batch() into an array of 500 messages, each destroyed;
  *      batch: lagless_consumer_consume_batch(500), one batch handle whose messages are views.
+ * With BENCH_GROUP=<group.id> in the environment the consumer subscribes in that group instead of
+ * assigning the partitions (the per-poll group steps included in what is measured).
  * Same line protocol as core/examples/bench_consume.rs (START / PROGRESS / RESULT). Built by
  * bench/run against include/lagless.h and target/release/liblagless.so when they exist. */
 #include <stdio.h>
@@ -60,6 +62,8 @@ int main(int argc, char **argv) {
         {"fetch.max.wait.ms", "500"}, {"check.crcs", "true"},
     };
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) check(lagless_config_set(conf, kv[i][0], kv[i][1]), kv[i][0]);
+    const char *group = getenv("BENCH_GROUP");
+    if (group && *group) check(lagless_config_set(conf, "group.id", group), "group.id");
     lagless_consumer *c = NULL;
     check(lagless_consumer_new(conf, &c), "lagless_consumer_new");
     lagless_config_destroy(conf);
@@ -69,7 +73,12 @@ int main(int argc, char **argv) {
     printf("START %lld\n", cpu_ticks());
     fflush(stdout);
     double t0 = now_s();
-    check(lagless_consumer_assign(c, tps), "lagless_consumer_assign");
+    if (group && *group) {
+        const char *topics[] = {topic};
+        check(lagless_consumer_subscribe(c, topics, 1, NULL), "lagless_consumer_subscribe");
+    } else {
+        check(lagless_consumer_assign(c, tps), "lagless_consumer_assign");
+    }
     lagless_tplist_destroy(tps);
     long long n = 0, bytes = 0;
     double last_data = now_s(), next_report = last_data + 1.0;

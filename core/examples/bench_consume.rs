@@ -8,7 +8,9 @@
 //!
 //! `BENCH_LOOP=async-stream` reads through `lagless::aio::Consumer::stream()` on a two-worker
 //! tokio runtime instead of the blocking `poll()`, the same records counted the same way;
-//! `BENCH_LOOP=async-batch` through `recv_batch(500)`.
+//! `BENCH_LOOP=async-batch` through `recv_batch(500)`. With `BENCH_GROUP=<group.id>` the
+//! consumer subscribes in that group instead of assigning (the group steps of each poll
+//! included in what is measured).
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -66,7 +68,13 @@ fn run_async(
         writeln!(tally.out, "START {}", cpu_ticks()).ok();
         tally.out.flush().ok();
         let t = Instant::now();
-        consumer.assign(tps)?;
+        match tps
+            .first()
+            .filter(|_| matches!(config.get("group.id"), Ok(Some(_))))
+        {
+            Some(tp) => consumer.subscribe(&[&tp.topic], None)?,
+            None => consumer.assign(tps)?,
+        }
         // A watchdog instead of a timeout per record (a timer per record would be the bench's
         // own cost): the run fails when no record came for 60 s.
         let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -153,6 +161,9 @@ fn main() -> lagless::Result<()> {
             config.set(k, v)?;
         }
     }
+    if let Ok(group) = std::env::var("BENCH_GROUP") {
+        config.set("group.id", &group)?;
+    }
     let tps: Vec<TopicPartition> = (0..partitions)
         .map(|p| TopicPartition::new(topic.as_str(), p))
         .collect();
@@ -166,7 +177,11 @@ fn main() -> lagless::Result<()> {
     writeln!(out, "START {}", cpu_ticks()).ok();
     out.flush().ok();
     let t = Instant::now();
-    consumer.assign(&tps)?;
+    if matches!(config.get("group.id"), Ok(Some(_))) {
+        consumer.subscribe(&[topic], None)?;
+    } else {
+        consumer.assign(&tps)?;
+    }
     let (mut n, mut bytes) = (0u64, 0u64);
     let mut last_data = Instant::now();
     let mut next_report = Instant::now() + Duration::from_secs(1);

@@ -31,7 +31,7 @@ use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::backoff::Deadline;
 use crate::config::{Config, ConsumerConfig, ProducerConfig};
@@ -384,14 +384,22 @@ impl Consumer {
             }
             Ok(Some(taken.records))
         };
+        // Group steps that found nothing to do a moment ago stand for records already waiting
+        // (`IDLE_STEPS_STAND_FOR`); before any wait the steps run.
+        let mut steps_stand = c.idle_steps.stand(Instant::now());
         loop {
             c.check_open()?;
             c.run_commit_callbacks();
-            self.group_steps().await?;
+            if !steps_stand {
+                self.group_steps().await?;
+            }
             // Records buffered already: no waiter to register (the common case of a busy
             // stream).
             if let Some(records) = take()? {
                 return Ok(records);
+            }
+            if std::mem::take(&mut steps_stand) {
+                continue;
             }
             // Enabled before looking again, so records that arrive after the look wake this
             // task.
@@ -474,10 +482,14 @@ impl Consumer {
             return Some(Err(e));
         }
         c.run_commit_callbacks();
-        match self.poll_group_steps(cx) {
-            Poll::Pending => return None,
-            Poll::Ready(Err(e)) => return Some(Err(e)),
-            Poll::Ready(Ok(())) => {}
+        // Group steps that found nothing to do a moment ago stand for a record already waiting
+        // (`IDLE_STEPS_STAND_FOR`); when none is, recv() takes the steps before it waits.
+        if !c.idle_steps.stand(Instant::now()) {
+            match self.poll_group_steps(cx) {
+                Poll::Pending => return None,
+                Poll::Ready(Err(e)) => return Some(Err(e)),
+                Poll::Ready(Ok(())) => {}
+            }
         }
         match take_one_ready(&c.shared, BufferLimits::of(c.config()), scratch) {
             Err(e) => Some(Err(e)),

@@ -132,7 +132,11 @@ impl Deadline {
     /// The deadline `timeout` from now. `Duration::MAX` (or any timeout too long for the
     /// platform's clock) is taken as 100 years: no deadline in practice.
     pub fn after(timeout: Duration) -> Deadline {
-        let now = Instant::now();
+        Deadline::after_from(Instant::now(), timeout)
+    }
+
+    /// The deadline `timeout` after `now` (an instant the caller read already).
+    pub fn after_from(now: Instant, timeout: Duration) -> Deadline {
         Deadline {
             // A "forever" timeout (Duration::MAX) must not overflow Instant.
             at: now

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -134,6 +134,9 @@ pub struct Consumer {
     /// `wakeup()` for a blocked (or the next) `recovery_poll()`: the fetch state's flag is the
     /// poll thread's, and a wakeup must reach both threads.
     recovery_wakeup: AtomicBool,
+    /// The last group steps that found nothing to do, which a `poll()` finding records waiting
+    /// may stand on instead of taking the steps again (`consumer::group::IDLE_STEPS_STAND_FOR`).
+    pub(crate) idle_steps: group::IdleSteps,
 }
 
 impl Consumer {
@@ -165,6 +168,7 @@ impl Consumer {
             commits_done: Mutex::new(commits_done),
             unprocessed: Mutex::new(UnprocessedRecovery::default()),
             recovery_wakeup: AtomicBool::new(false),
+            idle_steps: Default::default(),
         })
     }
 
@@ -258,14 +262,20 @@ impl Consumer {
     /// consumed that they did not see. `max == 0` is treated as 1.
     pub fn poll_at_most(&self, timeout: Duration, max: usize) -> Result<Vec<ConsumerRecord>> {
         self.check_open()?;
-        let deadline = Deadline::after(timeout);
+        let now = Instant::now();
+        let deadline = Deadline::after_from(now, timeout);
         let max = max.clamp(1, self.shared.config.max_poll_records.max(1));
+        // Group steps that found nothing to do a moment ago stand for records already waiting;
+        // before any wait the steps run.
+        let mut steps_stand = self.idle_steps.stand(now);
         loop {
             // Group steps first (rejoin, listener callbacks, auto-commit of the previous poll's
             // records) and finished async commits' callbacks, on this thread and outside the
             // fetch lock.
             self.run_commit_callbacks();
-            self.group_poll()?;
+            if !steps_stand {
+                self.group_poll()?;
+            }
             let mut st = self.shared.lock();
             let streams = Streams::for_poll(&self.shared.config);
             if let Some(taken) =
@@ -277,6 +287,9 @@ impl Consumer {
                     self.shared.changed.notify_one();
                 }
                 return Ok(taken.records);
+            }
+            if std::mem::take(&mut steps_stand) {
+                continue;
             }
             if self.shared.wait_for_data(st, &deadline).is_none() {
                 return Ok(Vec::new());

@@ -1102,3 +1102,127 @@ fn a_busy_member_holds_up_a_cooperative_hand_over_only_until_its_next_poll() {
     a.close(None).unwrap();
     b.close(None).unwrap();
 }
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_member_taking_one_record_at_a_time_hands_over_while_records_keep_coming() {
+    // A takes one record per poll() and always finds more waiting, so most of its polls stand
+    // on group steps taken a moment before instead of taking them again. The steps must still
+    // run: B, joining, gets its share while A's backlog lasts, and A hands out no record of a
+    // partition after revoking it. Every record is read by one of them.
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    struct Revocations(Arc<Mutex<BTreeSet<i32>>>);
+    impl RebalanceListener for Revocations {
+        fn on_partitions_assigned(
+            &mut self,
+            _: &Consumer,
+            p: &[TopicPartition],
+        ) -> lagless::Result<()> {
+            let mut revoked = self.0.lock().unwrap();
+            for tp in p {
+                revoked.remove(&tp.partition);
+            }
+            Ok(())
+        }
+        fn on_partitions_revoked(
+            &mut self,
+            _: &Consumer,
+            p: &[TopicPartition],
+        ) -> lagless::Result<()> {
+            self.0
+                .lock()
+                .unwrap()
+                .extend(p.iter().map(|tp| tp.partition));
+            Ok(())
+        }
+    }
+
+    let t = topic(2);
+    let written = support::produce(&bootstrap(), &t, 2, 30_000);
+    let group = unique("one-at-a-time");
+    let settings = [
+        ("partition.assignment.strategy", "cooperative-sticky"),
+        ("heartbeat.interval.ms", "500"),
+    ];
+    let revoked: Arc<Mutex<BTreeSet<i32>>> = Default::default();
+    let a = Arc::new(consumer(&group, &settings));
+    a.subscribe(&[&t], Some(Box::new(Revocations(revoked.clone()))))
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let a_read = Arc::new(AtomicUsize::new(0));
+    let a_seen: Arc<Mutex<Vec<(i32, i64)>>> = Default::default();
+    let reader = {
+        let (a, stop, a_read, a_seen) = (a.clone(), stop.clone(), a_read.clone(), a_seen.clone());
+        std::thread::spawn(move || {
+            let mut after_revoking = Vec::new();
+            while !stop.load(Ordering::Acquire) {
+                for r in a.poll_at_most(Duration::from_millis(100), 1).unwrap() {
+                    if revoked.lock().unwrap().contains(&r.partition) {
+                        after_revoking.push((r.partition, r.offset));
+                    }
+                    a_seen.lock().unwrap().push((r.partition, r.offset));
+                    a_read.fetch_add(1, Ordering::Release);
+                    // Some work per record, so the backlog outlasts B's join.
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+            after_revoking
+        })
+    };
+    let waited = Instant::now();
+    while a_read.load(Ordering::Acquire) < 100 {
+        assert!(waited.elapsed() < Duration::from_secs(60), "A read nothing");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let b = consumer(&group, &settings);
+    b.subscribe(&[&t], None).unwrap();
+    let mut b_seen = Vec::new();
+    let all: usize = written.values().map(|o| o.len()).sum();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let read_by_either = |b_seen: &[(i32, i64)]| {
+        let mut read: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
+        for (p, o) in a_seen.lock().unwrap().iter().chain(b_seen) {
+            read.entry(*p).or_default().insert(*o);
+        }
+        read
+    };
+    while Instant::now() < deadline {
+        for r in b.poll(Duration::from_millis(100)).unwrap() {
+            b_seen.push((r.partition, r.offset));
+        }
+        if a_read.load(Ordering::Acquire) + b_seen.len() >= all
+            && read_by_either(&b_seen) == written
+        {
+            break;
+        }
+    }
+    stop.store(true, Ordering::Release);
+    let after_revoking = reader.join().unwrap();
+    let a_seen = a_seen.lock().unwrap().clone();
+    let read = read_by_either(&b_seen);
+    assert!(
+        !b_seen.is_empty(),
+        "B read nothing: A ({} of {all} records read) kept both partitions while its backlog lasted",
+        a_seen.len()
+    );
+    assert!(
+        after_revoking.is_empty(),
+        "A handed out records of partitions it had revoked: {:?}",
+        &after_revoking[..after_revoking.len().min(10)]
+    );
+    assert_eq!(read, written, "records missing");
+    let (a_owns, b_owns) = (a.assignment(), b.assignment());
+    assert_eq!(
+        (a_owns.len(), b_owns.len()),
+        (1, 1),
+        "A {a_owns:?}, B {b_owns:?}"
+    );
+    println!(
+        "A read {} records, B {} (of {all})",
+        a_seen.len(),
+        b_seen.len()
+    );
+    b.close(None).unwrap();
+    a.close(None).unwrap();
+}

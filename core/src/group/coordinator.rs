@@ -6,7 +6,7 @@
 //! The driver never starts a rejoin on its own: it only records that one is needed; `poll()`
 //! on the caller's thread starts it.
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -76,6 +76,9 @@ pub(crate) struct GroupDriver {
     pub cluster: Arc<Cluster>,
     pub config: ConsumerConfig,
     membership: Mutex<Membership>,
+    /// Counts the accesses to `membership`: group steps that found nothing to do stand only
+    /// while it is unchanged (`consumer::group::IdleSteps`).
+    membership_accesses: Arc<AtomicU64>,
     coordinator: Mutex<Option<(i32, Arc<Connection>)>>,
     last_poll: Mutex<Instant>,
     pub assignors: Vec<Box<dyn Assignor>>,
@@ -98,12 +101,15 @@ pub(crate) struct GroupDriver {
 }
 
 impl GroupDriver {
+    /// A group member's driver; `membership_accesses` counts every access to its state
+    /// ([`GroupDriver::membership`]).
     pub fn new(
         cluster: Arc<Cluster>,
         config: ConsumerConfig,
         on_change: Arc<dyn Fn() + Send + Sync>,
+        membership_accesses: Arc<AtomicU64>,
     ) -> Result<Arc<GroupDriver>> {
-        GroupDriver::build(cluster, config, on_change, false)
+        GroupDriver::build(cluster, config, on_change, false, membership_accesses)
     }
 
     /// A committer for a consumer with manually assigned partitions (no membership).
@@ -111,7 +117,7 @@ impl GroupDriver {
         cluster: Arc<Cluster>,
         config: ConsumerConfig,
     ) -> Result<Arc<GroupDriver>> {
-        GroupDriver::build(cluster, config, Arc::new(|| {}), true)
+        GroupDriver::build(cluster, config, Arc::new(|| {}), true, Default::default())
     }
 
     fn build(
@@ -119,6 +125,7 @@ impl GroupDriver {
         config: ConsumerConfig,
         on_change: Arc<dyn Fn() + Send + Sync>,
         simple: bool,
+        membership_accesses: Arc<AtomicU64>,
     ) -> Result<Arc<GroupDriver>> {
         let group_id = config
             .group_id
@@ -142,6 +149,7 @@ impl GroupDriver {
             group_id,
             protocol,
             membership: Mutex::new(Membership::new(config.group_instance_id.clone())),
+            membership_accesses,
             cluster,
             config,
             coordinator: Mutex::new(None),
@@ -157,7 +165,11 @@ impl GroupDriver {
         }))
     }
 
+    /// The member's state. Every access counts (`membership_accesses`), so a caller that read
+    /// the count after its own steps sees by its change any access begun since (one under way
+    /// as it read is missed for at most `consumer::group::IDLE_STEPS_STAND_FOR`).
     pub fn membership(&self) -> MutexGuard<'_, Membership> {
+        self.membership_accesses.fetch_add(1, Ordering::AcqRel);
         self.membership.lock().unpoisoned()
     }
 
