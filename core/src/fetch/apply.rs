@@ -52,7 +52,8 @@ pub(crate) struct PartitionAnswer {
 /// offset (the batch holding it may start before it), none at or above the limit.
 pub(crate) fn select(decoded: DecodedRecords, asked: &Asked) -> Selected {
     let mut next = asked.offset;
-    let mut records = Vec::new();
+    // At most every decoded record: sized once, not grown (and copied) doubling by doubling.
+    let mut records = Vec::with_capacity(decoded.batches.iter().map(|b| b.records.len()).sum());
     let mut bytes = 0usize;
     'batches: for batch in decoded.batches {
         if batch.is_control {
