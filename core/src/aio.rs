@@ -31,7 +31,7 @@ use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::backoff::Deadline;
 use crate::config::{Config, ConsumerConfig, ProducerConfig};
@@ -386,7 +386,7 @@ impl Consumer {
         };
         // Group steps that found nothing to do a moment ago stand for records already waiting
         // (`IDLE_STEPS_STAND_FOR`); before any wait the steps run.
-        let mut steps_stand = c.idle_steps.stand(Instant::now());
+        let mut steps_stand = c.idle_steps.stand_now();
         loop {
             c.check_open()?;
             c.run_commit_callbacks();
@@ -484,7 +484,7 @@ impl Consumer {
         c.run_commit_callbacks();
         // Group steps that found nothing to do a moment ago stand for a record already waiting
         // (`IDLE_STEPS_STAND_FOR`); when none is, recv() takes the steps before it waits.
-        if !c.idle_steps.stand(Instant::now()) {
+        if !c.idle_steps.stand_now() {
             match self.poll_group_steps(cx) {
                 Poll::Pending => return None,
                 Poll::Ready(Err(e)) => return Some(Err(e)),
