@@ -1,6 +1,7 @@
 /* librdkafka's C API side of bench/run: bench-rdkafka-c <poll|batch> <bootstrap> <topic> <partitions> <records>.
  * poll:  rd_kafka_consumer_poll() per message;
  * batch: rd_kafka_consume_batch_queue() of up to 500 messages on the consumer queue.
+ * With BENCH_GROUP=<group.id> in the environment it subscribes in that group instead of assigning.
  * Same settings and line protocol (START / PROGRESS / RESULT) as bench/c/bench_consume.c. Built by
  * bench/run against the librdkafka bundled in the confluent-kafka wheel (see bench/README.md). */
 #include <stdio.h>
@@ -59,7 +60,7 @@ int main(int argc, char **argv) {
     const char *kv[][2] = {
         {"bootstrap.servers", argv[2]}, {"client.id", "bench-rdkafka-c"},
         /* librdkafka needs a group id even for manual assignment; no group is joined. */
-        {"group.id", "bench-rdkafka-c"},
+        {"group.id", getenv("BENCH_GROUP") && *getenv("BENCH_GROUP") ? getenv("BENCH_GROUP") : "bench-rdkafka-c"},
         {"auto.offset.reset", "earliest"}, {"enable.auto.commit", "false"},
         {"enable.auto.offset.store", "false"},
         {"fetch.max.bytes", "52428800"}, {"max.partition.fetch.bytes", "1048576"},
@@ -102,9 +103,18 @@ int main(int argc, char **argv) {
     printf("START %lld\n", cpu_ticks());
     fflush(stdout);
     double t0 = now_s();
-    rd_kafka_resp_err_t err = rd_kafka_assign(rk, tps);
+    const char *group = getenv("BENCH_GROUP");
+    rd_kafka_resp_err_t err;
+    if (group && *group) {
+        rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(topics, topic, RD_KAFKA_PARTITION_UA);
+        err = rd_kafka_subscribe(rk, topics);
+        rd_kafka_topic_partition_list_destroy(topics);
+    } else {
+        err = rd_kafka_assign(rk, tps);
+    }
     if (err) {
-        fprintf(stderr, "rd_kafka_assign: %s\n", rd_kafka_err2str(err));
+        fprintf(stderr, "%s: %s\n", group && *group ? "rd_kafka_subscribe" : "rd_kafka_assign", rd_kafka_err2str(err));
         return 1;
     }
     rd_kafka_topic_partition_list_destroy(tps);

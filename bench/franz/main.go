@@ -40,14 +40,21 @@ func main() {
 	fmt.Printf("START %d\n", cpuTicks())
 	t0 := time.Now()
 	// franz-go validates record batch CRCs by default (kgo.DisableFetchCRCValidation is not set).
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
 		kgo.ClientID("bench-franz"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchMaxBytes(52428800),
 		kgo.FetchMaxPartitionBytes(1048576),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	// BENCH_GROUP=<group.id>: subscribe in that group instead of assigning.
+	if group := os.Getenv("BENCH_GROUP"); group != "" {
+		opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	} else {
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -1,5 +1,6 @@
 // The Java KafkaConsumer side of bench/run:
 //   java -cp ... BenchConsume <bootstrap> <topic> <partitions> <records>
+// With BENCH_GROUP=<group.id> in the environment it subscribes in that group instead of assigning.
 // Same line protocol as core/examples/bench_consume.rs (START / PROGRESS / RESULT, CPU ticks from
 // /proc/self/stat).
 import java.nio.file.Files;
@@ -33,6 +34,8 @@ public class BenchConsume {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("client.id", "bench-java");
+        String benchGroup = System.getenv("BENCH_GROUP");
+        if (benchGroup != null && !benchGroup.isEmpty()) p.put("group.id", benchGroup);
         p.put("auto.offset.reset", "earliest");
         p.put("enable.auto.commit", "false");
         p.put("fetch.max.bytes", "52428800");
@@ -55,7 +58,9 @@ public class BenchConsume {
             System.out.println("START " + cpuTicks());
             System.out.flush();
             long t0 = System.nanoTime();
-            c.assign(tps);
+            String group = System.getenv("BENCH_GROUP");
+            if (group != null && !group.isEmpty()) c.subscribe(List.of(topic));
+            else c.assign(tps);
             long n = 0, bytes = 0, lastData = System.nanoTime(), nextReport = lastData + 1_000_000_000L;
             while (n < want) {
                 ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(1000));

@@ -30,11 +30,13 @@ fn main() {
     let (bootstrap, topic) = (&args[1], &args[2]);
     let partitions: i32 = args[3].parse().expect("partitions");
     let want: u64 = args[4].parse().expect("records");
+    // BENCH_GROUP=<group.id>: subscribe in that group instead of assigning.
+    let group = std::env::var("BENCH_GROUP").ok().filter(|g| !g.is_empty());
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("client.id", "bench-rdkafka")
         // librdkafka needs a group id even for manual assignment; no group is joined.
-        .set("group.id", "bench-rdkafka")
+        .set("group.id", group.as_deref().unwrap_or("bench-rdkafka"))
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -58,8 +60,12 @@ fn main() {
     writeln!(out, "START {}", cpu_ticks()).ok();
     out.flush().ok();
     let t = Instant::now();
-    if let Err(e) = consumer.assign(&tpl) {
-        eprintln!("assign: {e}");
+    let started = match &group {
+        Some(_) => consumer.subscribe(&[topic.as_str()]),
+        None => consumer.assign(&tpl),
+    };
+    if let Err(e) = started {
+        eprintln!("assign/subscribe: {e}");
         std::process::exit(1);
     }
     let (mut n, mut bytes) = (0u64, 0u64);
