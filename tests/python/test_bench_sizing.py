@@ -44,3 +44,13 @@ def test_a_native_client_reads_at_least_a_quarter_of_the_dataset():
     # The floor never goes past the dataset.
     assert bench.with_native_floor("native", 3, 1) == 1
     assert bench.with_native_floor("native", 4, 4) == 4
+
+
+def test_tls_and_group_rows_are_sized_as_the_client_they_repeat():
+    assert bench.repeats("lagless-c-poll-group") == "lagless-c-poll"
+    assert bench.repeats("java-tls") == "java"
+    assert bench.repeats("lagless-c-poll") == "lagless-c-poll"
+    # Every -group row repeats a client the bench knows, and only native ones.
+    for name, (base, _) in bench.GROUP_CLIENTS.items():
+        assert name == base + "-group"
+        assert bench.CLIENTS[base][0] == "native", base
