@@ -1139,7 +1139,8 @@ fn a_member_taking_one_record_at_a_time_hands_over_while_records_keep_coming() {
     }
 
     let t = topic(2);
-    let written = support::produce(&bootstrap(), &t, 2, 30_000);
+    // Enough that A's backlog (at >= 50 us a record) outlasts B's join on a loaded machine.
+    let written = support::produce(&bootstrap(), &t, 2, 50_000);
     let group = unique("one-at-a-time");
     let settings = [
         ("partition.assignment.strategy", "cooperative-sticky"),

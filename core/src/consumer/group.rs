@@ -285,7 +285,8 @@ const MAX_STEPS_PER_POLL: usize = 8;
 /// time (the C ABI's `lagless_consumer_poll`, Python's `poll()`, the async stream) would
 /// otherwise pay for the steps (locks, clock reads, a blocking wait on the runtime) on every
 /// record: measured, 3M records of 100 B through `lagless_consumer_poll` took 3.0-3.4 s of CPU
-/// subscribed against 1.4-1.7 s assigned. The steps still run at least this often while
+/// subscribed against 1.4-1.7 s assigned (7.2-8.5 s while each call's steps also woke the
+/// background task, `GroupLocal::background_due`). The steps still run at least this often while
 /// records flow, before every wait, and after anything touched the member's state (a
 /// heartbeat's answer, a finished join, a commit), so a rebalance or a lost generation is
 /// acted on as before; the Java client takes them once per `poll()` of up to 500 records.
@@ -338,10 +339,10 @@ impl IdleSteps {
         *self.idle.lock().unpoisoned() = None;
     }
 
-    /// The steps that just ended found nothing to do.
-    fn found_nothing(&self) {
+    /// The steps that just ended, at `now`, found nothing to do.
+    fn found_nothing(&self, now: Instant) {
         let accesses = self.membership_accesses.load(Ordering::Acquire);
-        *self.idle.lock().unpoisoned() = Some((Instant::now(), accesses));
+        *self.idle.lock().unpoisoned() = Some((now, accesses));
         self.recorded.store(true, Ordering::Release);
     }
 }
@@ -648,7 +649,7 @@ impl Consumer {
         found_nothing &= !self.retry_learning(d, &mut errors).await;
         self.maybe_auto_commit(&driver);
         if found_nothing && errors.is_none() {
-            self.idle_steps.found_nothing();
+            self.idle_steps.found_nothing(Instant::now());
         }
         errors.map_or(Ok(()), Err)
     }
@@ -868,9 +869,7 @@ impl Consumer {
     }
 
     /// Calls `on_partitions_learning` again for partitions it was not ready for, once their
-    /// backoff has passed.
-    /// Calls `on_partitions_learning` again for learned partitions whose callback failed, when
-    /// their retry is due; returns whether it did.
+    /// backoff has passed; returns whether it did.
     async fn retry_learning(&self, d: &mut dyn Dispatch, errors: &mut Option<Error>) -> bool {
         let due: Vec<TopicPartition> = {
             let g = self.group.lock().unpoisoned();
@@ -1209,17 +1208,16 @@ mod tests {
     #[test]
     fn steps_that_found_nothing_stand_until_cleared() {
         let idle = IdleSteps::default();
-        assert!(!idle.stand(Instant::now()));
-        idle.found_nothing();
-        assert!(idle.stand(Instant::now()));
+        let at = Instant::now();
+        assert!(!idle.stand(at), "no steps recorded");
+        idle.found_nothing(at);
+        assert!(idle.stand(at));
         idle.membership_accesses.fetch_add(1, Ordering::AcqRel);
-        assert!(
-            !idle.stand(Instant::now()),
-            "the member's state was touched"
-        );
-        idle.found_nothing();
-        assert!(idle.stand(Instant::now()));
+        assert!(!idle.stand(at), "the member's state was touched");
+        idle.found_nothing(at);
+        assert!(idle.stand(at + IDLE_STEPS_STAND_FOR / 2));
+        assert!(!idle.stand(at + IDLE_STEPS_STAND_FOR), "too long ago");
         idle.clear();
-        assert!(!idle.stand(Instant::now()), "steps under way");
+        assert!(!idle.stand(at), "steps under way");
     }
 }
