@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Set, Tuple
+from typing import Awaitable, Callable, Dict, List, Set, Tuple
 
 import pytest
 
@@ -187,41 +187,65 @@ async def check_commit_stops_at_handed_out(c: lagless.aio.Consumer, got: List[Of
             assert tp.offset == max(handed) + 1, ("position", tp, max(handed))
 
 
+async def read_while_cancelling(
+    c: lagless.aio.Consumer,
+    producer: "asyncio.Future[None]",
+    n: int,
+    got: List[Offset],
+    take: Callable[[], Awaitable[List[Offset]]],
+    on_cancelled: Callable[[int], Awaitable[bool]],
+) -> Tuple[int, int]:
+    """Reads into `got` until it holds `n` offsets (or the producer is done and nothing came for
+    3 s), each `take()` (a consume call returning the offsets it read) under a wait_for of
+    0.5-3 ms, so that many are cancelled. After a cancellation it waits until the cancelled
+    native call returned and asks `on_cancelled(cancellations so far)` whether records were left
+    held. Returns (cancellations, those with records held)."""
+    cancelled = held = 0
+    deadline = time.monotonic() + 30
+    last_new = time.monotonic()
+    i = 0
+    while len(got) < n:
+        assert time.monotonic() < deadline, f"got {len(got)} of {n}, {cancelled} cancelled"
+        if producer.done() and time.monotonic() - last_new > 3:
+            break  # nothing more comes: the caller's assertions say what is missing
+        i += 1
+        try:
+            offsets = await asyncio.wait_for(take(), 0.0005 * (1 + i % 6))
+        except asyncio.TimeoutError:
+            cancelled += 1
+            await asyncio.wait_for(c._idle.wait(), 5)
+            held += await on_cancelled(cancelled)
+            continue
+        if offsets:
+            last_new = time.monotonic()
+        got.extend(offsets)
+    return cancelled, held
+
+
 def test_aio_cancelled_consume_loses_nothing(bootstrap, make_topic, group):
     """consume() cancelled by wait_for over and over while records flow: every offset comes
     exactly once, and commit() without offsets never passes a record not handed out."""
     P, N = 3, 3000
     topic = make_topic(P, prefix="py-aio-cancel")
 
-    async def main() -> Tuple[List[Offset], int, Dict[int, int]]:
+    async def main() -> Tuple[List[Offset], int, int, Dict[int, int]]:
         got: List[Offset] = []
-        cancelled = held = 0
         async with lagless.aio.Consumer(member_config(bootstrap, group, **{"max.poll.records": 100})) as c:
             c.subscribe([topic])
             producer = asyncio.ensure_future(send_all(bootstrap, topic, N, P, pace=0.03))
-            deadline = time.monotonic() + 30
-            last_new = time.monotonic()
-            i = 0
-            while len(got) < N:
-                assert time.monotonic() < deadline, f"got {len(got)} of {N}, {cancelled} cancelled"
-                if producer.done() and time.monotonic() - last_new > 3:
-                    break  # nothing more comes: the assertions below say what is missing
-                i += 1
-                try:
-                    msgs = await asyncio.wait_for(c.consume(7, None), 0.0005 * (1 + i % 6))
-                except asyncio.TimeoutError:
-                    cancelled += 1
-                    # The worker got records for the cancelled call (they may come after the
-                    # cancellation: wait until its native call returned).
-                    await asyncio.wait_for(c._idle.wait(), 5)
-                    has_held = bool(c._held)
-                    held += has_held
-                    if has_held or cancelled % 25 == 0:
-                        await check_commit_stops_at_handed_out(c, got)
-                    continue
-                if msgs:
-                    last_new = time.monotonic()
-                got.extend((m.partition, m.offset) for m in msgs)
+
+            async def take() -> List[Offset]:
+                return [(m.partition, m.offset) for m in await c.consume(7, None)]
+
+            async def on_cancelled(cancelled: int) -> bool:
+                # The worker got records for the cancelled call (they may come after the
+                # cancellation): held for the next consume().
+                has_held = bool(c._held)
+                if has_held or cancelled % 25 == 0:
+                    await check_commit_stops_at_handed_out(c, got)
+                return has_held
+
+            cancelled, held = await read_while_cancelling(c, producer, N, got, take, on_cancelled)
             await producer
             await c.commit()
         return got, cancelled, held, await committed_offsets(bootstrap, group, topic, P)
@@ -253,34 +277,27 @@ def test_aio_consume_batch_cancelled_loses_nothing(bootstrap, make_topic, group)
 
     async def main() -> Tuple[List[Offset], int, int, int, Dict[int, int]]:
         got: List[Offset] = []
-        cancelled = held = value_bytes = 0
+        value_bytes = 0
         async with lagless.aio.Consumer(member_config(bootstrap, group, **{"max.poll.records": 100})) as c:
             c.subscribe([topic])
             producer = asyncio.ensure_future(send_all(bootstrap, topic, N, P, pace=0.03))
-            deadline = time.monotonic() + 30
-            last_new = time.monotonic()
-            i = 0
-            while len(got) < N:
-                assert time.monotonic() < deadline, f"got {len(got)} of {N}, {cancelled} cancelled"
-                if producer.done() and time.monotonic() - last_new > 3:
-                    break  # nothing more comes: the assertions below say what is missing
-                i += 1
-                try:
-                    batch = await asyncio.wait_for(c.consume_batch(7, None), 0.0005 * (1 + i % 6))
-                except asyncio.TimeoutError:
-                    cancelled += 1
-                    await asyncio.wait_for(c._idle.wait(), 5)
-                    if c._held_batch is None:
-                        continue
-                    held += 1
-                    with pytest.raises(lagless.IllegalStateError, match="consume_batch"):
-                        await c.consume(1, 0)
-                    await check_commit_stops_at_handed_out(c, got)
-                    continue
+
+            async def take() -> List[Offset]:
+                nonlocal value_bytes
+                batch = await c.consume_batch(7, None)
                 if len(batch):
-                    last_new = time.monotonic()
                     value_bytes += pc.sum(pc.binary_length(pa.record_batch(batch).column("value"))).as_py()
-                got.extend(batch_offsets(batch))
+                return batch_offsets(batch)
+
+            async def on_cancelled(cancelled: int) -> bool:
+                if c._held_batch is None:
+                    return False
+                with pytest.raises(lagless.IllegalStateError, match="consume_batch"):
+                    await c.consume(1, 0)
+                await check_commit_stops_at_handed_out(c, got)
+                return True
+
+            cancelled, held = await read_while_cancelling(c, producer, N, got, take, on_cancelled)
             await producer
             await c.commit()
         return got, cancelled, held, value_bytes, await committed_offsets(bootstrap, group, topic, P)
