@@ -1061,10 +1061,27 @@ fn drain_records_into(
 mod tests {
     use super::*;
     use crate::backoff::Backoff;
-    use crate::protocol::records::Record;
+    use crate::fetch::{record_size, BufferedBatch};
+    use crate::protocol::records::RecordSpans;
 
-    /// Partitions 0..n of topic `t`, each with `records` buffered records of 10 bytes from
-    /// offset 0; the partitions in `paused` paused.
+    /// A record of the buffers [`buffered`] makes: no key, no value.
+    fn spans(offset: i64) -> RecordSpans {
+        RecordSpans {
+            offset,
+            timestamp: 0,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+        }
+    }
+
+    /// The bytes each record of [`buffered`] counts against the buffer limits.
+    fn size() -> usize {
+        record_size(&spans(0))
+    }
+
+    /// Partitions 0..n of topic `t`, each with `records` buffered records of [`size`] bytes from
+    /// offset 0 (one batch); the partitions in `paused` paused.
     fn buffered(n: i32, records: i64, paused: &[i32]) -> fetch::FetchState {
         let mut st = fetch::FetchState {
             partitions: BTreeMap::new(),
@@ -1079,18 +1096,12 @@ mod tests {
         for partition in 0..n {
             let mut p = PartitionState::new("t", PositionLookup::Committed, backoff);
             p.paused = paused.contains(&partition);
-            for offset in 0..records {
-                let r = Record {
-                    offset,
-                    timestamp: 0,
-                    key: None,
-                    value: None,
-                    headers: Vec::new(),
-                };
-                p.main.buffer.push_back((r, 10));
-                p.main.buffered_bytes += 10;
-                st.buffered_bytes += 10;
-            }
+            p.main.buffer.push(BufferedBatch {
+                data: bytes::Bytes::new(),
+                records: (0..records).map(spans).collect(),
+            });
+            p.main.buffered_bytes += records as usize * size();
+            st.buffered_bytes += records as usize * size();
             p.main.fetch_offset = Some(records);
             st.partitions.insert(TopicPartition::new("t", partition), p);
         }
@@ -1121,7 +1132,11 @@ mod tests {
         assert!(take_ready(&mut st, 1, NO_LIMITS, Streams::Both)
             .unwrap()
             .is_none());
-        assert_eq!(st.buffered_bytes, 20, "the paused partition's records stay");
+        assert_eq!(
+            st.buffered_bytes,
+            2 * size(),
+            "the paused partition's records stay"
+        );
         let position =
             |st: &fetch::FetchState, p| st.partitions[&TopicPartition::new("t", p)].position;
         assert_eq!(position(&st, 0), Some(2));
@@ -1150,17 +1165,19 @@ mod tests {
     #[test]
     fn the_fetch_task_hears_only_of_a_buffer_dropping_below_its_limit() {
         let mut st = buffered(2, 3, &[]);
+        // Each stream holds 3 records.
         let per_stream = BufferLimits {
-            stream: 30,
+            stream: 3 * size(),
             total: usize::MAX,
         };
         let refills: Vec<bool> = (0..6).map(|_| one(&mut st, per_stream).1).collect();
         assert_eq!(refills, [true, true, false, false, false, false]);
 
         let mut st = buffered(2, 3, &[]);
+        // 6 records in all: the first one taken drops the total below 5.5 records.
         let total = BufferLimits {
             stream: usize::MAX,
-            total: 55,
+            total: 11 * size() / 2,
         };
         let refills: Vec<bool> = (0..6).map(|_| one(&mut st, total).1).collect();
         assert_eq!(refills, [true, false, false, false, false, false]);

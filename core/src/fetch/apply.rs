@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use super::lookup::PositionLookup;
-use super::state::{record_size, PartitionState, StreamKind};
+use super::state::{record_size, BufferedBatch, PartitionState, StreamKind};
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
-use crate::protocol::records::{DecodedRecords, Record};
+use crate::protocol::records::DecodedRecords;
 use crate::TopicPartition;
 
 /// What one stream's fetch asked of one partition.
@@ -25,8 +25,9 @@ pub(crate) struct Asked {
 /// The records one fetch brings a stream, chosen from the decoded batches.
 #[derive(Debug, Default)]
 pub(crate) struct Selected {
-    /// Records for the stream's buffer, with the bytes each counts against the buffer limits.
-    pub records: Vec<(Record, usize)>,
+    /// Records for the stream's buffer, batch by batch (none empty).
+    pub batches: Vec<BufferedBatch>,
+    /// The bytes they count against the buffer limits ([`record_size`]).
     pub bytes: usize,
     /// The stream's next fetch offset: past the last record taken, past control batches and
     /// compacted-away batch tails; the range end for a recovery stream that reached it.
@@ -52,32 +53,43 @@ pub(crate) struct PartitionAnswer {
 /// offset (the batch holding it may start before it), none at or above the limit.
 pub(crate) fn select(decoded: DecodedRecords, asked: &Asked) -> Selected {
     let mut next = asked.offset;
-    // At most every decoded record: sized once, not grown (and copied) doubling by doubling.
-    let mut records = Vec::with_capacity(decoded.batches.iter().map(|b| b.records.len()).sum());
+    let mut batches = Vec::with_capacity(decoded.batches.len());
     let mut bytes = 0usize;
-    'batches: for batch in decoded.batches {
+    for batch in decoded.batches {
         if batch.is_control {
             next = next.max(batch.last_offset + 1);
             continue;
         }
-        for r in batch.records {
-            if r.offset < next {
-                continue; // the batch holding the fetch offset starts before it
+        let mut records = batch.spans;
+        let mut reached_limit = false;
+        // In place: a batch taken whole (the common case) moves no record.
+        records.retain(|r| {
+            if reached_limit || r.offset < next {
+                return false; // the batch holding the fetch offset starts before it
             }
             if r.offset >= asked.limit {
-                next = asked.limit;
-                break 'batches;
+                reached_limit = true;
+                return false;
             }
             next = r.offset + 1;
-            let size = record_size(&r);
-            bytes += size;
-            records.push((r, size));
+            bytes += record_size(r);
+            true
+        });
+        if !records.is_empty() {
+            batches.push(BufferedBatch {
+                data: batch.data,
+                records,
+            });
+        }
+        if reached_limit {
+            next = asked.limit;
+            break;
         }
         // Compaction can leave a batch whose last records are gone.
         next = next.max(batch.last_offset + 1);
     }
     Selected {
-        records,
+        batches,
         bytes,
         next,
         // A truncated tail behind whole batches is normal (KIP-74); only a first batch that does
@@ -181,7 +193,9 @@ pub(crate) fn apply(
             stream.progressed();
         }
         stream.buffered_bytes += selected.bytes;
-        stream.buffer.extend(selected.records);
+        for batch in selected.batches {
+            stream.buffer.push(batch);
+        }
         let nothing_buffered = stream.buffer.is_empty();
         match kind {
             StreamKind::Main => {
@@ -263,7 +277,7 @@ mod tests {
     use super::*;
     use crate::backoff::Backoff;
     use crate::fetch::state::Recovery;
-    use crate::protocol::records::{Batch, Compression, TimestampType};
+    use crate::protocol::records::{Batch, Compression, RecordSpans, Span, TimestampType};
     use crate::recovery::{RecoveryRange, RecoveryState};
     use bytes::Bytes;
 
@@ -281,12 +295,13 @@ mod tests {
         Backoff::new(Duration::from_millis(100), Duration::from_secs(1))
     }
 
-    fn record(offset: i64) -> Record {
-        Record {
+    /// A record whose value is the 10 bytes of [`batch`]'s data.
+    fn record(offset: i64) -> RecordSpans {
+        RecordSpans {
             offset,
             timestamp: 0,
             key: None,
-            value: Some(Bytes::from(vec![b'v'; 10])),
+            value: Some(Span { start: 0, len: 10 }),
             headers: Vec::new(),
         }
     }
@@ -302,7 +317,8 @@ mod tests {
             is_transactional: false,
             producer_id: -1,
             compression: Compression::None,
-            records: offsets.iter().map(|&o| record(o)).collect(),
+            data: Bytes::from(vec![b'v'; 10]),
+            spans: offsets.iter().map(|&o| record(o)).collect(),
         }
     }
 
@@ -331,7 +347,10 @@ mod tests {
     }
 
     fn offsets(s: &Selected) -> Vec<i64> {
-        s.records.iter().map(|(r, _)| r.offset).collect()
+        s.batches
+            .iter()
+            .flat_map(|b| b.records.iter().map(|r| r.offset))
+            .collect()
     }
 
     /// A partition whose main stream fetches from `offset`, with that fetch in flight.
@@ -378,7 +397,13 @@ mod tests {
         );
         assert_eq!(offsets(&s), vec![11, 12, 13, 14]);
         assert_eq!(s.next, 15);
-        assert_eq!(s.bytes, s.records.iter().map(|(_, b)| b).sum::<usize>());
+        let sizes = s
+            .batches
+            .iter()
+            .flat_map(|b| b.records.iter().map(record_size));
+        assert_eq!(s.bytes, sizes.sum::<usize>());
+        // Batches with no record left are not kept.
+        assert!(s.batches.iter().all(|b| !b.records.is_empty()));
         assert!(s.bytes > 0 && !s.oversized);
     }
 
@@ -396,7 +421,7 @@ mod tests {
         assert_eq!(s.next, 20);
         // Only a marker: nothing to deliver, the stream moves past it.
         let s = select(decoded(vec![control(7)], false), &main_asked(7));
-        assert!(s.records.is_empty());
+        assert!(s.batches.is_empty());
         assert_eq!(s.next, 8);
     }
 
@@ -645,7 +670,7 @@ mod tests {
         // The answer runs past the range into records the main stream owns.
         let offsets: Vec<i64> = (70..125).collect();
         let s = select(decoded(vec![batch(&offsets, 124)], false), &asked);
-        assert_eq!(s.records.len(), 50);
+        assert_eq!(self::offsets(&s), (70..120).collect::<Vec<i64>>());
         let a = apply_recovery(&mut p, asked, ok(s));
         assert!(a.added > 0);
         let rc = p.recovery.as_ref().unwrap();

@@ -32,6 +32,8 @@ mod state;
 mod task;
 
 pub(crate) use lookup::PositionLookup;
+#[cfg(test)]
+pub(crate) use state::{record_size, BufferedBatch};
 pub(crate) use state::{PartitionState, StreamKind};
 pub(crate) use task::run;
 

@@ -10,7 +10,9 @@ use super::lookup::PositionLookup;
 use crate::backoff::{Backoff, Retry};
 use crate::cluster::Lane;
 use crate::offsets::OffsetAndMetadata;
-use crate::protocol::records::Record;
+use bytes::Bytes;
+
+use crate::protocol::records::{Record, RecordSpans};
 use crate::recovery::{self, RecoveryRange, RecoveryState};
 
 pub(crate) struct PartitionState {
@@ -74,9 +76,8 @@ impl StreamKind {
 pub(crate) struct Stream {
     /// The next offset to fetch: the stream's delivery position plus what is buffered.
     pub fetch_offset: Option<i64>,
-    /// Fetched records with the bytes each counts against the buffer limits (computed once,
-    /// when buffered, and given back when the record is taken).
-    pub buffer: VecDeque<(Record, usize)>,
+    /// Fetched records; each counts [`record_size`] bytes against the buffer limits.
+    pub buffer: RecordBuffer,
     pub buffered_bytes: usize,
     pub in_flight: bool,
     pub retry: Retry,
@@ -97,7 +98,7 @@ impl Stream {
     pub(super) fn new(backoff: Backoff) -> Stream {
         Stream {
             fetch_offset: None,
-            buffer: VecDeque::new(),
+            buffer: RecordBuffer::default(),
             buffered_bytes: 0,
             in_flight: false,
             retry: Retry::new(backoff),
@@ -390,14 +391,14 @@ impl PartitionState {
     pub fn pop(&mut self, kind: StreamKind) -> Option<(Record, usize)> {
         let (r, size) = match kind {
             StreamKind::Main => {
-                let (r, size) = self.main.buffer.pop_front()?;
+                let (r, size) = self.main.buffer.pop()?;
                 self.main.buffered_bytes -= size;
                 self.position = Some(r.offset + 1);
                 (r, size)
             }
             StreamKind::Recovery => {
                 let rc = self.recovery.as_mut()?;
-                let (r, size) = rc.stream.buffer.pop_front()?;
+                let (r, size) = rc.stream.buffer.pop()?;
                 rc.stream.buffered_bytes -= size;
                 recovery::range_delivered(&mut rc.ranges, r.offset);
                 (r, size)
@@ -499,10 +500,63 @@ impl PartitionState {
     }
 }
 
+/// The records of one fetched batch a stream took, in offset order; their keys and values stay
+/// spans of `data` until taken (see [`RecordSpans`]).
+#[derive(Debug)]
+pub(crate) struct BufferedBatch {
+    pub data: Bytes,
+    pub records: Vec<RecordSpans>,
+}
+
+/// A stream's buffer of fetched records: whole batches, each handed out record by record. A
+/// taken record's key and value are sliced from its batch's data on the thread that takes it.
+#[derive(Debug, Default)]
+pub(crate) struct RecordBuffer {
+    batches: VecDeque<BufferedBatch>,
+    /// How many records of the front batch were taken.
+    taken: usize,
+}
+
+impl RecordBuffer {
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// Appends the records of a batch (none is an empty batch: not kept).
+    pub fn push(&mut self, batch: BufferedBatch) {
+        if !batch.records.is_empty() {
+            self.batches.push_back(batch);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.batches.clear();
+        self.taken = 0;
+    }
+
+    /// The next record and the bytes it counted ([`record_size`]).
+    pub fn pop(&mut self) -> Option<(Record, usize)> {
+        let front = self.batches.front_mut()?;
+        let spans = &mut front.records[self.taken];
+        let size = record_size(spans);
+        let spans = RecordSpans {
+            headers: std::mem::take(&mut spans.headers),
+            ..*spans
+        };
+        let record = spans.into_record(&front.data);
+        self.taken += 1;
+        if self.taken == front.records.len() {
+            self.batches.pop_front();
+            self.taken = 0;
+        }
+        Some((record, size))
+    }
+}
+
 /// Approximate memory a record holds in the prefetch buffer.
-pub(super) fn record_size(r: &Record) -> usize {
-    64 + r.key.as_ref().map_or(0, |k| k.len())
-        + r.value.as_ref().map_or(0, |v| v.len())
+pub(crate) fn record_size(r: &RecordSpans) -> usize {
+    64 + r.key.map_or(0, |k| k.len())
+        + r.value.map_or(0, |v| v.len())
         + r.headers
             .iter()
             .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))

@@ -145,13 +145,19 @@ impl Compression {
     }
 }
 
+/// No batch inflates past this: record spans ([`Span`]) are 32-bit. The ratio bound passes it
+/// only for a compressed section over 64 MiB (a frame is at most 256 MiB).
+pub(super) const INFLATE_MAX: usize = u32::MAX as usize;
+
 /// How much a compressed records section of `compressed_len` bytes may inflate to.
 pub(super) fn inflate_limit(compressed_len: usize) -> usize {
-    INFLATE_FLOOR.max(
-        compressed_len
-            .saturating_mul(INFLATE_RATIO)
-            .saturating_add(INFLATE_SLACK),
-    )
+    INFLATE_FLOOR
+        .max(
+            compressed_len
+                .saturating_mul(INFLATE_RATIO)
+                .saturating_add(INFLATE_SLACK),
+        )
+        .min(INFLATE_MAX)
 }
 
 /// Decompresses a batch's records section, refusing to produce more than `limit` bytes.

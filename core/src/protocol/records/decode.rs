@@ -95,7 +95,7 @@ pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) 
         )));
     }
     let record_count = record_count as usize;
-    let records = if compression == Compression::None {
+    let (data, spans) = if compression == Compression::None {
         let region = start + RECORDS_AT..start + b.len();
         if record_count > region.len() / MIN_RECORD_SIZE {
             return Err(Error::Corrupt(format!(
@@ -104,7 +104,10 @@ pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) 
                 region.len()
             )));
         }
-        decode_records(data, region, record_count, &ctx)?
+        (
+            data.clone(),
+            decode_records(data, region, record_count, &ctx)?,
+        )
     } else {
         if !compression.is_enabled() {
             return Err(compression.disabled_error(base_offset));
@@ -118,7 +121,8 @@ pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) 
         })?;
         let inflated = Bytes::from(inflated);
         let len = inflated.len();
-        decode_records(&inflated, 0..len, record_count, &ctx)?
+        let spans = decode_records(&inflated, 0..len, record_count, &ctx)?;
+        (inflated, spans)
     };
     Ok(Batch {
         base_offset,
@@ -129,7 +133,8 @@ pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) 
         is_transactional: attributes & TRANSACTIONAL_MASK != 0,
         producer_id: be_i64(b, PRODUCER_ID_AT),
         compression,
-        records,
+        data,
+        spans,
     })
 }
 
@@ -145,7 +150,7 @@ pub(super) fn decode_records(
     region: Range<usize>,
     count: usize,
     ctx: &RecordContext,
-) -> Result<Vec<Record>> {
+) -> Result<Vec<RecordSpans>> {
     // A compressed batch's count is not checked against its compressed size, so cap it by the
     // bytes there are; a count that is too large still fails below.
     let mut records = Vec::with_capacity(count.min(region.len() / MIN_RECORD_SIZE));
@@ -184,14 +189,14 @@ pub(super) fn decode_records(
 }
 
 /// Decodes one record: `buf` ends where the record ends; `src` is the buffer `buf` is the start
-/// of, to slice keys and values from.
+/// of, to slice header values from (keys and values stay spans of it).
 #[inline]
 pub(super) fn decode_record(
     src: &Bytes,
     buf: &[u8],
     mut pos: usize,
     ctx: &RecordContext,
-) -> std::result::Result<Record, &'static str> {
+) -> std::result::Result<RecordSpans, &'static str> {
     // The record attributes byte is unused in magic v2.
     if pos == buf.len() {
         return Err("record is empty");
@@ -199,8 +204,8 @@ pub(super) fn decode_record(
     pos += 1;
     let timestamp_delta = read_varlong(buf, &mut pos)?;
     let offset_delta = read_varint(buf, &mut pos)?;
-    let key = read_nullable_bytes(src, buf, &mut pos)?;
-    let value = read_nullable_bytes(src, buf, &mut pos)?;
+    let key = read_nullable_span(buf, &mut pos)?;
+    let value = read_nullable_span(buf, &mut pos)?;
     let header_count = read_varint(buf, &mut pos)?;
     if header_count < 0 {
         return Err("negative header count");
@@ -240,7 +245,7 @@ pub(super) fn decode_record(
         Some(t) => t,
         None => ctx.base_timestamp.wrapping_add(timestamp_delta),
     };
-    Ok(Record {
+    Ok(RecordSpans {
         offset: ctx.base_offset.wrapping_add(i64::from(offset_delta)),
         timestamp,
         key,
@@ -256,6 +261,15 @@ pub(super) fn read_nullable_bytes(
     buf: &[u8],
     pos: &mut usize,
 ) -> std::result::Result<Option<Bytes>, &'static str> {
+    Ok(read_nullable_span(buf, pos)?.map(|s| s.bytes(src)))
+}
+
+/// A varint length (-1 for null) and that many bytes, as a span of `buf`.
+#[inline]
+pub(super) fn read_nullable_span(
+    buf: &[u8],
+    pos: &mut usize,
+) -> std::result::Result<Option<Span>, &'static str> {
     let len = read_varint(buf, pos)?;
     if len < 0 {
         return if len == -1 {
@@ -270,7 +284,11 @@ pub(super) fn read_nullable_bytes(
     }
     let start = *pos;
     *pos += len;
-    Ok(Some(src.slice(start..start + len)))
+    // `buf` is at most one frame or one inflated batch, both below 4 GiB (see `Span`).
+    Ok(Some(Span {
+        start: start as u32,
+        len: len as u32,
+    }))
 }
 
 #[inline]
