@@ -566,11 +566,91 @@ pub(crate) fn record_size(r: &RecordSpans) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::records::Span;
 
     const TASK: Duration = Duration::from_secs(5);
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    fn spans(offset: i64, value: Option<(u32, u32)>) -> RecordSpans {
+        RecordSpans {
+            offset,
+            timestamp: 0,
+            key: None,
+            value: value.map(|(start, len)| Span { start, len }),
+            headers: Vec::new(),
+        }
+    }
+
+    /// Bytes whose buffer reports being freed.
+    struct Watched(Vec<u8>, Arc<std::sync::atomic::AtomicBool>);
+
+    impl AsRef<[u8]> for Watched {
+        fn as_ref(&self) -> &[u8] {
+            &self.0
+        }
+    }
+
+    impl Drop for Watched {
+        fn drop(&mut self) {
+            self.1.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Records come out in order across batches, their values sliced from their own batch's data
+    /// and counted as when buffered; an empty batch is not kept, and a batch taken to its end is
+    /// let go of at once.
+    #[test]
+    fn a_record_buffer_hands_out_batches_in_order_and_lets_each_go_when_taken() {
+        let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let first = Bytes::from_owner(Watched(b"abcdef".to_vec(), freed.clone()));
+        let second = Bytes::from(b"uvwxyz".to_vec());
+        let batches = [
+            (first, vec![spans(7, Some((0, 2))), spans(8, Some((2, 4)))]),
+            (Bytes::new(), Vec::new()),
+            (
+                second.clone(),
+                vec![spans(9, None), spans(10, Some((5, 1)))],
+            ),
+        ];
+        let sizes: Vec<usize> = batches
+            .iter()
+            .flat_map(|(_, records)| records.iter().map(record_size))
+            .collect();
+        let mut buffer = RecordBuffer::default();
+        for (data, records) in batches {
+            buffer.push(BufferedBatch { data, records });
+        }
+        let mut taken = Vec::new();
+        let mut popped = 0;
+        while let Some((r, size)) = buffer.pop() {
+            taken.push((r.offset, r.value, size));
+            popped += 1;
+            if popped == 2 {
+                let expected = [
+                    (7, Some(Bytes::from_static(b"ab")), sizes[0]),
+                    (8, Some(Bytes::from_static(b"cdef")), sizes[1]),
+                ];
+                assert_eq!(taken, expected);
+                assert!(!freed.load(std::sync::atomic::Ordering::SeqCst));
+                // The first batch is all taken: once its records are dropped, nothing holds
+                // its data.
+                taken.clear();
+                assert!(
+                    freed.load(std::sync::atomic::Ordering::SeqCst),
+                    "the buffer still holds a batch it handed out"
+                );
+            }
+        }
+        assert!(buffer.is_empty());
+        let expected = [
+            (9, None, sizes[2]),
+            (10, Some(second.slice(5..6)), sizes[3]),
+        ];
+        assert_eq!(taken, expected);
+        assert_eq!(sizes[0], 64 + 2);
     }
 
     #[test]
