@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -28,6 +28,7 @@ use crate::protocol::wire::{self, client_versions, Api, MAX_FRAME_BYTES};
 use crate::sasl::{self, SaslCredentials};
 use crate::sync::Unpoisoned;
 
+mod receive;
 pub mod security;
 #[cfg(feature = "tls")]
 pub mod tls;
@@ -547,6 +548,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 
 async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
     let mut answered = 0u64;
+    let buffers = receive::ReceivePool::default();
     let why = loop {
         let mut len = [0u8; 4];
         if let Err(e) = r.read_exact(&mut len).await {
@@ -582,7 +584,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
         }
         // Read into the buffer's spare capacity: zero-filling a fetch answer (up to
         // fetch.max.bytes) before reading over it cost 3% of the CPU of reading 1 KB records.
-        let mut buf = BytesMut::with_capacity(len as usize);
+        let mut buf = buffers.take(len as usize);
         let mut body = (&mut r).take(len as u64);
         let short = loop {
             match body.read_buf(&mut buf).await {
@@ -595,7 +597,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
         if let Some(e) = short {
             break lost(&io, "connection lost mid-response", &e);
         }
-        let frame = buf.freeze();
+        let frame = buffers.frame(buf);
         answered += 1;
         io.received.fetch_add(1, Ordering::AcqRel);
         let id = match wire::response_correlation_id(&frame) {
@@ -643,8 +645,10 @@ mod tests {
         let pending: Pending = Default::default();
         let (whole_tx, whole) = oneshot::channel();
         let (cut_tx, cut) = oneshot::channel();
+        let (large_tx, large) = oneshot::channel();
         pending.lock().unpoisoned().insert(7, whole_tx);
         pending.lock().unpoisoned().insert(8, cut_tx);
+        pending.lock().unpoisoned().insert(9, large_tx);
         let io = Io {
             pending: pending.clone(),
             alive: Arc::new(AtomicBool::new(true)),
@@ -662,13 +666,22 @@ mod tests {
             .write_all(&frame(7, body.len(), &body))
             .await
             .unwrap();
-        // The second claims 100 bytes of body and the connection ends after 10.
+        // One large enough to be read into a kept buffer (see `receive`).
+        let large_body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        broker
+            .write_all(&frame(9, large_body.len(), &large_body))
+            .await
+            .unwrap();
+        // The last claims 100 bytes of body and the connection ends after 10.
         broker.write_all(&frame(8, 100, &[1; 10])).await.unwrap();
         drop(broker);
 
         let got = whole.await.unwrap().unwrap();
         assert_eq!(&got[..4], &7i32.to_be_bytes());
         assert_eq!(&got[4..], &body[..]);
+        let got = large.await.unwrap().unwrap();
+        assert_eq!(&got[..4], &9i32.to_be_bytes());
+        assert!(got[4..] == large_body[..]);
         let err = cut.await.unwrap().unwrap_err().to_string();
         assert!(err.contains("connection lost mid-response"), "{err}");
         reader.await.unwrap();

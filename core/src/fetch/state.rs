@@ -6,12 +6,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use super::lookup::PositionLookup;
 use crate::backoff::{Backoff, Retry};
 use crate::cluster::Lane;
 use crate::offsets::OffsetAndMetadata;
-use bytes::Bytes;
-
 use crate::protocol::records::{Record, RecordSpans};
 use crate::recovery::{self, RecoveryRange, RecoveryState};
 
@@ -539,11 +539,7 @@ impl RecordBuffer {
         let front = self.batches.front_mut()?;
         let spans = &mut front.records[self.taken];
         let size = record_size(spans);
-        let spans = RecordSpans {
-            headers: std::mem::take(&mut spans.headers),
-            ..*spans
-        };
-        let record = spans.into_record(&front.data);
+        let record = spans.take_record(&front.data);
         self.taken += 1;
         if self.taken == front.records.len() {
             self.batches.pop_front();

@@ -132,13 +132,18 @@ pub struct RecordSpans {
 
 impl RecordSpans {
     /// The record, its key and value slices of `data` (the data of the batch it was decoded from).
-    pub fn into_record(self, data: &Bytes) -> Record {
+    pub fn into_record(mut self, data: &Bytes) -> Record {
+        self.take_record(data)
+    }
+
+    /// As [`Self::into_record`], in place: the headers move out (a buffered record is taken once).
+    pub fn take_record(&mut self, data: &Bytes) -> Record {
         Record {
             offset: self.offset,
             timestamp: self.timestamp,
             key: self.key.map(|s| s.bytes(data)),
             value: self.value.map(|s| s.bytes(data)),
-            headers: self.headers,
+            headers: std::mem::take(&mut self.headers),
         }
     }
 }
