@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -28,7 +28,6 @@ use crate::protocol::wire::{self, client_versions, Api, MAX_FRAME_BYTES};
 use crate::sasl::{self, SaslCredentials};
 use crate::sync::Unpoisoned;
 
-mod receive;
 pub mod security;
 #[cfg(feature = "tls")]
 pub mod tls;
@@ -548,7 +547,6 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 
 async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
     let mut answered = 0u64;
-    let buffers = receive::ReceivePool::default();
     let why = loop {
         let mut len = [0u8; 4];
         if let Err(e) = r.read_exact(&mut len).await {
@@ -584,7 +582,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
         }
         // Read into the buffer's spare capacity: zero-filling a fetch answer (up to
         // fetch.max.bytes) before reading over it cost 3% of the CPU of reading 1 KB records.
-        let mut buf = buffers.take(len as usize);
+        let mut buf = BytesMut::with_capacity(len as usize);
         let mut body = (&mut r).take(len as u64);
         let short = loop {
             match body.read_buf(&mut buf).await {
@@ -597,7 +595,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
         if let Some(e) = short {
             break lost(&io, "connection lost mid-response", &e);
         }
-        let frame = buffers.frame(buf);
+        let frame = buf.freeze();
         answered += 1;
         io.received.fetch_add(1, Ordering::AcqRel);
         let id = match wire::response_correlation_id(&frame) {
@@ -666,7 +664,7 @@ mod tests {
             .write_all(&frame(7, body.len(), &body))
             .await
             .unwrap();
-        // One large enough to be read into a kept buffer (see `receive`).
+        // One of the size of a fetch answer, read in many pieces.
         let large_body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
         broker
             .write_all(&frame(9, large_body.len(), &large_body))

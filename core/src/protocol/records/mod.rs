@@ -99,6 +99,8 @@ impl Span {
     }
 
     /// Whether the span holds no byte (an empty key or value, not a null one).
+    // Used by the tests and the fuzz targets (public with `unstable-fuzzing`).
+    #[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
     pub fn is_empty(self) -> bool {
         self.len == 0
     }
@@ -132,6 +134,8 @@ pub struct RecordSpans {
 
 impl RecordSpans {
     /// The record, its key and value slices of `data` (the data of the batch it was decoded from).
+    // Used by the tests and the fuzz targets (public with `unstable-fuzzing`).
+    #[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
     pub fn into_record(mut self, data: &Bytes) -> Record {
         self.take_record(data)
     }
@@ -188,6 +192,8 @@ pub struct Batch {
 
 impl Batch {
     /// The batch's records with their keys and values as `Bytes`.
+    // Used by the tests and the fuzz targets (public with `unstable-fuzzing`).
+    #[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
     pub fn records(&self) -> Vec<Record> {
         self.spans
             .iter()
