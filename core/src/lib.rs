@@ -17,6 +17,7 @@ pub mod admin;
 #[cfg(feature = "aio")]
 pub mod aio;
 pub(crate) mod backoff;
+pub(crate) mod buffers;
 pub(crate) mod cluster;
 pub mod config;
 pub mod consumer;

@@ -508,6 +508,12 @@ pub(crate) struct BufferedBatch {
     pub records: Vec<RecordSpans>,
 }
 
+impl Drop for BufferedBatch {
+    fn drop(&mut self) {
+        crate::buffers::SPANS.give(std::mem::take(&mut self.records));
+    }
+}
+
 /// A stream's buffer of fetched records: whole batches, each handed out record by record. A
 /// taken record's key and value are sliced from its batch's data on the thread that takes it.
 #[derive(Debug, Default)]

@@ -6,6 +6,13 @@ use std::io::Read;
 use std::io::Write;
 
 use super::*;
+#[cfg(any(
+    feature = "gzip",
+    feature = "snappy",
+    feature = "lz4",
+    feature = "zstd"
+))]
+use crate::buffers::INFLATED;
 
 /// Decompression may always produce this much: real batches of very compressible data (zeros,
 /// repeated JSON) reach ratios far above the proportional bound below.
@@ -201,7 +208,7 @@ pub(super) fn read_bounded<R: Read>(
     limit: usize,
 ) -> std::result::Result<Vec<u8>, String> {
     // A guess from the input's real size, not from anything the input claims.
-    let mut out = Vec::with_capacity(input.len().saturating_mul(4).min(limit));
+    let mut out = INFLATED.take(input.len().saturating_mul(4).min(limit));
     reader
         .take(limit as u64 + 1)
         .read_to_end(&mut out)
@@ -239,7 +246,7 @@ pub(super) fn zstd_decompress(input: &[u8], limit: usize) -> std::result::Result
         context
             .reset(ResetDirective::SessionOnly)
             .map_err(zstd_error)?;
-        let mut out = Vec::with_capacity(input.len().saturating_mul(4).min(limit));
+        let mut out = INFLATED.take(input.len().saturating_mul(4).min(limit));
         let mut src = InBuffer::around(input);
         loop {
             if out.len() == out.capacity() {
@@ -297,21 +304,26 @@ const LZ4_WINDOW: usize = 64 << 10;
 /// compressed byte (`check.crcs`).
 #[cfg(feature = "lz4")]
 pub(super) fn lz4_decompress(input: &[u8], limit: usize) -> std::result::Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    let mut pos = 0;
+    // A kept buffer, written over (see `crate::buffers`): with room for the section at the ratio
+    // batches of small records reach, and more as blocks need it.
+    let mut out = INFLATED.take_overwritable(input.len().saturating_mul(4).min(limit));
+    let (mut pos, mut filled) = (0, 0);
     // A reader of LZ4 frames reads concatenated frames as one stream; so does this.
     while pos < input.len() {
-        pos = lz4_frame(input, pos, &mut out, limit)?;
+        pos = lz4_frame(input, pos, &mut out, &mut filled, limit)?;
     }
+    out.truncate(filled);
     Ok(out)
 }
 
-/// Decodes the frame that starts at `pos` onto the end of `out`; returns where the next begins.
+/// Decodes the frame that starts at `pos` into `out` from `filled` on (the bytes of `out` past
+/// `filled` are there to be written over); returns where the next frame begins.
 #[cfg(feature = "lz4")]
 fn lz4_frame(
     input: &[u8],
     mut pos: usize,
     out: &mut Vec<u8>,
+    filled: &mut usize,
     limit: usize,
 ) -> std::result::Result<usize, String> {
     let bytes = |at: usize, n: usize| {
@@ -358,7 +370,7 @@ fn lz4_frame(
     bytes(pos, 1)?;
     pos += 1;
 
-    let frame_start = out.len();
+    let frame_start = *filled;
     loop {
         let word = le_u32(pos)?;
         pos += 4;
@@ -379,41 +391,35 @@ fn lz4_frame(
             bytes(pos, 4)?;
             pos += 4;
         }
-        let filled = out.len();
-        if stored {
-            if size > limit - filled {
+        let at = *filled;
+        // A stored block is its own output; a compressed one decodes to at most block_max bytes.
+        let room = if stored {
+            if size > limit - at {
                 return Err(too_large());
             }
-            out.extend_from_slice(block);
+            size
+        } else {
+            block_max.min(limit - at)
+        };
+        if out.len() < at + room {
+            out.resize(at + room, 0);
+        }
+        let (earlier, rest) = out.split_at_mut(at);
+        if stored {
+            rest[..size].copy_from_slice(block);
+            *filled += size;
             continue;
         }
-        // A block decodes to at most block_max bytes; make that room, then keep what it used.
-        let room = block_max.min(limit - filled);
-        if filled == 0 {
-            // The first block (often the only one: a frame holds 64 KiB blocks, a batch is
-            // usually smaller) is decoded into a new buffer, which is then not zero-filled first.
-            match lz4_flex::block::decompress(block, room) {
-                Ok(decoded) => *out = decoded,
-                Err(lz4_flex::block::DecompressError::OutputTooSmall { .. })
-                    if room < block_max =>
-                {
-                    return Err(too_large())
-                }
-                Err(e) => return Err(format!("lz4 block at byte {}: {e}", pos - size)),
-            }
-            continue;
-        }
-        out.resize(filled + room, 0);
-        let (earlier, rest) = out.split_at_mut(filled);
+        let rest = &mut rest[..room];
         let decoded = if independent_blocks {
             lz4_flex::block::decompress_into(block, rest)
         } else {
             // Linked blocks: matches may reach back into this frame's earlier blocks.
-            let window = &earlier[frame_start.max(filled.saturating_sub(LZ4_WINDOW))..];
+            let window = &earlier[frame_start.max(at.saturating_sub(LZ4_WINDOW))..];
             lz4_flex::block::decompress_into_with_dict(block, rest, window)
         };
         match decoded {
-            Ok(n) => out.truncate(filled + n),
+            Ok(n) => *filled += n,
             Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) if room < block_max => {
                 return Err(too_large())
             }
@@ -441,7 +447,15 @@ pub(super) fn snappy_decompress(
         if len > limit {
             return Err(too_large());
         }
-        return decoder.decompress_vec(input).map_err(|e| e.to_string());
+        let mut out = INFLATED.take_overwritable(len);
+        if out.len() < len {
+            out.resize(len, 0);
+        }
+        let n = decoder
+            .decompress(input, &mut out)
+            .map_err(|e| e.to_string())?;
+        out.truncate(n);
+        return Ok(out);
     }
     // Two walks over the blocks: the first checks the framing and adds up the blocks' decoded
     // lengths (each block starts with it), so the output is allocated and zero-filled once, not
@@ -454,7 +468,10 @@ pub(super) fn snappy_decompress(
         }
         total += len;
     }
-    let mut out = vec![0u8; total];
+    let mut out = INFLATED.take_overwritable(total);
+    if out.len() < total {
+        out.resize(total, 0);
+    }
     let mut filled = 0;
     for block in xerial_blocks(input) {
         filled += decoder

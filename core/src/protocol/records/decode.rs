@@ -119,7 +119,8 @@ pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) 
                 compression.name()
             ))
         })?;
-        let inflated = Bytes::from(inflated);
+        // A large buffer goes back to its pool once the batch's last record is dropped.
+        let inflated = crate::buffers::Pool::bytes(&crate::buffers::INFLATED, inflated);
         let len = inflated.len();
         let spans = decode_records(&inflated, 0..len, record_count, &ctx)?;
         (inflated, spans)
@@ -153,7 +154,8 @@ pub(super) fn decode_records(
 ) -> Result<Vec<RecordSpans>> {
     // A compressed batch's count is not checked against its compressed size, so cap it by the
     // bytes there are; a count that is too large still fails below.
-    let mut records = Vec::with_capacity(count.min(region.len() / MIN_RECORD_SIZE));
+    // A kept vector (see `crate::buffers`), given back when its buffered batch is dropped.
+    let mut records = crate::buffers::SPANS.take(count.min(region.len() / MIN_RECORD_SIZE));
     let buf = &src[..region.end];
     let mut pos = region.start;
     for index in 0..count {

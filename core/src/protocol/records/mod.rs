@@ -721,6 +721,45 @@ mod tests {
         }
     }
 
+    /// Inflated sections go into kept buffers written over from one batch to the next (see
+    /// `crate::buffers`): a batch must come out with its own bytes only, whatever a larger one
+    /// left in the buffer before it.
+    #[test]
+    fn an_inflated_section_holds_its_own_bytes_only_after_a_larger_one() {
+        let mut rng = StdRng::seed_from_u64(7);
+        // Compressible but not uniform: runs of random bytes.
+        let mut section = |len: usize| -> Vec<u8> {
+            let mut v = Vec::with_capacity(len);
+            while v.len() < len {
+                let b: u8 = rng.gen();
+                v.extend(std::iter::repeat_n(b, rng.gen_range(1..40)));
+            }
+            v.truncate(len);
+            v
+        };
+        let (larger, smaller) = (section(300_000), section(200_000));
+        for c in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            if !c.is_enabled() {
+                continue;
+            }
+            for _ in 0..3 {
+                for plain in [&larger, &smaller] {
+                    let packed = compression::compress(c, plain).unwrap();
+                    let limit = compression::inflate_limit(packed.len());
+                    let out = compression::decompress(c, &packed, limit).unwrap();
+                    assert!(out == *plain, "{}: {} bytes", c.name(), plain.len());
+                    // Back to the pool, as a buffered batch's data goes when its records are taken.
+                    drop(crate::buffers::Pool::bytes(&crate::buffers::INFLATED, out));
+                }
+            }
+        }
+    }
+
     #[test]
     #[cfg(feature = "snappy")]
     fn raw_snappy_is_accepted() {
