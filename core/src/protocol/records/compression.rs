@@ -458,8 +458,9 @@ pub(super) fn snappy_decompress(
         return Ok(out);
     }
     // Two walks over the blocks: the first checks the framing and adds up the blocks' decoded
-    // lengths (each block starts with it), so the output is allocated and zero-filled once, not
-    // grown (and copied) block by block; the second decodes.
+    // lengths (each block starts with it), so the output is taken once at its size (a kept
+    // buffer, zero-filled only past what it held before), not grown (and copied) block by block;
+    // the second decodes.
     let mut total = 0usize;
     for block in xerial_blocks(input) {
         let len = snap::raw::decompress_len(block?).map_err(|e| e.to_string())?;
