@@ -17,7 +17,9 @@
 //! the same or lower.
 //!
 //! A pool keeps returned buffers by capacity; a take gets the smallest kept one that is large
-//! enough (and not more than [`TOO_LARGE`] times the need), else a new one. Each pool keeps at
+//! enough (and not more than [`TOO_LARGE`] times the need), else a new one, and then frees the
+//! largest kept one too small for that need, so that needs of varying sizes do not leave a
+//! buffer of every size kept beside the ones in use. Each pool keeps at
 //! most [`KEEPS_BYTES`]; a buffer returned to a full pool is freed. Small buffers (below
 //! [`POOLED_FROM`] bytes) are never kept. Every connection has its own pool for its answers
 //! (freed with the connection and its last answer); inflated batches and span vectors have one
@@ -62,6 +64,22 @@ struct Kept<T> {
     bytes: usize,
 }
 
+impl<T> Kept<T> {
+    /// Takes one kept vector of `capacity` (which must be kept).
+    fn remove(&mut self, capacity: usize) -> Vec<T> {
+        let same = self
+            .by_capacity
+            .get_mut(&capacity)
+            .expect("a kept capacity");
+        let v = same.pop().expect("no empty list is kept");
+        if same.is_empty() {
+            self.by_capacity.remove(&capacity);
+        }
+        self.bytes -= bytes_of::<T>(capacity);
+        v
+    }
+}
+
 impl<T> Pool<T> {
     pub(crate) fn new() -> Self {
         Pool {
@@ -88,16 +106,29 @@ impl<T> Pool<T> {
             return None;
         }
         let mut kept = self.kept.lock().unpoisoned();
-        let (capacity, v, none_left) = kept
+        let fits = kept
             .by_capacity
-            .range_mut(len..=len.saturating_mul(TOO_LARGE))
+            .range(len..=len.saturating_mul(TOO_LARGE))
             .next()
-            .and_then(|(&capacity, same)| same.pop().map(|v| (capacity, v, same.is_empty())))?;
-        if none_left {
-            kept.by_capacity.remove(&capacity);
+            .map(|(&capacity, _)| capacity);
+        match fits {
+            Some(capacity) => Some(kept.remove(capacity)),
+            None => {
+                // A miss makes a new buffer. The largest kept one too small for this need goes,
+                // so that a miss replaces a buffer instead of adding one: what a pool holds, kept
+                // and lent, stays near what was lent at once, where needs of varying sizes would
+                // otherwise leave the smaller buffers kept beside the new ones.
+                let smaller = kept
+                    .by_capacity
+                    .range(..len)
+                    .next_back()
+                    .map(|(&capacity, _)| capacity);
+                let freed = smaller.map(|capacity| kept.remove(capacity));
+                drop(kept);
+                drop(freed);
+                None
+            }
         }
-        kept.bytes -= bytes_of::<T>(capacity);
-        Some(v)
     }
 
     /// Gives `v` back: kept if it is large and the pool has room; freed otherwise.
@@ -245,6 +276,34 @@ mod tests {
         assert_eq!(c.as_ptr(), large_at);
         let d = filled(&pool, 5_000_000, 0);
         assert!(d.as_ptr() != small_at && d.as_ptr() != large_at);
+    }
+
+    /// Answers of 1, 2, 4 and 6 MiB (as many partitions as had a full answer) used to leave every
+    /// size kept beside the new buffers: a C batch loop on 100 B records held 9 MiB more at its
+    /// peak than with fresh allocations and spent 8-15% more CPU.
+    #[test]
+    fn a_miss_replaces_the_largest_kept_buffer_too_small_for_it() {
+        let pool = Arc::new(Pool::new());
+        let held: Vec<Bytes> = [1 << 20, 2 << 20, 100_000]
+            .into_iter()
+            .map(|len| filled(&pool, len, 0))
+            .collect();
+        drop(held);
+        let before = pool.kept_capacities();
+        assert_eq!(before.len(), 3);
+        let large = filled(&pool, 6 << 20, 0);
+        assert_eq!(
+            pool.kept_capacities(),
+            vec![rounded(100_000), rounded(1 << 20)]
+        );
+        // A miss with nothing smaller kept adds a buffer and frees none.
+        let small = filled(&pool, 20_000, 0);
+        assert_eq!(
+            pool.kept_capacities(),
+            vec![rounded(100_000), rounded(1 << 20)]
+        );
+        drop((large, small));
+        assert_eq!(pool.kept_capacities().len(), 4);
     }
 
     #[test]

@@ -108,6 +108,34 @@ pub struct lagless_batch {
     messages: Vec<lagless_message>,
 }
 
+/// Emptied message arrays of destroyed batches, for the next batches to fill. A loop of
+/// `consume_batch` and `lagless_batch_destroy` made and freed one array per batch (76 KB for
+/// 500 messages), which glibc took from the top of the heap and trimmed back at times, to be
+/// faulted in again: 100 B lz4 records read 45-70% more page faults than with the arrays kept.
+static MESSAGE_ARRAYS: Mutex<Vec<Vec<lagless_message>>> = Mutex::new(Vec::new());
+
+/// How many emptied arrays [`MESSAGE_ARRAYS`] keeps: a loop holds one or two batches at once.
+const KEPT_MESSAGE_ARRAYS: usize = 4;
+
+/// An empty message array, a kept one when there is one.
+fn message_array() -> Vec<lagless_message> {
+    MESSAGE_ARRAYS.lock().unpoisoned().pop().unwrap_or_default()
+}
+
+impl Drop for lagless_batch {
+    fn drop(&mut self) {
+        let mut messages = std::mem::take(&mut self.messages);
+        // The records go here, outside the lock (their buffers go back to the core's pools).
+        messages.clear();
+        if messages.capacity() > 0 {
+            let mut kept = MESSAGE_ARRAYS.lock().unpoisoned();
+            if kept.len() < KEPT_MESSAGE_ARRAYS {
+                kept.push(messages);
+            }
+        }
+    }
+}
+
 impl PanicValue for *const lagless_message {
     fn panic_value() -> Self {
         std::ptr::null()
@@ -136,7 +164,8 @@ pub extern "C" fn lagless_consumer_consume_batch(
         }
         let records = h.poll(timeout_ms, max)?;
         let mut names = TopicNames::new(&h.topics);
-        let messages = records.into_iter().map(|r| names.view(r)).collect();
+        let mut messages = message_array();
+        messages.extend(records.into_iter().map(|r| names.view(r)));
         write_out(out_batch, Box::into_raw(Box::new(lagless_batch { messages })));
         Ok(())
     }
@@ -233,6 +262,34 @@ mod tests {
             .recent
             .iter()
             .all(|(t, c)| &**t != "orders" || Arc::ptr_eq(c, orders)));
+    }
+
+    #[test]
+    fn a_destroyed_batch_leaves_its_emptied_array_for_the_next() {
+        let cache = TopicCache::default();
+        let topic: Arc<str> = "orders".into();
+        let value = bytes::Bytes::from(vec![7u8; 100_000]);
+        let mut names = TopicNames::new(&cache);
+        let mut messages = message_array();
+        messages.extend((0..500).map(|_| {
+            let mut r = record(&topic);
+            r.value = Some(value.slice(10..20));
+            names.view(r)
+        }));
+        let at = messages.as_ptr() as usize;
+        let b = Box::into_raw(Box::new(lagless_batch { messages }));
+        assert_eq!(lagless_batch_count(b), 500);
+        lagless_batch_destroy(b);
+        // The records are gone (no slice of the value is held any more) ...
+        assert!(value.is_unique());
+        // ... and the array is kept, empty, with its room.
+        let kept = MESSAGE_ARRAYS.lock().unwrap();
+        let array = kept
+            .iter()
+            .find(|a| a.as_ptr() as usize == at)
+            .expect("array kept");
+        assert!(array.is_empty() && array.capacity() >= 500);
+        assert!(kept.len() <= KEPT_MESSAGE_ARRAYS);
     }
 
     #[test]

@@ -186,9 +186,7 @@ pub(super) fn decompress(
     match compression {
         Compression::None => Ok(input.to_vec()),
         #[cfg(feature = "gzip")]
-        Compression::Gzip => {
-            read_bounded(flate2::bufread::MultiGzDecoder::new(input), input, limit)
-        }
+        Compression::Gzip => gzip_decompress(input, limit, &INFLATED),
         #[cfg(feature = "snappy")]
         Compression::Snappy => snappy_decompress(input, limit),
         #[cfg(feature = "lz4")]
@@ -201,15 +199,21 @@ pub(super) fn decompress(
     }
 }
 
+/// Decompresses a records section of gzip members into a buffer of `pool` sized from the last
+/// member's trailer (see [`gzip_output_guess`]), so that it is neither grown by doubling while
+/// read nor far larger than the output: a buffer grown by doubling is kept by the pool at up to
+/// twice what its batch needed (1 KB records: peak RSS 46-52 MiB against 41-44 before the pools).
 #[cfg(feature = "gzip")]
-pub(super) fn read_bounded<R: Read>(
-    reader: R,
+pub(super) fn gzip_decompress(
     input: &[u8],
     limit: usize,
+    pool: &crate::buffers::Pool<u8>,
 ) -> std::result::Result<Vec<u8>, String> {
-    // A guess from the input's real size, not from anything the input claims.
-    let mut out = INFLATED.take(input.len().saturating_mul(4).min(limit));
-    reader
+    let mut out = pool.take(gzip_output_guess(input).min(limit));
+    // One byte past the limit tells a bomb from an output of exactly `limit` bytes. When the
+    // output fills the buffer exactly, `read_to_end` probes for the end with a small read before
+    // it grows the buffer.
+    flate2::bufread::MultiGzDecoder::new(input)
         .take(limit as u64 + 1)
         .read_to_end(&mut out)
         .map_err(|e| e.to_string())?;
@@ -221,6 +225,24 @@ pub(super) fn read_bounded<R: Read>(
     }
     Ok(out)
 }
+
+/// The size a gzip section inflates to, as its last member's trailer states it (ISIZE: the
+/// member's output size modulo 2^32, in the last four bytes, RFC 1952 2.3.1). Kafka producers
+/// write one member per batch, so that is the section's size. A claim from the wire, used only
+/// to size a buffer: the caller bounds it by the inflate limit, and an output larger than the
+/// claim (several members, or a false trailer) grows the buffer as it is read. Four times the
+/// input when there is no trailer to read.
+#[cfg(feature = "gzip")]
+fn gzip_output_guess(input: &[u8]) -> usize {
+    match input.last_chunk::<4>() {
+        Some(&isize) if input.len() >= GZIP_MIN_MEMBER => u32::from_le_bytes(isize) as usize,
+        _ => input.len().saturating_mul(4),
+    }
+}
+
+/// A gzip member's header (10 bytes) and trailer (8 bytes): anything shorter has no trailer.
+#[cfg(feature = "gzip")]
+const GZIP_MIN_MEMBER: usize = 18;
 
 /// Decompresses a records section of zstd frames straight into the output's spare capacity.
 ///

@@ -760,6 +760,55 @@ mod tests {
         }
     }
 
+    /// A gzip section's buffer is sized from its trailer: without that it grew by doubling from
+    /// four times the input and was kept at up to twice the output.
+    #[test]
+    #[cfg(feature = "gzip")]
+    fn a_gzip_section_inflates_into_a_buffer_of_its_own_size() {
+        let pool = crate::buffers::Pool::new();
+        for len in [1_100_000, 300_000, 40_000] {
+            let plain: Vec<u8> = (0..len).map(|i| (i % 7) as u8).collect();
+            let packed = compression::compress(Compression::Gzip, &plain).unwrap();
+            assert!(
+                packed.len() * 4 < len,
+                "compressible enough to need more than 4x"
+            );
+            let limit = compression::inflate_limit(packed.len());
+            let out = compression::gzip_decompress(&packed, limit, &pool).unwrap();
+            assert!(out == plain);
+            assert!(
+                out.capacity() - len <= len / 8,
+                "{len} bytes in a buffer of {}",
+                out.capacity()
+            );
+        }
+    }
+
+    /// The trailer is a claim: a section of two members states only the last one's size, and a
+    /// false size is bounded by the inflate limit and refused by the decoder.
+    #[test]
+    #[cfg(feature = "gzip")]
+    fn a_gzip_trailer_only_sizes_the_buffer() {
+        let pool = crate::buffers::Pool::new();
+        let first: Vec<u8> = (0..500_000).map(|i| (i % 11) as u8).collect();
+        let mut two = compression::compress(Compression::Gzip, &first).unwrap();
+        two.extend(compression::compress(Compression::Gzip, b"last member").unwrap());
+        let limit = compression::inflate_limit(two.len());
+        let out = compression::gzip_decompress(&two, limit, &pool).unwrap();
+        assert_eq!(out.len(), first.len() + b"last member".len());
+        assert!(out.starts_with(&first) && out.ends_with(b"last member"));
+
+        let mut lying = compression::compress(Compression::Gzip, &first).unwrap();
+        let at = lying.len() - 4;
+        lying[at..].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = compression::gzip_decompress(&lying, 1 << 20, &pool).unwrap_err();
+        assert!(!err.is_empty());
+        let limit = compression::inflate_limit(lying.len());
+        assert!(compression::gzip_decompress(&lying, limit, &pool).is_err());
+        // A section too short for a trailer: an error, not a panic.
+        assert!(compression::gzip_decompress(&[0x1f, 0x8b, 8], limit, &pool).is_err());
+    }
+
     #[test]
     #[cfg(feature = "snappy")]
     fn raw_snappy_is_accepted() {
