@@ -149,6 +149,16 @@ impl<T> Pool<T> {
         }
     }
 
+    /// Whether the vector at `at` is kept.
+    #[cfg(test)]
+    pub(crate) fn keeps(&self, at: *const T) -> bool {
+        let kept = self.kept.lock().unpoisoned();
+        kept.by_capacity
+            .values()
+            .flatten()
+            .any(|v| v.as_ptr() == at)
+    }
+
     #[cfg(test)]
     fn kept_capacities(&self) -> Vec<usize> {
         let kept = self.kept.lock().unpoisoned();

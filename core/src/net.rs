@@ -688,6 +688,59 @@ mod tests {
         reader.await.unwrap();
     }
 
+    /// A connection reads an answer into the buffer of an earlier one once nothing holds that
+    /// one any more (see `crate::buffers`), and never while a record of it is still held.
+    #[tokio::test]
+    async fn a_connection_reads_into_the_buffer_of_an_answer_let_go_of() {
+        let pending: Pending = Default::default();
+        let mut answers = Vec::new();
+        for id in 1..=3 {
+            let (tx, rx) = oneshot::channel();
+            pending.lock().unpoisoned().insert(id, tx);
+            answers.push(rx);
+        }
+        let io = Io {
+            pending: pending.clone(),
+            alive: Arc::new(AtomicBool::new(true)),
+            addr: "127.0.0.1:9092".into(),
+            plaintext: true,
+            client_certificate: false,
+            sasl: false,
+            received: Default::default(),
+        };
+        let (mut broker, client) = tokio::io::duplex(64 << 10);
+        let reader = tokio::spawn(read_loop(client, io));
+        let mut answers = answers.into_iter();
+        let mut answer = async |id: i32, len: usize| {
+            let body = vec![id as u8; len];
+            broker.write_all(&frame(id, len, &body)).await.unwrap();
+            let got = answers.next().unwrap().await.unwrap().unwrap();
+            assert!(got[4..].iter().all(|&b| b == id as u8));
+            got
+        };
+        let first = answer(1, 200_000).await;
+        let record = first.slice(100..110);
+        drop(first);
+        // A slice of the first answer is held: the second gets a buffer of its own.
+        let second = answer(2, 200_000).await;
+        assert_ne!(second.as_ptr(), record.as_ptr().wrapping_sub(100));
+        let at = record.as_ptr().wrapping_sub(100);
+        drop(record);
+        // Freed instead of kept, the first buffer would most likely be handed to this allocation
+        // of its size, and the third answer would get another address.
+        let elsewhere = vec![0u8; 200_004];
+        let third = answer(3, 190_000).await;
+        assert_eq!(
+            third.as_ptr(),
+            at,
+            "the third answer is read into the first's buffer"
+        );
+        assert_eq!(third.len(), 190_004);
+        drop((second, third, answer, elsewhere));
+        drop(broker);
+        reader.await.unwrap();
+    }
+
     #[test]
     fn re_authentication_comes_between_85_and_95_percent_of_the_session() {
         let session = Duration::from_millis(3000);

@@ -655,6 +655,33 @@ mod tests {
         assert_eq!(sizes[0], 64 + 2);
     }
 
+    /// A batch's vector of spans goes back to the process' pool once its last record is taken,
+    /// for the next batch decoded to fill (see `crate::buffers`).
+    #[test]
+    fn a_batch_taken_to_its_end_gives_its_spans_back() {
+        // An unusual length, so that no other test's batch is given this vector meanwhile.
+        let len = 61_111;
+        let mut records = crate::buffers::SPANS.take(len);
+        records.extend((0..len as i64).map(|o| spans(o, Some((0, 1)))));
+        let at = records.as_ptr();
+        let mut buffer = RecordBuffer::default();
+        buffer.push(BufferedBatch {
+            data: Bytes::from_static(b"v"),
+            records,
+        });
+        for _ in 1..len {
+            buffer.pop().unwrap();
+        }
+        assert!(
+            !crate::buffers::SPANS.keeps(at),
+            "given back while records are left"
+        );
+        let (last, _) = buffer.pop().unwrap();
+        assert_eq!(last.offset, len as i64 - 1);
+        assert!(buffer.is_empty());
+        assert!(crate::buffers::SPANS.keeps(at));
+    }
+
     #[test]
     fn a_request_hung_on_a_silent_broker_counts_from_the_last_progress() {
         let t0 = Instant::now();
