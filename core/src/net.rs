@@ -641,6 +641,19 @@ mod tests {
         f
     }
 
+    /// The reading side of a plaintext connection whose requests wait in `pending`.
+    fn plaintext_io(pending: &Pending) -> Io {
+        Io {
+            pending: pending.clone(),
+            alive: Arc::new(AtomicBool::new(true)),
+            addr: "127.0.0.1:9092".into(),
+            plaintext: true,
+            client_certificate: false,
+            sasl: false,
+            received: Default::default(),
+        }
+    }
+
     #[tokio::test]
     async fn a_response_read_in_pieces_comes_whole_and_a_cut_one_fails_its_request() {
         let pending: Pending = Default::default();
@@ -650,15 +663,7 @@ mod tests {
         pending.lock().unpoisoned().insert(7, whole_tx);
         pending.lock().unpoisoned().insert(8, cut_tx);
         pending.lock().unpoisoned().insert(9, large_tx);
-        let io = Io {
-            pending: pending.clone(),
-            alive: Arc::new(AtomicBool::new(true)),
-            addr: "127.0.0.1:9092".into(),
-            plaintext: true,
-            client_certificate: false,
-            sasl: false,
-            received: Default::default(),
-        };
+        let io = plaintext_io(&pending);
         // A 16-byte pipe: the reader gets each frame in many reads.
         let (mut broker, client) = tokio::io::duplex(16);
         let reader = tokio::spawn(read_loop(client, io));
@@ -699,15 +704,7 @@ mod tests {
             pending.lock().unpoisoned().insert(id, tx);
             answers.push(rx);
         }
-        let io = Io {
-            pending: pending.clone(),
-            alive: Arc::new(AtomicBool::new(true)),
-            addr: "127.0.0.1:9092".into(),
-            plaintext: true,
-            client_certificate: false,
-            sasl: false,
-            received: Default::default(),
-        };
+        let io = plaintext_io(&pending);
         let (mut broker, client) = tokio::io::duplex(64 << 10);
         let reader = tokio::spawn(read_loop(client, io));
         let mut answers = answers.into_iter();
@@ -719,12 +716,12 @@ mod tests {
             got
         };
         let first = answer(1, 200_000).await;
+        let at = first.as_ptr();
         let record = first.slice(100..110);
         drop(first);
         // A slice of the first answer is held: the second gets a buffer of its own.
         let second = answer(2, 200_000).await;
-        assert_ne!(second.as_ptr(), record.as_ptr().wrapping_sub(100));
-        let at = record.as_ptr().wrapping_sub(100);
+        assert_ne!(second.as_ptr(), at);
         drop(record);
         // Freed instead of kept, the first buffer would most likely be handed to this allocation
         // of its size, and the third answer would get another address.

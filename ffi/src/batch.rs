@@ -117,6 +117,10 @@ static MESSAGE_ARRAYS: Mutex<Vec<Vec<lagless_message>>> = Mutex::new(Vec::new())
 /// How many emptied arrays [`MESSAGE_ARRAYS`] keeps: a loop holds one or two batches at once.
 const KEPT_MESSAGE_ARRAYS: usize = 4;
 
+/// Arrays for more messages than this (a `max.poll.records` far above its default of 500) are
+/// freed, not kept: four of them would hold megabytes while nothing polls.
+const KEPT_MESSAGE_ARRAY_MAX: usize = 8192;
+
 /// An empty message array, a kept one when there is one.
 fn message_array() -> Vec<lagless_message> {
     MESSAGE_ARRAYS.lock().unpoisoned().pop().unwrap_or_default()
@@ -127,7 +131,7 @@ impl Drop for lagless_batch {
         let mut messages = std::mem::take(&mut self.messages);
         // The records go here, outside the lock (their buffers go back to the core's pools).
         messages.clear();
-        if messages.capacity() > 0 {
+        if (1..=KEPT_MESSAGE_ARRAY_MAX).contains(&messages.capacity()) {
             let mut kept = MESSAGE_ARRAYS.lock().unpoisoned();
             if kept.len() < KEPT_MESSAGE_ARRAYS {
                 kept.push(messages);
@@ -290,6 +294,14 @@ mod tests {
             .expect("array kept");
         assert!(array.is_empty() && array.capacity() >= 500);
         assert!(kept.len() <= KEPT_MESSAGE_ARRAYS);
+        drop(kept);
+        // An array for more than the most it keeps is freed.
+        let mut large = Vec::with_capacity(KEPT_MESSAGE_ARRAY_MAX + 1);
+        large.push(names.view(record(&topic)));
+        let at = large.as_ptr() as usize;
+        lagless_batch_destroy(Box::into_raw(Box::new(lagless_batch { messages: large })));
+        let kept = MESSAGE_ARRAYS.lock().unwrap();
+        assert!(kept.iter().all(|a| a.as_ptr() as usize != at));
     }
 
     #[test]
