@@ -23,7 +23,7 @@
 //! most [`KEEPS_BYTES`]; a buffer returned to a full pool is freed. Small buffers (below
 //! [`POOLED_FROM`] bytes) are never kept. Every connection has its own pool for its answers
 //! (freed with the connection and its last answer); inflated batches and span vectors have one
-//! pool each for the process. A kept byte buffer keeps what it held: a decoder that writes into
+//! pool each for the process, as have the message arrays of the C layer's batches. A kept byte buffer keeps what it held: a decoder that writes into
 //! a slice writes over it instead of zero-filling it first ([`Pool::take_overwritable`]).
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -51,10 +51,10 @@ const KEEPS_BYTES: usize = 64 << 20;
 pub(crate) static INFLATED: LazyLock<Arc<Pool<u8>>> = LazyLock::new(|| Arc::new(Pool::new()));
 
 /// The span vectors of decoded batches, shared by every consumer of the process.
-pub(crate) static SPANS: LazyLock<Pool<RecordSpans>> = LazyLock::new(Pool::new);
+pub(crate) static SPANS: Pool<RecordSpans> = Pool::new();
 
 /// Kept buffers of `T`.
-pub(crate) struct Pool<T> {
+pub struct Pool<T> {
     kept: Mutex<Kept<T>>,
 }
 
@@ -80,8 +80,14 @@ impl<T> Kept<T> {
     }
 }
 
+impl<T> Default for Pool<T> {
+    fn default() -> Self {
+        Pool::new()
+    }
+}
+
 impl<T> Pool<T> {
-    pub(crate) fn new() -> Self {
+    pub const fn new() -> Self {
         Pool {
             kept: Mutex::new(Kept {
                 by_capacity: BTreeMap::new(),
@@ -92,7 +98,7 @@ impl<T> Pool<T> {
 
     /// An empty vector with room for at least `len` elements (it may grow past that like any
     /// `Vec`).
-    pub(crate) fn take(&self, len: usize) -> Vec<T> {
+    pub fn take(&self, len: usize) -> Vec<T> {
         let mut v = self.take_kept(len).unwrap_or_else(|| fresh(len));
         v.clear();
         v
@@ -132,7 +138,7 @@ impl<T> Pool<T> {
     }
 
     /// Gives `v` back: kept if it is large and the pool has room; freed otherwise.
-    pub(crate) fn give(&self, mut v: Vec<T>) {
+    pub fn give(&self, mut v: Vec<T>) {
         let bytes = bytes_of::<T>(v.capacity());
         if !(POOLED_FROM..=KEEPS_BYTES).contains(&bytes) {
             return;

@@ -17,7 +17,9 @@ pub mod admin;
 #[cfg(feature = "aio")]
 pub mod aio;
 pub(crate) mod backoff;
-pub(crate) mod buffers;
+// Also for lagless' own C layer (its batches' message arrays); not part of the API.
+#[doc(hidden)]
+pub mod buffers;
 pub(crate) mod cluster;
 pub mod config;
 pub mod consumer;
