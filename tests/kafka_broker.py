@@ -9,7 +9,7 @@ CLI::
 
     python3 tests/kafka_broker.py fetch
     python3 tests/kafka_broker.py start [--nodes 1|3] [--port P] [--dir D] [--timeout S]
-                                        [--security [--reauth-ms N]]
+                                        [--security [--reauth-ms N]] [--proxied-listeners N]
     python3 tests/kafka_broker.py stop [--dir D] [--keep-data]
     python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] [--security] -- CMD ARGS...
     python3 tests/kafka_broker.py create-topic NAME --partitions N [--replication-factor R] [--bootstrap B]
@@ -31,6 +31,14 @@ a wrong-host broker certificate, SASL_PLAINTEXT and SASL_SSL with PLAIN, SCRAM-S
 OAUTHBEARER) with certificates made by `openssl` at start; `run` exports their bootstraps as
 LAGLESS_*_BOOTSTRAP and the certificates' directory as LAGLESS_SECURITY_DIR (security.json there
 lists every address, file, user and password).
+
+--proxied-listeners N gives every node N more PLAINTEXT listeners, PROXY1..PROXYN, each bound on a
+port of its own but advertised at another free port, where the test runs a TCP proxy to the bound
+one.  Kafka answers Metadata with the addresses of the listener a connection came in on, so a
+client bootstrapped at PROXYk's advertised addresses reaches every broker through that proxy only,
+and the test can blackhole, delay or cut its traffic.  `start` prints, per listener k,
+`proxied.k=<advertised host:port per node>` and `proxied.k.targets=<bound host:port per node>`;
+cluster.proxied_bootstrap(k) and cluster.proxied_routes(k) give the same in Python.
 """
 
 from __future__ import annotations
@@ -632,10 +640,16 @@ def listener_properties(node: "Node", certs: dict[str, Path] | None,
     listeners = {"PLAINTEXT": node.broker_port, **(node.listener_ports if certs else {})}
     protocols = {"CONTROLLER": "PLAINTEXT", "PLAINTEXT": "PLAINTEXT"}
     protocols.update({name: SECURITY_LISTENERS[name][0] for name in listeners if name != "PLAINTEXT"})
+    # Bound port -> advertised port; the same but for the proxied listeners, whose advertised
+    # port is the test's proxy in front of the bound one.
+    advertised = dict(listeners)
+    for k, (bound, adv) in enumerate(node.proxied_ports, start=1):
+        listeners[f"PROXY{k}"], advertised[f"PROXY{k}"] = bound, adv
+        protocols[f"PROXY{k}"] = "PLAINTEXT"
     lines = [
         "listeners=" + ",".join(f"{n}://{HOST}:{p}" for n, p in listeners.items())
         + f",CONTROLLER://{HOST}:{node.controller_port}",
-        "advertised.listeners=" + ",".join(f"{n}://{HOST}:{p}" for n, p in listeners.items()),
+        "advertised.listeners=" + ",".join(f"{n}://{HOST}:{p}" for n, p in advertised.items()),
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=PLAINTEXT",
         "listener.security.protocol.map=" + ",".join(f"{n}:{p}" for n, p in protocols.items()),
@@ -714,6 +728,8 @@ class Node:
         self.node_id, self.broker_port, self.controller_port, self.dir = \
             node_id, broker_port, controller_port, Path(dir)
         self.listener_ports: dict[str, int] = {}  # SECURITY_LISTENERS name -> port (--security)
+        # PROXYk (k = index + 1) -> [bound port, advertised port] (--proxied-listeners)
+        self.proxied_ports: list[list[int]] = []
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None
 
@@ -739,7 +755,7 @@ class Node:
     def to_json(self) -> dict:
         return {"node_id": self.node_id, "pid": self.pid, "broker_port": self.broker_port,
                 "controller_port": self.controller_port, "dir": str(self.dir),
-                "listener_ports": self.listener_ports}
+                "listener_ports": self.listener_ports, "proxied_ports": self.proxied_ports}
 
 
 class KafkaCluster:
@@ -753,18 +769,26 @@ class KafkaCluster:
     security=True adds the SECURITY_LISTENERS (TLS, mutual TLS, SASL) next to PLAINTEXT, with
     certificates made at start in <dir>/security; env() names them (LAGLESS_SSL_BOOTSTRAP, ...,
     LAGLESS_SECURITY_DIR) and <dir>/security/security.json lists addresses, files and users.
-    reauth_ms sets connections.max.reauth.ms (KIP-368) for the SASL listeners."""
+    reauth_ms sets connections.max.reauth.ms (KIP-368) for the SASL listeners.
+
+    proxied_listeners=N adds PLAINTEXT listeners PROXY1..PROXYN per node, each advertised at a
+    free port other than the one it is bound on: the test puts a TCP proxy there
+    (proxied_routes(k) lists advertised -> bound per node) and bootstraps at
+    proxied_bootstrap(k), so that every connection of that client goes through the proxy."""
 
     def __init__(self, nodes: int = 1, port: int | None = None, dir: str | os.PathLike | None = None,
                  timeout: float = DEFAULT_TIMEOUT, keep_data: bool = False,
                  die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None,
                  security: bool = False, reauth_ms: int | None = None,
-                 racks: list[str] | None = None):
+                 racks: list[str] | None = None, proxied_listeners: int = 0):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         if reauth_ms is not None and not security:
             raise ValueError("reauth_ms needs security=True (it applies to the SASL listeners)")
+        if proxied_listeners < 0:
+            raise ValueError("proxied_listeners must be >= 0")
         self.security, self.reauth_ms = security, reauth_ms
+        self.proxied_listeners = proxied_listeners
         self.certs: dict[str, Path] | None = None
         self.n, self.port, self.timeout, self.keep_data, self.quiet = nodes, port, timeout, keep_data, quiet
         self.die_with_parent = die_with_parent
@@ -795,6 +819,15 @@ class KafkaCluster:
     def listener_bootstrap(self, listener: str) -> str:
         """The bootstrap of one SECURITY_LISTENERS listener ("SSL", "SASL_SSL", ...)."""
         return ",".join(f"{HOST}:{n.listener_ports[listener]}" for n in self.nodes.values())
+
+    def proxied_bootstrap(self, k: int) -> str:
+        """The advertised addresses of listener PROXYk (1-based), one per node: where the test's
+        proxy must listen, and what a proxied client bootstraps at."""
+        return ",".join(f"{HOST}:{adv}" for adv, _ in self.proxied_routes(k))
+
+    def proxied_routes(self, k: int) -> list[tuple[int, int]]:
+        """Per node, in node order: (advertised port, bound port) of listener PROXYk (1-based)."""
+        return [(n.proxied_ports[k - 1][1], n.proxied_ports[k - 1][0]) for n in self.nodes.values()]
 
     def env(self) -> dict[str, str]:
         """What `run` exports: LAGLESS_BOOTSTRAP, LAGLESS_BROKER_DIR and, with security, one
@@ -857,7 +890,10 @@ class KafkaCluster:
             ports = free_ports(2 * self.n)
             broker_ports, controller_ports = ports[:self.n], ports[self.n:]
         k = len(SECURITY_LISTENERS) if self.security else 0
-        extra = free_ports(k * self.n, exclude=set(broker_ports) | set(controller_ports))
+        # Per node: k security listener ports, then a bound and an advertised port per proxied
+        # listener (the advertised one is only reserved here: the test's proxy binds it later).
+        per_node = k + 2 * self.proxied_listeners
+        extra = free_ports(per_node * self.n, exclude=set(broker_ports) | set(controller_ports))
         self.lib = fetch_kafka(self.quiet)
         if self._dir_arg:
             self.dir = self._dir_arg.resolve()
@@ -876,7 +912,10 @@ class KafkaCluster:
             for i in range(self.n):
                 nid = i + 1
                 self.nodes[nid] = Node(nid, broker_ports[i], controller_ports[i], self.dir / f"node-{nid}")
-                self.nodes[nid].listener_ports = dict(zip(SECURITY_LISTENERS, extra[i * k:(i + 1) * k]))
+                mine = extra[i * per_node:(i + 1) * per_node]
+                self.nodes[nid].listener_ports = dict(zip(SECURITY_LISTENERS, mine[:k]))
+                self.nodes[nid].proxied_ports = [[mine[j], mine[j + 1]]
+                                                 for j in range(k, per_node, 2)]
             if self.security:
                 self.certs = write_certificates(self.security_dir)
                 self._write_security_file()
@@ -953,12 +992,14 @@ class KafkaCluster:
         except FileNotFoundError:
             raise BrokerError(f"no cluster state in {d} ({STATE_FILE} missing)") from None
         c = cls(nodes=len(state["nodes"]), dir=d, die_with_parent=False, quiet=True,
-                security=state.get("security", False))
+                security=state.get("security", False),
+                proxied_listeners=state.get("proxied_listeners", 0))
         c.dir, c._created_dir, c.cluster_id = d, state.get("created_dir", False), state["cluster_id"]
         for nj in state["nodes"]:
             node = Node(nj["node_id"], nj["broker_port"], nj["controller_port"], Path(nj["dir"]))
             node.pid = nj["pid"]
             node.listener_ports = nj.get("listener_ports", {})
+            node.proxied_ports = nj.get("proxied_ports", [])
             c.nodes[node.node_id] = node
         return c
 
@@ -1088,7 +1129,8 @@ logger.clients.level = WARN
                 ok = True
                 for node in running:
                     api_versions(node.address, timeout=2)
-                    for port in node.listener_ports.values():  # bound, not necessarily serving
+                    bound = list(node.listener_ports.values()) + [b for b, _ in node.proxied_ports]
+                    for port in bound:  # bound, not necessarily serving
                         socket.create_connection((HOST, port), timeout=2).close()
                     got = set(metadata(node.address, [], timeout=2)["brokers"])
                     if got != want:
@@ -1130,6 +1172,7 @@ logger.clients.level = WARN
             return
         state = {"version": self.version, "cluster_id": self.cluster_id, "bootstrap": self.bootstrap,
                  "dir": str(self.dir), "created_dir": self._created_dir, "security": self.security,
+                 "proxied_listeners": self.proxied_listeners,
                  "nodes": [n.to_json() for n in self.nodes.values()]}
         tmp = self.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
@@ -1221,7 +1264,8 @@ class _Terminated(BaseException):
 def cmd_start(a) -> int:
     c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, die_with_parent=False,
                      security=a.security, reauth_ms=a.reauth_ms,
-                     racks=a.racks.split(",") if a.racks else None)
+                     racks=a.racks.split(",") if a.racks else None,
+                     proxied_listeners=a.proxied_listeners)
     c.start()
     c.detach()
     try:
@@ -1235,6 +1279,9 @@ def cmd_start(a) -> int:
         for var, value in c.env().items():
             if var not in ("LAGLESS_BOOTSTRAP", "LAGLESS_BROKER_DIR"):
                 print(f"{var}={value}")
+    for k in range(1, c.proxied_listeners + 1):
+        print(f"proxied.{k}={c.proxied_bootstrap(k)}")
+        print(f"proxied.{k}.targets={','.join(f'{HOST}:{b}' for _, b in c.proxied_routes(k))}")
     return 0
 
 
@@ -1257,7 +1304,8 @@ def cmd_run(a) -> int:
     if not cmd:
         raise BrokerError("run needs a command: run [--nodes N] -- CMD ARGS...")
     c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, security=a.security,
-                     reauth_ms=a.reauth_ms, racks=a.racks.split(",") if a.racks else None)
+                     reauth_ms=a.reauth_ms, racks=a.racks.split(",") if a.racks else None,
+                     proxied_listeners=a.proxied_listeners)
 
     def on_signal(signum, _frame):
         raise _Terminated(signum)
@@ -1350,6 +1398,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --security: connections.max.reauth.ms=N on the SASL listeners")
         sp.add_argument("--racks", help="broker.rack per node, comma-separated (node i gets the "
                                         "i-th); also turns on the rack-aware replica selector")
+        sp.add_argument("--proxied-listeners", type=int, default=0, metavar="N",
+                        help="N more PLAINTEXT listeners per node (PROXY1..PROXYN), each advertised "
+                             "at a free port where the test runs a proxy to it; `start` prints "
+                             "proxied.k=<advertised> and proxied.k.targets=<bound>")
 
     sp = sub.add_parser("start", help="start a cluster in the background")
     cluster_args(sp)
