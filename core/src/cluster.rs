@@ -16,6 +16,17 @@ use crate::protocol::msg::{
 };
 use crate::sync::Unpoisoned;
 
+/// The wait before reconnecting to a broker whose connection was lost: the reconnect backoff
+/// (`reconnect.backoff.ms` doubling up to `reconnect.backoff.max.ms`), started afresh when the
+/// lost connection had served a request (`served`), else grown by one more failure, as when
+/// the connection could not be made at all.
+fn reconnect_wait(retry: &mut Retry, served: bool) -> Duration {
+    if served {
+        retry.succeeded();
+    }
+    retry.failed()
+}
+
 /// A partition's place in the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionInfo {
@@ -156,26 +167,49 @@ impl Cluster {
         slot.clone()
     }
 
+    /// A live connection of `slot` (to `addr`), connecting if there is none.
+    ///
+    /// The connection setup (TCP, TLS, ApiVersions, SASL) runs in a task of its own that holds
+    /// the slot: a caller waits for it no longer than its own deadline, and a setup the caller
+    /// gave up on goes on, bounded by `socket.connection.setup.timeout.ms` and
+    /// `request.timeout.ms`, for the next caller to find done. Cutting the setup at each caller's
+    /// deadline instead would let callers with short deadlines restart it forever; waiting for
+    /// it would make a call overrun its deadline by up to `request.timeout.ms` (ApiVersions
+    /// against a broker that accepts connections and never answers).
     async fn connect_slot(
         &self,
         slot: &Arc<Mutex<Slot>>,
+        addr: &str,
         deadline: Deadline,
     ) -> Result<Arc<Connection>> {
-        // Another task may be connecting to this broker (up to socket.connection.setup.timeout.ms);
-        // wait for it no longer than this caller's deadline.
-        let Ok(mut s) = tokio::time::timeout_at(deadline.instant().into(), slot.lock()).await
-        else {
-            return Err(Error::Timeout(
-                "connecting to a broker took longer than the deadline (socket.connection.setup.timeout.ms)"
-                    .into(),
-            ));
+        let too_long = || {
+            Error::Timeout(format!(
+                "connecting to broker {addr} did not complete within the deadline ({} ms); \
+                 the attempt goes on in the background",
+                deadline.timeout().as_millis()
+            ))
         };
-        if let Some(c) = &s.conn {
-            if c.is_alive() {
-                return Ok(c.clone());
-            }
+        // Another task may be connecting to this broker: wait for it no longer than this
+        // caller's deadline.
+        let Ok(mut s) =
+            tokio::time::timeout_at(deadline.instant().into(), slot.clone().lock_owned()).await
+        else {
+            return Err(too_long());
+        };
+        // A broker that moved (restart on another address) starts afresh at its new address.
+        if s.addr != addr {
+            s.addr = addr.to_string();
+            s.conn = None;
         }
-        s.conn = None;
+        if let Some(c) = s.conn.take() {
+            if c.is_alive() {
+                s.conn = Some(c.clone());
+                return Ok(c);
+            }
+            // Lost: the next attempt waits its backoff, as after a failed one.
+            let wait = reconnect_wait(&mut s.retry, c.answered_after_setup());
+            s.next_attempt = s.next_attempt.max(Instant::now() + wait);
+        }
         // Reconnect backoff: wait out the rest of it, but never past the caller's deadline.
         let now = Instant::now();
         if s.next_attempt > now {
@@ -187,29 +221,36 @@ impl Cluster {
             }
             tokio::time::sleep_until(s.next_attempt.into()).await;
         }
-        let setup = self
-            .config
-            .socket_connection_setup_timeout
-            .min(deadline.remaining());
-        match Connection::connect(
-            &s.addr,
-            &self.config.security,
-            &self.config.client_id,
-            setup,
-            self.config.request_timeout,
-        )
-        .await
-        {
-            Ok(c) => {
-                s.retry.succeeded();
-                let c = Arc::new(c);
-                s.conn = Some(c.clone());
-                Ok(c)
+        let security = self.config.security.clone();
+        let client_id = self.config.client_id.clone();
+        let setup_timeout = self.config.socket_connection_setup_timeout;
+        let request_timeout = self.config.request_timeout;
+        let setup = tokio::spawn(async move {
+            let addr = s.addr.clone();
+            let connected =
+                Connection::connect(&addr, &security, &client_id, setup_timeout, request_timeout)
+                    .await;
+            match connected {
+                // The failures in a row are forgotten once a connection has served a request
+                // (`reconnect_wait`), not here: a broker that accepts connections and cuts each
+                // one right after the setup would otherwise be reconnected to at once, forever.
+                Ok(c) => {
+                    let c = Arc::new(c);
+                    s.conn = Some(c.clone());
+                    Ok(c)
+                }
+                Err(e) => {
+                    s.next_attempt = Instant::now() + s.retry.failed();
+                    Err(e)
+                }
             }
-            Err(e) => {
-                s.next_attempt = Instant::now() + s.retry.failed();
-                Err(e)
-            }
+        });
+        match tokio::time::timeout_at(deadline.instant().into(), setup).await {
+            Ok(Ok(connected)) => connected,
+            Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down (the client closes).
+            Ok(Err(_)) => Err(Error::Closed),
+            Err(_) => Err(too_long()),
         }
     }
 
@@ -241,15 +282,7 @@ impl Cluster {
         deadline: Deadline,
     ) -> Result<Arc<Connection>> {
         let slot = self.slot(id, lane, &addr);
-        {
-            // A broker that moved (restart on another address) gets a fresh slot.
-            let mut s = slot.lock().await;
-            if s.addr != addr {
-                s.addr = addr;
-                s.conn = None;
-            }
-        }
-        self.connect_slot(&slot, deadline).await
+        self.connect_slot(&slot, &addr, deadline).await
     }
 
     /// A connection to any broker: known brokers first, then the bootstrap list. Any reachable
@@ -267,7 +300,11 @@ impl Cluster {
         // Prefer a connection that is already open.
         for (id, addr) in &candidates {
             let slot = self.slot(*id, Lane::Default, addr);
-            let s = slot.lock().await;
+            // A slot that is locked is being connected (maybe in the background, for longer
+            // than this caller may wait): not an open connection.
+            let Ok(s) = slot.try_lock() else {
+                continue;
+            };
             if let Some(c) = &s.conn {
                 if c.is_alive() {
                     return Ok(c.clone());
@@ -280,7 +317,7 @@ impl Cluster {
                 break;
             }
             match self
-                .connect_slot(&self.slot(*id, Lane::Default, addr), deadline)
+                .connect_slot(&self.slot(*id, Lane::Default, addr), addr, deadline)
                 .await
             {
                 Ok(c) => return Ok(c),
@@ -444,14 +481,7 @@ impl Cluster {
                 ));
             }
             let slot = self.slot(id, Lane::Coordinator, &addr);
-            {
-                let mut s = slot.lock().await;
-                if s.addr != addr {
-                    s.addr = addr;
-                    s.conn = None;
-                }
-            }
-            let c = self.connect_slot(&slot, deadline).await?;
+            let c = self.connect_slot(&slot, &addr, deadline).await?;
             Ok((id, c))
         })
         .await
@@ -544,6 +574,33 @@ mod tests {
         }
         *cluster.metadata.write().unwrap() = Arc::new(m);
         cluster
+    }
+
+    /// Lost connections one after another: (whether it had served a request, the base of the
+    /// wait before the next attempt, in ms). Jitter puts each wait within 0.8..=1.2 x its base.
+    #[test]
+    fn a_lost_connection_waits_the_reconnect_backoff_grown_until_one_serves() {
+        let ms = Duration::from_millis;
+        let mut retry = Retry::new(Backoff::new(ms(100), ms(1000)));
+        let table = [
+            (false, 100),
+            (false, 200),
+            (false, 400),
+            (false, 800),
+            (false, 1000),
+            (true, 100),
+            (false, 200),
+            (true, 100),
+            (true, 100),
+        ];
+        for (i, (served, base)) in table.into_iter().enumerate() {
+            let wait = reconnect_wait(&mut retry, served);
+            let (low, high) = (ms(base).mul_f64(0.8), ms(base).mul_f64(1.2).min(ms(1000)));
+            assert!(
+                wait >= low && wait <= high,
+                "loss {i} (served: {served}): waited {wait:?}, want {low:?}..={high:?}"
+            );
+        }
     }
 
     fn names(topics: &[&str]) -> BTreeSet<String> {

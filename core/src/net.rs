@@ -67,6 +67,9 @@ pub struct Connection {
     /// api key -> (min, max) as the broker advertises them.
     broker_versions: HashMap<i16, (i16, i16)>,
     tasks: Vec<JoinHandle<()>>,
+    /// Response frames the setup (ApiVersions, SASL) read: more than these and the connection
+    /// has answered a request of its users.
+    setup_frames: u64,
 }
 
 impl Connection {
@@ -144,6 +147,7 @@ impl Connection {
             received,
             broker_versions: HashMap::new(),
             tasks,
+            setup_frames: 0,
         };
         conn.negotiate_versions().await?;
         if let Some(creds) = security.sasl() {
@@ -172,6 +176,7 @@ impl Connection {
                 )));
             }
         }
+        conn.setup_frames = conn.received.load(Ordering::Acquire);
         Ok(conn)
     }
 
@@ -222,6 +227,13 @@ impl Connection {
 
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
+    }
+
+    /// Whether the broker answered a request beyond the connection setup: a connection lost
+    /// before that (cut inside its first answers, say) is a failed attempt as far as the
+    /// reconnect backoff goes.
+    pub fn answered_after_setup(&self) -> bool {
+        self.received.load(Ordering::Acquire) > self.setup_frames
     }
 
     /// The highest version of `R` that both this broker and lagless speak. A broker that has none
