@@ -16,6 +16,9 @@ fn harness() -> PathBuf {
 pub struct OwnBroker {
     pub dir: PathBuf,
     pub bootstrap: String,
+    /// Per proxied listener (`start_proxied`), per node: (advertised port, where the test's
+    /// proxy listens; bound port, where it forwards to).
+    pub proxied: Vec<Vec<(u16, u16)>>,
 }
 
 impl OwnBroker {
@@ -29,7 +32,13 @@ impl OwnBroker {
         OwnBroker::start_with(nodes, &["--racks", &racks.join(",")])
     }
 
-    fn start_with(nodes: u32, extra: &[&str]) -> OwnBroker {
+    /// A cluster whose nodes have `listeners` proxied listeners each (see `proxied`, and
+    /// `support/proxy.rs` for the proxy that goes in front of them).
+    pub fn start_proxied(nodes: u32, listeners: u32) -> OwnBroker {
+        OwnBroker::start_with(nodes, &["--proxied-listeners", &listeners.to_string()])
+    }
+
+    pub fn start_with(nodes: u32, extra: &[&str]) -> OwnBroker {
         // Tests of one binary run side by side: each cluster gets a directory of its own.
         static N: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -55,7 +64,27 @@ impl OwnBroker {
             .find_map(|l| l.strip_prefix("bootstrap="))
             .expect("the harness prints bootstrap=")
             .to_string();
-        OwnBroker { dir, bootstrap }
+        let ports = |key: String| -> Option<Vec<u16>> {
+            let list = stdout.lines().find_map(|l| l.strip_prefix(key.as_str()))?;
+            Some(
+                list.split(',')
+                    .map(|a| a.rsplit(':').next().unwrap().parse().expect("a port"))
+                    .collect(),
+            )
+        };
+        let mut proxied = Vec::new();
+        for k in 1.. {
+            let Some(advertised) = ports(format!("proxied.{k}=")) else {
+                break;
+            };
+            let bound = ports(format!("proxied.{k}.targets=")).expect("proxied.k.targets=");
+            proxied.push(advertised.into_iter().zip(bound).collect());
+        }
+        OwnBroker {
+            dir,
+            bootstrap,
+            proxied,
+        }
     }
 
     /// SIGTERM node `node` (1-based), then, after `down_for`, start it again on the same port
