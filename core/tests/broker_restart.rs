@@ -90,7 +90,11 @@ fn consumer_and_producer_carry_on_through_a_broker_restart() {
         let dir = broker.dir.clone();
         let bootstrap = broker.bootstrap.clone();
         std::thread::spawn(move || {
-            let b = OwnBroker { dir, bootstrap };
+            let b = OwnBroker {
+                dir,
+                bootstrap,
+                proxied: Vec::new(),
+            };
             b.restart(1, Some(Duration::from_secs(3)));
             std::mem::forget(b); // the test's own guard stops it
         })

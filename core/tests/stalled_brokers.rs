@@ -526,7 +526,7 @@ fn a_hundred_consumers_against_a_stalled_broker_leave_nothing_behind() {
         // connection is cut inside the ApiVersions answer.
         s.proxy.set(
             0,
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 Mode::Blackhole
             } else {
                 Mode::CutAfter(10)
@@ -551,7 +551,7 @@ fn a_hundred_consumers_against_a_stalled_broker_leave_nothing_behind() {
             took <= Duration::from_millis(300) + MARGIN,
             "position took {took:?}"
         );
-        if i % 3 == 0 {
+        if i.is_multiple_of(3) {
             c.close(None).ok();
         }
         // Otherwise dropped without close().
