@@ -1658,7 +1658,10 @@ fn a_batch_held_across_a_revocation_no_longer_counts_when_the_partition_returns(
     let com = committed(&a, &tp);
     assert_eq!(
         (com.offset, com.metadata),
-        (fourth_from, format!("lagless1;m=540;r=300-540@{fourth_from}"))
+        (
+            fourth_from,
+            format!("lagless1;m=540;r=300-540@{fourth_from}")
+        )
     );
     a.close(None).unwrap();
 }
