@@ -25,7 +25,7 @@ use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
 use crate::group::coordinator::GroupDriver;
 use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
-use crate::recovery::{RecoveryState, UnprocessedRecovery};
+use crate::recovery::RecoveryRange;
 use crate::sync::Unpoisoned;
 use crate::TopicPartition;
 
@@ -127,10 +127,6 @@ pub struct Consumer {
     /// Finished asynchronous commits whose callbacks wait for the caller's thread.
     pub(crate) commits_tx: mpsc::Sender<(Option<CommitCallback>, Result<CommitResults>)>,
     pub(crate) commits_done: Mutex<mpsc::Receiver<(Option<CommitCallback>, Result<CommitResults>)>>,
-    /// `parallel.rebalance.recovery.poll`: the recovery records the last `recovery_poll()`
-    /// handed out, which commits must not count yet. Locked only while holding the fetch lock
-    /// (`shared.lock()`), so a commit sees the ranges and the batch out at one instant.
-    pub(crate) unprocessed: Mutex<UnprocessedRecovery>,
     /// `wakeup()` for a blocked (or the next) `recovery_poll()`: the fetch state's flag is the
     /// poll thread's, and a wakeup must reach both threads.
     recovery_wakeup: AtomicBool,
@@ -166,7 +162,6 @@ impl Consumer {
             simple_committer: Mutex::new(None),
             commits_tx,
             commits_done: Mutex::new(commits_done),
-            unprocessed: Mutex::new(UnprocessedRecovery::default()),
             recovery_wakeup: AtomicBool::new(false),
             idle_steps: Default::default(),
         })
@@ -319,7 +314,8 @@ impl Consumer {
     /// one's batch held until its own next call): until then every commit (auto-commit,
     /// `commit_sync()`, the commit before a revocation or on close, made on the `poll()` thread)
     /// holds at the first of them, and a partition revoked or lost meanwhile gives them to its
-    /// next owner again. A recovery thread that stops should make one last call (a zero
+    /// next owner again: from then on they no longer count for this member (the Java client's
+    /// rule for a revoked partition), even once the partition comes back to it. A recovery thread that stops should make one last call (a zero
     /// timeout will do) once it has processed its last batch, or that batch is delivered again
     /// after the next rebalance.
     ///
@@ -351,9 +347,13 @@ impl Consumer {
         let max = max.clamp(1, self.shared.config.max_poll_records.max(1));
         let limits = BufferLimits::of(&self.shared.config);
         let mut st = self.shared.lock();
-        // This thread is back for more: what its previous call returned is processed.
+        // This thread is back for more: what its previous call returned is processed. The batches
+        // live in their partitions' states, under the fetch lock with the ranges they owe, so a
+        // commit sees both at one instant, and a batch whose partition left is gone already.
         let caller = recovery_caller();
-        self.unprocessed.lock().unpoisoned().processed(caller);
+        for p in st.partitions.values_mut() {
+            p.unprocessed.processed(caller);
+        }
         loop {
             if self.recovery_wakeup.swap(false, Ordering::AcqRel) {
                 return Err(Error::Wakeup);
@@ -362,7 +362,7 @@ impl Consumer {
                 return Err(Error::Closed);
             }
             // Each partition's ranges before this call takes from them: they owe the whole batch.
-            let before: Vec<(TopicPartition, Vec<crate::recovery::RecoveryRange>)> = st
+            let before: Vec<(TopicPartition, Vec<RecoveryRange>)> = st
                 .partitions
                 .iter()
                 .filter_map(|(tp, p)| {
@@ -373,17 +373,15 @@ impl Consumer {
             if !before.is_empty() {
                 let taken = drain_records(&mut st, max, limits, Streams::Recovery);
                 if !taken.records.is_empty() {
-                    let mut unprocessed = self.unprocessed.lock().unpoisoned();
                     for (tp, ranges) in &before {
-                        if taken
+                        let handed_out = taken
                             .records
                             .iter()
-                            .any(|r| r.partition == tp.partition && *r.topic == *tp.topic)
-                        {
-                            unprocessed.handing_out(caller, tp, ranges);
+                            .any(|r| r.partition == tp.partition && *r.topic == *tp.topic);
+                        if let Some(p) = st.partitions.get_mut(tp).filter(|_| handed_out) {
+                            p.unprocessed.handing_out(caller, ranges);
                         }
                     }
-                    drop(unprocessed);
                     drop(st);
                     if taken.refill {
                         self.shared.changed.notify_one();
@@ -400,67 +398,28 @@ impl Consumer {
 
     /// What a commit of `partitions`' progress says (those that have a position): the
     /// consumed positions, with recovery tokens (KIP-333), not counting the recovery records a
-    /// recovery thread has not processed yet ([`Consumer::recovery_poll`]).
+    /// recovery thread has not processed yet ([`Consumer::recovery_poll`]): each partition's
+    /// [`PartitionState::commit_point`].
     pub(crate) fn progress_to_commit<'a>(
         &self,
         partitions: impl IntoIterator<Item = &'a TopicPartition>,
     ) -> Vec<(TopicPartition, OffsetAndMetadata)> {
-        if !self.shared.config.recovery_poll {
-            return self.shared.commit_offsets(partitions);
-        }
-        let st = self.shared.lock();
-        let unprocessed = self.unprocessed.lock().unpoisoned();
-        partitions
-            .into_iter()
-            .filter_map(|tp| {
-                let p = st.partitions.get(tp)?;
-                if !unprocessed.holds(tp) {
-                    return p.commit_offset().map(|o| (tp.clone(), o));
-                }
-                let st = unprocessed.processed_state(tp, delivered_state(p)?);
-                Some((
-                    tp.clone(),
-                    if st.is_active() {
-                        st.commit_offset()
-                    } else {
-                        OffsetAndMetadata {
-                            offset: st.main_next,
-                            metadata: String::new(),
-                        }
-                    },
-                ))
-            })
-            .collect()
+        self.shared.commit_offsets(partitions)
     }
 
-    /// What an explicit commit of `asked` for `tp` says (KIP-333): see
-    /// [`PartitionState::commit_offset_asked`]; with a batch out on the recovery thread, from
-    /// the processed state.
+    /// What an explicit commit of `asked` for `tp` says (KIP-333): the partition's
+    /// [`PartitionState::commit_point`] of it; `asked` as it is for a partition not assigned or
+    /// without a position.
     pub(crate) fn asked_to_commit(
         &self,
         st: &fetch::FetchState,
         tp: &TopicPartition,
         asked: OffsetAndMetadata,
     ) -> OffsetAndMetadata {
-        let Some(p) = st.partitions.get(tp) else {
-            return asked;
-        };
-        if self.shared.config.recovery_poll {
-            let unprocessed = self.unprocessed.lock().unpoisoned();
-            if unprocessed.holds(tp) {
-                if let Some(delivered) = delivered_state(p) {
-                    let st = unprocessed
-                        .processed_state(tp, delivered)
-                        .committed_at(asked.offset);
-                    return if st.is_active() {
-                        st.commit_offset()
-                    } else {
-                        asked
-                    };
-                }
-            }
-        }
-        p.commit_offset_asked(asked)
+        st.partitions
+            .get(tp)
+            .and_then(|p| p.commit_point(Some(&asked)))
+            .unwrap_or(asked)
     }
 
     /// Sets the next offset `poll()` returns for `tp`.
@@ -816,7 +775,7 @@ fn validate_tp(tp: &TopicPartition) -> Result<()> {
     Ok(())
 }
 
-/// The calling thread, for [`UnprocessedRecovery`]: a `recovery_poll()` says that the batch the
+/// The calling thread, for [`crate::recovery::UnprocessedRecovery`]: a `recovery_poll()` says that the batch the
 /// same thread got last is processed, nothing about another thread's.
 fn recovery_caller() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -824,19 +783,6 @@ fn recovery_caller() -> u64 {
         static CALLER: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
     }
     CALLER.with(|c| *c)
-}
-
-/// A partition's state as handed out: the main stream at its position, the ranges as the
-/// streams moved them. `None` before it has a position.
-fn delivered_state(p: &PartitionState) -> Option<RecoveryState> {
-    Some(RecoveryState {
-        main_next: p.position?,
-        ranges: p
-            .recovery
-            .as_ref()
-            .map(|rc| rc.ranges.clone())
-            .unwrap_or_default(),
-    })
 }
 
 /// Which streams a call takes records from.
@@ -1061,6 +1007,7 @@ fn drain_records_into(
 mod tests {
     use super::*;
     use crate::backoff::Backoff;
+    use crate::config::Config;
     use crate::fetch::{record_size, BufferedBatch};
     use crate::protocol::records::RecordSpans;
 
@@ -1120,6 +1067,111 @@ mod tests {
         assert_eq!(taken.records.len(), 1);
         let r = &taken.records[0];
         ((r.partition, r.offset), taken.refill)
+    }
+
+    fn recovery_config() -> ConsumerConfig {
+        ConsumerConfig::from_config(
+            &Config::from_pairs([
+                ("bootstrap.servers", "127.0.0.1:1"),
+                ("group.id", "g"),
+                ("enable.parallel.rebalance", "true"),
+                ("parallel.rebalance.recovery.poll", "true"),
+            ])
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn om(offset: i64, metadata: &str) -> OffsetAndMetadata {
+        OffsetAndMetadata {
+            offset,
+            metadata: metadata.into(),
+        }
+    }
+
+    /// Partition `tp` taken over at `committed` with the log ending at 540, so its state has a
+    /// position (540) and the takeover's committed offset; `held` the ranges before a batch a
+    /// recovery thread holds.
+    fn taken_over(
+        st: &mut fetch::FetchState,
+        tp: &TopicPartition,
+        committed: i64,
+        held: &[RecoveryRange],
+    ) {
+        let p = st.partitions.get_mut(tp).expect("assigned");
+        p.position = Some(540);
+        p.lookup = None;
+        p.committed_at_takeover = Some(committed);
+        if !held.is_empty() {
+            p.unprocessed.handing_out(7, held);
+        }
+    }
+
+    /// The revoke-and-return sequence through the paths every rebalance takes (revoked in an
+    /// eager or a cooperative rebalance, lost, unsubscribed: `consumer/group.rs` removes the
+    /// partition's state): a batch held when the partition left says nothing once it is back.
+    #[test]
+    fn a_held_recovery_batch_ends_with_its_partition() {
+        let config = recovery_config();
+        let shared = Shared::new(Cluster::new(config.common.clone()), config);
+        let tp = TopicPartition::new("t", 0);
+        let held = [RecoveryRange {
+            start: 40,
+            end: 540,
+            next: 70,
+        }];
+        shared.add_partitions([&tp], PositionLookup::Committed);
+        taken_over(&mut shared.lock(), &tp, 40, &held);
+        assert_eq!(
+            shared.commit_offsets([&tp]),
+            [(tp.clone(), om(70, "lagless1;m=540;r=40-540@70"))]
+        );
+        shared.remove_partitions([&tp]);
+        // Back after another member committed 300 (no backlog stream here: the main stream at
+        // 540 is all the state has).
+        shared.add_partitions([&tp], PositionLookup::Committed);
+        assert!(shared.lock().partitions[&tp]
+            .unprocessed
+            .batches()
+            .next()
+            .is_none());
+        taken_over(&mut shared.lock(), &tp, 300, &[]);
+        assert_eq!(shared.commit_offsets([&tp]), [(tp.clone(), om(540, ""))]);
+        let st = shared.lock();
+        assert_eq!(
+            st.partitions[&tp].commit_point(Some(&om(500, "app"))),
+            Some(om(500, "app"))
+        );
+    }
+
+    /// The same through `assign()`: a partition assigned again after an assignment without it
+    /// starts with nothing held, while one kept through both keeps its batch.
+    #[test]
+    fn assign_without_a_partition_ends_its_held_recovery_batch() {
+        let c = Consumer::new(recovery_config()).unwrap();
+        let (t0, t1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let held = [RecoveryRange {
+            start: 40,
+            end: 540,
+            next: 70,
+        }];
+        c.assign(&[t0.clone(), t1.clone()]).unwrap();
+        {
+            let mut st = c.shared.lock();
+            taken_over(&mut st, &t0, 40, &held);
+            taken_over(&mut st, &t1, 40, &held);
+        }
+        c.assign(std::slice::from_ref(&t1)).unwrap();
+        c.assign(&[t0.clone(), t1.clone()]).unwrap();
+        taken_over(&mut c.shared.lock(), &t0, 300, &[]);
+        assert_eq!(
+            c.consumed_offsets(),
+            [
+                (t0, om(540, "")),
+                (t1, om(70, "lagless1;m=540;r=40-540@70"))
+            ]
+        );
+        c.close(Some(Duration::from_secs(5))).unwrap();
     }
 
     /// One record at a time, the partitions take turns (each in offset order), a paused one

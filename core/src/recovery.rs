@@ -58,9 +58,11 @@
 //! # A recovery thread (`parallel.rebalance.recovery.poll`)
 //!
 //! With recovery records handed to a second thread by `recovery_poll()`, the ranges above move as
-//! records are *handed out*, which is not when they are *processed*. Commits then use
-//! [`UnprocessedRecovery::processed_state`]: a batch counts once the same thread makes its next
-//! `recovery_poll()`, the same convention `poll()` and auto-commit follow on one thread.
+//! records are *handed out*, which is not when they are *processed*. Every commit is
+//! [`commit_point`] of the partition's delivered state and the batches still held
+//! ([`UnprocessedRecovery`]): a batch counts once the same thread makes its next
+//! `recovery_poll()`, the same convention `poll()` and auto-commit follow on one thread, and a
+//! batch whose partition left this member no longer counts at all.
 //!
 //! # Token
 //!
@@ -72,7 +74,6 @@ use std::fmt::Write as _;
 
 use crate::error::{Error, Result};
 use crate::offsets::OffsetAndMetadata;
-use crate::TopicPartition;
 
 /// The largest commit metadata a broker accepts by default (`offset.metadata.max.bytes`).
 pub const MAX_TOKEN_BYTES: usize = 4096;
@@ -540,63 +541,114 @@ pub(crate) fn ranges_skipped_to(ranges: &mut Vec<RecoveryRange>, next: i64) {
     }
 }
 
-/// `parallel.rebalance.recovery.poll`: the recovery records `recovery_poll()` handed out that
-/// the application may still be processing, per calling thread and partition.
+/// `parallel.rebalance.recovery.poll`: the recovery records of one partition that
+/// `recovery_poll()` handed out and the application may still be processing, per calling thread.
 ///
 /// On one thread, a record `poll()` returned counts as processed when the next `poll()` is made:
 /// that is when auto-commit runs, on the same thread. With recovery records processed on another
 /// thread, a commit made on the poll thread (auto-commit, `commit_sync()` of the consumed
 /// positions, the commit before a revocation or on close) may run while that thread is still
-/// inside a batch, so "handed out" is not "processed". This keeps, for each partition a caller's
-/// last `recovery_poll()` handed records out of, the partition's ranges as they were just
-/// *before* that call took them; every commit uses [`UnprocessedRecovery::processed_state`],
-/// which owes everything any of those ranges owed. The caller's next `recovery_poll()` says its
-/// batch is processed ([`UnprocessedRecovery::processed`]).
+/// inside a batch, so "handed out" is not "processed". This keeps, for each caller whose last
+/// `recovery_poll()` handed records of the partition out, the partition's ranges as they were
+/// just *before* that call took them; every commit goes through [`commit_point`], which owes
+/// everything any of those ranges owed. The caller's next `recovery_poll()` says its batch is
+/// processed ([`UnprocessedRecovery::processed`]).
 ///
 /// Batches are kept per caller (thread) because "the next call" is a thread's own: with two
 /// threads calling `recovery_poll()`, one thread's call says nothing about the batch the other
 /// is still processing.
 ///
-/// A partition revoked or lost while a batch is out is committed (if at all) from the ranges
-/// before the batch: the next owner delivers the batch again. Duplicates, never a gap.
+/// It is part of the partition's fetch state and ends with it: whichever way the partition
+/// leaves this member (revoked in an eager or a cooperative rebalance, lost to
+/// `max.poll.interval.ms` or a fenced generation, unsubscribed, dropped from `assign()`, the
+/// consumer closed), every thread's batch of it goes with its state. A batch out when its
+/// partition leaves is no longer this member's to count (the Java client's rule for a revoked
+/// partition: its in-flight work no longer counts); the commit before the revocation, if any,
+/// stopped at it, so the next owner delivers it again. Duplicates, never a gap. A partition that
+/// comes back comes back as a new state holding nothing, so the thread still inside the old batch
+/// says nothing of the new assignment, and its next call finds nothing of its own to release.
+/// A seek keeps the state, and with it the batches: the partition is still this member's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UnprocessedRecovery {
-    before: BTreeMap<(TopicPartition, u64), Vec<RecoveryRange>>,
+    before: BTreeMap<u64, Vec<RecoveryRange>>,
 }
 
 impl UnprocessedRecovery {
-    /// `recovery_poll()` called by `caller` is about to hand out records of `tp`, whose ranges
-    /// (as delivered so far) are `ranges`. Only the first call per batch counts: the ranges
-    /// before the batch owe every record of it.
-    pub fn handing_out(&mut self, caller: u64, tp: &TopicPartition, ranges: &[RecoveryRange]) {
-        self.before
-            .entry((tp.clone(), caller))
-            .or_insert_with(|| ranges.to_vec());
+    /// `recovery_poll()` called by `caller` is about to hand out records of the partition, whose
+    /// ranges (as delivered so far) are `ranges`. Only the first call per batch counts: the
+    /// ranges before the batch owe every record of it.
+    pub fn handing_out(&mut self, caller: u64, ranges: &[RecoveryRange]) {
+        self.before.entry(caller).or_insert_with(|| ranges.to_vec());
     }
 
-    /// `caller` is done with every record it was handed so far (its next `recovery_poll()`).
+    /// `caller` is done with every record of the partition it was handed so far (its next
+    /// `recovery_poll()`).
     pub fn processed(&mut self, caller: u64) {
-        self.before.retain(|(_, c), _| *c != caller);
+        self.before.remove(&caller);
     }
 
-    /// Whether records of `tp` are out.
-    pub fn holds(&self, tp: &TopicPartition) -> bool {
-        self.held(tp).next().is_some()
+    /// The ranges before each batch out, one slice per caller.
+    pub fn batches(&self) -> impl Iterator<Item = &[RecoveryRange]> {
+        self.before.values().map(Vec::as_slice)
     }
+}
 
-    fn held<'a>(&'a self, tp: &'a TopicPartition) -> impl Iterator<Item = &'a [RecoveryRange]> {
-        self.before
-            .range((tp.clone(), 0)..=(tp.clone(), u64::MAX))
-            .map(|(_, r)| r.as_slice())
-    }
-
-    /// What a commit of `tp` may claim, given `delivered` (the partition's state as handed out:
-    /// its position and the ranges the streams moved): `delivered` itself when nothing of `tp`
-    /// is out, else the state owing what `delivered` or any batch's ranges before it owe
-    /// ([`owed_by_either`]).
-    pub fn processed_state(&self, tp: &TopicPartition, delivered: RecoveryState) -> RecoveryState {
-        self.held(tp)
-            .fold(delivered, |st, before| owed_by_either(&st, before))
+/// What a commit of one partition says: the one decision behind every commit path (auto-commit,
+/// `commit_sync()` and `commit_async()` with or without offsets, the commit before a revocation
+/// or on close), from
+///
+/// - `delivered`: the partition's state as handed out (the main stream at the consumer position,
+///   the ranges as the streams moved them);
+/// - `held`: for each batch `recovery_poll()` handed out of it that is not processed yet, the
+///   ranges before the batch ([`UnprocessedRecovery`]);
+/// - `asked`: the offset an explicit commit asks for; `None` for the consumed positions;
+/// - `floor`: the group's committed offset this assignment of the partition started from, when
+///   it was a takeover (`None`: no floor).
+///
+/// The state committed owes what `delivered` owes and what any held batch owed from `floor` on
+/// ([`owed_by_either`]); with `asked`, that state committed at its offset
+/// ([`RecoveryState::committed_at`]). While that state has ranges, the commit is its low-water
+/// mark with its token; without, it is the plain commit any client makes: the position (empty
+/// metadata) or `asked` as it is (its metadata kept).
+///
+/// Never backwards: a held batch owes nothing below `floor`, whatever it was taken from. Every
+/// record below the group's committed offset was processed by the group's word when this
+/// assignment began, so nothing this member holds may take the group back below it: the result
+/// is below `floor` only when the application put it there itself (`asked` below it, or a seek
+/// below it in `delivered`), as the Java client commits what it is told to.
+pub fn commit_point<'a>(
+    delivered: &RecoveryState,
+    held: impl IntoIterator<Item = &'a [RecoveryRange]>,
+    asked: Option<&OffsetAndMetadata>,
+    floor: Option<i64>,
+) -> OffsetAndMetadata {
+    let floor = floor.unwrap_or(0);
+    let st = held.into_iter().fold(delivered.clone(), |st, before| {
+        let from_floor: Vec<RecoveryRange> = before
+            .iter()
+            .filter(|r| r.end > floor)
+            .map(|r| RecoveryRange {
+                start: r.start.max(floor),
+                end: r.end,
+                next: r.next.max(floor),
+            })
+            .collect();
+        owed_by_either(&st, &from_floor)
+    });
+    match asked {
+        None if st.is_active() => st.commit_offset(),
+        None => OffsetAndMetadata {
+            offset: st.main_next,
+            metadata: String::new(),
+        },
+        Some(asked) => {
+            let st = st.committed_at(asked.offset);
+            if st.is_active() {
+                st.commit_offset()
+            } else {
+                asked.clone()
+            }
+        }
     }
 }
 
@@ -1317,13 +1369,9 @@ mod tests {
         }
     }
 
-    fn tp0() -> TopicPartition {
-        TopicPartition::new("t", 0)
-    }
-
     /// The state a commit of the consumed positions stores, as the consumer builds it.
     fn stored(u: &UnprocessedRecovery, delivered: &RecoveryState) -> (i64, String) {
-        let om = u.processed_state(&tp0(), delivered.clone()).commit_offset();
+        let om = commit_point(delivered, u.batches(), None, Some(100));
         (om.offset, om.metadata)
     }
 
@@ -1349,7 +1397,7 @@ mod tests {
         st: &mut RecoveryState,
         offsets: Range<i64>,
     ) {
-        u.handing_out(caller, &tp0(), &st.ranges);
+        u.handing_out(caller, &st.ranges);
         for o in offsets {
             st.recovery_delivered(o);
         }
@@ -1364,7 +1412,7 @@ mod tests {
             (100, "lagless1;m=230;r=100-200@100".into())
         );
         hand_out(&mut u, &mut st, 100..150);
-        assert!(u.holds(&tp0()));
+        assert!(u.batches().next().is_some());
         // A commit on the poll thread while the batch is out counts none of it.
         assert_eq!(
             stored(&u, &st),
@@ -1372,7 +1420,7 @@ mod tests {
         );
         // The next recovery_poll(): the batch is processed.
         u.processed(T1);
-        assert!(!u.holds(&tp0()));
+        assert!(u.batches().next().is_none());
         assert_eq!(
             stored(&u, &st),
             (150, "lagless1;m=230;r=100-200@150".into())
@@ -1386,7 +1434,7 @@ mod tests {
             (150, "lagless1;m=230;r=100-200@150".into())
         );
         u.processed(T1);
-        assert_eq!(stored(&u, &st), (230, "lagless1;m=230;r=".into()));
+        assert_eq!(stored(&u, &st), (230, String::new()));
     }
 
     #[test]
@@ -1396,10 +1444,8 @@ mod tests {
         hand_out(&mut u, &mut st, 100..120);
         hand_out(&mut u, &mut st, 120..140); // the same recovery_poll() call, a second round
         assert_eq!(stored(&u, &st).0, 100);
-        // Another partition's batch holds nothing of partition 0 back.
-        let mut u = UnprocessedRecovery::default();
-        u.handing_out(T1, &TopicPartition::new("t", 1), &[range(5, 9, 5)]);
-        assert_eq!(stored(&u, &st).0, 140);
+        // Nothing held: the state as delivered.
+        assert_eq!(stored(&UnprocessedRecovery::default(), &st).0, 140);
     }
 
     #[test]
@@ -1427,7 +1473,7 @@ mod tests {
             (190, "lagless1;m=230;r=100-200@190".into())
         );
         u.processed(T2);
-        assert_eq!(stored(&u, &st), (230, "lagless1;m=230;r=".into()));
+        assert_eq!(stored(&u, &st), (230, String::new()));
     }
 
     #[test]
@@ -1438,9 +1484,232 @@ mod tests {
         u.processed(T1);
         hand_out(&mut u, &mut st, 150..170);
         // commit_sync(Some(220)) on the poll thread: held at what was processed.
-        let got = u.processed_state(&tp0(), st.clone()).committed_at(220);
-        assert_eq!(got.token(), "lagless1;m=220;r=100-200@150");
-        assert_eq!(got.low_water_mark(), 150);
+        let asked = OffsetAndMetadata {
+            offset: 220,
+            metadata: "mine".into(),
+        };
+        let got = commit_point(&st, u.batches(), Some(&asked), Some(100));
+        assert_eq!(
+            (got.offset, got.metadata.as_str()),
+            (150, "lagless1;m=220;r=100-200@150")
+        );
+    }
+
+    /// One row of [`COMMIT_POINT`]: the partition's delivered state (as a token), the ranges
+    /// before each batch held (one list per thread), the offset asked, the floor, and the commit.
+    struct CommitPointRow {
+        case: &'static str,
+        delivered: &'static str,
+        held: &'static [&'static [(i64, i64, i64)]],
+        asked: Option<i64>,
+        floor: Option<i64>,
+        want: (i64, &'static str),
+    }
+
+    /// A takeover at 100 with the log ending at 200 (floor 100) and the main stream at 230,
+    /// unless a row says otherwise. An asked offset carries the metadata `app`.
+    const COMMIT_POINT: &[CommitPointRow] = &[
+        CommitPointRow {
+            case: "no batch held, recovery active: the delivered state",
+            delivered: "lagless1;m=230;r=100-200@150",
+            held: &[],
+            asked: None,
+            floor: Some(100),
+            want: (150, "lagless1;m=230;r=100-200@150"),
+        },
+        CommitPointRow {
+            case: "no batch held, recovery finished: the position, as any client",
+            delivered: "lagless1;m=230;r=",
+            held: &[],
+            asked: None,
+            floor: Some(100),
+            want: (230, ""),
+        },
+        CommitPointRow {
+            case: "a batch held by one thread: from its first offset",
+            delivered: "lagless1;m=230;r=100-200@180",
+            held: &[&[(100, 200, 150)]],
+            asked: None,
+            floor: Some(100),
+            want: (150, "lagless1;m=230;r=100-200@150"),
+        },
+        CommitPointRow {
+            case: "batches held by two threads: from the first batch's first offset",
+            delivered: "lagless1;m=230;r=100-200@190",
+            held: &[&[(100, 200, 170)], &[(100, 200, 150)]],
+            asked: None,
+            floor: Some(100),
+            want: (150, "lagless1;m=230;r=100-200@150"),
+        },
+        CommitPointRow {
+            case: "the held batch finished the range: recovery finished, the batch still owed",
+            delivered: "lagless1;m=230;r=",
+            held: &[&[(100, 200, 180)]],
+            asked: None,
+            floor: Some(100),
+            want: (180, "lagless1;m=230;r=100-200@180"),
+        },
+        CommitPointRow {
+            case: "a batch held from before a revocation, the partition back at 300: ignored",
+            delivered: "lagless1;m=540;r=300-540@300",
+            held: &[&[(40, 540, 70)]],
+            asked: None,
+            floor: Some(300),
+            want: (300, "lagless1;m=540;r=300-540@300"),
+        },
+        CommitPointRow {
+            case: "...and back with no backlog: the position",
+            delivered: "lagless1;m=540;r=",
+            held: &[&[(40, 540, 70)]],
+            asked: None,
+            floor: Some(540),
+            want: (540, ""),
+        },
+        CommitPointRow {
+            case: "...and an explicit commit there: the offset asked",
+            delivered: "lagless1;m=560;r=",
+            held: &[&[(40, 540, 70)]],
+            asked: Some(550),
+            floor: Some(540),
+            want: (550, "app"),
+        },
+        CommitPointRow {
+            case: "asked above the position, batch held: held at the batch",
+            delivered: "lagless1;m=230;r=100-200@180",
+            held: &[&[(100, 200, 150)]],
+            asked: Some(250),
+            floor: Some(100),
+            want: (150, "lagless1;m=230;r=100-200@150"),
+        },
+        CommitPointRow {
+            case: "asked on the main stream, batch held: the main stream resumes there",
+            delivered: "lagless1;m=230;r=100-200@180",
+            held: &[&[(100, 200, 150)]],
+            asked: Some(220),
+            floor: Some(100),
+            want: (150, "lagless1;m=220;r=100-200@150"),
+        },
+        CommitPointRow {
+            case: "asked inside the held batch: the batch owed up to there",
+            delivered: "lagless1;m=230;r=100-200@180",
+            held: &[&[(100, 200, 150)]],
+            asked: Some(160),
+            floor: Some(100),
+            want: (150, "lagless1;m=160;r=100-160@150"),
+        },
+        CommitPointRow {
+            case: "asked below the batch: the offset asked, a plain commit",
+            delivered: "lagless1;m=230;r=100-200@180",
+            held: &[&[(100, 200, 150)]],
+            asked: Some(120),
+            floor: Some(100),
+            want: (120, "app"),
+        },
+        CommitPointRow {
+            case: "asked below the floor: the application's word, as the Java client's",
+            delivered: "lagless1;m=230;r=100-200@180",
+            held: &[&[(100, 200, 150)]],
+            asked: Some(60),
+            floor: Some(100),
+            want: (60, "app"),
+        },
+        CommitPointRow {
+            case: "no recovery at all, asked: the offset asked",
+            delivered: "lagless1;m=230;r=",
+            held: &[],
+            asked: Some(230),
+            floor: None,
+            want: (230, "app"),
+        },
+        CommitPointRow {
+            case: "a held batch straddling the floor owes only from the floor on",
+            delivered: "lagless1;m=540;r=",
+            held: &[&[(200, 400, 250)]],
+            asked: None,
+            floor: Some(300),
+            want: (300, "lagless1;m=540;r=300-400@300"),
+        },
+    ];
+
+    #[test]
+    fn the_commit_point_of_a_partition_from_its_state_and_the_batches_held() {
+        for row in COMMIT_POINT {
+            let delivered = RecoveryState::parse_token(row.delivered).unwrap();
+            let held: Vec<Vec<RecoveryRange>> = row
+                .held
+                .iter()
+                .map(|b| b.iter().map(|&(s, e, n)| range(s, e, n)).collect())
+                .collect();
+            let asked = row.asked.map(|offset| OffsetAndMetadata {
+                offset,
+                metadata: "app".into(),
+            });
+            let got = commit_point(
+                &delivered,
+                held.iter().map(Vec::as_slice),
+                asked.as_ref(),
+                row.floor,
+            );
+            assert_eq!(
+                (got.offset, got.metadata.as_str()),
+                row.want,
+                "{}",
+                row.case
+            );
+        }
+    }
+
+    /// Never backwards: whatever is held, the commit is below the floor only where the
+    /// application put it (a delivered state or an offset asked below it); and it owes exactly
+    /// what the delivered state owes, what the held batches owe from the floor on, and
+    /// (asked) everything from the offset asked on.
+    #[test]
+    fn a_held_batch_never_takes_the_commit_below_the_floor() {
+        let mut rng = StdRng::seed_from_u64(0xf1_003);
+        for case in 0..3000 {
+            let delivered =
+                RecoveryState::parse_token(&random_state(&mut rng, 4, 1).token()).unwrap();
+            let held: Vec<Vec<RecoveryRange>> = (0..rng.gen_range(0..3))
+                .map(|_| random_state(&mut rng, 4, 1).ranges)
+                .collect();
+            let top = delivered.main_next + 10;
+            let floor = rng.gen_range(0..=top);
+            let asked = rng.gen_bool(0.5).then(|| OffsetAndMetadata {
+                offset: rng.gen_range(0..=top),
+                metadata: "app".into(),
+            });
+            let got = commit_point(
+                &delivered,
+                held.iter().map(Vec::as_slice),
+                asked.as_ref(),
+                Some(floor),
+            );
+            let bound = asked
+                .as_ref()
+                .map_or(delivered.low_water_mark(), |a| {
+                    a.offset.min(delivered.low_water_mark())
+                })
+                .min(floor);
+            assert!(
+                got.offset >= bound,
+                "case {case}: {delivered:?} {held:?} {asked:?} floor {floor}: {got:?}"
+            );
+            if got.metadata != "app" && !got.metadata.is_empty() {
+                let st = RecoveryState::parse_token(&got.metadata).unwrap();
+                assert_eq!(st.low_water_mark(), got.offset, "case {case}");
+                for o in 0..top + 5 {
+                    let held_owes = o >= floor
+                        && o < delivered.main_next
+                        && held.iter().flatten().any(|r| r.next <= o && o < r.end);
+                    let asked_owes = asked.as_ref().is_some_and(|a| o >= a.offset);
+                    assert_eq!(
+                        st.is_undelivered(o),
+                        delivered.is_undelivered(o) || held_owes || asked_owes,
+                        "case {case}: offset {o}: {delivered:?} {held:?} {asked:?} floor {floor}: {got:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

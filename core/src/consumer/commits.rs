@@ -59,7 +59,7 @@ impl Consumer {
     }
 
     /// KIP-333: an explicit commit must not pass a partition's unfinished backlog, nor claim
-    /// more than the offset asked: see [`crate::fetch::PartitionState::commit_offset_asked`].
+    /// more than the offset asked: see [`crate::fetch::PartitionState::commit_point`].
     pub(super) fn within_backlog(
         &self,
         offsets: Vec<(TopicPartition, OffsetAndMetadata)>,

@@ -13,7 +13,7 @@ use crate::backoff::{Backoff, Retry};
 use crate::cluster::Lane;
 use crate::offsets::OffsetAndMetadata;
 use crate::protocol::records::{Record, RecordSpans};
-use crate::recovery::{self, RecoveryRange, RecoveryState};
+use crate::recovery::{self, RecoveryRange, RecoveryState, UnprocessedRecovery};
 
 pub(crate) struct PartitionState {
     pub topic: Arc<str>,
@@ -33,6 +33,12 @@ pub(crate) struct PartitionState {
     pub main: Stream,
     /// KIP-333: the recovery stream draining the backlog ranges, while any are unfinished.
     pub recovery: Option<Recovery>,
+    /// KIP-333: the group's committed offset the takeover of this partition started from, below
+    /// which nothing held may take a commit (see [`recovery::commit_point`]).
+    pub committed_at_takeover: Option<i64>,
+    /// `parallel.rebalance.recovery.poll`: the recovery batches handed out and not processed
+    /// yet. Part of this state so that they end with it, however the partition leaves.
+    pub unprocessed: UnprocessedRecovery,
     /// KIP-392: the replica the leader told this client to fetch from (`client.rack`), until
     /// when; dropped on an error from it or once `metadata.max.age.ms` has passed.
     pub preferred_replica: Option<(i32, Instant)>,
@@ -320,6 +326,8 @@ impl PartitionState {
             log_start_offset: -1,
             main: Stream::new(backoff),
             recovery: None,
+            committed_at_takeover: None,
+            unprocessed: UnprocessedRecovery::default(),
             preferred_replica: None,
         }
     }
@@ -423,44 +431,31 @@ impl PartitionState {
         }
     }
 
-    /// What a commit of this partition's progress says (`None` before it has a position): the
-    /// position, or with unfinished recovery ranges (KIP-333) the low-water mark over them and
-    /// the main stream, with the token that lets the next lagless owner resume each stream.
+    /// What a commit of this partition's progress says (`None` before it has a position):
+    /// [`PartitionState::commit_point`] of the consumed positions.
     pub fn commit_offset(&self) -> Option<OffsetAndMetadata> {
-        let position = self.position?;
-        Some(match self.recovery_to_commit() {
-            Some(st) => st.commit_offset(),
-            None => OffsetAndMetadata {
-                offset: position,
-                metadata: String::new(),
-            },
-        })
+        self.commit_point(None)
     }
 
-    /// What an explicit commit of `asked` for this partition says. With unfinished recovery
-    /// ranges (KIP-333) the commit claims only records this member delivered below the offset
-    /// asked ([`RecoveryState::committed_at`]): if that leaves ranges, it is their low-water mark
-    /// with the token of that state (the metadata asked for cannot travel with it); otherwise,
-    /// and without recovery ranges, `asked` as it is.
-    pub fn commit_offset_asked(&self, asked: OffsetAndMetadata) -> OffsetAndMetadata {
-        match self
-            .recovery_to_commit()
-            .map(|st| st.committed_at(asked.offset))
-        {
-            Some(st) if st.is_active() => st.commit_offset(),
-            _ => asked,
-        }
-    }
-
-    /// KIP-333: the state a commit starts from while recovery ranges are unfinished: the ranges
-    /// as delivered, and the main stream at the position.
-    pub(super) fn recovery_to_commit(&self) -> Option<RecoveryState> {
-        let position = self.position?;
-        let rc = self.recovery.as_ref().filter(|rc| !rc.ranges.is_empty())?;
-        Some(RecoveryState {
-            main_next: position,
-            ranges: rc.ranges.clone(),
-        })
+    /// What a commit of this partition says, of its progress (`asked: None`) or of an offset the
+    /// application asked for: [`recovery::commit_point`] of the state as handed out, the
+    /// recovery batches still held and the takeover's committed offset. `None` before the
+    /// partition has a position.
+    pub fn commit_point(&self, asked: Option<&OffsetAndMetadata>) -> Option<OffsetAndMetadata> {
+        let delivered = RecoveryState {
+            main_next: self.position?,
+            ranges: self
+                .recovery
+                .as_ref()
+                .map(|rc| rc.ranges.clone())
+                .unwrap_or_default(),
+        };
+        Some(recovery::commit_point(
+            &delivered,
+            self.unprocessed.batches(),
+            asked,
+            self.committed_at_takeover,
+        ))
     }
 
     /// Each stream that may fetch now, with its offset.

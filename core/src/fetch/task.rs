@@ -623,6 +623,7 @@ fn handle_lookup(
                 p.main.fetch_offset = Some(state.main_next);
                 p.lookup = None;
                 p.progressed();
+                p.committed_at_takeover = Some(state.low_water_mark());
                 p.recovery = Recovery::start(state, shared.backoff());
             }
             LookupOutcome::NoOffset => {
