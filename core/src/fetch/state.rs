@@ -20,6 +20,10 @@ pub(crate) struct PartitionState {
     /// The offset of the next record `poll()` returns from the main stream (the consumer
     /// position).
     pub position: Option<i64>,
+    /// KIP-320: the leader epoch of the position, the epoch of the batch holding the last record
+    /// delivered (the committed offset's epoch before any); -1 when unknown (after a seek or a
+    /// reset), which asks the broker for no check.
+    pub position_epoch: i32,
     pub lookup: Option<PositionLookup>,
     /// Set while a position lookup for this partition is running.
     pub lookup_in_flight: bool,
@@ -76,6 +80,10 @@ impl StreamKind {
 pub(crate) struct Stream {
     /// The next offset to fetch: the stream's delivery position plus what is buffered.
     pub fetch_offset: Option<i64>,
+    /// KIP-320: the leader epoch of the last batch fetched below `fetch_offset` (-1 when
+    /// unknown), sent as the Fetch's `last_fetched_epoch` so that the leader can tell whether its
+    /// log still holds what was fetched.
+    pub fetch_epoch: i32,
     /// Fetched records; each counts [`record_size`] bytes against the buffer limits.
     pub buffer: RecordBuffer,
     pub buffered_bytes: usize,
@@ -98,6 +106,7 @@ impl Stream {
     pub(super) fn new(backoff: Backoff) -> Stream {
         Stream {
             fetch_offset: None,
+            fetch_epoch: -1,
             buffer: RecordBuffer::default(),
             buffered_bytes: 0,
             in_flight: false,
@@ -312,6 +321,7 @@ impl PartitionState {
         PartitionState {
             topic: Arc::from(topic),
             position: None,
+            position_epoch: -1,
             lookup: Some(lookup),
             lookup_in_flight: false,
             paused: false,
@@ -339,6 +349,10 @@ impl PartitionState {
         let freed = self.cancel_recovery() + self.main.clear_buffer();
         self.position = Some(offset);
         self.main.fetch_offset = Some(offset);
+        // The application chose the offset, not a record: its epoch is unknown (as the Java
+        // client's seek leaves it), and no check is asked until a batch is fetched.
+        self.position_epoch = -1;
+        self.main.fetch_epoch = -1;
         self.lookup = None;
         self.cursor += 1;
         self.main.failing = false;
@@ -350,8 +364,36 @@ impl PartitionState {
     pub fn reset(&mut self, lookup: PositionLookup) -> usize {
         let freed = self.main.clear_buffer();
         self.position = None;
+        self.position_epoch = -1;
         self.main.fetch_offset = None;
+        self.main.fetch_epoch = -1;
         self.lookup = Some(lookup);
+        self.cursor += 1;
+        freed
+    }
+
+    /// With nothing buffered, the position is the fetch offset, and its epoch the last fetched.
+    pub(super) fn position_caught_up(&mut self) {
+        if self.main.fetch_offset > self.position {
+            self.position = self.main.fetch_offset;
+            self.position_epoch = self.main.fetch_epoch;
+        }
+    }
+
+    /// KIP-320: the main stream starts again from `offset` of leader epoch `epoch` (the
+    /// position after a log truncation, or the point where the leader's log diverged): what
+    /// was buffered is dropped, and with it any answer in flight; recovery ranges at or above
+    /// `offset` are dropped too, as for a reset below them. Returns the bytes freed.
+    pub(super) fn restart_at(&mut self, offset: i64, epoch: i32) -> usize {
+        let mut freed = self.main.clear_buffer();
+        if self.recovery.as_ref().is_some_and(|r| offset < r.max_end()) {
+            freed += self.cancel_recovery();
+        }
+        self.position = Some(offset);
+        self.position_epoch = epoch;
+        self.main.fetch_offset = Some(offset);
+        self.main.fetch_epoch = epoch;
+        self.lookup = None;
         self.cursor += 1;
         freed
     }
@@ -391,9 +433,11 @@ impl PartitionState {
     pub fn pop(&mut self, kind: StreamKind) -> Option<(Record, usize)> {
         let (r, size) = match kind {
             StreamKind::Main => {
+                let epoch = self.main.buffer.front_epoch()?;
                 let (r, size) = self.main.buffer.pop()?;
                 self.main.buffered_bytes -= size;
                 self.position = Some(r.offset + 1);
+                self.position_epoch = epoch;
                 (r, size)
             }
             StreamKind::Recovery => {
@@ -412,7 +456,7 @@ impl PartitionState {
     /// so commits and lag reach the end of the log; a recovery stream with nothing left ends.
     pub fn after_drain(&mut self) {
         if self.main.buffer.is_empty() {
-            self.position = self.main.fetch_offset.max(self.position);
+            self.position_caught_up();
         }
         if let Some(rc) = self.recovery.as_mut() {
             rc.settle();
@@ -483,6 +527,16 @@ impl PartitionState {
         out
     }
 
+    /// KIP-320: the `last_fetched_epoch` a fetch of the `kind` stream sends: the main stream's
+    /// last fetched epoch; -1 (no check) for a recovery stream, whose ranges lie below the main
+    /// stream's position: a truncation that reaches them shows on the main stream.
+    pub(super) fn last_fetched_epoch(&self, kind: StreamKind) -> i32 {
+        match kind {
+            StreamKind::Main => self.main.fetch_epoch,
+            StreamKind::Recovery => -1,
+        }
+    }
+
     /// Records at or above it do not belong to a fetch of the `kind` stream: the end of the
     /// recovery stream's current range; no limit for the main stream.
     pub(super) fn fetch_limit(&self, kind: StreamKind) -> i64 {
@@ -506,6 +560,9 @@ impl PartitionState {
 pub(crate) struct BufferedBatch {
     pub data: Bytes,
     pub records: Vec<RecordSpans>,
+    /// The batch's partition leader epoch (-1 for none): a record taken from it puts the
+    /// position in this epoch (KIP-320).
+    pub leader_epoch: i32,
 }
 
 impl Drop for BufferedBatch {
@@ -538,6 +595,11 @@ impl RecordBuffer {
     pub fn clear(&mut self) {
         self.batches.clear();
         self.taken = 0;
+    }
+
+    /// The leader epoch of the batch the next record comes from.
+    pub fn front_epoch(&self) -> Option<i32> {
+        self.batches.front().map(|b| b.leader_epoch)
     }
 
     /// The next record and the bytes it counted ([`record_size`]).
@@ -623,7 +685,11 @@ mod tests {
             .collect();
         let mut buffer = RecordBuffer::default();
         for (data, records) in batches {
-            buffer.push(BufferedBatch { data, records });
+            buffer.push(BufferedBatch {
+                data,
+                records,
+                leader_epoch: -1,
+            });
         }
         let mut taken = Vec::new();
         let mut popped = 0;
@@ -668,6 +734,7 @@ mod tests {
         buffer.push(BufferedBatch {
             data: Bytes::from_static(b"v"),
             records,
+            leader_epoch: -1,
         });
         for _ in 1..len {
             buffer.pop().unwrap();
