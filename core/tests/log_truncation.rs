@@ -5,7 +5,9 @@
 //! log is truncated below both consumers' positions. The consumer with `auto.offset.reset=none`
 //! gets a `LogTruncation` error naming the position and the divergent offset; the one with
 //! `earliest` resets to the divergent offset by itself and reads every record the new leader
-//! holds after it once: nothing re-read from before it, nothing skipped.
+//! holds after it once: nothing re-read from before it, nothing skipped. A consumer that
+//! committed its position before the truncation passes the position's leader epoch on with the
+//! commit: its successor in the group detects the truncation from the committed offset alone.
 #[path = "support/own_broker.rs"]
 mod own_broker;
 
@@ -37,17 +39,23 @@ fn produce(bootstrap: &str, acks: &str, prefix: &str, n: usize) {
 }
 
 fn consumer(bootstrap: &str, reset: &str) -> Consumer {
-    let c = Consumer::from_config(
-        &Config::from_pairs([
-            ("bootstrap.servers", bootstrap),
-            ("auto.offset.reset", reset),
-            ("fetch.max.wait.ms", "200"),
-            // The outage below must not be reported as a stuck partition.
-            ("task.timeout.ms", "600000"),
-        ])
-        .unwrap(),
-    )
-    .unwrap();
+    consumer_in(bootstrap, reset, "")
+}
+
+/// A consumer of group `group` (none when empty) with manual assignment.
+fn consumer_in(bootstrap: &str, reset: &str, group: &str) -> Consumer {
+    let mut pairs = vec![
+        ("bootstrap.servers", bootstrap),
+        ("auto.offset.reset", reset),
+        ("enable.auto.commit", "false"),
+        ("fetch.max.wait.ms", "200"),
+        // The outage below must not be reported as a stuck partition.
+        ("task.timeout.ms", "600000"),
+    ];
+    if !group.is_empty() {
+        pairs.push(("group.id", group));
+    }
+    let c = Consumer::from_config(&Config::from_pairs(pairs).unwrap()).unwrap();
     c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
     c
 }
@@ -99,7 +107,9 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
     let strict = consumer(&b, "none");
     strict.seek(&TopicPartition::new(TOPIC, 0), 0).unwrap();
     let resetting = consumer(&b, "earliest");
-    for c in [&strict, &resetting] {
+    // Commits its position before the truncation; a successor in its group starts from it.
+    let committer = consumer_in(&b, "earliest", "truncation-group");
+    for c in [&strict, &resetting, &committer] {
         let (got, e) = read(c, BOTH, Duration::from_secs(30));
         assert!(e.is_none(), "{e:?}");
         assert_eq!(got, expected("a", 0, BOTH));
@@ -109,12 +119,15 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
     // the next records, and both consumers read them.
     cluster.stop_node(2);
     produce(&b, "1", "b", LEADER_ONLY);
-    for c in [&strict, &resetting] {
+    for c in [&strict, &resetting, &committer] {
         let (got, e) = read(c, LEADER_ONLY, Duration::from_secs(30));
         assert!(e.is_none(), "{e:?}");
         assert_eq!(got, expected("b", BOTH as i64, LEADER_ONLY));
     }
     let position = (BOTH + LEADER_ONLY) as i64;
+    // The commit carries the position's leader epoch (KIP-320).
+    committer.commit_sync(None, None).unwrap();
+    committer.close(None).unwrap();
 
     // The leader dies before the follower comes back: the follower, never in the ISR again, is
     // elected uncleanly and its log ends where the records of both replicas end.
@@ -149,6 +162,14 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
             .unwrap(),
         (BOTH + AFTER) as i64
     );
+
+    // A successor starting from the commit checks the committed offset's epoch on its first
+    // fetch: it resets to the divergent offset too, rather than to the log start (what an
+    // offset out of range with earliest does).
+    let successor = consumer_in(&survivors, "earliest", "truncation-group");
+    let (got, e) = read(&successor, AFTER, Duration::from_secs(60));
+    assert!(e.is_none(), "{e:?}");
+    assert_eq!(got, expected("c", BOTH as i64, AFTER));
 
     // none: the truncation is reported with the offsets, and no record comes before it.
     let (got, e) = read(&strict, 1, Duration::from_secs(60));

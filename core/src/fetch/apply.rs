@@ -1062,6 +1062,37 @@ mod tests {
         );
     }
 
+    /// A commit sends the epoch of the record before the offset committed, where the partition
+    /// knows it (KIP-320): from the records it delivered since its last seek.
+    #[test]
+    fn a_commit_offset_gets_the_epoch_of_the_record_before_it() {
+        let mut p = partition_at(10);
+        let s = select(
+            decoded(
+                vec![batch_in(4, &[10, 11], 11), batch_in(6, &[12, 13], 13)],
+                false,
+            ),
+            &main_asked(10),
+        );
+        apply_main(&mut p, main_asked(10), ok(s));
+        assert_eq!(
+            p.epoch_at(10),
+            -1,
+            "nothing delivered yet: the seek's unknown epoch"
+        );
+        for _ in 0..3 {
+            p.pop(StreamKind::Main);
+        }
+        // Delivered 10 and 11 (epoch 4) and 12 (epoch 6); the position is 13.
+        let cases = [(9, -1), (10, -1), (11, 4), (12, 4), (13, 6), (14, -1)];
+        for (offset, epoch) in cases {
+            assert_eq!(p.epoch_at(offset), epoch, "offset {offset}");
+        }
+        // A seek forgets them.
+        p.seek(12);
+        assert_eq!((p.epoch_at(12), p.epoch_at(13)), (-1, -1));
+    }
+
     /// A partition that delivered up to 120 in epoch 3, with 120..=124 (epoch 3) buffered, its
     /// fetch of 125 in flight.
     fn read_to_120() -> PartitionState {

@@ -24,6 +24,10 @@ pub(crate) struct PartitionState {
     /// delivered (the committed offset's epoch before any); -1 when unknown (after a seek or a
     /// reset), which asks the broker for no check.
     pub position_epoch: i32,
+    /// Where the records delivered changed leader epoch lately: (offset of the first record
+    /// delivered in the epoch, epoch), oldest first, at most [`EPOCH_STARTS_KEPT`]. A commit of
+    /// an offset the position has passed finds its epoch here ([`PartitionState::epoch_at`]).
+    pub epoch_starts: VecDeque<(i64, i32)>,
     pub lookup: Option<PositionLookup>,
     /// Set while a position lookup for this partition is running.
     pub lookup_in_flight: bool,
@@ -55,6 +59,9 @@ pub(crate) fn fetch_target(
         _ => leader,
     }
 }
+
+/// How many leader epoch changes of its delivered records a partition remembers for commits.
+pub(crate) const EPOCH_STARTS_KEPT: usize = 8;
 
 /// Which of a partition's two fetch cursors a fetch or a record belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -322,6 +329,7 @@ impl PartitionState {
             topic: Arc::from(topic),
             position: None,
             position_epoch: -1,
+            epoch_starts: VecDeque::new(),
             lookup: Some(lookup),
             lookup_in_flight: false,
             paused: false,
@@ -352,6 +360,7 @@ impl PartitionState {
         // The application chose the offset, not a record: its epoch is unknown (as the Java
         // client's seek leaves it), and no check is asked until a batch is fetched.
         self.position_epoch = -1;
+        self.epoch_starts.clear();
         self.main.fetch_epoch = -1;
         self.lookup = None;
         self.cursor += 1;
@@ -365,6 +374,7 @@ impl PartitionState {
         let freed = self.main.clear_buffer();
         self.position = None;
         self.position_epoch = -1;
+        self.epoch_starts.clear();
         self.main.fetch_offset = None;
         self.main.fetch_epoch = -1;
         self.lookup = Some(lookup);
@@ -391,11 +401,37 @@ impl PartitionState {
         }
         self.position = Some(offset);
         self.position_epoch = epoch;
+        self.epoch_starts.clear();
         self.main.fetch_offset = Some(offset);
         self.main.fetch_epoch = epoch;
         self.lookup = None;
         self.cursor += 1;
         freed
+    }
+
+    /// KIP-320: the leader epoch to commit with `offset` (the next record to read): the
+    /// position's epoch at the position; below it, the epoch of the record before `offset` where
+    /// the records delivered lately say it; else -1 (unknown: the broker keeps none).
+    pub fn epoch_at(&self, offset: i64) -> i32 {
+        if self.position == Some(offset) {
+            return self.position_epoch;
+        }
+        if self.position.is_none_or(|p| offset > p) {
+            return -1;
+        }
+        let last = offset - 1;
+        match self
+            .epoch_starts
+            .iter()
+            .rev()
+            .find(|&&(start, _)| start <= last)
+        {
+            // Only an epoch whose start was seen: an older one may have begun earlier.
+            Some(&(_, epoch)) if self.epoch_starts.front().is_some_and(|&(s, _)| s <= last) => {
+                epoch
+            }
+            _ => -1,
+        }
     }
 
     /// Drops the recovery stream and its ranges; returns the bytes it had buffered.
@@ -438,6 +474,12 @@ impl PartitionState {
                 self.main.buffered_bytes -= size;
                 self.position = Some(r.offset + 1);
                 self.position_epoch = epoch;
+                if self.epoch_starts.back().is_none_or(|&(_, e)| e != epoch) {
+                    if self.epoch_starts.len() == EPOCH_STARTS_KEPT {
+                        self.epoch_starts.pop_front();
+                    }
+                    self.epoch_starts.push_back((r.offset, epoch));
+                }
                 (r, size)
             }
             StreamKind::Recovery => {

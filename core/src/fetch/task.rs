@@ -614,13 +614,16 @@ fn handle_lookup(
             continue;
         }
         match outcome {
-            LookupOutcome::Position(o) => {
+            LookupOutcome::Position(o, epoch) => {
                 // A main stream reset below a backlog range re-reads it: the range is dropped.
                 if p.recovery.as_ref().is_some_and(|r| o < r.max_end()) {
                     freed += p.cancel_recovery();
                 }
                 p.position = Some(o);
                 p.main.fetch_offset = Some(o);
+                // KIP-320: a committed offset's epoch is checked on the first fetch.
+                p.position_epoch = epoch;
+                p.main.fetch_epoch = epoch;
                 p.lookup = None;
                 p.progressed();
             }
