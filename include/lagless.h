@@ -134,6 +134,13 @@
 #define LAGLESS_ERR_SSL 16
 
 /**
+ * A partition's log was truncated below the position (an unclean leader election lost records
+ * already read) and `auto.offset.reset` is none; the message names the position and the offset
+ * the log diverges at. The partition waits for a seek; the others keep flowing.
+ */
+#define LAGLESS_ERR_LOG_TRUNCATION 17
+
+/**
  * lagless hit an internal bug (a Rust panic, caught at the C boundary).
  */
 #define LAGLESS_ERR_PANIC 100

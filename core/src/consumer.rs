@@ -1046,6 +1046,7 @@ mod tests {
             p.main.buffer.push(BufferedBatch {
                 data: bytes::Bytes::new(),
                 records: (0..records).map(spans).collect(),
+                leader_epoch: -1,
             });
             p.main.buffered_bytes += records as usize * size();
             st.buffered_bytes += records as usize * size();

@@ -97,6 +97,8 @@ error_kinds! {
     Authentication = 15, "AUTHENTICATION", retriable: No, fatal: Yes;
     /// [`Error::Tls`]
     Tls = 16, "SSL", retriable: No, fatal: Yes;
+    /// [`Error::LogTruncation`]
+    LogTruncation = 17, "LOG_TRUNCATION", retriable: No, fatal: No;
 }
 
 impl ErrorKind {
@@ -216,6 +218,24 @@ pub enum Error {
     /// the broker refused lagless's client certificate, or one side speaks TLS and the other
     /// does not (`security.protocol` mismatches the listener). Fatal, as authentication.
     Tls(String),
+    /// KIP-320: the partition's log was truncated below the consumer's position (a leader
+    /// elected uncleanly lost records the consumer had read), and `auto.offset.reset` is `none`.
+    /// The partition stops until the application seeks it (to `divergent_offset` to read what the
+    /// log now holds from there); the other partitions keep flowing. With `earliest` or
+    /// `latest`, the consumer resets to `divergent_offset` by itself instead (as the Java
+    /// client does). Not retriable.
+    LogTruncation {
+        /// The partition whose log was truncated.
+        partition: ErrorPartition,
+        /// The consumer's position: the offset of the next record it would have returned.
+        position: i64,
+        /// Where the leader's log diverges from what the consumer read: the end offset of the
+        /// last leader epoch both share. Records from it to `position` were delivered but are
+        /// no longer in the log (other records may now stand at those offsets).
+        divergent_offset: i64,
+        /// That leader epoch.
+        divergent_epoch: i32,
+    },
 }
 
 /// The result of every fallible lagless call.
@@ -503,6 +523,7 @@ impl Error {
             Error::IllegalState(_) => ErrorKind::IllegalState,
             Error::Authentication(_) => ErrorKind::Authentication,
             Error::Tls(_) => ErrorKind::Tls,
+            Error::LogTruncation { .. } => ErrorKind::LogTruncation,
         }
     }
 
@@ -536,6 +557,7 @@ impl Error {
             Error::Kafka { partition, .. } => partition.as_ref(),
             Error::NoOffset(p) => Some(p),
             Error::PartitionStuck { partition, .. } => Some(partition),
+            Error::LogTruncation { partition, .. } => Some(partition),
             _ => None,
         }
     }
@@ -610,6 +632,21 @@ impl fmt::Display for Error {
             Error::IllegalState(m) => write!(f, "illegal state: {m}"),
             Error::Authentication(m) => write!(f, "authentication failed: {m}"),
             Error::Tls(m) => write!(f, "TLS: {m}"),
+            Error::LogTruncation {
+                partition,
+                position,
+                divergent_offset,
+                divergent_epoch,
+            } => write!(
+                f,
+                "log truncation on {}-{}: the position {position} is past offset \
+                 {divergent_offset}, where the leader's log of leader epoch {divergent_epoch} \
+                 ends; records from {divergent_offset} to {} are no longer in the log and \
+                 auto.offset.reset is none: seek the partition to continue",
+                partition.topic,
+                partition.partition,
+                position - 1
+            ),
         }
     }
 }
@@ -678,7 +715,7 @@ mod tests {
             .map(|k| (k.code(), k.name()))
             .collect();
         assert_eq!(
-            stable[..16],
+            stable[..17],
             [
                 (1, "CONFIG"),
                 (2, "INVALID_ARGUMENT"),
@@ -696,6 +733,7 @@ mod tests {
                 (14, "ILLEGAL_STATE"),
                 (15, "AUTHENTICATION"),
                 (16, "SSL"),
+                (17, "LOG_TRUNCATION"),
             ]
         );
         for w in ErrorKind::ALL.windows(2) {
@@ -753,6 +791,17 @@ mod tests {
             (
                 Error::NoOffset(p.clone()),
                 ErrorKind::NoOffset,
+                false,
+                false,
+            ),
+            (
+                Error::LogTruncation {
+                    partition: p.clone(),
+                    position: 120,
+                    divergent_offset: 100,
+                    divergent_epoch: 3,
+                },
+                ErrorKind::LogTruncation,
                 false,
                 false,
             ),

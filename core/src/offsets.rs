@@ -285,6 +285,23 @@ pub(crate) async fn fetch_committed(
     partitions: &[TopicPartition],
     deadline: Deadline,
 ) -> Result<HashMap<TopicPartition, Option<OffsetAndMetadata>>> {
+    Ok(
+        fetch_committed_with_epochs(cluster, group_id, partitions, deadline)
+            .await?
+            .into_iter()
+            .map(|(tp, c)| (tp, c.map(|(om, _)| om)))
+            .collect(),
+    )
+}
+
+/// [`fetch_committed`], each offset with the leader epoch committed with it (KIP-320; -1 when
+/// none was): the epoch of the position a consumer starts from.
+pub(crate) async fn fetch_committed_with_epochs(
+    cluster: &Cluster,
+    group_id: &str,
+    partitions: &[TopicPartition],
+    deadline: Deadline,
+) -> Result<HashMap<TopicPartition, Option<(OffsetAndMetadata, i32)>>> {
     let req = protocol::offsets::offset_fetch(group_id, partitions);
     retry_until(cluster.backoff(), deadline, "OffsetFetch", || async {
         let (coordinator, conn) = cluster.find_coordinator(group_id, deadline).await?;
@@ -313,9 +330,12 @@ pub(crate) async fn fetch_committed(
                         tp.partition,
                     ));
                 }
-                let v = (p.committed_offset >= 0).then(|| OffsetAndMetadata {
-                    offset: p.committed_offset,
-                    metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
+                let v = (p.committed_offset >= 0).then(|| {
+                    let om = OffsetAndMetadata {
+                        offset: p.committed_offset,
+                        metadata: p.metadata.map(|m| m.to_string()).unwrap_or_default(),
+                    };
+                    (om, p.committed_leader_epoch)
                 });
                 out.insert(tp, v);
             }

@@ -40,6 +40,10 @@ pub const LAGLESS_ERR_AUTHENTICATION: i32 = 15;
 /// TLS failed: the broker's certificate is untrusted, expired or for another host, the client
 /// certificate was refused, or `security.protocol` mismatches the listener; fatal.
 pub const LAGLESS_ERR_SSL: i32 = 16;
+/// A partition's log was truncated below the position (an unclean leader election lost records
+/// already read) and `auto.offset.reset` is none; the message names the position and the offset
+/// the log diverges at. The partition waits for a seek; the others keep flowing.
+pub const LAGLESS_ERR_LOG_TRUNCATION: i32 = 17;
 /// lagless hit an internal bug (a Rust panic, caught at the C boundary).
 pub const LAGLESS_ERR_PANIC: i32 = 100;
 

@@ -44,8 +44,17 @@ impl Consumer {
         }
         let d =
             GroupDriver::simple_committer(self.shared.cluster.clone(), self.shared.config.clone())?;
+        self.give_leader_epochs(&d);
         *s = Some(d.clone());
         Ok(d)
+    }
+
+    /// KIP-320: `driver`'s commits carry the leader epoch of each offset, from the fetch state.
+    pub(super) fn give_leader_epochs(&self, driver: &GroupDriver) {
+        let shared = Arc::downgrade(&self.shared);
+        let _ = driver.leader_epochs.set(Arc::new(move |tp, offset| {
+            shared.upgrade().map_or(-1, |s| s.epoch_at(tp, offset))
+        }));
     }
 
     /// The offsets `commit` uses when none are given: the consumed position of every assigned
@@ -402,6 +411,7 @@ impl GroupDriver {
                     member,
                     generation.generation_id,
                     &pending,
+                    |tp, offset| self.leader_epochs.get().map_or(-1, |f| f(tp, offset)),
                     conn.version::<OffsetCommitRequest>()?,
                 );
                 let attempt_timeout = deadline

@@ -408,6 +408,7 @@ impl Consumer {
                 }),
                 self.idle_steps.membership_accesses.clone(),
             )?;
+            self.give_leader_epochs(&driver);
             let runtime = self.runtime()?;
             runtime.spawn(driver.clone().heartbeat_loop());
             runtime.spawn(run_background_steps(

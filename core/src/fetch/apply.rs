@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::lookup::PositionLookup;
 use super::state::{record_size, BufferedBatch, PartitionState, StreamKind};
-use crate::error::{codes, kafka_error_action, Action, Error, Result};
+use crate::error::{codes, kafka_error_action, Action, Error, ErrorPartition, Result};
 use crate::protocol::records::DecodedRecords;
 use crate::TopicPartition;
 
@@ -20,6 +20,9 @@ pub(crate) struct Asked {
     /// Records at or above it belong to a later recovery range or to the main stream: the end of
     /// the recovery stream's current range, `i64::MAX` for the main stream.
     pub limit: i64,
+    /// KIP-320: the leader epoch of the last batch the stream fetched (-1 when unknown: no
+    /// check), sent as `last_fetched_epoch`.
+    pub last_fetched_epoch: i32,
 }
 
 /// The records one fetch brings a stream, chosen from the decoded batches.
@@ -34,6 +37,8 @@ pub(crate) struct Selected {
     pub next: i64,
     /// KIP-74: the first batch alone does not fit `max.partition.fetch.bytes`.
     pub oversized: bool,
+    /// The leader epoch of the last batch read below `next` (the epoch asked with when none).
+    pub next_epoch: i32,
 }
 
 /// One partition of a fetch answer, its records decoded.
@@ -47,15 +52,97 @@ pub(crate) struct PartitionAnswer {
     /// The records chosen for the stream (none when the answer is an error), or why the records
     /// field could not be decoded.
     pub records: Result<Selected>,
+    /// KIP-320 (Fetch v12+): the leader's log does not hold what was fetched at the epoch asked
+    /// with; this is where its log of the last common epoch ends.
+    pub diverging_epoch: Option<EpochEndOffset>,
+}
+
+/// KIP-320: where a leader's log of a leader epoch ends (the first offset of the next epoch, or
+/// its log end for the current one), as a Fetch answer's `diverging_epoch` or an
+/// OffsetForLeaderEpoch answer names it. Either field is -1 when the leader does not know the
+/// epoch (Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EpochEndOffset {
+    pub epoch: i32,
+    pub end_offset: i64,
+}
+
+/// What a partition does once its leader says where the log of the last epoch it shares with
+/// the consumer ends ([`on_divergence`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Divergence {
+    /// Every record delivered is still in the leader's log: what was fetched past it is dropped
+    /// and fetched again from the position, in `epoch`.
+    Refetch { offset: i64, epoch: i32 },
+    /// Records delivered at or past `offset` are gone from the log (it was truncated, e.g. by an
+    /// unclean leader election) and `auto.offset.reset` allows a reset: the position goes back to
+    /// the point of divergence, so that every record now in the log after it is read once.
+    Reset { offset: i64, epoch: i32 },
+    /// As [`Divergence::Reset`], with `auto.offset.reset=none`: the partition stops and
+    /// [`Error::LogTruncation`] says where, until the application seeks.
+    Report {
+        position: i64,
+        divergent_offset: i64,
+        epoch: i32,
+    },
+    /// The leader does not know the epoch (its log starts after it): as an offset out of range,
+    /// `auto.offset.reset` decides.
+    ResetPolicy,
+}
+
+/// KIP-320's decision, as the Java client's `SubscriptionState.maybeCompleteValidation`: the
+/// position (`position` of leader epoch `position_epoch`, the next record `poll()` returns) is
+/// truncated when the leader's log of the last common epoch ends below it. `reset_allowed`:
+/// `auto.offset.reset` is not `none`.
+pub(crate) fn on_divergence(
+    position: i64,
+    position_epoch: i32,
+    end: EpochEndOffset,
+    reset_allowed: bool,
+) -> Divergence {
+    if end.epoch < 0 || end.end_offset < 0 {
+        return Divergence::ResetPolicy;
+    }
+    if end.end_offset < position {
+        return if reset_allowed {
+            Divergence::Reset {
+                offset: end.end_offset,
+                epoch: end.epoch,
+            }
+        } else {
+            Divergence::Report {
+                position,
+                divergent_offset: end.end_offset,
+                epoch: end.epoch,
+            }
+        };
+    }
+    // Only what was fetched past the position diverged. Fetching again in the last common
+    // epoch (not a later one the leader never had) lets the leader answer with records.
+    Divergence::Refetch {
+        offset: position,
+        epoch: if position_epoch < 0 {
+            -1
+        } else {
+            position_epoch.min(end.epoch)
+        },
+    }
 }
 
 /// The records of `decoded` a stream that asked `asked` takes, in order: none below the fetch
 /// offset (the batch holding it may start before it), none at or above the limit.
 pub(crate) fn select(decoded: DecodedRecords, asked: &Asked) -> Selected {
     let mut next = asked.offset;
+    let mut next_epoch = asked.last_fetched_epoch;
     let mut batches = Vec::with_capacity(decoded.batches.len());
     let mut bytes = 0usize;
     for batch in decoded.batches {
+        if batch.last_offset >= next && batch.base_offset < asked.limit {
+            // The batch moves the stream on (at least partly): the stream is now in its epoch.
+            if batch.partition_leader_epoch >= 0 {
+                next_epoch = batch.partition_leader_epoch;
+            }
+        }
         if batch.is_control {
             next = next.max(batch.last_offset + 1);
             continue;
@@ -79,6 +166,7 @@ pub(crate) fn select(decoded: DecodedRecords, asked: &Asked) -> Selected {
             batches.push(BufferedBatch {
                 data: batch.data,
                 records,
+                leader_epoch: batch.partition_leader_epoch,
             });
         }
         if reached_limit {
@@ -95,6 +183,7 @@ pub(crate) fn select(decoded: DecodedRecords, asked: &Asked) -> Selected {
         // A truncated tail behind whole batches is normal (KIP-74); only a first batch that does
         // not fit stops the stream.
         oversized: decoded.truncated && next == asked.offset,
+        next_epoch,
     }
 }
 
@@ -115,7 +204,8 @@ pub(crate) struct Applied {
 /// Applies one partition's answer to the fetch of its `kind` stream that `broker` was asked
 /// (`asked`). An answer for a cursor that moved meanwhile (seek, reset, a recovery stream that
 /// ended) only frees the stream for its next fetch. `replica_valid_for` is how long a preferred
-/// read replica the leader names is kept (`metadata.max.age.ms`).
+/// read replica the leader names is kept (`metadata.max.age.ms`). `reset_allowed`:
+/// `auto.offset.reset` is not `none` (what a log truncation does, KIP-320).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn apply(
     p: &mut PartitionState,
@@ -126,6 +216,7 @@ pub(crate) fn apply(
     answer: PartitionAnswer,
     now: Instant,
     replica_valid_for: Duration,
+    reset_allowed: bool,
 ) -> Applied {
     let mut out = Applied::default();
     let moved = p.cursor != asked.cursor || p.fetch_limit(kind) != asked.limit;
@@ -165,6 +256,15 @@ pub(crate) fn apply(
             return out;
         }
     }
+    if code == codes::NONE && kind == StreamKind::Main {
+        if let Some(end) = answer.diverging_epoch {
+            p.high_watermark = answer.high_watermark;
+            p.log_start_offset = answer.log_start_offset;
+            p.main.progressed();
+            diverged(p, tp, end, reset_allowed, &mut out);
+            return out;
+        }
+    }
     if code == codes::NONE {
         p.high_watermark = answer.high_watermark;
         p.log_start_offset = answer.log_start_offset;
@@ -200,11 +300,12 @@ pub(crate) fn apply(
         match kind {
             StreamKind::Main => {
                 p.main.fetch_offset = Some(selected.next);
+                p.main.fetch_epoch = selected.next_epoch;
                 if nothing_buffered {
                     // Only transaction markers (or compacted-away records) up to `next`: the
                     // position moves past them, as the Java client's does, so that commits and
                     // lag reach the end of the log.
-                    p.position = Some(selected.next);
+                    p.position_caught_up();
                 }
             }
             StreamKind::Recovery => {
@@ -236,6 +337,53 @@ pub(crate) fn apply(
         _ => out.error = Some(e),
     }
     out
+}
+
+/// KIP-320: the leader's log no longer holds what the main stream fetched; `end` is where its
+/// log of the last common epoch ends. Carries out [`on_divergence`] for the partition alone.
+fn diverged(
+    p: &mut PartitionState,
+    tp: &TopicPartition,
+    end: EpochEndOffset,
+    reset_allowed: bool,
+    out: &mut Applied,
+) {
+    let position = p.position.or(p.main.fetch_offset).unwrap_or(end.end_offset);
+    let (topic, partition) = (&tp.topic, tp.partition);
+    match on_divergence(position, p.position_epoch, end, reset_allowed) {
+        Divergence::Refetch { offset, epoch } => {
+            tracing::info!(%topic, partition, offset, epoch, end_epoch = end.epoch, end_offset = end.end_offset, "the leader's log diverged past the position; fetching again from it");
+            out.freed = p.restart_at(offset, epoch);
+        }
+        Divergence::Reset { offset, epoch } => {
+            tracing::warn!(%topic, partition, position, offset, epoch, "log truncation detected: records from the divergence point to the position are gone from the log; resetting to the divergence point");
+            out.freed = p.restart_at(offset, epoch);
+        }
+        Divergence::Report {
+            position,
+            divergent_offset,
+            epoch,
+        } => {
+            // The partition stops until the application seeks; its other partitions flow.
+            out.freed = p.main.clear_buffer();
+            p.main.fetch_offset = None;
+            p.main.fetch_epoch = -1;
+            p.cursor += 1;
+            out.error = Some(Error::LogTruncation {
+                partition: ErrorPartition {
+                    topic: topic.clone(),
+                    partition,
+                },
+                position,
+                divergent_offset,
+                divergent_epoch: epoch,
+            });
+        }
+        Divergence::ResetPolicy => {
+            tracing::warn!(%topic, partition, position, end_epoch = end.epoch, "the leader does not know the epoch of the position; applying auto.offset.reset");
+            out.freed = p.reset(PositionLookup::ResetPolicy);
+        }
+    }
 }
 
 /// A fetch failed as a whole (the connection, or an error for the whole request): the stream
@@ -343,6 +491,7 @@ mod tests {
             offset,
             cursor: CURSOR,
             limit: i64::MAX,
+            last_fetched_epoch: -1,
         }
     }
 
@@ -369,6 +518,7 @@ mod tests {
             log_start_offset: 0,
             preferred_read_replica: -1,
             records: Ok(records),
+            diverging_epoch: None,
         }
     }
 
@@ -386,6 +536,7 @@ mod tests {
             a,
             Instant::now(),
             MAX_AGE,
+            true,
         )
     }
 
@@ -431,6 +582,7 @@ mod tests {
             offset: 70,
             cursor: 0,
             limit: 73,
+            last_fetched_epoch: -1,
         };
         let s = select(
             decoded(vec![batch(&[70, 71, 72, 73, 74], 74)], false),
@@ -590,6 +742,7 @@ mod tests {
             a,
             now,
             MAX_AGE,
+            true,
         );
         assert_eq!(applied, Applied::default());
         assert_eq!(p.preferred_replica, Some((2, now + MAX_AGE)));
@@ -606,6 +759,7 @@ mod tests {
             answer(codes::OFFSET_OUT_OF_RANGE, Selected::default()),
             now,
             MAX_AGE,
+            true,
         );
         assert!(applied.refresh && applied.freed == 0 && applied.error.is_none());
         assert_eq!(p.preferred_replica, None);
@@ -655,6 +809,7 @@ mod tests {
             a,
             Instant::now(),
             MAX_AGE,
+            true,
         )
     }
 
@@ -665,6 +820,7 @@ mod tests {
             offset: 70,
             cursor: p.cursor,
             limit: p.fetch_limit(StreamKind::Recovery),
+            last_fetched_epoch: -1,
         };
         assert_eq!(asked.limit, 120);
         // The answer runs past the range into records the main stream owns.
@@ -688,6 +844,7 @@ mod tests {
             offset: 130,
             cursor: p.cursor,
             limit: 140,
+            last_fetched_epoch: -1,
         };
         let s = select(decoded(vec![batch(&[], 138), control(139)], false), &asked);
         apply_recovery(&mut p, asked, ok(s));
@@ -702,6 +859,7 @@ mod tests {
             offset: 70,
             cursor: p.cursor,
             limit: 120,
+            last_fetched_epoch: -1,
         };
         // The log start is not known past 70 yet: retry, the range stays.
         let a = apply_recovery(
@@ -735,6 +893,7 @@ mod tests {
             offset: 70,
             cursor: p.cursor,
             limit: 130, // not the range end the stream drains now
+            last_fetched_epoch: -1,
         };
         let s = select(decoded(vec![batch(&[70], 70)], false), &asked);
         let a = apply_recovery(&mut p, asked, ok(s));
@@ -742,5 +901,335 @@ mod tests {
         let rc = p.recovery.as_ref().unwrap();
         assert!(rc.stream.buffer.is_empty() && !rc.stream.in_flight);
         assert_eq!(rc.stream.fetch_offset, Some(70));
+    }
+
+    /// A batch of leader epoch `epoch`.
+    fn batch_in(epoch: i32, offsets: &[i64], last: i64) -> Batch {
+        Batch {
+            partition_leader_epoch: epoch,
+            ..batch(offsets, last)
+        }
+    }
+
+    fn end(epoch: i32, end_offset: i64) -> EpochEndOffset {
+        EpochEndOffset { epoch, end_offset }
+    }
+
+    /// KIP-320's decision from literal inputs: (position, its epoch, the leader's end of the last
+    /// common epoch, auto.offset.reset allows a reset) -> what the partition does.
+    #[test]
+    fn a_position_past_the_end_of_its_epoch_is_truncated() {
+        use Divergence::*;
+        let cases = [
+            // The log of epoch 3 ends at 130, past the position: nothing delivered was lost;
+            // only what was fetched beyond is fetched again, in the common epoch.
+            (
+                120,
+                3,
+                end(3, 130),
+                false,
+                Refetch {
+                    offset: 120,
+                    epoch: 3,
+                },
+            ),
+            (
+                120,
+                3,
+                end(3, 120),
+                true,
+                Refetch {
+                    offset: 120,
+                    epoch: 3,
+                },
+            ),
+            // The position's epoch is later than the leader's last common one: ask in that one.
+            (
+                120,
+                5,
+                end(3, 130),
+                true,
+                Refetch {
+                    offset: 120,
+                    epoch: 3,
+                },
+            ),
+            // No epoch known for the position: fetch again with no check.
+            (
+                120,
+                -1,
+                end(3, 130),
+                true,
+                Refetch {
+                    offset: 120,
+                    epoch: -1,
+                },
+            ),
+            // Truncated: earliest or latest reset to the point of divergence.
+            (
+                120,
+                3,
+                end(3, 100),
+                true,
+                Reset {
+                    offset: 100,
+                    epoch: 3,
+                },
+            ),
+            (
+                120,
+                4,
+                end(2, 0),
+                true,
+                Reset {
+                    offset: 0,
+                    epoch: 2,
+                },
+            ),
+            // Truncated with auto.offset.reset=none: reported with the offsets.
+            (
+                120,
+                3,
+                end(3, 100),
+                false,
+                Report {
+                    position: 120,
+                    divergent_offset: 100,
+                    epoch: 3,
+                },
+            ),
+            // The leader does not know the epoch (UNDEFINED epoch or end offset).
+            (120, 3, end(-1, -1), true, ResetPolicy),
+            (120, 3, end(-1, -1), false, ResetPolicy),
+            (120, 3, end(3, -1), false, ResetPolicy),
+        ];
+        for (position, epoch, e, reset_allowed, expected) in cases {
+            assert_eq!(
+                on_divergence(position, epoch, e, reset_allowed),
+                expected,
+                "{position} in {epoch}, {e:?}, reset allowed: {reset_allowed}"
+            );
+        }
+    }
+
+    #[test]
+    fn select_names_the_epoch_of_the_last_batch_it_read() {
+        let asked = Asked {
+            last_fetched_epoch: 2,
+            ..main_asked(10)
+        };
+        let s = select(
+            decoded(
+                vec![batch_in(2, &[10, 11], 11), batch_in(3, &[12], 12)],
+                false,
+            ),
+            &asked,
+        );
+        assert_eq!((s.next, s.next_epoch), (13, 3));
+        // A marker of a later epoch moves the stream into it too.
+        let s = select(decoded(vec![control(10)], false), &asked);
+        assert_eq!((s.next, s.next_epoch), (11, 0));
+        // Nothing read: the epoch asked with stays.
+        let s = select(decoded(Vec::new(), false), &asked);
+        assert_eq!((s.next, s.next_epoch), (10, 2));
+    }
+
+    #[test]
+    fn the_position_takes_the_epoch_of_each_record_delivered() {
+        let mut p = partition_at(10);
+        assert_eq!(
+            (p.position_epoch, p.last_fetched_epoch(StreamKind::Main)),
+            (-1, -1)
+        );
+        let s = select(
+            decoded(vec![batch_in(4, &[10], 10), batch_in(5, &[11], 11)], false),
+            &main_asked(10),
+        );
+        apply_main(&mut p, main_asked(10), ok(s));
+        // The next fetch says the epoch of the last batch fetched; the position is still in the
+        // epoch it had.
+        assert_eq!(p.last_fetched_epoch(StreamKind::Main), 5);
+        assert_eq!(p.position_epoch, -1);
+        p.pop(StreamKind::Main);
+        assert_eq!((p.position, p.position_epoch), (Some(11), 4));
+        p.pop(StreamKind::Main);
+        assert_eq!((p.position, p.position_epoch), (Some(12), 5));
+        // A seek forgets the epoch: no check until a batch is fetched.
+        p.seek(50);
+        assert_eq!(
+            (p.position_epoch, p.last_fetched_epoch(StreamKind::Main)),
+            (-1, -1)
+        );
+    }
+
+    /// A commit sends the epoch of the record before the offset committed, where the partition
+    /// knows it (KIP-320): from the records it delivered since its last seek.
+    #[test]
+    fn a_commit_offset_gets_the_epoch_of_the_record_before_it() {
+        let mut p = partition_at(10);
+        let s = select(
+            decoded(
+                vec![batch_in(4, &[10, 11], 11), batch_in(6, &[12, 13], 13)],
+                false,
+            ),
+            &main_asked(10),
+        );
+        apply_main(&mut p, main_asked(10), ok(s));
+        assert_eq!(
+            p.epoch_at(10),
+            -1,
+            "nothing delivered yet: the seek's unknown epoch"
+        );
+        for _ in 0..3 {
+            p.pop(StreamKind::Main);
+        }
+        // Delivered 10 and 11 (epoch 4) and 12 (epoch 6); the position is 13.
+        let cases = [(9, -1), (10, -1), (11, 4), (12, 4), (13, 6), (14, -1)];
+        for (offset, epoch) in cases {
+            assert_eq!(p.epoch_at(offset), epoch, "offset {offset}");
+        }
+        // A seek forgets them.
+        p.seek(12);
+        assert_eq!((p.epoch_at(12), p.epoch_at(13)), (-1, -1));
+    }
+
+    /// A partition that delivered up to 120 in epoch 3, with 120..=124 (epoch 3) buffered, its
+    /// fetch of 125 in flight.
+    fn read_to_120() -> PartitionState {
+        let mut p = partition_at(100);
+        let first: Vec<i64> = (100..125).collect();
+        let s = select(
+            decoded(vec![batch_in(3, &first, 124)], false),
+            &main_asked(100),
+        );
+        apply_main(&mut p, main_asked(100), ok(s));
+        for _ in 100..120 {
+            p.pop(StreamKind::Main);
+        }
+        assert_eq!((p.position, p.position_epoch), (Some(120), 3));
+        p.main.in_flight = true;
+        p
+    }
+
+    fn diverging(e: EpochEndOffset) -> PartitionAnswer {
+        PartitionAnswer {
+            diverging_epoch: Some(e),
+            ..ok(Selected::default())
+        }
+    }
+
+    fn apply_diverging(p: &mut PartitionState, e: EpochEndOffset, reset_allowed: bool) -> Applied {
+        let asked = Asked {
+            last_fetched_epoch: 3,
+            cursor: p.cursor,
+            ..main_asked(125)
+        };
+        assert_eq!(
+            asked.last_fetched_epoch,
+            p.last_fetched_epoch(StreamKind::Main)
+        );
+        apply(
+            p,
+            &tp(),
+            StreamKind::Main,
+            BROKER,
+            &asked,
+            diverging(e),
+            Instant::now(),
+            MAX_AGE,
+            reset_allowed,
+        )
+    }
+
+    #[test]
+    fn a_truncated_log_resets_to_the_divergence_point_when_the_policy_allows() {
+        let mut p = read_to_120();
+        let held = p.main.buffered_bytes;
+        let cursor = p.cursor;
+        let a = apply_diverging(&mut p, end(3, 100), true);
+        assert_eq!(
+            a,
+            Applied {
+                freed: held,
+                ..Applied::default()
+            }
+        );
+        assert_eq!((p.position, p.position_epoch), (Some(100), 3));
+        assert_eq!(
+            (p.main.fetch_offset, p.last_fetched_epoch(StreamKind::Main)),
+            (Some(100), 3)
+        );
+        assert!(p.main.buffer.is_empty() && p.cursor > cursor && p.lookup.is_none());
+        assert!(!p.main.failing && !p.main.in_flight);
+    }
+
+    #[test]
+    fn a_truncated_log_with_no_reset_policy_stops_the_partition_and_names_the_offsets() {
+        let mut p = read_to_120();
+        let held = p.main.buffered_bytes;
+        let a = apply_diverging(&mut p, end(3, 100), false);
+        assert_eq!(a.freed, held);
+        match a.error {
+            Some(Error::LogTruncation {
+                ref partition,
+                position,
+                divergent_offset,
+                divergent_epoch,
+            }) => {
+                assert_eq!(
+                    (partition.topic.as_str(), partition.partition),
+                    ("orders", 3)
+                );
+                assert_eq!((position, divergent_offset, divergent_epoch), (120, 100, 3));
+            }
+            ref other => panic!("{other:?}"),
+        }
+        let shown = a.error.unwrap().to_string();
+        assert!(
+            shown.contains("orders-3") && shown.contains("120") && shown.contains("100"),
+            "{shown}"
+        );
+        // Nothing more is fetched until the application seeks, and the wait is not a stuck task.
+        assert_eq!(p.main.fetch_offset, None);
+        assert_eq!(p.position, Some(120));
+        assert!(p.fetchable(Instant::now(), 1 << 20).is_empty());
+        assert_eq!(
+            p.main.activity(false, false, p.lookup.is_some()),
+            super::super::state::Activity::Idle
+        );
+        p.seek(100);
+        assert_eq!(
+            p.fetchable(Instant::now(), 1 << 20),
+            vec![(StreamKind::Main, 100)]
+        );
+    }
+
+    #[test]
+    fn a_divergence_past_the_position_only_fetches_again_from_it() {
+        let mut p = read_to_120();
+        let held = p.main.buffered_bytes;
+        // Epoch 3 ends at 122 on the new leader: 120 and 121 are still there, 122..=124 not.
+        let a = apply_diverging(&mut p, end(3, 122), false);
+        assert_eq!(
+            a,
+            Applied {
+                freed: held,
+                ..Applied::default()
+            }
+        );
+        assert_eq!((p.position, p.position_epoch), (Some(120), 3));
+        assert_eq!(
+            (p.main.fetch_offset, p.last_fetched_epoch(StreamKind::Main)),
+            (Some(120), 3)
+        );
+    }
+
+    #[test]
+    fn a_leader_that_does_not_know_the_epoch_applies_the_reset_policy() {
+        let mut p = read_to_120();
+        let a = apply_diverging(&mut p, end(-1, -1), false);
+        assert!(a.error.is_none() && a.freed > 0);
+        assert_eq!(p.position, None);
+        assert_eq!(p.lookup, Some(PositionLookup::ResetPolicy));
     }
 }

@@ -9,7 +9,8 @@ use crate::backoff::Deadline;
 use crate::config::{AutoOffsetReset, ConsumerConfig};
 use crate::error::{Error, Result};
 use crate::offsets::{
-    fetch_committed, list_offsets_with, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP,
+    fetch_committed_with_epochs, list_offsets_with, OffsetAndMetadata, EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
 };
 use crate::recovery::RecoveryState;
 use crate::TopicPartition;
@@ -26,7 +27,8 @@ pub(crate) enum PositionLookup {
 }
 
 pub(crate) enum LookupOutcome {
-    Position(i64),
+    /// The offset, and its leader epoch where known (a committed offset's, KIP-320), else -1.
+    Position(i64, i32),
     /// KIP-333: a takeover with a backlog (or a recovery token to resume): the main stream
     /// starts at `main_next`, a recovery stream drains the ranges.
     Recover(RecoveryState),
@@ -60,7 +62,7 @@ pub(super) async fn lookup_positions(
         .collect();
     let committed = match (&config.group_id, committed_wanted.is_empty()) {
         (Some(group), false) => {
-            fetch_committed(&shared.cluster, group, &committed_wanted, deadline).await?
+            fetch_committed_with_epochs(&shared.cluster, group, &committed_wanted, deadline).await?
         }
         _ => HashMap::new(),
     };
@@ -69,11 +71,11 @@ pub(super) async fn lookup_positions(
     for (tp, lookup, _) in wanted {
         match lookup {
             PositionLookup::Committed => match committed.get(tp) {
-                Some(Some(c)) if c.offset >= 0 && config.enable_parallel_rebalance => {
+                Some(Some((c, _))) if c.offset >= 0 && config.enable_parallel_rebalance => {
                     takeovers.push((tp.clone(), c.clone()))
                 }
-                Some(Some(c)) if c.offset >= 0 => {
-                    out.push((tp.clone(), LookupOutcome::Position(c.offset)))
+                Some(Some((c, epoch))) if c.offset >= 0 => {
+                    out.push((tp.clone(), LookupOutcome::Position(c.offset, *epoch)))
                 }
                 _ => by_policy.push((tp.clone(), PositionLookup::ResetPolicy)),
             },
@@ -102,7 +104,7 @@ pub(super) async fn lookup_positions(
                     if state.is_active() {
                         LookupOutcome::Recover(state)
                     } else {
-                        LookupOutcome::Position(state.main_next)
+                        LookupOutcome::Position(state.main_next, -1)
                     }
                 }
                 Some(Err(e)) => LookupOutcome::Failed(e),
@@ -141,7 +143,7 @@ pub(super) async fn lookup_positions(
             out.push((
                 tp,
                 match r {
-                    Ok((offset, _)) => LookupOutcome::Position(offset),
+                    Ok((offset, _)) => LookupOutcome::Position(offset, -1),
                     Err(e) => LookupOutcome::Failed(e),
                 },
             ));

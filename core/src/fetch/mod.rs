@@ -128,6 +128,15 @@ impl Shared {
             .collect()
     }
 
+    /// KIP-320: the leader epoch to commit with `offset` for `tp` ([`PartitionState::epoch_at`];
+    /// -1 for a partition not fetched).
+    pub fn epoch_at(&self, tp: &TopicPartition, offset: i64) -> i32 {
+        self.lock()
+            .partitions
+            .get(tp)
+            .map_or(-1, |p| p.epoch_at(offset))
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, FetchState> {
         self.state.lock().unpoisoned()
     }

@@ -20,6 +20,14 @@ pub(crate) struct PartitionState {
     /// The offset of the next record `poll()` returns from the main stream (the consumer
     /// position).
     pub position: Option<i64>,
+    /// KIP-320: the leader epoch of the position, the epoch of the batch holding the last record
+    /// delivered (the committed offset's epoch before any); -1 when unknown (after a seek or a
+    /// reset), which asks the broker for no check.
+    pub position_epoch: i32,
+    /// Where the records delivered changed leader epoch lately: (offset of the first record
+    /// delivered in the epoch, epoch), oldest first, at most [`EPOCH_STARTS_KEPT`]. A commit of
+    /// an offset the position has passed finds its epoch here ([`PartitionState::epoch_at`]).
+    pub epoch_starts: VecDeque<(i64, i32)>,
     pub lookup: Option<PositionLookup>,
     /// Set while a position lookup for this partition is running.
     pub lookup_in_flight: bool,
@@ -58,6 +66,9 @@ pub(crate) fn fetch_target(
     }
 }
 
+/// How many leader epoch changes of its delivered records a partition remembers for commits.
+pub(crate) const EPOCH_STARTS_KEPT: usize = 8;
+
 /// Which of a partition's two fetch cursors a fetch or a record belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum StreamKind {
@@ -82,6 +93,10 @@ impl StreamKind {
 pub(crate) struct Stream {
     /// The next offset to fetch: the stream's delivery position plus what is buffered.
     pub fetch_offset: Option<i64>,
+    /// KIP-320: the leader epoch of the last batch fetched below `fetch_offset` (-1 when
+    /// unknown), sent as the Fetch's `last_fetched_epoch` so that the leader can tell whether its
+    /// log still holds what was fetched.
+    pub fetch_epoch: i32,
     /// Fetched records; each counts [`record_size`] bytes against the buffer limits.
     pub buffer: RecordBuffer,
     pub buffered_bytes: usize,
@@ -104,6 +119,7 @@ impl Stream {
     pub(super) fn new(backoff: Backoff) -> Stream {
         Stream {
             fetch_offset: None,
+            fetch_epoch: -1,
             buffer: RecordBuffer::default(),
             buffered_bytes: 0,
             in_flight: false,
@@ -318,6 +334,8 @@ impl PartitionState {
         PartitionState {
             topic: Arc::from(topic),
             position: None,
+            position_epoch: -1,
+            epoch_starts: VecDeque::new(),
             lookup: Some(lookup),
             lookup_in_flight: false,
             paused: false,
@@ -347,6 +365,11 @@ impl PartitionState {
         let freed = self.cancel_recovery() + self.main.clear_buffer();
         self.position = Some(offset);
         self.main.fetch_offset = Some(offset);
+        // The application chose the offset, not a record: its epoch is unknown (as the Java
+        // client's seek leaves it), and no check is asked until a batch is fetched.
+        self.position_epoch = -1;
+        self.epoch_starts.clear();
+        self.main.fetch_epoch = -1;
         self.lookup = None;
         self.cursor += 1;
         self.main.failing = false;
@@ -358,10 +381,65 @@ impl PartitionState {
     pub fn reset(&mut self, lookup: PositionLookup) -> usize {
         let freed = self.main.clear_buffer();
         self.position = None;
+        self.position_epoch = -1;
+        self.epoch_starts.clear();
         self.main.fetch_offset = None;
+        self.main.fetch_epoch = -1;
         self.lookup = Some(lookup);
         self.cursor += 1;
         freed
+    }
+
+    /// With nothing buffered, the position is the fetch offset, and its epoch the last fetched.
+    pub(super) fn position_caught_up(&mut self) {
+        if self.main.fetch_offset > self.position {
+            self.position = self.main.fetch_offset;
+            self.position_epoch = self.main.fetch_epoch;
+        }
+    }
+
+    /// KIP-320: the main stream starts again from `offset` of leader epoch `epoch` (the
+    /// position after a log truncation, or the point where the leader's log diverged): what
+    /// was buffered is dropped, and with it any answer in flight; recovery ranges at or above
+    /// `offset` are dropped too, as for a reset below them. Returns the bytes freed.
+    pub(super) fn restart_at(&mut self, offset: i64, epoch: i32) -> usize {
+        let mut freed = self.main.clear_buffer();
+        if self.recovery.as_ref().is_some_and(|r| offset < r.max_end()) {
+            freed += self.cancel_recovery();
+        }
+        self.position = Some(offset);
+        self.position_epoch = epoch;
+        self.epoch_starts.clear();
+        self.main.fetch_offset = Some(offset);
+        self.main.fetch_epoch = epoch;
+        self.lookup = None;
+        self.cursor += 1;
+        freed
+    }
+
+    /// KIP-320: the leader epoch to commit with `offset` (the next record to read): the
+    /// position's epoch at the position; below it, the epoch of the record before `offset` where
+    /// the records delivered lately say it; else -1 (unknown: the broker keeps none).
+    pub fn epoch_at(&self, offset: i64) -> i32 {
+        if self.position == Some(offset) {
+            return self.position_epoch;
+        }
+        if self.position.is_none_or(|p| offset > p) {
+            return -1;
+        }
+        let last = offset - 1;
+        match self
+            .epoch_starts
+            .iter()
+            .rev()
+            .find(|&&(start, _)| start <= last)
+        {
+            // Only an epoch whose start was seen: an older one may have begun earlier.
+            Some(&(_, epoch)) if self.epoch_starts.front().is_some_and(|&(s, _)| s <= last) => {
+                epoch
+            }
+            _ => -1,
+        }
     }
 
     /// Drops the recovery stream and its ranges; returns the bytes it had buffered.
@@ -399,9 +477,17 @@ impl PartitionState {
     pub fn pop(&mut self, kind: StreamKind) -> Option<(Record, usize)> {
         let (r, size) = match kind {
             StreamKind::Main => {
+                let epoch = self.main.buffer.front_epoch()?;
                 let (r, size) = self.main.buffer.pop()?;
                 self.main.buffered_bytes -= size;
                 self.position = Some(r.offset + 1);
+                self.position_epoch = epoch;
+                if self.epoch_starts.back().is_none_or(|&(_, e)| e != epoch) {
+                    if self.epoch_starts.len() == EPOCH_STARTS_KEPT {
+                        self.epoch_starts.pop_front();
+                    }
+                    self.epoch_starts.push_back((r.offset, epoch));
+                }
                 (r, size)
             }
             StreamKind::Recovery => {
@@ -420,7 +506,7 @@ impl PartitionState {
     /// so commits and lag reach the end of the log; a recovery stream with nothing left ends.
     pub fn after_drain(&mut self) {
         if self.main.buffer.is_empty() {
-            self.position = self.main.fetch_offset.max(self.position);
+            self.position_caught_up();
         }
         if let Some(rc) = self.recovery.as_mut() {
             rc.settle();
@@ -478,6 +564,16 @@ impl PartitionState {
         out
     }
 
+    /// KIP-320: the `last_fetched_epoch` a fetch of the `kind` stream sends: the main stream's
+    /// last fetched epoch; -1 (no check) for a recovery stream, whose ranges lie below the main
+    /// stream's position: a truncation that reaches them shows on the main stream.
+    pub(super) fn last_fetched_epoch(&self, kind: StreamKind) -> i32 {
+        match kind {
+            StreamKind::Main => self.main.fetch_epoch,
+            StreamKind::Recovery => -1,
+        }
+    }
+
     /// Records at or above it do not belong to a fetch of the `kind` stream: the end of the
     /// recovery stream's current range; no limit for the main stream.
     pub(super) fn fetch_limit(&self, kind: StreamKind) -> i64 {
@@ -501,6 +597,9 @@ impl PartitionState {
 pub(crate) struct BufferedBatch {
     pub data: Bytes,
     pub records: Vec<RecordSpans>,
+    /// The batch's partition leader epoch (-1 for none): a record taken from it puts the
+    /// position in this epoch (KIP-320).
+    pub leader_epoch: i32,
 }
 
 impl Drop for BufferedBatch {
@@ -533,6 +632,11 @@ impl RecordBuffer {
     pub fn clear(&mut self) {
         self.batches.clear();
         self.taken = 0;
+    }
+
+    /// The leader epoch of the batch the next record comes from.
+    pub fn front_epoch(&self) -> Option<i32> {
+        self.batches.front().map(|b| b.leader_epoch)
     }
 
     /// The next record and the bytes it counted ([`record_size`]).
@@ -618,7 +722,11 @@ mod tests {
             .collect();
         let mut buffer = RecordBuffer::default();
         for (data, records) in batches {
-            buffer.push(BufferedBatch { data, records });
+            buffer.push(BufferedBatch {
+                data,
+                records,
+                leader_epoch: -1,
+            });
         }
         let mut taken = Vec::new();
         let mut popped = 0;
@@ -663,6 +771,7 @@ mod tests {
         buffer.push(BufferedBatch {
             data: Bytes::from_static(b"v"),
             records,
+            leader_epoch: -1,
         });
         for _ in 1..len {
             buffer.pop().unwrap();

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::task::JoinSet;
 
-use super::apply::{apply, fetch_failed, select, Asked, PartitionAnswer, Selected};
-use super::lookup::{lookup_positions, LookupOutcome, PositionLookup};
+use super::apply::{apply, fetch_failed, select, Asked, EpochEndOffset, PartitionAnswer, Selected};
+use super::lookup::{lookup_positions, reset_policy, LookupOutcome, PositionLookup};
 use super::state::{fetch_target, PartitionState, Recovery, Stream, StreamKind};
 use super::Shared;
 use crate::backoff::{Deadline, Retry};
@@ -18,6 +18,7 @@ use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, ErrorPartition, Result};
 use crate::protocol;
 use crate::protocol::fetch::{FetchFrom, FetchLimits};
+use crate::protocol::msg::fetch_response::EpochEndOffset as EpochEndOffsetField;
 use crate::protocol::msg::{FetchRequest, FetchResponse};
 use crate::protocol::records::decode_batches;
 use crate::TopicPartition;
@@ -182,6 +183,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                                 offset: *offset,
                                 cursor: p.cursor,
                                 limit: p.fetch_limit(*kind),
+                                last_fetched_epoch: p.last_fetched_epoch(*kind),
                             };
                             per_broker.entry((target, *kind)).or_default().push((
                                 tp.clone(),
@@ -387,6 +389,7 @@ fn build_fetch(
             partition: tp,
             offset: asked.offset,
             leader_epoch: *epoch,
+            last_fetched_epoch: asked.last_fetched_epoch,
         }),
     );
     FetchPlan {
@@ -437,6 +440,7 @@ async fn decode_answer(
                 log_start_offset: pd.log_start_offset,
                 preferred_read_replica: pd.preferred_read_replica.0,
                 records: Ok(Selected::default()),
+                diverging_epoch: diverging_epoch(&pd.diverging_epoch),
             });
         }
     }
@@ -478,6 +482,15 @@ async fn decode_answer(
             .map(|((tp, a), answer)| (tp.clone(), *a, answer))
             .collect(),
     )
+}
+
+/// KIP-320: a Fetch answer's diverging epoch, when it names one (the field's default, epoch and
+/// end offset -1, says the log holds what was fetched).
+fn diverging_epoch(d: &EpochEndOffsetField) -> Option<EpochEndOffset> {
+    (d.epoch >= 0 || d.end_offset >= 0).then_some(EpochEndOffset {
+        epoch: d.epoch,
+        end_offset: d.end_offset,
+    })
 }
 
 /// Applies a decoded fetch answer for streams of `kind`: the lock covers only the hand-over to
@@ -542,6 +555,7 @@ fn handle_fetch(
             answer,
             now,
             shared.config.common.metadata_max_age,
+            reset_policy(&shared.config).is_some(),
         );
         st.buffered_bytes += applied.added;
         st.buffered_bytes -= applied.freed;
@@ -600,13 +614,16 @@ fn handle_lookup(
             continue;
         }
         match outcome {
-            LookupOutcome::Position(o) => {
+            LookupOutcome::Position(o, epoch) => {
                 // A main stream reset below a backlog range re-reads it: the range is dropped.
                 if p.recovery.as_ref().is_some_and(|r| o < r.max_end()) {
                     freed += p.cancel_recovery();
                 }
                 p.position = Some(o);
                 p.main.fetch_offset = Some(o);
+                // KIP-320: a committed offset's epoch is checked on the first fetch.
+                p.position_epoch = epoch;
+                p.main.fetch_epoch = epoch;
                 p.lookup = None;
                 p.progressed();
             }

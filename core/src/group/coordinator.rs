@@ -98,7 +98,13 @@ pub(crate) struct GroupDriver {
     pub(crate) async_commits: Mutex<AsyncCommits<AsyncCommitDone>>,
     /// Woken when the asynchronous commits go idle (a synchronous commit waits for it).
     pub(crate) async_idle: tokio::sync::Notify,
+    /// KIP-320: the leader epoch each committed offset is sent with, from the consumer's fetch
+    /// state; set once the consumer has the driver (unset: -1, no epoch).
+    pub(crate) leader_epochs: std::sync::OnceLock<LeaderEpochs>,
 }
+
+/// The leader epoch of `offset` of a partition, for a commit (-1: unknown).
+pub(crate) type LeaderEpochs = Arc<dyn Fn(&TopicPartition, i64) -> i32 + Send + Sync>;
 
 impl GroupDriver {
     /// A group member's driver; `membership_accesses` counts every access to its state
@@ -162,6 +168,7 @@ impl GroupDriver {
             simple,
             async_commits: Mutex::new(AsyncCommits::default()),
             async_idle: tokio::sync::Notify::new(),
+            leader_epochs: std::sync::OnceLock::new(),
         }))
     }
 

@@ -11,19 +11,25 @@ use crate::protocol::msg::{OffsetCommitRequest, OffsetCommitResponse, StrBytes, 
 use crate::TopicPartition;
 
 /// OffsetCommit of `offsets` through `generation_id` (-1 for a consumer outside any group, as a
-/// simple consumer commits), topics grouped in order of first appearance.
+/// simple consumer commits), topics grouped in order of first appearance. `leader_epoch` gives
+/// the leader epoch of each offset (KIP-320, v6+; -1 for unknown), which the next owner's
+/// OffsetFetch returns to check the offset against the log.
 pub(crate) fn offset_commit(
     member: Member<'_>,
     generation_id: i32,
     offsets: &[(TopicPartition, OffsetAndMetadata)],
+    leader_epoch: impl Fn(&TopicPartition, i64) -> i32,
     version: i16,
 ) -> OffsetCommitRequest {
     let topics = group_by_topic(offsets.iter().map(|(tp, om)| {
         let partition = OffsetCommitRequestPartition::default()
             .with_partition_index(tp.partition)
             .with_committed_offset(om.offset)
-            // The position's leader epoch is not tracked per commit: -1 tells the broker so.
-            .with_committed_leader_epoch(-1)
+            .with_committed_leader_epoch(if version >= 6 {
+                leader_epoch(tp, om.offset)
+            } else {
+                -1
+            })
             .with_committed_metadata(Some(StrBytes::from_string(om.metadata.clone())));
         (tp.topic.as_str(), partition)
     }))
@@ -95,7 +101,13 @@ mod tests {
             (TopicPartition::new("a", 0), om(5, "lagless:r1")),
             (TopicPartition::new("b", 0), om(7, "x")),
         ];
-        let req = offset_commit(MEMBER, 3, &offsets, 8);
+        // Epochs known for topic b's partitions (by offset), not for a's.
+        let epochs = |tp: &TopicPartition, offset: i64| match (tp.topic.as_str(), offset) {
+            ("b", 10) => 4,
+            ("b", 7) => 3,
+            _ => -1,
+        };
+        let req = offset_commit(MEMBER, 3, &offsets, epochs, 8);
         assert_eq!(req.group_id.0.as_str(), "g");
         assert_eq!(req.generation_id_or_member_epoch, 3);
         assert_eq!(req.member_id.as_str(), "m-1");
@@ -117,8 +129,8 @@ mod tests {
         assert_eq!(
             sent,
             vec![
-                ("b", 1, 10, -1, Some("")),
-                ("b", 0, 7, -1, Some("x")),
+                ("b", 1, 10, 4, Some("")),
+                ("b", 0, 7, 3, Some("x")),
                 ("a", 0, 5, -1, Some("lagless:r1")),
             ]
         );
@@ -127,17 +139,23 @@ mod tests {
     #[test]
     fn instance_id_from_v7_and_retention_up_to_v4() {
         let offsets = vec![(TopicPartition::new("t", 0), om(1, ""))];
-        let v4 = offset_commit(MEMBER, 3, &offsets, 4);
+        let epoch = |_: &TopicPartition, _| 5;
+        let v4 = offset_commit(MEMBER, 3, &offsets, epoch, 4);
         assert_eq!(v4.retention_time_ms, -1);
         assert_eq!(v4.group_instance_id, None);
-        let v7 = offset_commit(MEMBER, 3, &offsets, 7);
+        // The leader epoch came with v6: before it, none is sent (encoding one would fail).
+        assert_eq!(v4.topics[0].partitions[0].committed_leader_epoch, -1);
+        let mut framed = bytes::BytesMut::new();
+        kafka_protocol::protocol::Encodable::encode(&v4, &mut framed, 4).expect("v4 encodes");
+        let v7 = offset_commit(MEMBER, 3, &offsets, epoch, 7);
+        assert_eq!(v7.topics[0].partitions[0].committed_leader_epoch, 5);
         assert_eq!(v7.group_instance_id.as_deref(), Some("host-7"));
         let simple = Member {
             member_id: "",
             instance_id: None,
             ..MEMBER
         };
-        let outside = offset_commit(simple, -1, &offsets, 9);
+        let outside = offset_commit(simple, -1, &offsets, epoch, 9);
         assert_eq!(outside.generation_id_or_member_epoch, -1);
         assert_eq!(outside.member_id.as_str(), "");
         assert_eq!(outside.group_instance_id, None);

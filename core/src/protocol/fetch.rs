@@ -18,11 +18,14 @@ pub(crate) struct FetchLimits<'a> {
 }
 
 /// One partition to read: from `offset`, as the leader of `leader_epoch` (-1 when unknown; the
-/// broker then skips the fencing check).
+/// broker then skips the fencing check). `last_fetched_epoch` (KIP-320, v12+): the leader epoch
+/// of the batch before `offset` (-1 when unknown: no check); a leader whose log of that epoch
+/// ends below `offset` answers with the diverging epoch instead of records.
 pub(crate) struct FetchFrom<'a> {
     pub partition: &'a TopicPartition,
     pub offset: i64,
     pub leader_epoch: i32,
+    pub last_fetched_epoch: i32,
 }
 
 /// A full (sessionless) Fetch as a consumer (replica -1) at `read_uncommitted`, the Java
@@ -36,6 +39,7 @@ pub(crate) fn fetch<'a>(
             .with_partition(from.partition.partition)
             .with_fetch_offset(from.offset)
             .with_current_leader_epoch(from.leader_epoch)
+            .with_last_fetched_epoch(from.last_fetched_epoch)
             .with_log_start_offset(-1)
             .with_partition_max_bytes(limits.partition_max_bytes);
         (from.partition.topic.as_str(), partition)
@@ -76,14 +80,19 @@ mod tests {
             partition_max_bytes: 1_048_576,
             rack_id: "rack-b",
         };
-        let from = |partition, offset, leader_epoch| FetchFrom {
+        let from = |partition, offset, leader_epoch, last_fetched_epoch| FetchFrom {
             partition,
             offset,
             leader_epoch,
+            last_fetched_epoch,
         };
         let req = fetch(
             limits,
-            [from(&a0, 10, 3), from(&b2, 0, -1), from(&a1, 7, 3)],
+            [
+                from(&a0, 10, 3, 2),
+                from(&b2, 0, -1, -1),
+                from(&a1, 7, 3, 3),
+            ],
         );
         assert_eq!(req.replica_id.0, -1);
         assert_eq!(
@@ -93,7 +102,7 @@ mod tests {
         assert_eq!((req.session_id, req.session_epoch), (0, -1));
         assert_eq!(req.isolation_level, 0);
         assert_eq!(req.rack_id.as_str(), "rack-b");
-        let sent: Vec<(&str, i32, i64, i32, i64, i32)> = req
+        let sent: Vec<(&str, i32, i64, i32, i32, i64, i32)> = req
             .topics
             .iter()
             .flat_map(|t| {
@@ -103,6 +112,7 @@ mod tests {
                         p.partition,
                         p.fetch_offset,
                         p.current_leader_epoch,
+                        p.last_fetched_epoch,
                         p.log_start_offset,
                         p.partition_max_bytes,
                     )
@@ -112,9 +122,9 @@ mod tests {
         assert_eq!(
             sent,
             vec![
-                ("a", 0, 10, 3, -1, 1_048_576),
-                ("a", 1, 7, 3, -1, 1_048_576),
-                ("b", 2, 0, -1, -1, 1_048_576),
+                ("a", 0, 10, 3, 2, -1, 1_048_576),
+                ("a", 1, 7, 3, 3, -1, 1_048_576),
+                ("b", 2, 0, -1, -1, -1, 1_048_576),
             ]
         );
     }

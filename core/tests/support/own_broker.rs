@@ -122,6 +122,47 @@ impl OwnBroker {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// Creates `topic` with one partition on `replicas` (node ids, the first the preferred
+    /// leader) and topic configs `configs`, and waits until it has a leader.
+    pub fn create_topic_on(&self, topic: &str, replicas: &[u32], configs: &[(&str, &str)]) {
+        let replicas: Vec<String> = replicas.iter().map(|r| r.to_string()).collect();
+        let configs: Vec<String> = configs
+            .iter()
+            .map(|(k, v)| format!("({k:?}, {v:?})"))
+            .collect();
+        // CreateTopics v4 with a replica assignment (the harness's own request has none).
+        self.python(&format!(
+            "import struct; from kafka_broker import _str, _Reader, kafka_request, wait_for_topic; \
+             replicas = [{replicas}]; configs = [{configs}]; \
+             body = (struct.pack('>i', 1) + _str({topic:?}) + struct.pack('>ih', -1, -1) \
+               + struct.pack('>ii', 1, 0) + struct.pack('>i', len(replicas)) \
+               + b''.join(struct.pack('>i', r) for r in replicas) \
+               + struct.pack('>i', len(configs)) + b''.join(_str(k) + _str(v) for k, v in configs) \
+               + struct.pack('>ib', 30000, 0)); \
+             r = _Reader(kafka_request(c._running_bootstrap(), 19, 4, body, timeout=35)); r.i32(); \
+             errs = r.array(lambda: (r.string(), r.i16(), r.string())); \
+             assert all(e == 0 for _, e, _ in errs), errs; \
+             wait_for_topic(c._running_bootstrap(), {topic:?}, 1)",
+            replicas = replicas.join(", "),
+            configs = configs.join(", "),
+        ));
+    }
+
+    /// SIGTERMs node `node` (a controlled shutdown); its data is kept.
+    pub fn stop_node(&self, node: u32) {
+        self.python(&format!("c.stop_node({node}); c.detach()"));
+    }
+
+    /// SIGKILLs node `node`; its data is kept.
+    pub fn kill_node(&self, node: u32) {
+        self.python(&format!("c.kill_node({node}); c.detach()"));
+    }
+
+    /// Starts a stopped node again with its data; returns once it is back in the metadata.
+    pub fn start_node(&self, node: u32) {
+        self.python(&format!("c.start_node({node}); c.detach()"));
+    }
+
     /// The address of node `node` (1-based).
     pub fn address(&self, node: u32) -> String {
         self.bootstrap
@@ -135,6 +176,15 @@ impl OwnBroker {
     pub fn leader_of(&self, topic: &str, partition: i32) -> u32 {
         self.python(&format!(
             "print(kafka_broker.metadata(c.bootstrap, [{topic:?}])['topics'][{topic:?}]['partitions'][{partition}])"
+        ))
+        .parse()
+        .expect("a node id")
+    }
+
+    /// The leader of `topic`-`partition` as node `node` sees it (-1: none).
+    pub fn leader_seen_by(&self, node: u32, topic: &str, partition: i32) -> i32 {
+        self.python(&format!(
+            "print(kafka_broker.metadata(c.nodes[{node}].address, [{topic:?}])['topics'][{topic:?}]['partitions'][{partition}])"
         ))
         .parse()
         .expect("a node id")

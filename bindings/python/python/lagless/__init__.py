@@ -64,6 +64,7 @@ __all__ = [
     "IllegalStateError",
     "AuthenticationError",
     "SslError",
+    "LogTruncationError",
 ]
 
 _logger = logging.getLogger("lagless")

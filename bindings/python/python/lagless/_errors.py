@@ -33,6 +33,7 @@ __all__ = [
     "IllegalStateError",
     "AuthenticationError",
     "SslError",
+    "LogTruncationError",
 ]
 
 
@@ -175,6 +176,15 @@ class SslError(AuthenticationError):
     AuthenticationException: code that catches security failures catches it too."""
 
     kind = "SSL"
+
+
+class LogTruncationError(LaglessError):
+    """A partition's log was truncated below the position (a leader elected uncleanly lost records
+    already read) and ``auto.offset.reset`` is ``none``. The message names the position and the
+    offset where the log diverges; ``topic`` and ``partition`` name the partition, which waits for
+    a ``seek()`` while the others keep flowing."""
+
+    kind = "LOG_TRUNCATION"
 
 
 def _subclasses(cls: Type[LaglessError]) -> List[Type[LaglessError]]:
