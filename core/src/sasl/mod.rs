@@ -69,6 +69,9 @@ mod unsecured;
 
 pub(crate) use oauthbearer::TokenSource;
 pub use oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider};
+// The token endpoint's answer reader: public only for the fuzz targets.
+#[cfg(feature = "unstable-fuzzing")]
+pub use oidc::{parse_token_answer, LATEST_EXPIRY_SECS};
 
 /// The mechanisms lagless speaks, by the names the broker knows (`sasl.enabled.mechanisms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

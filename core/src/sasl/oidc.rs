@@ -168,8 +168,16 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
     }))
 }
 
-/// The token endpoint's JSON answer as a token. Pure, for tests.
-fn parse_token_answer(
+/// The latest expiry a token may have, in seconds since the epoch: 9999-12-31T23:59:59Z.
+/// Lifetimes come from outside (a token endpoint's `expires_in`, a JWT's `exp`, a config); one
+/// beyond this is no real lifetime, and adding it to the clock could overflow, which panics.
+pub const LATEST_EXPIRY_SECS: u64 = 253_402_300_799;
+
+/// The token endpoint's JSON answer to a request sent at `sent_at`, as a token: a pure function,
+/// for the tests and the fuzz target. The expiry is `sent_at` plus `expires_in`, else the JWT's
+/// `exp`; a token already expired, or expiring after [`LATEST_EXPIRY_SECS`], is a bad answer.
+/// Errors name the field at fault, never the token.
+pub fn parse_token_answer(
     body: &str,
     sent_at: SystemTime,
     client_id: &str,
@@ -193,15 +201,25 @@ fn parse_token_answer(
         }
     }
     let claims = jwt_claims(token);
+    let latest = UNIX_EPOCH + Duration::from_secs(LATEST_EXPIRY_SECS);
     let expires_at = match o.get("expires_in") {
-        // Some servers send the number as a string.
         Some(v) => {
-            let secs = v
-                .as_u64()
-                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-                .filter(|s| *s > 0)
-                .ok_or("`expires_in` is not a positive number of seconds")?;
-            sent_at + Duration::from_secs(secs)
+            // Some servers send the number as a string.
+            let secs = match v {
+                Value::String(s) => s.trim().parse::<f64>().ok(),
+                _ => v.as_f64(),
+            }
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .ok_or("`expires_in` is not a positive number of seconds")?;
+            // Compared before the sum: a lifetime past the latest expiry could overflow it.
+            let room = latest
+                .duration_since(sent_at)
+                .map_or(0.0, |d| d.as_secs_f64());
+            (secs <= room)
+                .then(|| sent_at.checked_add(Duration::from_secs_f64(secs)))
+                .flatten()
+                .filter(|t| *t <= latest)
+                .ok_or("`expires_in` is out of range: the token would expire after the year 9999")?
         }
         None => {
             let exp = claims
@@ -209,9 +227,25 @@ fn parse_token_answer(
                 .and_then(|c| c.get("exp"))
                 .and_then(Value::as_f64)
                 .ok_or("the answer has no `expires_in` and the token no `exp` claim")?;
-            UNIX_EPOCH + Duration::from_secs_f64(exp.max(0.0))
+            // `exp` is seconds since the epoch (RFC 7519 NumericDate).
+            if !(0.0..=LATEST_EXPIRY_SECS as f64).contains(&exp) {
+                return Err(
+                    "the token's `exp` claim is out of range: before 1970 or after the \
+                            year 9999"
+                        .into(),
+                );
+            }
+            UNIX_EPOCH + Duration::from_secs_f64(exp)
         }
     };
+    if expires_at <= sent_at {
+        return Err(match o.get("expires_in") {
+            Some(_) => "`expires_in` is too short: the token expires as it is fetched".into(),
+            None => {
+                "the token's `exp` claim is in the past: it expired before it was fetched".into()
+            }
+        });
+    }
     let principal = claims
         .as_ref()
         .and_then(|c| c.get("sub"))
@@ -439,6 +473,89 @@ mod tests {
             let m = parse_token_answer(body, t0, "cid", &none).unwrap_err();
             assert!(m.contains(expect), "{body}: {m}");
         }
+    }
+
+    #[test]
+    fn out_of_range_expiries_are_bad_answers_not_panics() {
+        let none = BTreeMap::new();
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let token = "tok3n-SECRET";
+        let jwt = |claims: &str| format!("{token}.{}.s", BASE64URL.encode(claims));
+        let cases = [
+            // `expires_in` past any clock, as a number and as a string.
+            (
+                r#""expires_in":18446744073709551615"#.to_string(),
+                "`expires_in` is out of range",
+            ),
+            (
+                r#""expires_in":"18446744073709551615""#.into(),
+                "`expires_in` is out of range",
+            ),
+            (
+                r#""expires_in":9223372036854775807"#.into(),
+                "`expires_in` is out of range",
+            ),
+            (
+                r#""expires_in":1e300"#.into(),
+                "`expires_in` is out of range",
+            ),
+            (
+                r#""expires_in":"1e300""#.into(),
+                "`expires_in` is out of range",
+            ),
+            // One second past the year 9999.
+            (
+                format!(r#""expires_in":{}"#, LATEST_EXPIRY_SECS - 1_700_000_000 + 1),
+                "`expires_in` is out of range",
+            ),
+            (r#""expires_in":1e-300"#.into(), "`expires_in` is too short"),
+            // A JWT `exp` past any clock, before the epoch, or already past.
+            (r#""x":1"#.into(), "exp:1e300"),
+            (r#""x":1"#.into(), "exp:18446744073709551615"),
+            (r#""x":1"#.into(), "exp:1e19"),
+            (r#""x":1"#.into(), "exp:-1"),
+            (r#""x":1"#.into(), "exp:1600000000"),
+        ];
+        for (field, expect) in cases {
+            let (access_token, expect) = match expect.strip_prefix("exp:") {
+                Some(exp) => (
+                    jwt(&format!(r#"{{"sub":"svc","exp":{exp}}}"#)),
+                    if exp == "1600000000" {
+                        "the token's `exp` claim is in the past"
+                    } else {
+                        "the token's `exp` claim is out of range"
+                    },
+                ),
+                None => (token.to_string(), expect),
+            };
+            let body = format!(r#"{{"access_token":"{access_token}",{field}}}"#);
+            let answer = std::panic::catch_unwind(|| parse_token_answer(&body, t0, "cid", &none));
+            let m = match answer {
+                Ok(Err(m)) => m,
+                Ok(Ok(t)) => panic!("{body}: a token expiring at {:?}", t.expires_at),
+                Err(_) => panic!("{body}: panicked"),
+            };
+            assert!(m.contains(expect), "{body}: {m}");
+            assert!(!m.contains("tok3n") && !m.contains("SECRET"), "{body}: {m}");
+        }
+        // The edges: the year 9999 itself, and a fraction of a second.
+        let last = format!(
+            r#"{{"access_token":"t","expires_in":"{}"}}"#,
+            LATEST_EXPIRY_SECS - 1_700_000_000
+        );
+        let t = parse_token_answer(&last, t0, "cid", &none).unwrap();
+        assert_eq!(
+            t.expires_at,
+            UNIX_EPOCH + Duration::from_secs(LATEST_EXPIRY_SECS)
+        );
+        let t =
+            parse_token_answer(r#"{"access_token":"t","expires_in":0.5}"#, t0, "", &none).unwrap();
+        assert_eq!(t.expires_at, t0 + Duration::from_millis(500));
+        // A clock past the year 9999 gets no token rather than a panic.
+        let late = UNIX_EPOCH + Duration::from_secs(LATEST_EXPIRY_SECS + 10);
+        let m = parse_token_answer(r#"{"access_token":"t","expires_in":1}"#, late, "", &none)
+            .unwrap_err();
+        assert!(m.contains("out of range"), "{m}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use super::jaas::JaasEntry;
 use super::oauthbearer::{
     check_extension, OAuthBearerToken, OAuthBearerTokenProvider, ProviderError,
 };
+use super::oidc::LATEST_EXPIRY_SECS;
 use crate::error::{Error, Result};
 use crate::secret::Secret;
 
@@ -181,7 +182,11 @@ impl UnsecuredJws {
     /// The token issued at `now`: `base64url(header).base64url(claims).` (an empty signature).
     pub(crate) fn token_at(&self, now: SystemTime) -> OAuthBearerToken {
         let iat = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let exp = iat + self.lifetime;
+        // The lifetime is configured (up to u64::MAX seconds): the sum saturates at the latest
+        // expiry a token may have instead of overflowing.
+        let exp = iat
+            .saturating_add(self.lifetime)
+            .min(Duration::from_secs(LATEST_EXPIRY_SECS));
         let mut claims = self.claims.clone();
         claims.insert(
             self.principal_claim.clone(),
@@ -259,6 +264,25 @@ mod tests {
         assert_eq!(t.expires_at, now + Duration::from_secs(60));
         assert_eq!(t.principal, "alice");
         assert_eq!(t.extensions.get("traceId").map(String::as_str), Some("abc"));
+    }
+
+    #[test]
+    fn a_lifetime_past_any_clock_ends_at_the_latest_expiry() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let latest = UNIX_EPOCH + Duration::from_secs(LATEST_EXPIRY_SECS);
+        let from_config =
+            UnsecuredJws::from_config("principal=alice lifeSeconds=18446744073709551615").unwrap();
+        let entry = jaas::parse(
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             unsecuredLoginStringClaim_sub=\"bob\" \
+             unsecuredLoginLifetimeSeconds=\"18446744073709551615\";",
+        )
+        .unwrap();
+        for jws in [from_config, UnsecuredJws::from_jaas(&entry).unwrap()] {
+            let t = std::panic::catch_unwind(|| jws.token_at(now)).expect("no panic");
+            assert_eq!(t.expires_at, latest);
+            assert_eq!(decode(&t).1["exp"], LATEST_EXPIRY_SECS);
+        }
     }
 
     #[test]
