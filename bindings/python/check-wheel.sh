@@ -83,8 +83,9 @@ if [[ -n "${LAGLESS_BOOTSTRAP:-}" ]]; then
     echo "check-wheel.sh: examples/python/async_demo.py ran from the installed wheel"
 fi
 
-# The sdist: maturin copies the core and the patched kafka-protocol into it; cargo must be able
-# to resolve the whole build from its files alone, offline, with the committed lock file.
+# The sdist: maturin copies the core and its path dependency (lagless-kafka-protocol) into it;
+# cargo must be able to resolve the whole build from its files alone, offline, with the committed
+# lock file.
 maturin sdist --manifest-path "$here/Cargo.toml" --out "$work/sdist" >/dev/null
 sdist="$(ls "$work"/sdist/lagless-*.tar.gz)"
 tar xzf "$sdist" -C "$work/sdist"

@@ -134,10 +134,13 @@ pub fn response_correlation_id(frame: &[u8]) -> Result<i32> {
 
 /// Decodes a response frame (without the size prefix) for request type `R` at `version`.
 /// Malformed bytes are an error, never a panic: the decoder runs behind `catch_unwind` because
-/// the crate's decoders are not all hardened against hostile input. Nor an abort: the vendored
-/// crate bounds every reservation sized by a length off the wire by the bytes left in the frame
-/// (vendor/kafka-protocol/PATCHED.md), so a hostile length fails the decode instead.
+/// the crate's decoders are not all hardened against hostile input. Nor an abort: the crate is
+/// lagless-kafka-protocol (vendor/kafka-protocol/PATCHED.md), which bounds every reservation
+/// sized by a length off the wire by the bytes left in the frame, so a hostile length fails the
+/// decode instead.
 pub fn decode_response<R: Api>(mut frame: Bytes, version: i16) -> Result<R::Response> {
+    #[cfg(feature = "unstable-fuzzing")]
+    capture::answer::<R>(&frame, version);
     let hv = <R::Response as HeaderVersion>::header_version(version);
     let decoded = std::panic::catch_unwind(move || -> anyhow::Result<R::Response> {
         ResponseHeader::decode(&mut frame, hv)?;
@@ -156,10 +159,86 @@ pub fn decode_response<R: Api>(mut frame: Bytes, version: i16) -> Result<R::Resp
     }
 }
 
+/// The answers the `broker_answers` fuzz target decodes (fuzz/fuzz_targets/broker_answers.rs),
+/// in the order of its first input byte.
+#[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
+const FUZZED_ANSWERS: [ApiKey; 5] = [
+    ApiKey::Fetch,
+    ApiKey::Metadata,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::OffsetFetch,
+];
+
+/// The two bytes the `broker_answers` fuzz target reads before a frame so that it decodes the
+/// frame as the answer to request `key` at `version`: the answer's place in [`FUZZED_ANSWERS`],
+/// then the version's distance from `lowest`, the lowest version lagless speaks. `None` for an
+/// answer the target does not decode.
+#[cfg_attr(not(feature = "unstable-fuzzing"), allow(dead_code))]
+fn fuzz_selector(key: i16, version: i16, lowest: i16) -> Option<[u8; 2]> {
+    let index = FUZZED_ANSWERS.iter().position(|k| *k as i16 == key)?;
+    let offset = u8::try_from(version.checked_sub(lowest)?).ok()?;
+    Some([index as u8, offset])
+}
+
+/// Fuzz seeds from a real broker: with `LAGLESS_CAPTURE_ANSWERS=<dir>` in the environment, every
+/// answer the `broker_answers` target decodes is written to `<dir>` as a seed (its two selector
+/// bytes, then the frame). Only built with `unstable-fuzzing` (the integration tests' build), so
+/// a client pays nothing; fuzz/README.md says how to run it.
+#[cfg(feature = "unstable-fuzzing")]
+mod capture {
+    use std::hash::{Hash, Hasher};
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    use super::{client_versions, fuzz_selector, Api};
+
+    pub(super) fn answer<R: Api>(frame: &[u8], version: i16) {
+        static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+        let dir =
+            DIR.get_or_init(|| std::env::var_os("LAGLESS_CAPTURE_ANSWERS").map(PathBuf::from));
+        let Some(dir) = dir else { return };
+        let Some(selector) = fuzz_selector(R::KEY, version, client_versions::<R>().0) else {
+            return;
+        };
+        let mut seed = selector.to_vec();
+        seed.extend_from_slice(frame);
+        // Named by content: an answer seen twice is one seed.
+        let mut hash = std::collections::hash_map::DefaultHasher::new();
+        seed.hash(&mut hash);
+        let name = format!("api{}-v{version}-{:016x}", R::KEY, hash.finish());
+        // A seed that cannot be written is a seed less, not a failed request.
+        let _ = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(dir.join(name), &seed));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use kafka_protocol::messages::{FetchRequest, JoinGroupRequest, MetadataRequest};
+
+    #[test]
+    fn fuzz_selectors_pick_the_answer_type_and_version_the_target_decodes() {
+        // (api key, version, lowest version lagless speaks) -> selector bytes
+        let table: [(ApiKey, i16, i16, Option<[u8; 2]>); 8] = [
+            (ApiKey::Fetch, 12, 4, Some([0, 8])),
+            (ApiKey::Metadata, 12, 0, Some([1, 12])),
+            (ApiKey::JoinGroup, 9, 0, Some([2, 9])),
+            (ApiKey::SyncGroup, 5, 0, Some([3, 5])),
+            (ApiKey::OffsetFetch, 7, 1, Some([4, 6])),
+            // Answers the target does not decode, and versions below the lowest, are not seeds.
+            (ApiKey::Heartbeat, 4, 0, None),
+            (ApiKey::ApiVersions, 3, 0, None),
+            (ApiKey::Fetch, 3, 4, None),
+        ];
+        for (key, version, lowest, want) in table {
+            assert_eq!(
+                fuzz_selector(key as i16, version, lowest),
+                want,
+                "{key:?} v{version}"
+            );
+        }
+    }
 
     /// A response frame (without the size prefix): correlation id 7, the header's empty tagged
     /// fields when `flexible`, then `body`.
