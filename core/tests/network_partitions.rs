@@ -477,10 +477,11 @@ fn partition_scenario(nodes: u32, cut: Cut) -> Outcome {
             .map(|(_, o, _)| *o)
             .min()
             .unwrap_or_else(|| panic!("W processed nothing of partition {p} after the cut"));
+        // (Z's commits after it rejoined do not count.)
         let last_ok = z
             .commits
             .iter()
-            .filter(|c| c.result.is_ok())
+            .filter(|c| c.result.is_ok() && c.started <= cut_at)
             .flat_map(|c| c.offsets.iter().filter(|(q, _)| q == p).map(|(_, o)| *o))
             .max();
         let sent_before_cut: BTreeSet<i64> = z
