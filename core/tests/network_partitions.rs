@@ -445,6 +445,13 @@ fn partition_scenario(nodes: u32, cut: Cut) -> Outcome {
         .map(|(_, e)| e)
         .collect();
     eprintln!("  Z's callbacks from the cut: {z_after:?}");
+    let w_after: Vec<(u128, &Event)> = w
+        .events
+        .iter()
+        .filter(|(t, _)| *t >= cut_at)
+        .map(|(t, e)| ((*t - cut_at).as_millis(), e))
+        .collect();
+    eprintln!("  W's callbacks from the cut (ms after it): {w_after:?}");
     let lost: BTreeSet<i32> = z_after
         .iter()
         .flat_map(|e| match e {
