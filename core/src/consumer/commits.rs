@@ -404,6 +404,7 @@ impl GroupDriver {
                 tokio::time::sleep(wait).await;
                 continue;
             }
+            let mut sent = false;
             let attempt = async {
                 let conn = self.coordinator(deadline).await?;
                 let member = self.member(&generation.member_id);
@@ -418,6 +419,7 @@ impl GroupDriver {
                     .remaining()
                     .max(MIN_COMMIT_ATTEMPT)
                     .min(self.config.common.request_timeout);
+                sent = true;
                 conn.call_with_timeout(&req, attempt_timeout).await
             }
             .await;
@@ -430,7 +432,7 @@ impl GroupDriver {
                         self.coordinator_unknown("OffsetCommit failed");
                     }
                     let wait = retry.failed();
-                    if !retries || !e.is_retriable() || deadline.remaining() <= wait {
+                    if !retries || !resend_after(sent, &e) || deadline.remaining() <= wait {
                         return Err(e);
                     }
                     tokio::time::sleep(wait).await;
@@ -527,6 +529,14 @@ fn validate_offsets(offsets: &[(TopicPartition, OffsetAndMetadata)]) -> Result<(
     Ok(())
 }
 
+/// Whether a commit attempt that failed with `e` is sent again. Not when it was sent and its
+/// answer did not come within `request.timeout.ms`: the broker may have applied it, and the
+/// caller hears of the unknown outcome within `request.timeout.ms` instead of waiting while a
+/// commit it already sent goes again.
+fn resend_after(sent: bool, e: &Error) -> bool {
+    e.is_retriable() && !(sent && matches!(e, Error::Timeout(_)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,6 +545,25 @@ mod tests {
         OffsetAndMetadata {
             offset,
             metadata: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_unanswered_commit_is_not_sent_again() {
+        let t = || Error::Timeout("OffsetCommit".into());
+        let down = || Error::Transport("connection closed".into());
+        let bad = || Error::InvalidArgument("offset".into());
+        let cases = [
+            // (sent, error, sent again)
+            (true, t(), false),
+            (false, t(), true),
+            (true, down(), true),
+            (false, down(), true),
+            (true, bad(), false),
+            (false, bad(), false),
+        ];
+        for (sent, e, want) in cases {
+            assert_eq!(resend_after(sent, &e), want, "sent {sent}, {e:?}");
         }
     }
 

@@ -39,6 +39,9 @@ pub enum Mode {
     CutAfter(usize),
     /// Close every connection at once, new and open ones: a broker that refuses connections.
     Refuse,
+    /// Forward requests, read answers and throw them away, connections staying open: a request
+    /// that reaches the broker (and takes effect) whose answer never comes back.
+    LoseAnswers,
 }
 
 struct Route {
@@ -180,6 +183,8 @@ enum Release {
     Hold,
     /// Close the connection (`Refuse`, or `CutAfter` with its bytes all sent).
     Close,
+    /// Throw it away (`LoseAnswers`).
+    Discard,
 }
 
 /// The decision, from the mode, the direction, when the chunk was read and the bytes of answer
@@ -188,6 +193,7 @@ fn release(mode: Mode, dir: Direction, read_at: Instant, written: usize) -> Rele
     match (mode, dir) {
         (Mode::Refuse, _) => Release::Close,
         (Mode::Blackhole, _) => Release::Hold,
+        (Mode::LoseAnswers, Direction::Answers) => Release::Discard,
         (Mode::Pass, _) | (_, Direction::Requests) => Release::Now(None),
         (Mode::Delay(d), Direction::Answers) => Release::At(read_at + d),
         (Mode::CutAfter(n), Direction::Answers) if written >= n => Release::Close,
@@ -224,7 +230,7 @@ async fn pump(
         }
         let ready_at = match (&decision, queue.is_empty()) {
             (_, true) | (Release::Hold, _) => None,
-            (Release::Now(_), false) => Some(Instant::now()),
+            (Release::Now(_) | Release::Discard, false) => Some(Instant::now()),
             (Release::At(t), false) => Some(*t),
             (Release::Close, _) => unreachable!(),
         };
@@ -237,6 +243,9 @@ async fn pump(
             }
             _ = tokio::time::sleep_until(ready_at.unwrap_or_else(Instant::now)), if ready_at.is_some() => {
                 let (_, chunk) = queue.pop_front().expect("a chunk is waiting");
+                if matches!(decision, Release::Discard) {
+                    continue;
+                }
                 let limit = match decision { Release::Now(Some(n)) => n, _ => usize::MAX };
                 let n = chunk.len().min(limit);
                 if to.write_all(&chunk[..n]).await.is_err() {
@@ -276,6 +285,8 @@ pub fn check_release_table() {
         (Mode::CutAfter(10), Direction::Answers, 10, "close"),
         (Mode::Refuse, Direction::Requests, 0, "close"),
         (Mode::Refuse, Direction::Answers, 0, "close"),
+        (Mode::LoseAnswers, Direction::Requests, 0, "now"),
+        (Mode::LoseAnswers, Direction::Answers, 0, "discard"),
     ];
     for (mode, dir, written, want) in cases {
         let got = match release(mode, dir, t, written) {
@@ -284,6 +295,7 @@ pub fn check_release_table() {
             Release::At(at) => format!("at+{}", (at - t).as_millis()),
             Release::Hold => "hold".to_string(),
             Release::Close => "close".to_string(),
+            Release::Discard => "discard".to_string(),
         };
         assert_eq!(got, want, "{mode:?}, written {written}");
     }
