@@ -504,10 +504,10 @@ fn partition_scenario(nodes: u32, cut: Cut) -> Outcome {
         );
     }
 
-    // Double processing comes only from the zombie: every record processed twice was
-    // processed by Z after its last successful commit before the cut and before it reported its
-    // partitions lost; and a record processed and committed by a member is processed again only
-    // by Z in that time (it could not know).
+    // Double processing of committed records comes only from the zombie: a record processed and
+    // committed by a member is processed again only by Z after its last successful commit
+    // before the cut and before it reported its partitions lost (it could not know). The window
+    // measured is the span of Z's processing in that time of records also processed by W.
     let zombie_from = z
         .commits
         .iter()
@@ -535,11 +535,10 @@ fn partition_scenario(nodes: u32, cut: Cut) -> Outcome {
             .filter(|(who, t)| in_zombie_time(who, *t))
             .map(|(_, t)| *t)
             .collect();
-        assert!(
-            !zombie.is_empty(),
-            "record {p}/{o} processed twice ({seen:?}), neither time by Z as a zombie"
-        );
         zombie_times.extend(zombie);
+        // Outside the zombie's time a record comes twice only as at-least-once allows: its first
+        // processor had not committed past it (its commit failed in a rebalance, say Z's rejoin
+        // after the cut) when the second took it.
         let (who, _) = seen[0];
         let (again, t2) = seen[1];
         let log = if who == "Z" { &*z } else { &*w };
@@ -548,7 +547,7 @@ fn partition_scenario(nodes: u32, cut: Cut) -> Outcome {
         });
         assert!(
             !covered || in_zombie_time(again, t2),
-            "record {p}/{o}, committed by {who}, was processed again by {again}"
+            "record {p}/{o}, committed by {who}, was processed again by {again} ({seen:?})"
         );
     }
     let window = match (zombie_times.iter().min(), zombie_times.iter().max()) {

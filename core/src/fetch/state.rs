@@ -477,8 +477,7 @@ impl PartitionState {
     pub fn pop(&mut self, kind: StreamKind) -> Option<(Record, usize)> {
         let (r, size) = match kind {
             StreamKind::Main => {
-                let epoch = self.main.buffer.front_epoch()?;
-                let (r, size) = self.main.buffer.pop()?;
+                let (r, size, epoch) = self.main.buffer.pop()?;
                 self.main.buffered_bytes -= size;
                 self.position = Some(r.offset + 1);
                 self.position_epoch = epoch;
@@ -492,7 +491,7 @@ impl PartitionState {
             }
             StreamKind::Recovery => {
                 let rc = self.recovery.as_mut()?;
-                let (r, size) = rc.stream.buffer.pop()?;
+                let (r, size, _) = rc.stream.buffer.pop()?;
                 rc.stream.buffered_bytes -= size;
                 recovery::range_delivered(&mut rc.ranges, r.offset);
                 (r, size)
@@ -634,14 +633,11 @@ impl RecordBuffer {
         self.taken = 0;
     }
 
-    /// The leader epoch of the batch the next record comes from.
-    pub fn front_epoch(&self) -> Option<i32> {
-        self.batches.front().map(|b| b.leader_epoch)
-    }
-
-    /// The next record and the bytes it counted ([`record_size`]).
-    pub fn pop(&mut self) -> Option<(Record, usize)> {
+    /// The next record, the bytes it counted ([`record_size`]) and the leader epoch of its
+    /// batch (KIP-320), read here with the batch already in hand.
+    pub fn pop(&mut self) -> Option<(Record, usize, i32)> {
         let front = self.batches.front_mut()?;
+        let epoch = front.leader_epoch;
         let spans = &mut front.records[self.taken];
         let size = record_size(spans);
         let record = spans.take_record(&front.data);
@@ -650,7 +646,7 @@ impl RecordBuffer {
             self.batches.pop_front();
             self.taken = 0;
         }
-        Some((record, size))
+        Some((record, size, epoch))
     }
 }
 
@@ -730,7 +726,7 @@ mod tests {
         }
         let mut taken = Vec::new();
         let mut popped = 0;
-        while let Some((r, size)) = buffer.pop() {
+        while let Some((r, size, _)) = buffer.pop() {
             taken.push((r.offset, r.value, size));
             popped += 1;
             if popped == 2 {
@@ -780,7 +776,7 @@ mod tests {
             !crate::buffers::SPANS.keeps(at),
             "given back while records are left"
         );
-        let (last, _) = buffer.pop().unwrap();
+        let (last, _, _) = buffer.pop().unwrap();
         assert_eq!(last.offset, len as i64 - 1);
         assert!(buffer.is_empty());
         assert!(crate::buffers::SPANS.keeps(at));

@@ -249,12 +249,14 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             tasks.spawn(async move {
                 let timeout = shared2.config.common.request_timeout + shared2.config.fetch_max_wait;
                 let deadline = Deadline::after(timeout);
+                let mut request = plan.request;
                 let result = async {
                     let conn = shared2
                         .cluster
                         .broker_on(plan.broker, plan.kind.lane(), deadline)
                         .await?;
-                    conn.call_with_timeout(&plan.request, timeout).await
+                    protocol::fetch::fit_to_version(&mut request, conn.version::<FetchRequest>()?);
+                    conn.call_with_timeout(&request, timeout).await
                 }
                 .await;
                 let result = match result {

@@ -64,6 +64,17 @@ pub(crate) fn fetch<'a>(
         .with_rack_id(StrBytes::from_string(limits.rack_id.to_string()))
 }
 
+/// Fits `req` to the Fetch `version` the connection speaks: KIP-320's `last_fetched_epoch` came
+/// with v12, and a request carrying one cannot be encoded at an older version. A broker that
+/// speaks only those (before Kafka 2.7) gets no epoch, and with it no truncation check.
+pub(crate) fn fit_to_version(req: &mut FetchRequest, version: i16) {
+    if version < 12 {
+        for p in req.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            p.last_fetched_epoch = -1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +138,35 @@ mod tests {
                 ("b", 2, 0, -1, -1, -1, 1_048_576),
             ]
         );
+    }
+
+    /// A request with epochs encodes at v12; fitted, also at v11 (where it otherwise fails).
+    #[test]
+    fn the_last_fetched_epoch_is_left_out_below_v12() {
+        use kafka_protocol::protocol::Encodable;
+        let tp = TopicPartition::new("a", 0);
+        let limits = FetchLimits {
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 1024,
+            partition_max_bytes: 1024,
+            rack_id: "",
+        };
+        let from = FetchFrom {
+            partition: &tp,
+            offset: 10,
+            leader_epoch: 3,
+            last_fetched_epoch: 2,
+        };
+        let encodes =
+            |req: &FetchRequest, version| req.encode(&mut bytes::BytesMut::new(), version).is_ok();
+        let mut req = fetch(limits, [from]);
+        assert!(encodes(&req, 12));
+        assert!(!encodes(&req, 11), "v11 cannot carry last_fetched_epoch");
+        fit_to_version(&mut req, 12);
+        assert_eq!(req.topics[0].partitions[0].last_fetched_epoch, 2);
+        fit_to_version(&mut req, 11);
+        assert_eq!(req.topics[0].partitions[0].last_fetched_epoch, -1);
+        assert!(encodes(&req, 11));
     }
 }
