@@ -25,6 +25,7 @@ use crate::cluster::Metadata;
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::fetch::{PositionLookup, Shared};
+use crate::group::assignor::assignor_by_name;
 use crate::group::coordinator::{GroupDriver, JoinInput, JoinOutcome};
 use crate::group::member::Membership;
 use crate::group::metadata_snapshot::AssignmentBasis;
@@ -856,8 +857,14 @@ impl Consumer {
             .ok_or_else(|| Error::IllegalState("prepare_to_leave() needs a subscription".into()))?;
         let learner_sticky = {
             let mut m = driver.membership();
-            let learner_sticky =
-                m.generation().protocol.as_deref() == Some(crate::group::assignor::LEARNER_STICKY);
+            // The protocol the group agreed on, not this member's first choice: in a mixed group
+            // it may be one that cannot hand over through learners.
+            let learner_sticky = m
+                .generation()
+                .protocol
+                .as_deref()
+                .and_then(assignor_by_name)
+                .is_some_and(|a| a.hands_over_through_learners());
             if !driver.is_leaving() {
                 driver.set_leaving();
                 m.request_rejoin("the member is leaving: its partitions are handed over first");

@@ -20,10 +20,11 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::protocol::consumer_protocol::{
-    decode_learner_subscription_data, encode_cooperative_assignment_data,
-    encode_cooperative_user_data, encode_learner_assignment_data, encode_learner_subscription_data,
-    subscription_generation, Assignment, LearnerAssignmentData, LearnerSubscriptionData,
-    Subscription, TopicPartitions, UNKNOWN_GENERATION,
+    cooperative_follow_up, decode_learner_assignment_data, decode_learner_subscription_data,
+    encode_cooperative_assignment_data, encode_cooperative_user_data,
+    encode_learner_assignment_data, encode_learner_subscription_data, subscription_generation,
+    Assignment, LearnerAssignmentData, LearnerSubscriptionData, Subscription, TopicPartitions,
+    UNKNOWN_GENERATION,
 };
 
 /// How a group moves partitions in a rebalance.
@@ -75,6 +76,17 @@ pub trait Assignor: Send + Sync {
     ) -> Option<Bytes> {
         None
     }
+    /// What a member reads from the `user_data` of the assignment its leader sent it (the member
+    /// side of the assignor, Java's `ConsumerPartitionAssignor#onAssignment`). Nothing unless
+    /// the assignor writes user data; malformed data is an [`Error::Corrupt`] naming it.
+    fn read_assignment(&self, _user_data: Option<&Bytes>) -> Result<AssignmentNotes> {
+        Ok(AssignmentNotes::default())
+    }
+    /// Whether a member that prepares to leave hands its partitions over to learners first
+    /// (learner assignments): only an assignor that assigns learning partitions can.
+    fn hands_over_through_learners(&self) -> bool {
+        false
+    }
     /// Assigns the partitions of `partitions_per_topic` (topic → partition count) to `members`.
     /// Fails with [`Error::Corrupt`] if two members share a member id.
     fn assign(
@@ -82,6 +94,16 @@ pub trait Assignor: Send + Sync {
         partitions_per_topic: &BTreeMap<String, i32>,
         members: &[MemberSubscription],
     ) -> Result<BTreeMap<String, Assignment>>;
+}
+
+/// What a member learns from its assignment's user data, whichever assignor wrote it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AssignmentNotes {
+    /// Partitions this member learns (warms up for) while their owners keep them.
+    pub learning: Vec<TopicPartitions>,
+    /// Partitions were left out of this generation to move: a follow-up rebalance is coming,
+    /// so the member should heartbeat often until it starts.
+    pub follow_up: bool,
 }
 
 /// The assignors lagless implements, the one registry the config check and the coordinator both
@@ -337,6 +359,15 @@ impl Assignor for CooperativeStickyAssignor {
         Some(encode_cooperative_user_data(generation))
     }
 
+    /// The leader marks an assignment that left partitions out to move (KIP-429's second
+    /// rebalance); anything else, another client's bytes included, says nothing.
+    fn read_assignment(&self, user_data: Option<&Bytes>) -> Result<AssignmentNotes> {
+        Ok(AssignmentNotes {
+            learning: Vec::new(),
+            follow_up: cooperative_follow_up(user_data),
+        })
+    }
+
     fn assign(
         &self,
         partitions_per_topic: &BTreeMap<String, i32>,
@@ -418,6 +449,21 @@ impl Assignor for LearnerStickyAssignor {
             leaving: intent.leaving,
             max_learning: intent.max_learning,
         }))
+    }
+
+    fn read_assignment(&self, user_data: Option<&Bytes>) -> Result<AssignmentNotes> {
+        let LearnerAssignmentData {
+            learning,
+            follow_up,
+        } = decode_learner_assignment_data(user_data)?;
+        Ok(AssignmentNotes {
+            learning,
+            follow_up,
+        })
+    }
+
+    fn hands_over_through_learners(&self) -> bool {
+        true
     }
 
     fn assign(
@@ -885,6 +931,80 @@ mod tests {
             CooperativeStickyAssignor.subscription_user_data(3, &[], LearnerIntent::default()),
             Some(encode_cooperative_user_data(3))
         );
+    }
+
+    /// The member side of each assignor, from literal user data: what it learns from its
+    /// assignment, and what it ignores.
+    #[test]
+    fn each_assignor_reads_its_own_assignment_user_data() {
+        let learning = vec![TopicPartitions {
+            topic: "t0".into(),
+            partitions: vec![1, 4],
+        }];
+        let learner_data = encode_learner_assignment_data(&LearnerAssignmentData {
+            learning: learning.clone(),
+            follow_up: true,
+        });
+        let marker = encode_cooperative_assignment_data(true).unwrap();
+        let garbled = Bytes::from_static(&[0, 0, 0, 1, 0xff, 0xff]);
+        let nothing = AssignmentNotes::default();
+        let follow_up = AssignmentNotes {
+            learning: Vec::new(),
+            follow_up: true,
+        };
+        let learns = AssignmentNotes {
+            learning,
+            follow_up: true,
+        };
+        // (assignor, user data, what the member reads; None: a Corrupt error)
+        let cases: [(&str, Option<&Bytes>, Option<&AssignmentNotes>); 14] = [
+            ("range", None, Some(&nothing)),
+            ("range", Some(&marker), Some(&nothing)),
+            ("range", Some(&learner_data), Some(&nothing)),
+            ("roundrobin", Some(&garbled), Some(&nothing)),
+            ("cooperative-sticky", None, Some(&nothing)),
+            ("cooperative-sticky", Some(&marker), Some(&follow_up)),
+            // Another client's (or a learner-sticky leader's) bytes are not the marker.
+            ("cooperative-sticky", Some(&learner_data), Some(&nothing)),
+            ("cooperative-sticky", Some(&garbled), Some(&nothing)),
+            ("learner-sticky", None, Some(&nothing)),
+            ("learner-sticky", Some(&learner_data), Some(&learns)),
+            ("learner-sticky", Some(&garbled), None),
+            ("learner-sticky", Some(&marker), None),
+            (
+                "learner-sticky",
+                Some(&encode_learner_assignment_data(
+                    &LearnerAssignmentData::default(),
+                )),
+                Some(&nothing),
+            ),
+            (
+                "learner-sticky",
+                Some(&encode_learner_assignment_data(&LearnerAssignmentData {
+                    learning: Vec::new(),
+                    follow_up: true,
+                })),
+                Some(&follow_up),
+            ),
+        ];
+        for (name, user_data, want) in cases {
+            let got = assignor_by_name(name).unwrap().read_assignment(user_data);
+            match (want, got) {
+                (Some(w), Ok(g)) => assert_eq!(&g, w, "{name} {user_data:?}"),
+                (None, Err(Error::Corrupt(_))) => {}
+                (w, g) => panic!("{name} {user_data:?}: want {w:?}, got {g:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn only_learner_sticky_hands_over_through_learners() {
+        let handing_over: Vec<&str> = ASSIGNORS
+            .iter()
+            .filter(|e| (e.make)().hands_over_through_learners())
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(handing_over, ["learner-sticky"]);
     }
 
     #[test]

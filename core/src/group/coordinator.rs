@@ -15,7 +15,8 @@ use crate::cluster::{Cluster, Lane};
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{
-    assignor_by_name, Assignor, LearnerIntent, MemberSubscription, RebalanceProtocol,
+    assignor_by_name, AssignmentNotes, Assignor, LearnerIntent, MemberSubscription,
+    RebalanceProtocol,
 };
 use crate::group::heartbeat::{
     heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, FOLLOW_UP_HEARTBEAT,
@@ -28,9 +29,8 @@ use crate::net::Connection;
 use crate::offsets::{AsyncCommitDone, AsyncCommits};
 use crate::protocol;
 use crate::protocol::consumer_protocol::{
-    cooperative_follow_up, decode_assignment, decode_learner_assignment_data, decode_subscription,
-    encode_assignment, encode_subscription, Assignment, LearnerAssignmentData, Subscription,
-    TopicPartitions, HIGHEST_VERSION,
+    decode_assignment, decode_subscription, encode_assignment, encode_subscription, Assignment,
+    Subscription, TopicPartitions, HIGHEST_VERSION,
 };
 use crate::protocol::group::{Join, Member};
 use crate::protocol::group_by_topic;
@@ -616,23 +616,19 @@ impl GroupDriver {
             partitions = assigned.len(),
             "joined the group"
         );
-        let learner = if assignor.name() == "learner-sticky" {
-            decode_learner_assignment_data(assignment.user_data.as_ref()).unwrap_or_else(|e| {
-                tracing::warn!(group = %self.group_id, error = %e, "malformed learner data in the assignment; learning nothing");
-                LearnerAssignmentData::default()
-            })
-        } else {
-            LearnerAssignmentData::default()
-        };
+        let notes = assignor
+            .read_assignment(assignment.user_data.as_ref())
+            .unwrap_or_else(|e| {
+                tracing::warn!(group = %self.group_id, error = %e, "malformed user data in the assignment; learning nothing from it");
+                AssignmentNotes::default()
+            });
         // A follow-up rebalance is coming (partitions were left out to move): heartbeat often
         // until it starts, so this member notices it in tens of milliseconds rather than up to
         // heartbeat.interval.ms, and the partitions in transit are without an owner that much
         // less.
-        let follow_up = learner.follow_up
-            || (assignor.name() == "cooperative-sticky"
-                && cooperative_follow_up(assignment.user_data.as_ref()));
+        let follow_up = notes.follow_up;
         *self.follow_up_since.lock().unpoisoned() = follow_up.then(Instant::now);
-        let learning: BTreeSet<TopicPartition> = learner
+        let learning: BTreeSet<TopicPartition> = notes
             .learning
             .iter()
             .flat_map(|tp| {
