@@ -41,10 +41,11 @@ use crate::consumer::{
 };
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::offsets::{self, CommitResults, OffsetAndMetadata};
+use crate::offsets::{self, CommitResults};
 use crate::producer::{ProducerRecord, RecordMetadata};
 use crate::sync::Unpoisoned;
-use crate::TopicPartition;
+use crate::types::OffsetAndMetadata;
+use crate::types::TopicPartition;
 
 pub use crate::consumer::BoxFuture;
 

@@ -23,11 +23,12 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
 use crate::group::coordinator::GroupDriver;
-use crate::offsets::{self, OffsetAndMetadata, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
+use crate::offsets::{self, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
 use crate::recovery::RecoveryRange;
 use crate::sync::Unpoisoned;
-use crate::TopicPartition;
+use crate::types::OffsetAndMetadata;
+use crate::types::TopicPartition;
 
 mod commits;
 mod group;

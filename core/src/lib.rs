@@ -47,6 +47,7 @@ pub mod secret;
 // For lagless' own C and Python layers (the same lock rule everywhere); not part of the API.
 #[doc(hidden)]
 pub mod sync;
+pub mod types;
 
 pub use config::Config;
 pub use consumer::{
@@ -55,53 +56,10 @@ pub use consumer::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use listener::{RebalanceEvent, RebalanceEventListener};
-pub use offsets::OffsetAndMetadata;
 pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};
-
-/// A topic and one of its partitions.
-///
-/// ```
-/// use std::collections::BTreeSet;
-/// use lagless::TopicPartition;
-///
-/// let tp = TopicPartition::new("orders", 3);
-/// assert_eq!((tp.topic.as_str(), tp.partition), ("orders", 3));
-/// assert_eq!(tp.to_string(), "orders-3");
-///
-/// // Ordered by topic, then by partition number (not as text: 2 before 10).
-/// let set: BTreeSet<_> = [("orders", 10), ("audit", 0), ("orders", 2)]
-///     .into_iter()
-///     .map(|(topic, partition)| TopicPartition::new(topic, partition))
-///     .collect();
-/// let names: Vec<String> = set.iter().map(ToString::to_string).collect();
-/// assert_eq!(names, ["audit-0", "orders-2", "orders-10"]);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    /// The topic's name.
-    pub topic: String,
-    /// The partition's id within the topic, from 0.
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    /// The partition `partition` of `topic`. Nothing is checked here: [`Consumer::assign`] and
-    /// the offset lookups refuse an empty topic or a negative partition with
-    /// [`Error::InvalidArgument`].
-    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl std::fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
+pub use types::OffsetAndMetadata;
+pub use types::TopicPartition;
 
 /// Starts the I/O runtime a consumer or producer owns: two worker threads named `thread_name`.
 pub(crate) fn io_runtime(thread_name: &str) -> Result<tokio::runtime::Runtime> {

@@ -8,7 +8,9 @@ use crate::cluster::{Cluster, Lane};
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 use crate::protocol;
 use crate::protocol::offsets::ListOffsetsFor;
-use crate::TopicPartition;
+use crate::types::TopicPartition;
+// Also at its older path: `lagless::offsets::OffsetAndMetadata`.
+pub use crate::types::OffsetAndMetadata;
 
 /// ListOffsets' special timestamp for the log start offset (Java's
 /// `ListOffsetsRequest.EARLIEST_TIMESTAMP`).
@@ -25,16 +27,6 @@ pub type CommitResults = Vec<(TopicPartition, OffsetAndMetadata, Result<()>)>;
 
 /// What an asynchronous commit calls with its result.
 pub(crate) type AsyncCommitDone = Box<dyn FnOnce(Result<CommitResults>) + Send>;
-
-/// A committed offset and its metadata string.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OffsetAndMetadata {
-    /// The offset of the next record to consume (the last processed record's offset + 1).
-    pub offset: i64,
-    /// A free string stored with the offset (empty for none); brokers refuse more than
-    /// `offset.metadata.max.bytes` (4096 by default) with `OFFSET_METADATA_TOO_LARGE`.
-    pub metadata: String,
-}
 
 /// The asynchronous commits of one committer. At most one OffsetCommit is in flight; commits
 /// asked for meanwhile wait, merged into one: per partition the newest offset wins (as a newer

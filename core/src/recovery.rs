@@ -73,7 +73,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::error::{Error, Result};
-use crate::offsets::OffsetAndMetadata;
+use crate::types::OffsetAndMetadata;
 
 /// The largest commit metadata a broker accepts by default (`offset.metadata.max.bytes`).
 pub const MAX_TOKEN_BYTES: usize = 4096;

@@ -12,11 +12,12 @@ use crate::error::{codes, Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::GroupDriver;
 use crate::group::member::Next;
-use crate::offsets::{AsyncCommitDone, MergedCommit, OffsetAndMetadata};
+use crate::offsets::{AsyncCommitDone, MergedCommit};
 use crate::protocol;
 use crate::protocol::msg::OffsetCommitRequest;
 use crate::sync::Unpoisoned;
-use crate::TopicPartition;
+use crate::types::OffsetAndMetadata;
+use crate::types::TopicPartition;
 
 pub use crate::offsets::CommitResults;
 /// Called on the polling thread when an asynchronous commit completes.

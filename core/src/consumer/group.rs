@@ -26,17 +26,17 @@ use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::fetch::{PositionLookup, Shared};
 use crate::group::assignor::assignor_by_name;
-use crate::group::coordinator::{GroupDriver, JoinInput, JoinOutcome};
+use crate::group::coordinator::GroupDriver;
 use crate::group::member::Membership;
 use crate::group::metadata_snapshot::AssignmentBasis;
 use crate::group::rebalance::changes_after_join;
 use crate::group::step::{
     join_applies_in_background, matching_topics, next_step, taken_in_background, GroupStep,
-    JoinProgress, LocalGroup,
+    JoinInput, JoinOutcome, JoinProgress, LocalGroup,
 };
-use crate::offsets::OffsetAndMetadata;
 use crate::sync::Unpoisoned;
-use crate::TopicPartition;
+use crate::types::OffsetAndMetadata;
+use crate::types::TopicPartition;
 
 /// Called when the consumer's assignment changes. Every method runs on the thread that called
 /// `poll()`, `close()` or `unsubscribe()`. An error returned by a callback does not stop the

@@ -8,7 +8,7 @@ use super::lookup::PositionLookup;
 use super::state::{record_size, BufferedBatch, PartitionState, StreamKind};
 use crate::error::{codes, kafka_error_action, Action, Error, ErrorPartition, Result};
 use crate::protocol::records::DecodedRecords;
-use crate::TopicPartition;
+use crate::types::TopicPartition;
 
 /// What one stream's fetch asked of one partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

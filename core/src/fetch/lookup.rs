@@ -13,7 +13,7 @@ use crate::offsets::{
     LATEST_TIMESTAMP,
 };
 use crate::recovery::RecoveryState;
-use crate::TopicPartition;
+use crate::types::TopicPartition;
 
 /// How a partition without a position gets one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

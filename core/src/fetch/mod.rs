@@ -22,9 +22,9 @@ use crate::backoff::Backoff;
 use crate::cluster::Cluster;
 use crate::config::ConsumerConfig;
 use crate::error::Error;
-use crate::offsets::OffsetAndMetadata;
 use crate::sync::Unpoisoned;
-use crate::TopicPartition;
+use crate::types::OffsetAndMetadata;
+use crate::types::TopicPartition;
 
 mod apply;
 mod lookup;

@@ -11,9 +11,9 @@ use bytes::Bytes;
 use super::lookup::PositionLookup;
 use crate::backoff::{Backoff, Retry};
 use crate::cluster::Lane;
-use crate::offsets::OffsetAndMetadata;
 use crate::protocol::records::{Record, RecordSpans};
 use crate::recovery::{self, RecoveryRange, RecoveryState, UnprocessedRecovery};
+use crate::types::OffsetAndMetadata;
 
 pub(crate) struct PartitionState {
     pub topic: Arc<str>,

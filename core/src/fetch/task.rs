@@ -21,7 +21,7 @@ use crate::protocol::fetch::{FetchFrom, FetchLimits};
 use crate::protocol::msg::fetch_response::EpochEndOffset as EpochEndOffsetField;
 use crate::protocol::msg::{FetchRequest, FetchResponse};
 use crate::protocol::records::decode_batches;
-use crate::TopicPartition;
+use crate::types::TopicPartition;
 
 /// (partition, what the stream asks, leader epoch, oversized first batch)
 type FetchCandidate = (TopicPartition, Asked, i32, bool);

@@ -22,9 +22,10 @@ use crate::group::heartbeat::{
     heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, FOLLOW_UP_HEARTBEAT,
     FOLLOW_UP_WINDOW,
 };
-use crate::group::member::{poll_timeout_consequence, Generation, Membership, Next};
+use crate::group::member::{poll_timeout_consequence, Membership, Next};
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
+use crate::group::step::{JoinInput, JoinOutcome};
 use crate::net::Connection;
 use crate::offsets::{AsyncCommitDone, AsyncCommits};
 use crate::protocol;
@@ -40,36 +41,10 @@ use crate::protocol::msg::{
     SyncGroupRequest,
 };
 use crate::sync::Unpoisoned;
-use crate::TopicPartition;
+use crate::types::TopicPartition;
 
 /// JoinGroup may wait for the whole rebalance: Java allows the rebalance timeout plus this.
 const JOIN_GROUP_TIMEOUT_LAPSE: Duration = Duration::from_secs(5);
-
-/// What a member sends when it joins.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct JoinInput {
-    pub topics: Vec<String>,
-    pub owned: BTreeSet<TopicPartition>,
-    /// Learned partitions this member is ready to own (learner-sticky).
-    pub ready: BTreeSet<TopicPartition>,
-    pub reason: String,
-}
-
-/// What a completed join gives the caller's thread.
-#[derive(Debug, Clone)]
-pub(crate) struct JoinOutcome {
-    /// The generation the join ended in: `poll()` applies the outcome only while the member is
-    /// still in it.
-    pub generation: Generation,
-    pub assigned: BTreeSet<TopicPartition>,
-    /// Partitions this member learns while their owners keep them (learner-sticky).
-    pub learning: BTreeSet<TopicPartition>,
-    /// The protocol of the assignor the group chose.
-    pub protocol: RebalanceProtocol,
-    /// What the assignment was computed from: set here when this member is the leader; for a
-    /// follower, what the cluster shows right after the join stands in for it.
-    pub assigned_from: Option<MetadataSnapshot>,
-}
 
 pub(crate) struct GroupDriver {
     pub group_id: String,

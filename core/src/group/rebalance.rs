@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::member::Generation;
-use crate::TopicPartition;
+use crate::types::TopicPartition;
 
 /// The protocol this member rebalances with, from the protocols of the assignors it offers
 /// (Java's ConsumerCoordinator constructor: the highest protocol every configured assignor

@@ -15,10 +15,36 @@ use regex::Regex;
 use crate::cluster::Metadata;
 use crate::error::{Error, Result};
 use crate::group::assignor::RebalanceProtocol;
-use crate::group::coordinator::{JoinInput, JoinOutcome};
-use crate::group::member::{MemberState, Membership};
+use crate::group::member::{Generation, MemberState, Membership};
+use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::{accept_join_outcome, to_revoke_before_join, JoinChanges};
-use crate::TopicPartition;
+use crate::types::TopicPartition;
+
+/// What a member sends when it joins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JoinInput {
+    pub topics: Vec<String>,
+    pub owned: BTreeSet<TopicPartition>,
+    /// Learned partitions this member is ready to own (learner-sticky).
+    pub ready: BTreeSet<TopicPartition>,
+    pub reason: String,
+}
+
+/// What a completed join gives the caller's thread.
+#[derive(Debug, Clone)]
+pub(crate) struct JoinOutcome {
+    /// The generation the join ended in: `poll()` applies the outcome only while the member is
+    /// still in it.
+    pub generation: Generation,
+    pub assigned: BTreeSet<TopicPartition>,
+    /// Partitions this member learns while their owners keep them (learner-sticky).
+    pub learning: BTreeSet<TopicPartition>,
+    /// The protocol of the assignor the group chose.
+    pub protocol: RebalanceProtocol,
+    /// What the assignment was computed from: set here when this member is the leader; for a
+    /// follower, what the cluster shows right after the join stands in for it.
+    pub assigned_from: Option<MetadataSnapshot>,
+}
 
 /// Where the join that `poll()` started is.
 #[derive(Debug)]

@@ -1,14 +1,14 @@
 //! OffsetCommit: the request built from the offsets to commit, and its answer read back as one
 //! error code per partition. Pure; `consumer::commits` sends it, retries and decides what each
 //! error means for the member.
-use crate::offsets::OffsetAndMetadata;
 use crate::protocol::group::Member;
 use crate::protocol::group_by_topic;
 use crate::protocol::msg::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use crate::protocol::msg::{OffsetCommitRequest, OffsetCommitResponse, StrBytes, TopicName};
-use crate::TopicPartition;
+use crate::types::OffsetAndMetadata;
+use crate::types::TopicPartition;
 
 /// OffsetCommit of `offsets` through `generation_id` (-1 for a consumer outside any group, as a
 /// simple consumer commits), topics grouped in order of first appearance. `leader_epoch` gives

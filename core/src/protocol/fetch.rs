@@ -3,7 +3,7 @@
 use crate::protocol::group_by_topic;
 use crate::protocol::msg::fetch_request::{FetchPartition, FetchTopic};
 use crate::protocol::msg::{BrokerId, FetchRequest, StrBytes, TopicName};
-use crate::TopicPartition;
+use crate::types::TopicPartition;
 
 /// What bounds one Fetch (`fetch.max.wait.ms`, `fetch.min.bytes`, `fetch.max.bytes`,
 /// `max.partition.fetch.bytes`) and the rack it is sent from (`client.rack`, KIP-392: the leader

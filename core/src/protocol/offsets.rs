@@ -7,7 +7,7 @@ use crate::protocol::msg::offset_fetch_request::OffsetFetchRequestTopic;
 use crate::protocol::msg::{
     BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes, TopicName,
 };
-use crate::TopicPartition;
+use crate::types::TopicPartition;
 
 /// One partition to look an offset up for: the first offset at or after `timestamp` (or -1 for
 /// the log end, -2 for the log start), as the leader of `leader_epoch` (-1: unknown).

@@ -1,0 +1,57 @@
+//! The plain values every layer speaks of: a topic's partition and a committed offset. A leaf:
+//! it imports nothing of lagless, so that the wire layer (`protocol`), the fetch path and the
+//! group can all use them without reaching up to the crate root or to each other.
+
+/// A topic and one of its partitions.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use lagless::TopicPartition;
+///
+/// let tp = TopicPartition::new("orders", 3);
+/// assert_eq!((tp.topic.as_str(), tp.partition), ("orders", 3));
+/// assert_eq!(tp.to_string(), "orders-3");
+///
+/// // Ordered by topic, then by partition number (not as text: 2 before 10).
+/// let set: BTreeSet<_> = [("orders", 10), ("audit", 0), ("orders", 2)]
+///     .into_iter()
+///     .map(|(topic, partition)| TopicPartition::new(topic, partition))
+///     .collect();
+/// let names: Vec<String> = set.iter().map(ToString::to_string).collect();
+/// assert_eq!(names, ["audit-0", "orders-2", "orders-10"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// The topic's name.
+    pub topic: String,
+    /// The partition's id within the topic, from 0.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// The partition `partition` of `topic`. Nothing is checked here: [`crate::Consumer::assign`] and
+    /// the offset lookups refuse an empty topic or a negative partition with
+    /// [`crate::Error::InvalidArgument`].
+    pub fn new(topic: impl Into<String>, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// A committed offset and its metadata string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetAndMetadata {
+    /// The offset of the next record to consume (the last processed record's offset + 1).
+    pub offset: i64,
+    /// A free string stored with the offset (empty for none); brokers refuse more than
+    /// `offset.metadata.max.bytes` (4096 by default) with `OFFSET_METADATA_TOO_LARGE`.
+    pub metadata: String,
+}
