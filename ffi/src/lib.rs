@@ -28,6 +28,9 @@ mod message;
 mod producer;
 mod tplist;
 
+#[cfg(test)]
+mod export_tests;
+
 pub use admin::*;
 pub use batch::*;
 pub use config::*;
