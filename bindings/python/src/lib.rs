@@ -10,6 +10,7 @@ mod errors;
 mod log;
 mod producer;
 mod types;
+mod wait;
 
 use errors::IntoPyResult;
 

@@ -10,6 +10,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
+use lagless::offsets::OffsetAndMetadata;
 use lagless::{ConsumerRecord, TopicPartition as CoreTp};
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::PyTypeError;
@@ -104,6 +105,19 @@ impl TopicPartition {
             error: None,
         }
     }
+
+    /// A partition without an offset (OFFSET_INVALID), as listeners and assignments give them.
+    pub fn unset(tp: &CoreTp) -> TopicPartition {
+        Self::from_core(tp, OFFSET_INVALID)
+    }
+
+    /// A partition with what a commit carries: the offset and its metadata.
+    pub fn committed(tp: &CoreTp, om: OffsetAndMetadata) -> TopicPartition {
+        TopicPartition {
+            metadata: Some(om.metadata),
+            ..Self::from_core(tp, om.offset)
+        }
+    }
 }
 
 /// A list (any iterable) of `TopicPartition`, their partitions only (offsets ignored).
@@ -129,6 +143,11 @@ pub fn extract_tps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(CoreTp, i64, Option<
         out.push((tp.core(), tp.offset, tp.metadata.clone()));
     }
     Ok(out)
+}
+
+/// A list of `partitions` without offsets.
+pub fn partition_list<'py>(py: Python<'py>, partitions: &[CoreTp]) -> PyResult<Bound<'py, PyList>> {
+    tp_list(py, partitions.iter().map(TopicPartition::unset))
 }
 
 pub fn tp_list<'py>(
@@ -210,6 +229,19 @@ pub struct MessageBuilder {
 }
 
 impl MessageBuilder {
+    /// The records as a list of `Message`s, in order.
+    pub fn list<'py>(
+        py: Python<'py>,
+        records: Vec<ConsumerRecord>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut b = MessageBuilder::default();
+        let msgs = records
+            .into_iter()
+            .map(|r| b.build(py, r))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, msgs)
+    }
+
     pub fn build<'py>(
         &mut self,
         py: Python<'py>,

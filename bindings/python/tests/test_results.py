@@ -140,3 +140,23 @@ def test_a_closed_producer_raises_closed_error_and_serves_no_callback():
     with pytest.raises(lagless.ClosedError):
         p.send("orders", b"v")
     assert p.poll(0) == 0
+
+
+def test_a_timeout_longer_than_a_duration_holds_means_no_limit():
+    # 1e300 seconds is finite but more than a Duration holds: it means "no limit", like None.
+    c = consumer()
+    try:
+        c.wakeup()  # so the poll without limit returns at once
+        with pytest.raises(lagless.WakeupError):
+            c.poll(1e300)
+        c.wakeup()
+        with pytest.raises(lagless.WakeupError):
+            c.consume(2, 1e300)
+    finally:
+        c.close(0)
+    p = lagless.Producer({"bootstrap.servers": NOWHERE})
+    try:
+        p.flush(1e300)  # nothing buffered: done at once
+        assert p.poll(1e-300) == 0
+    finally:
+        p.close(0)
