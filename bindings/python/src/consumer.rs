@@ -4,22 +4,21 @@
 //! while logging) runs detached from the interpreter. Waiting calls (`poll`, `consume`) wait in
 //! slices of 100 ms and check for signals in between, so Ctrl-C interrupts them promptly.
 //! Rebalance listener callbacks run inside the core's `poll`/`close`/`unsubscribe` on the
-//! calling thread; the Rust listener attaches to the interpreter again to call Python, stashes a
-//! Python exception, and the method that ran the core call re-raises it once the core returns.
+//! calling thread; the Rust listener (`listener.rs`) attaches to the interpreter again to call
+//! Python, stashes a Python exception, and the method that ran the core call re-raises it once
+//! the core returns.
 //!
 //! No records are kept here: `poll()`, `consume(n)` and iteration each take from the core exactly
 //! the records they return (`poll_at_most`), so the core's positions, `commit()` without
 //! offsets, auto-commit and the KIP-333 commit token count only records Python has received,
 //! and every call is a poll of the member for `max.poll.interval.ms`.
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lagless::offsets::OffsetAndMetadata;
-use lagless::sync::Unpoisoned;
 use lagless::{
-    CommitResults, Consumer as CoreConsumer, ConsumerRecord, Error, RebalanceEvent,
-    RebalanceEventListener, RebalanceListener,
+    CommitResults, Consumer as CoreConsumer, ConsumerRecord, Error, RebalanceEventListener,
+    RebalanceListener,
 };
 use pyo3::exceptions::{PyStopIteration, PyTypeError};
 use pyo3::gc::PyVisit;
@@ -28,10 +27,11 @@ use pyo3::types::{PyList, PyString, PyWeakrefReference};
 use pyo3::PyTraverseError;
 
 use crate::batch::MessageBatch;
-use crate::errors::{exception, to_py, IntoPyResult};
+use crate::errors::{to_py, IntoPyResult};
+use crate::listener::{callable, lock, stash_error, Callbacks, PyListener, Stash};
 use crate::types::{
-    extract_partitions, extract_tps, partition_list, tp_list, Message, MessageBuilder,
-    TopicPartition, OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
+    commit_outcome, commit_result_list, extract_partitions, extract_tps, in_given_order,
+    partition_list, tp_list, Message, MessageBuilder, TopicPartition, OFFSET_BEGINNING, OFFSET_END,
 };
 use crate::wait::{duration, next_slice, passed, SLICE};
 
@@ -41,90 +41,6 @@ type LookupFn = fn(
     &[lagless::TopicPartition],
     Option<Duration>,
 ) -> lagless::Result<Vec<(lagless::TopicPartition, i64)>>;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unpoisoned()
-}
-
-/// The Python callables of the current subscription. Shared between the class (for the garbage
-/// collector) and the Rust listener the core holds.
-#[derive(Default)]
-struct Callbacks {
-    listener: Option<Py<PyAny>>,
-    on_assign: Option<Py<PyAny>>,
-    on_revoke: Option<Py<PyAny>>,
-    on_lost: Option<Py<PyAny>>,
-}
-
-/// The first Python exception raised by a callback since the last core call returned.
-type Stash = Arc<Mutex<Option<PyErr>>>;
-
-fn stash_error(stash: &Stash, err: PyErr) {
-    let mut s = lock(stash);
-    if s.is_none() {
-        *s = Some(err);
-    }
-}
-
-struct PyListener {
-    callbacks: Arc<Mutex<Callbacks>>,
-    /// The Python `Consumer`, weakly: a strong reference from inside the core would keep the
-    /// consumer alive forever (a cycle the garbage collector cannot see).
-    consumer: Py<PyWeakrefReference>,
-    stash: Stash,
-}
-
-impl PyListener {
-    /// Forwards one rebalance event to the listener object's method of the same name and to the
-    /// callable given for it: the one place that says which Python code serves which event.
-    fn forward(
-        &self,
-        event: RebalanceEvent,
-        partitions: &[lagless::TopicPartition],
-    ) -> lagless::Result<()> {
-        Python::attach(|py| {
-            let result = (|| -> PyResult<()> {
-                let (method, callable) = {
-                    let cbs = lock(&self.callbacks);
-                    let callable = match event {
-                        RebalanceEvent::Assigned => cbs.on_assign.as_ref(),
-                        RebalanceEvent::Revoked => cbs.on_revoke.as_ref(),
-                        // As the Java client: lost partitions go to "revoked" unless told apart.
-                        RebalanceEvent::Lost => cbs.on_lost.as_ref().or(cbs.on_revoke.as_ref()),
-                        RebalanceEvent::Learning => None,
-                    };
-                    (
-                        cbs.listener.as_ref().map(|l| l.clone_ref(py)),
-                        callable.map(|c| c.clone_ref(py)),
-                    )
-                };
-                let consumer = self
-                    .consumer
-                    .bind(py)
-                    .upgrade()
-                    .unwrap_or_else(|| py.None().into_bound(py));
-                let list = || partition_list(py, partitions);
-                if let Some(l) = method {
-                    let l = l.bind(py);
-                    let name = event.method_name();
-                    // The learning method is optional: a listener without it is ready at once.
-                    if event != RebalanceEvent::Learning || l.hasattr(name)? {
-                        l.call_method1(name, (consumer.clone(), list()?))?;
-                    }
-                }
-                if let Some(c) = callable {
-                    c.bind(py).call1((consumer, list()?))?;
-                }
-                Ok(())
-            })();
-            result.map_err(|e| {
-                let msg = e.to_string();
-                stash_error(&self.stash, e);
-                Error::Callback(msg)
-            })
-        })
-    }
-}
 
 /// A Kafka consumer. See the package docs and `lagless/_lagless.pyi`.
 #[pyclass(module = "lagless._lagless", name = "Consumer", frozen, weakref)]
@@ -264,15 +180,6 @@ impl Consumer {
             },
         );
         this.call(py, |core| subscribe(core, Box::new(listener)))
-    }
-}
-
-fn callable(name: &str, obj: Option<Py<PyAny>>, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-    match obj {
-        Some(o) if !o.bind(py).is_callable() => {
-            Err(PyTypeError::new_err(format!("{name} must be callable")))
-        }
-        o => Ok(o),
     }
 }
 
@@ -819,61 +726,6 @@ impl Drop for Consumer {
         });
         // The interpreter is finalizing: log events are dropped by then, nothing to wait for.
         drop(core);
-    }
-}
-
-/// One TopicPartition per partition asked for, in the order asked, with the offset the core found
-/// for it: the core answers in partition order, and Python callers zip the answer with what they
-/// passed, as with `committed()` and `position()`.
-fn in_given_order<'py>(
-    py: Python<'py>,
-    asked: &[lagless::TopicPartition],
-    found: impl IntoIterator<Item = (lagless::TopicPartition, i64)>,
-) -> PyResult<Bound<'py, PyList>> {
-    let found: HashMap<lagless::TopicPartition, i64> = found.into_iter().collect();
-    tp_list(
-        py,
-        asked.iter().map(|tp| {
-            TopicPartition::from_core(tp, found.get(tp).copied().unwrap_or(OFFSET_INVALID))
-        }),
-    )
-}
-
-/// A commit's per-partition results as TopicPartitions carrying what was committed (offset and
-/// metadata: with a running KIP-333 recovery stream, the low-water mark and its token) and, for
-/// a partition that failed, its error; with the first error.
-fn commit_result_list(
-    py: Python<'_>,
-    results: CommitResults,
-) -> (Vec<TopicPartition>, Option<PyErr>) {
-    let mut first = None;
-    let out = results
-        .into_iter()
-        .map(|(tp, om, r)| {
-            let mut t = TopicPartition::committed(&tp, om);
-            if let Err(e) = r {
-                let err = to_py(py, &e);
-                t.error = Some(exception(py, &err));
-                first.get_or_insert(err);
-            }
-            t
-        })
-        .collect();
-    (out, first)
-}
-
-/// (error or None, list of TopicPartition) for a commit callback.
-fn commit_outcome<'py>(
-    py: Python<'py>,
-    res: lagless::Result<CommitResults>,
-) -> PyResult<(Py<PyAny>, Bound<'py, PyList>)> {
-    match res {
-        Err(e) => Ok((exception(py, &to_py(py, &e)), PyList::empty(py))),
-        Ok(results) => {
-            let (out, first) = commit_result_list(py, results);
-            let first = first.map_or_else(|| py.None(), |e| exception(py, &e));
-            Ok((first, tp_list(py, out)?))
-        }
     }
 }
 

@@ -7,6 +7,7 @@ mod batch;
 mod config;
 mod consumer;
 mod errors;
+mod listener;
 mod log;
 mod producer;
 mod types;
