@@ -12,12 +12,14 @@ use std::sync::{Arc, Mutex};
 
 use lagless::buffers::Pool;
 use lagless::sync::Unpoisoned;
-use lagless::{ConsumerRecord, Error};
+use lagless::ConsumerRecord;
 
-use crate::boundary::{write_out, PanicValue};
+use crate::boundary::{nonzero, read};
+use crate::cast::{free_box, set_box, to_ref};
 use crate::consumer::lagless_consumer;
 use crate::error::{cstring_lossy, lagless_error};
-use crate::message::lagless_message;
+use crate::message::{lagless_message, CMessage};
+use crate::poll::Stream;
 
 /// The consumer's NUL-terminated topic names, shared by every message of a topic.
 #[derive(Default)]
@@ -92,9 +94,9 @@ impl<'a> TopicNames<'a> {
     }
 
     /// A message owned by a batch (`lagless_message_destroy` leaves it alone).
-    pub(crate) fn view(&mut self, record: ConsumerRecord) -> lagless_message {
+    pub(crate) fn view(&mut self, record: ConsumerRecord) -> CMessage {
         let topic = self.name(&record.topic);
-        lagless_message {
+        CMessage {
             record,
             topic,
             in_batch: true,
@@ -106,7 +108,14 @@ impl<'a> TopicNames<'a> {
 /// them. Owned by the caller, freed with `lagless_batch_destroy`. Immutable: any thread may read
 /// it, one thread destroys it.
 pub struct lagless_batch {
-    messages: Vec<lagless_message>,
+    _private: [u8; 0],
+}
+
+castable! { lagless_batch: Box<CBatch> }
+
+/// What a `lagless_batch` points at.
+pub(crate) struct CBatch {
+    messages: Vec<CMessage>,
 }
 
 /// The message arrays of destroyed batches, kept for the next batches to fill (the core's
@@ -114,19 +123,13 @@ pub struct lagless_batch {
 /// made and freed one array per batch (76 KB for 500 messages), which glibc took from the top of
 /// the heap and trimmed back at times, to be faulted in again: 5M x 100 B lz4 records read
 /// 18-19k page faults against 7.5-7.7k with the arrays kept, and 20% more CPU.
-static MESSAGE_ARRAYS: Pool<lagless_message> = Pool::new();
+static MESSAGE_ARRAYS: Pool<CMessage> = Pool::new();
 
-impl Drop for lagless_batch {
+impl Drop for CBatch {
     fn drop(&mut self) {
         // The pool drops the records (their buffers go back to the core's pools) and keeps the
         // array if it has room.
         MESSAGE_ARRAYS.give(std::mem::take(&mut self.messages));
-    }
-}
-
-impl PanicValue for *const lagless_message {
-    fn panic_value() -> Self {
-        std::ptr::null()
     }
 }
 
@@ -147,14 +150,11 @@ pub extern "C" fn lagless_consumer_consume_batch(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         try_out!(out_batch);
-        if max == 0 {
-            return Err(Error::InvalidArgument("`max` is 0".into()));
-        }
-        let records = h.poll(timeout_ms, max)?;
+        let records = h.take(Stream::Main, timeout_ms, nonzero(max, "max")?)?;
         let mut names = TopicNames::new(&h.topics);
         let mut messages = MESSAGE_ARRAYS.take(records.len());
         messages.extend(records.into_iter().map(|r| names.view(r)));
-        write_out(out_batch, Box::into_raw(Box::new(lagless_batch { messages })));
+        set_box(out_batch, CBatch { messages });
         Ok(())
     }
 }
@@ -162,10 +162,7 @@ pub extern "C" fn lagless_consumer_consume_batch(
 /// The number of messages in the batch; 0 for NULL.
 #[no_mangle]
 pub extern "C" fn lagless_batch_count(batch: *const lagless_batch) -> usize {
-    ffi_panic_boundary! {
-        // SAFETY: the header requires NULL or a batch not yet destroyed.
-        unsafe { batch.as_ref() }.map_or(0, |b| b.messages.len())
-    }
+    read(batch, |b| b.messages.len())
 }
 
 /// Message `index` of the batch, borrowed from it: read it with the `lagless_message_*`
@@ -176,28 +173,21 @@ pub extern "C" fn lagless_batch_message(
     batch: *const lagless_batch,
     index: usize,
 ) -> *const lagless_message {
-    ffi_panic_boundary! {
-        // SAFETY: the header requires NULL or a batch not yet destroyed.
-        unsafe { batch.as_ref() }
-            .and_then(|b| b.messages.get(index))
-            .map_or(std::ptr::null(), |m| m as *const lagless_message)
-    }
+    read(batch, |b| {
+        b.messages.get(index).map_or(std::ptr::null(), to_ref)
+    })
 }
 
 /// Frees a batch and everything borrowed from it. NULL is ignored.
 #[no_mangle]
 pub extern "C" fn lagless_batch_destroy(batch: *mut lagless_batch) {
-    ffi_panic_boundary! {
-        if !batch.is_null() {
-            // SAFETY: `batch` came from `lagless_consumer_consume_batch` and is destroyed once.
-            drop(unsafe { Box::from_raw(batch) });
-        }
-    }
+    ffi_panic_boundary! { free_box(batch) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cast::to_box;
 
     fn record(topic: &Arc<str>) -> ConsumerRecord {
         ConsumerRecord {
@@ -265,7 +255,7 @@ mod tests {
             names.view(r)
         }));
         let at = messages.as_ptr();
-        let b = Box::into_raw(Box::new(lagless_batch { messages }));
+        let b: *mut lagless_batch = to_box(CBatch { messages });
         assert_eq!(lagless_batch_count(b), 500);
         lagless_batch_destroy(b);
         // The records are gone (no slice of the value is held any more) ...
@@ -281,9 +271,9 @@ mod tests {
         assert_eq!(lagless_batch_count(std::ptr::null()), 0);
         assert!(lagless_batch_message(std::ptr::null(), 0).is_null());
         lagless_batch_destroy(std::ptr::null_mut());
-        let b = Box::into_raw(Box::new(lagless_batch {
+        let b: *mut lagless_batch = to_box(CBatch {
             messages: Vec::new(),
-        }));
+        });
         assert_eq!(lagless_batch_count(b), 0);
         assert!(lagless_batch_message(b, 0).is_null());
         lagless_batch_destroy(b);

@@ -4,6 +4,7 @@ use std::ffi::{c_char, CString};
 use lagless::Config;
 
 use crate::boundary::write_out;
+use crate::cast::{free_box, to_box};
 use crate::error::{cstring_lossy, lagless_error};
 
 /// Settings for a consumer or a producer. Owned by the caller (`lagless_config_new` /
@@ -11,16 +12,16 @@ use crate::error::{cstring_lossy, lagless_error};
 /// be destroyed or reused right after. Not synchronized: use one config from one thread at a
 /// time.
 pub struct lagless_config {
-    pub(crate) inner: Config,
+    _private: [u8; 0],
 }
+
+castable! { lagless_config: Box<Config> }
 
 /// A new, empty config (every key at its default). Returns NULL only if lagless failed
 /// internally.
 #[no_mangle]
 pub extern "C" fn lagless_config_new() -> *mut lagless_config {
-    ffi_panic_boundary! {
-        Box::into_raw(Box::new(lagless_config { inner: Config::new() }))
-    }
+    ffi_panic_boundary! { to_box(Config::new()) }
 }
 
 /// Sets `key` to `value`. An unknown key or a bad value gives `LAGLESS_ERR_CONFIG` whose message
@@ -35,7 +36,7 @@ pub extern "C" fn lagless_config_set(
         let config = try_mut!(config);
         let key = try_str!(key);
         let value = try_str!(value);
-        config.inner.set(key, value)
+        config.set(key, value)
     }
 }
 
@@ -52,7 +53,7 @@ pub extern "C" fn lagless_config_get(
         let config = try_ref!(config);
         let key = try_str!(key);
         try_out!(out_value);
-        let v = config.inner.get(key)?;
+        let v = config.get(key)?;
         write_out(out_value, v.map_or(std::ptr::null_mut(), |v| cstring_lossy(&v).into_raw()));
         Ok(())
     }
@@ -69,7 +70,7 @@ pub extern "C" fn lagless_config_dump(
         let config = try_ref!(config);
         try_out!(out_dump);
         let mut s = String::new();
-        for (k, v) in config.inner.dump() {
+        for (k, v) in config.dump() {
             s.push_str(&k);
             s.push('=');
             s.push_str(&v);
@@ -83,12 +84,7 @@ pub extern "C" fn lagless_config_dump(
 /// Frees a config. NULL is ignored.
 #[no_mangle]
 pub extern "C" fn lagless_config_destroy(config: *mut lagless_config) {
-    ffi_panic_boundary! {
-        if !config.is_null() {
-            // SAFETY: `config` came from lagless_config_new and is destroyed once.
-            drop(unsafe { Box::from_raw(config) });
-        }
-    }
+    ffi_panic_boundary! { free_box(config) }
 }
 
 /// Frees a string lagless returned as owned (`lagless_config_get`, `lagless_config_dump`).
@@ -208,9 +204,7 @@ pub extern "C" fn lagless_config_set_oauthbearer_token_cb(
         let Some(cb) = cb else {
             return Err(lagless::Error::InvalidArgument("cb is NULL".into()));
         };
-        config
-            .inner
-            .set_oauthbearer_token_provider(std::sync::Arc::new(CTokenProvider { cb, opaque }));
+        config.set_oauthbearer_token_provider(std::sync::Arc::new(CTokenProvider { cb, opaque }));
         Ok(())
     }
 }

@@ -4,23 +4,22 @@
 //! thread that called `lagless_consumer_poll`, `_poll_batch`, `_commit_sync`, `_unsubscribe` or
 //! `_close`, never on a library thread.
 use std::collections::{HashMap, VecDeque};
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use lagless::sync::Unpoisoned;
-use lagless::{
-    Consumer, ConsumerRecord, Error, RebalanceEvent, RebalanceEventListener, RebalanceListener,
-    Result, TopicPartition,
-};
+use lagless::{Consumer, Error, OffsetAndMetadata, Result, TopicPartition};
 
-use crate::batch::{TopicCache, TopicNames};
-use crate::boundary::{api_timeout, write_opt, write_out, Opaque};
+use crate::batch::TopicCache;
+use crate::boundary::{api_timeout, c_strs, read, write_opt, write_out, Opaque};
+use crate::cast::{free_box, set_box, to_ref, try_from};
 use crate::config::lagless_config;
-use crate::error::{cstring_lossy, lagless_error};
+use crate::error::{cstring_lossy, lagless_error, CError};
 use crate::message::lagless_message;
-use crate::tplist::{lagless_tplist, LAGLESS_OFFSET_INVALID};
+use crate::poll::{own_message, poll_into, Stream};
+use crate::rebalance::CCallbacks;
+use crate::tplist::{lagless_tplist, TpList, LAGLESS_OFFSET_INVALID};
 
 /// A Kafka consumer. Created by `lagless_consumer_new`, freed by `lagless_consumer_destroy`.
 ///
@@ -29,6 +28,13 @@ use crate::tplist::{lagless_tplist, LAGLESS_OFFSET_INVALID};
 /// thread that polls runs the callbacks). `lagless_consumer_wakeup` may be called from any thread
 /// at any time.
 pub struct lagless_consumer {
+    _private: [u8; 0],
+}
+
+castable! { lagless_consumer: Box<CConsumer> }
+
+/// What a `lagless_consumer` points at.
+pub(crate) struct CConsumer {
     inner: Consumer,
     closed: AtomicBool,
     /// NUL-terminated topic names shared by every message of a topic.
@@ -36,7 +42,7 @@ pub struct lagless_consumer {
     /// Finished asynchronous commits whose callbacks wait for the polling thread.
     commits_done: Arc<Mutex<VecDeque<CommitDone>>>,
     /// The rebalance callbacks, shared with the listener the core holds.
-    callbacks: Arc<Mutex<CCallbacks>>,
+    pub(crate) callbacks: Arc<Mutex<CCallbacks>>,
 }
 
 /// A rebalance callback: `partitions` is borrowed for the duration of the call. Return 0 on
@@ -70,6 +76,9 @@ pub struct lagless_rebalance_listener {
     pub on_lost: lagless_rebalance_cb,
 }
 
+// The caller's own struct, read during `lagless_consumer_subscribe`.
+castable! { lagless_rebalance_listener: Ref<lagless_rebalance_listener> }
+
 /// Called with the outcome of `lagless_consumer_commit_async`: `err` is NULL on success, else
 /// borrowed for the duration of the call. Runs on the polling thread.
 pub type lagless_commit_cb =
@@ -78,78 +87,8 @@ pub type lagless_commit_cb =
 /// A finished asynchronous commit: the C callback, its opaque pointer, the outcome.
 type CommitDone = (lagless_commit_cb, Opaque, Result<()>);
 
-/// The C callbacks of a consumer: the listener of the current subscription and the learning
-/// callback, which is set on its own so `lagless_rebalance_listener` keeps its layout.
-#[derive(Clone, Copy)]
-struct CCallbacks {
-    opaque: Opaque,
-    on_assigned: lagless_rebalance_cb,
-    on_revoked: lagless_rebalance_cb,
-    on_lost: lagless_rebalance_cb,
-    on_learning: lagless_rebalance_cb,
-    learning_opaque: Opaque,
-}
-
-impl Default for CCallbacks {
-    fn default() -> Self {
-        CCallbacks {
-            opaque: Opaque(std::ptr::null_mut()),
-            on_assigned: None,
-            on_revoked: None,
-            on_lost: None,
-            on_learning: None,
-            learning_opaque: Opaque(std::ptr::null_mut()),
-        }
-    }
-}
-
-/// What the core's listener forwards every rebalance event to; it reads the consumer's callbacks
-/// at each call, so a learning callback set after `lagless_consumer_subscribe` is seen.
-struct CListener {
-    callbacks: Arc<Mutex<CCallbacks>>,
-    handle: *mut lagless_consumer,
-}
-
-// SAFETY: the core calls the listener only on the thread that called poll/close/unsubscribe,
-// which is the C caller's own thread; the handle pointer is the consumer the listener lives in.
-unsafe impl Send for CListener {}
-
-impl CListener {
-    /// The callbacks as they are now; no lock is held while one runs, so a callback may set the
-    /// learning callback or subscribe again.
-    fn now(&self) -> CCallbacks {
-        *self.callbacks.lock().unpoisoned()
-    }
-
-    /// Forwards one rebalance event to its C callback: the one place that says which callback
-    /// (and which opaque pointer) serves which event.
-    fn forward(&self, event: RebalanceEvent, parts: &[TopicPartition]) -> Result<()> {
-        let cbs = self.now();
-        let (which, cb, opaque) = match event {
-            RebalanceEvent::Assigned => ("on_assigned", cbs.on_assigned, cbs.opaque),
-            RebalanceEvent::Revoked => ("on_revoked", cbs.on_revoked, cbs.opaque),
-            // As the Java client: lost partitions go to "revoked" unless told apart.
-            RebalanceEvent::Lost if cbs.on_lost.is_some() => ("on_lost", cbs.on_lost, cbs.opaque),
-            RebalanceEvent::Lost => ("on_revoked", cbs.on_revoked, cbs.opaque),
-            RebalanceEvent::Learning => ("learning", cbs.on_learning, cbs.learning_opaque),
-        };
-        let Some(cb) = cb else { return Ok(()) };
-        let list = lagless_tplist::from_partitions(parts.iter().cloned());
-        // SAFETY: a C function pointer the caller gave us, called with the caller's opaque
-        // pointer, the live consumer and a list that outlives the call.
-        let rc = unsafe { cb(opaque.0, self.handle, &list) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(Error::Callback(format!(
-                "the {which} callback returned {rc}"
-            )))
-        }
-    }
-}
-
-impl lagless_consumer {
-    fn open(&self) -> Result<&Consumer> {
+impl CConsumer {
+    pub(crate) fn open(&self) -> Result<&Consumer> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
         } else {
@@ -157,81 +96,26 @@ impl lagless_consumer {
         }
     }
 
-    /// A message of its own, named `topic`.
-    fn message(topic: Arc<CString>, record: ConsumerRecord) -> *mut lagless_message {
-        Box::into_raw(Box::new(lagless_message {
-            record,
-            topic,
-            in_batch: false,
-        }))
-    }
-
-    /// Subscribes through `subscribe` with a core listener that reads this handle's callbacks,
-    /// then takes the C listener's callbacks (NULL keeps the earlier ones). The core always holds
-    /// such a listener, so the learning callback works with or without a C listener.
-    fn subscribe_with(
-        &self,
-        handle: *mut lagless_consumer,
-        listener: *const lagless_rebalance_listener,
-        subscribe: impl FnOnce(Option<Box<dyn RebalanceListener>>) -> Result<()>,
-    ) -> Result<()> {
-        let c_callbacks = CListener {
-            callbacks: self.callbacks.clone(),
-            handle,
-        };
-        subscribe(Some(Box::new(RebalanceEventListener(
-            move |_: &Consumer, event, parts: &[TopicPartition]| c_callbacks.forward(event, parts),
-        ))))?;
-        // SAFETY: NULL or a listener struct the caller owns for this call.
-        if let Some(l) = unsafe { listener.as_ref() } {
-            let mut cbs = self.callbacks.lock().unpoisoned();
-            cbs.opaque = Opaque(l.opaque);
-            cbs.on_assigned = l.on_assigned;
-            cbs.on_revoked = l.on_revoked;
-            cbs.on_lost = l.on_lost;
-        }
-        Ok(())
-    }
-
     /// Runs the callbacks of finished asynchronous commits, on this (the caller's) thread.
-    fn run_commit_callbacks(&self) {
+    pub(crate) fn run_commit_callbacks(&self) {
         loop {
             let next = self.commits_done.lock().unpoisoned().pop_front();
             let Some((cb, opaque, res)) = next else { break };
             if let Some(cb) = cb {
-                let err = res.err().map(|e| lagless_error::new(&e));
-                let p = err.as_ref().map_or(std::ptr::null(), |e| e as *const _);
+                let err = res.err().map(|e| CError::new(&e));
+                let p = err.as_ref().map_or(std::ptr::null(), to_ref);
                 // SAFETY: the caller's callback with its opaque pointer; `err` outlives the call.
                 unsafe { cb(opaque.0, p) };
             }
         }
     }
-
-    /// Polls up to `max` records; a negative timeout waits until records, an error or a wakeup.
-    pub(crate) fn poll(&self, timeout_ms: i32, max: usize) -> Result<Vec<ConsumerRecord>> {
-        let c = self.open()?;
-        let r = take_within(timeout_ms, |t| c.poll_at_most(t, max));
-        self.run_commit_callbacks();
-        r
-    }
 }
 
-/// A C timeout in milliseconds applied to one of the core's record-taking calls (`poll`,
-/// `recovery_poll`): the call's own timeout when it is >= 0; when negative, the call repeated
-/// until it returns records or an error (a wakeup, close).
-fn take_within(
-    timeout_ms: i32,
-    mut take: impl FnMut(Duration) -> Result<Vec<ConsumerRecord>>,
-) -> Result<Vec<ConsumerRecord>> {
-    if timeout_ms >= 0 {
-        return take(Duration::from_millis(timeout_ms as u64));
-    }
-    loop {
-        let records = take(Duration::from_secs(3600))?;
-        if !records.is_empty() {
-            return Ok(records);
-        }
-    }
+/// The offsets of a commit: those of `offsets`, or None (the consumed positions) for NULL.
+fn commit_offsets(
+    offsets: *const lagless_tplist,
+) -> Result<Option<Vec<(TopicPartition, OffsetAndMetadata)>>> {
+    try_from(offsets).map(TpList::offsets).transpose()
 }
 
 /// The body of the exports that apply one consumer operation to a list of partitions.
@@ -247,9 +131,18 @@ fn on_partitions(
     }
 }
 
-/// Hands a new list to the caller (who frees it with `lagless_tplist_destroy`).
-fn give_list(out: *mut *mut lagless_tplist, list: lagless_tplist) {
-    write_out(out, Box::into_raw(Box::new(list)));
+/// The body of the exports that hand out a new list of some of the consumer's partitions.
+fn partitions_of(
+    consumer: *mut lagless_consumer,
+    out_partitions: *mut *mut lagless_tplist,
+    of: fn(&Consumer) -> Vec<TopicPartition>,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_partitions);
+        set_box(out_partitions, TpList::from_partitions(of(h.open()?)));
+        Ok(())
+    }
 }
 
 /// A consumer from `config` (copied; it may be destroyed afterwards). A bad setting gives
@@ -263,15 +156,14 @@ pub extern "C" fn lagless_consumer_new(
     ffi_panic_boundary! { fallible:
         let config = try_ref!(config);
         try_out!(out_consumer);
-        let inner = Consumer::from_config(&config.inner)?;
-        let h = Box::new(lagless_consumer {
+        let inner = Consumer::from_config(config)?;
+        set_box(out_consumer, CConsumer {
             inner,
             closed: AtomicBool::new(false),
             topics: TopicCache::default(),
             commits_done: Arc::new(Mutex::new(VecDeque::new())),
             callbacks: Arc::new(Mutex::new(CCallbacks::default())),
         });
-        write_out(out_consumer, Box::into_raw(h));
         Ok(())
     }
 }
@@ -290,13 +182,7 @@ pub extern "C" fn lagless_consumer_subscribe(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         let c = h.open()?;
-        // SAFETY: the header requires `topics` to hold `topic_count` pointers.
-        let topics = unsafe { crate::boundary::array(topics, topic_count, "topics") }?;
-        let mut names = Vec::with_capacity(topic_count);
-        for (i, &t) in topics.iter().enumerate() {
-            // SAFETY: each must be NULL or NUL-terminated.
-            names.push(unsafe { crate::boundary::c_str(t, &format!("topics[{i}]")) }?);
-        }
+        let names = c_strs(topics, topic_count, "topics")?;
         h.subscribe_with(consumer, listener, |l| c.subscribe(&names, l))
     }
 }
@@ -332,8 +218,8 @@ pub extern "C" fn lagless_consumer_subscription(
         let h = try_ref!(consumer);
         try_out!(out_topics);
         let topics = h.open()?.subscription();
-        let list = lagless_tplist::from_partitions(topics.iter().map(|t| TopicPartition::new(t, -1)));
-        give_list(out_topics, list);
+        let list = TpList::from_partitions(topics.iter().map(|t| TopicPartition::new(t, -1)));
+        set_box(out_topics, list);
         Ok(())
     }
 }
@@ -415,8 +301,7 @@ pub extern "C" fn lagless_consumer_assign(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         let c = h.open()?;
-        // SAFETY: NULL or a live list.
-        let parts = unsafe { partitions.as_ref() }.map(|l| l.partitions()).unwrap_or_default();
+        let parts = try_from(partitions).map(TpList::partitions).unwrap_or_default();
         c.assign(&parts)
     }
 }
@@ -427,14 +312,7 @@ pub extern "C" fn lagless_consumer_assignment(
     consumer: *mut lagless_consumer,
     out_partitions: *mut *mut lagless_tplist,
 ) -> *mut lagless_error {
-    ffi_panic_boundary! { fallible:
-        let h = try_ref!(consumer);
-        try_out!(out_partitions);
-        let c = h.open()?;
-        let list = lagless_tplist::from_partitions(c.assignment());
-        give_list(out_partitions, list);
-        Ok(())
-    }
+    partitions_of(consumer, out_partitions, Consumer::assignment)
 }
 
 /// Leaves the group: commits (with auto-commit), calls `on_revoked` on this thread, sends
@@ -465,11 +343,11 @@ pub extern "C" fn lagless_consumer_poll(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         try_out!(out_message);
-        let mut records = h.poll(timeout_ms, 1)?;
+        let mut records = h.take(Stream::Main, timeout_ms, 1)?;
         // One record: the consumer's cache directly (its last name), no per-poll list.
-        let m = records.pop().map_or(std::ptr::null_mut(), |r| {
-            lagless_consumer::message(h.topics.name(&r.topic), r)
-        });
+        let m = records
+            .pop()
+            .map_or(std::ptr::null_mut(), |r| own_message(h.topics.name(&r.topic), r));
         write_out(out_message, m);
         Ok(())
     }
@@ -487,42 +365,14 @@ pub extern "C" fn lagless_consumer_poll_batch(
     capacity: usize,
     out_count: *mut usize,
 ) -> *mut lagless_error {
-    ffi_panic_boundary! { fallible:
-        let h = try_ref!(consumer);
-        try_out!(out_messages);
-        try_out!(out_count);
-        if capacity == 0 {
-            return Err(Error::InvalidArgument("`capacity` is 0".into()));
-        }
-        let records = h.poll(timeout_ms, capacity)?;
-        // SAFETY: `out_messages` has room for `capacity` pointers, and the calls above return
-        // at most `capacity` records.
-        unsafe { write_messages(h, records, out_messages, out_count) };
-        Ok(())
-    }
-}
-
-/// Hands `records` out as messages into `out_messages[0 .. n]` and `n` into `*out_count`.
-///
-/// # Safety
-/// `out_messages` has room for `records.len()` pointers and `out_count` is writable.
-unsafe fn write_messages(
-    h: &lagless_consumer,
-    records: Vec<lagless::ConsumerRecord>,
-    out_messages: *mut *mut lagless_message,
-    out_count: *mut usize,
-) {
-    let n = records.len();
-    let mut names = TopicNames::new(&h.topics);
-    for (i, r) in records.into_iter().enumerate() {
-        // SAFETY: the caller promises room for n pointers.
-        unsafe {
-            out_messages
-                .add(i)
-                .write(lagless_consumer::message(names.name(&r.topic), r))
-        };
-    }
-    write_out(out_count, n);
+    poll_into(
+        consumer,
+        Stream::Main,
+        timeout_ms,
+        out_messages,
+        capacity,
+        out_count,
+    )
 }
 
 /// `parallel.rebalance.recovery.poll`: the recovery streams' records (KIP-333 backlogs), for a
@@ -547,20 +397,14 @@ pub extern "C" fn lagless_consumer_recovery_poll(
     capacity: usize,
     out_count: *mut usize,
 ) -> *mut lagless_error {
-    ffi_panic_boundary! { fallible:
-        let h = try_ref!(consumer);
-        try_out!(out_messages);
-        try_out!(out_count);
-        if capacity == 0 {
-            return Err(Error::InvalidArgument("`capacity` is 0".into()));
-        }
-        let c = h.open()?;
-        let records = take_within(timeout_ms, |t| c.recovery_poll_at_most(t, capacity))?;
-        // SAFETY: `out_messages` has room for `capacity` pointers, and the calls above return
-        // at most `capacity` records.
-        unsafe { write_messages(h, records, out_messages, out_count) };
-        Ok(())
-    }
+    poll_into(
+        consumer,
+        Stream::Recovery,
+        timeout_ms,
+        out_messages,
+        capacity,
+        out_count,
+    )
 }
 
 /// Commits and waits (up to `timeout_ms`; negative: `default.api.timeout.ms`). `offsets` NULL
@@ -579,11 +423,7 @@ pub extern "C" fn lagless_consumer_commit_sync(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         let c = h.open()?;
-        // SAFETY: NULL or a live list.
-        let offsets = match unsafe { offsets.as_ref() } {
-            Some(l) => Some(l.offsets()?),
-            None => None,
-        };
+        let offsets = commit_offsets(offsets)?;
         let r = c.commit_sync(offsets.as_deref(), api_timeout(timeout_ms));
         h.run_commit_callbacks();
         r
@@ -604,11 +444,7 @@ pub extern "C" fn lagless_consumer_commit_async(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         let c = h.open()?;
-        // SAFETY: NULL or a live list.
-        let offsets = match unsafe { offsets.as_ref() } {
-            Some(l) => Some(l.offsets()?),
-            None => None,
-        };
+        let offsets = commit_offsets(offsets)?;
         let done = h.commits_done.clone();
         let opaque = Opaque(opaque);
         // The core runs this on the polling thread for a group member, but on an I/O thread for
@@ -700,13 +536,9 @@ pub extern "C" fn lagless_consumer_recovery_active(
 pub extern "C" fn lagless_consumer_child_consumer_is_alive(
     consumer: *mut lagless_consumer,
 ) -> bool {
-    ffi_panic_boundary! {
-        // SAFETY: the header requires NULL or a live consumer.
-        match unsafe { consumer.as_ref() } {
-            Some(h) => h.open().is_ok_and(Consumer::child_consumer_is_alive),
-            None => false,
-        }
-    }
+    read(consumer, |h| {
+        h.open().is_ok_and(Consumer::child_consumer_is_alive)
+    })
 }
 
 /// Makes the next record returned for (`topic`, `partition`) the one at `offset` (>= 0). The
@@ -814,8 +646,8 @@ pub extern "C" fn lagless_consumer_partitions_for(
         let topic = try_str!(topic);
         try_out!(out_partitions);
         let parts = h.open()?.partitions_for(topic, api_timeout(timeout_ms))?;
-        let list = lagless_tplist::from_partitions(parts.into_iter().map(|p| TopicPartition::new(topic, p)));
-        give_list(out_partitions, list);
+        let list = TpList::from_partitions(parts.into_iter().map(|p| TopicPartition::new(topic, p)));
+        set_box(out_partitions, list);
         Ok(())
     }
 }
@@ -827,13 +659,7 @@ pub extern "C" fn lagless_consumer_paused(
     consumer: *mut lagless_consumer,
     out_partitions: *mut *mut lagless_tplist,
 ) -> *mut lagless_error {
-    ffi_panic_boundary! { fallible:
-        let h = try_ref!(consumer);
-        try_out!(out_partitions);
-        let list = lagless_tplist::from_partitions(h.open()?.paused());
-        give_list(out_partitions, list);
-        Ok(())
-    }
+    partitions_of(consumer, out_partitions, Consumer::paused)
 }
 
 /// Stops returning records of `partitions` (assigned ones) until `lagless_consumer_resume`;
@@ -871,9 +697,7 @@ pub extern "C" fn lagless_consumer_learner_ready(
         let h = try_ref!(consumer);
         let list = try_ref!(partitions);
         let taken = h.open()?.learner_ready(&list.partitions())?;
-        if !out_taken.is_null() {
-            write_out(out_taken, taken);
-        }
+        write_opt(out_taken, taken);
         Ok(())
     }
 }
@@ -893,9 +717,7 @@ pub extern "C" fn lagless_consumer_prepare_to_leave(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(consumer);
         let learner_sticky = h.open()?.prepare_to_leave()?;
-        if !out_learner_sticky.is_null() {
-            write_out(out_learner_sticky, learner_sticky);
-        }
+        write_opt(out_learner_sticky, learner_sticky);
         Ok(())
     }
 }
@@ -938,10 +760,5 @@ pub extern "C" fn lagless_consumer_close(
 /// Must not be called from a callback of this consumer, nor while another thread uses it.
 #[no_mangle]
 pub extern "C" fn lagless_consumer_destroy(consumer: *mut lagless_consumer) {
-    ffi_panic_boundary! {
-        if !consumer.is_null() {
-            // SAFETY: `consumer` came from lagless_consumer_new and is destroyed once.
-            drop(unsafe { Box::from_raw(consumer) });
-        }
-    }
+    ffi_panic_boundary! { free_box(consumer) }
 }

@@ -1,8 +1,12 @@
 //! Error objects: what every fallible export returns (NULL means success).
 use std::any::Any;
 use std::ffi::{c_char, CString};
+use std::sync::LazyLock;
 
 use lagless::Error;
+
+use crate::boundary::Neutral;
+use crate::cast::{free_box, to_box, try_from};
 
 // The error kinds of the core (`lagless::ErrorKind`), one constant each: `LAGLESS_ERR_` and the
 // kind's name, with its stable number. A test checks every core kind has its constant.
@@ -50,6 +54,13 @@ pub const LAGLESS_ERR_PANIC: i32 = 100;
 /// An error. Owned by the caller, who frees it with `lagless_error_destroy`. Its strings are
 /// borrowed from it and valid until it is destroyed. Immutable: any thread may read it.
 pub struct lagless_error {
+    _private: [u8; 0],
+}
+
+castable! { lagless_error: Box<CError> }
+
+/// What a `lagless_error` points at: the core error's parts, as C reads them.
+pub(crate) struct CError {
     code: i32,
     name: CString,
     message: CString,
@@ -64,13 +75,13 @@ pub(crate) fn cstring_lossy(s: &str) -> CString {
     CString::new(s.replace('\0', "\u{fffd}")).expect("interior NULs were replaced")
 }
 
-impl lagless_error {
-    pub(crate) fn new(e: &Error) -> lagless_error {
+impl CError {
+    pub(crate) fn new(e: &Error) -> CError {
         let (topic, partition) = match e.partition() {
             Some(p) => (Some(cstring_lossy(&p.topic)), p.partition),
             None => (None, -1),
         };
-        lagless_error {
+        CError {
             code: e.code(),
             name: cstring_lossy(e.name()),
             message: cstring_lossy(&e.to_string()),
@@ -82,17 +93,13 @@ impl lagless_error {
         }
     }
 
-    pub(crate) fn boxed(e: &Error) -> *mut lagless_error {
-        Box::into_raw(Box::new(lagless_error::new(e)))
-    }
-
-    pub(crate) fn boxed_panic(payload: &Box<dyn Any + Send>) -> *mut lagless_error {
+    fn panic(payload: &Box<dyn Any + Send>) -> CError {
         let what = payload
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".to_string());
-        Box::into_raw(Box::new(lagless_error {
+        CError {
             code: LAGLESS_ERR_PANIC,
             name: cstring_lossy("PANIC"),
             message: cstring_lossy(&format!("internal error in lagless: {what}")),
@@ -101,83 +108,92 @@ impl lagless_error {
             kafka_code: 0,
             topic: None,
             partition: -1,
-        }))
+        }
     }
 }
 
-fn with_err<T>(err: *const lagless_error, f: impl FnOnce(&lagless_error) -> T, none: T) -> T {
-    // SAFETY: the header requires `err` to be NULL or an error not yet destroyed.
-    match unsafe { err.as_ref() } {
-        Some(e) => f(e),
-        None => none,
-    }
+/// A new error object for the caller: what a fallible export returns for `Err(e)`.
+pub(crate) fn boxed(e: &Error) -> *mut lagless_error {
+    to_box(CError::new(e))
+}
+
+/// A new error object for a panic caught at the boundary.
+pub(crate) fn boxed_panic(payload: &Box<dyn Any + Send>) -> *mut lagless_error {
+    to_box(CError::panic(payload))
+}
+
+/// What the accessors read for a NULL error, which means success: no error.
+static SUCCESS: LazyLock<CError> = LazyLock::new(|| CError {
+    code: 0,
+    name: cstring_lossy("NONE"),
+    message: CString::default(),
+    retriable: false,
+    fatal: false,
+    kafka_code: 0,
+    topic: None,
+    partition: -1,
+});
+
+fn with_err<T: Neutral>(err: *const lagless_error, f: impl FnOnce(&CError) -> T) -> T {
+    ffi_panic_boundary! { f(try_from(err).unwrap_or(&SUCCESS)) }
 }
 
 /// The error's kind, one of the `LAGLESS_ERR_*` codes; 0 for a NULL error (success).
 #[no_mangle]
 pub extern "C" fn lagless_error_code(err: *const lagless_error) -> i32 {
-    ffi_panic_boundary! { with_err(err, |e| e.code, 0) }
+    with_err(err, |e| e.code)
 }
 
 /// A short upper-case name of the kind ("CONFIG", "TIMEOUT", ...); for broker errors, Kafka's name
 /// of the error code ("NOT_COORDINATOR"). Borrowed from `err`; "NONE" for a NULL error.
 #[no_mangle]
 pub extern "C" fn lagless_error_name(err: *const lagless_error) -> *const c_char {
-    ffi_panic_boundary! {
-        with_err(err, |e| e.name.as_ptr(), c"NONE".as_ptr())
-    }
+    with_err(err, |e| e.name.as_ptr())
 }
 
 /// A human-readable message (for config errors it names the key). Borrowed from `err`, valid
 /// until `lagless_error_destroy(err)`; "" for a NULL error.
 #[no_mangle]
 pub extern "C" fn lagless_error_message(err: *const lagless_error) -> *const c_char {
-    ffi_panic_boundary! {
-        with_err(err, |e| e.message.as_ptr(), c"".as_ptr())
-    }
+    with_err(err, |e| e.message.as_ptr())
 }
 
 /// Whether the same call may succeed if tried again.
 #[no_mangle]
 pub extern "C" fn lagless_error_retriable(err: *const lagless_error) -> bool {
-    ffi_panic_boundary! { with_err(err, |e| e.retriable, false) }
+    with_err(err, |e| e.retriable)
 }
 
 /// Whether the handle that returned it can no longer be used (close and destroy it).
 #[no_mangle]
 pub extern "C" fn lagless_error_fatal(err: *const lagless_error) -> bool {
-    ffi_panic_boundary! { with_err(err, |e| e.fatal, false) }
+    with_err(err, |e| e.fatal)
 }
 
 /// The broker's error code for `LAGLESS_ERR_KAFKA` errors; 0 (Kafka's NONE) otherwise.
 #[no_mangle]
 pub extern "C" fn lagless_error_kafka_code(err: *const lagless_error) -> i32 {
-    ffi_panic_boundary! { with_err(err, |e| e.kafka_code, 0) }
+    with_err(err, |e| e.kafka_code)
 }
 
 /// The topic the error belongs to, or NULL if it belongs to no partition. Borrowed from `err`.
 #[no_mangle]
 pub extern "C" fn lagless_error_topic(err: *const lagless_error) -> *const c_char {
-    ffi_panic_boundary! {
-        with_err(err, |e| e.topic.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()), std::ptr::null())
-    }
+    with_err(err, |e| {
+        e.topic.as_ref().map_or(std::ptr::null(), |t| t.as_ptr())
+    })
 }
 
 /// The partition the error belongs to, or -1.
 #[no_mangle]
 pub extern "C" fn lagless_error_partition(err: *const lagless_error) -> i32 {
-    ffi_panic_boundary! { with_err(err, |e| e.partition, -1) }
+    with_err(err, |e| e.partition)
 }
 
 /// Frees an error. NULL is ignored. Thread-safety: any thread, once.
 #[no_mangle]
 pub extern "C" fn lagless_error_destroy(err: *mut lagless_error) {
-    ffi_panic_boundary! {
-        if !err.is_null() {
-            // SAFETY: `err` came from lagless (Box::into_raw) and is destroyed once.
-            drop(unsafe { Box::from_raw(err) });
-        }
-    }
+    ffi_panic_boundary! { free_box(err) }
 }
 
 #[cfg(test)]
@@ -222,7 +238,7 @@ mod tests {
 
     #[test]
     fn broker_errors_keep_code_name_and_partition() {
-        let e = lagless_error::boxed(&Error::kafka_partition(6, "fetch", "orders", 3));
+        let e = boxed(&Error::kafka_partition(6, "fetch", "orders", 3));
         assert_eq!(lagless_error_code(e), LAGLESS_ERR_KAFKA);
         assert_eq!(lagless_error_kafka_code(e), 6);
         assert_eq!(lagless_error_partition(e), 3);

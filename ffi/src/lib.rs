@@ -8,6 +8,9 @@
 //! - Every export runs inside [`ffi_panic_boundary!`]: a Rust panic never crosses into C; it
 //!   becomes an error with code `LAGLESS_ERR_PANIC` (or a documented neutral value for the few
 //!   infallible accessors). Every pointer argument is checked for NULL.
+//! - Handles are opaque markers whose Rust value and ownership (a box for the caller, or the
+//!   caller's own memory) are declared once per type ([`cast::Castable`]); every handle pointer
+//!   is read, lent and freed through `cast`, with its NULL check there.
 //! - Callbacks (rebalance listener, commit and delivery reports) run on the caller's thread,
 //!   inside the lagless call that serves them; only the log callback runs on library threads.
 #![allow(non_camel_case_types)]
@@ -18,6 +21,8 @@
 
 #[macro_use]
 mod boundary;
+#[macro_use]
+mod cast;
 mod admin;
 mod batch;
 mod config;
@@ -25,8 +30,13 @@ mod consumer;
 mod error;
 mod log;
 mod message;
+mod poll;
 mod producer;
+mod rebalance;
 mod tplist;
+
+#[cfg(test)]
+mod export_tests;
 
 pub use admin::*;
 pub use batch::*;

@@ -8,36 +8,46 @@ use std::sync::Arc;
 
 use lagless::{ConsumerRecord, Error};
 
-use crate::boundary::{write_opt, write_out};
+use crate::boundary::{read, write_opt, write_out};
+use crate::cast::{free_box, try_from};
 use crate::error::lagless_error;
 
 /// One consumed record. Owned by the caller, freed with `lagless_message_destroy`, except the
 /// messages of a `lagless_batch`, which belong to the batch.
 pub struct lagless_message {
+    _private: [u8; 0],
+}
+
+// Boxed for a message of its own; a batch lends its messages (`to_ref`), which
+// `lagless_message_destroy` tells apart by `in_batch`.
+castable! { lagless_message: Box<CMessage> }
+
+/// What a `lagless_message` points at.
+pub(crate) struct CMessage {
     pub(crate) record: ConsumerRecord,
     pub(crate) topic: Arc<CString>,
     /// Part of a `lagless_batch` (freed with it), not a message of its own.
     pub(crate) in_batch: bool,
 }
 
-fn with_msg<T>(m: *const lagless_message, f: impl FnOnce(&lagless_message) -> T, none: T) -> T {
-    // SAFETY: the header requires NULL or a message not yet destroyed.
-    match unsafe { m.as_ref() } {
-        Some(m) => f(m),
-        None => none,
-    }
-}
-
-fn bytes_out(b: Option<&[u8]>, out_len: *mut usize) -> *const u8 {
-    match b {
-        Some(b) => {
-            write_opt(out_len, b.len());
-            // An empty slice's pointer is dangling-but-non-NULL: fine to return, never read.
-            b.as_ptr()
-        }
-        None => {
-            write_opt(out_len, 0);
-            std::ptr::null()
+/// A payload (key or value) with its length in `*out_len` (which may be NULL): NULL and 0 for a
+/// null payload and for a NULL message.
+fn payload(
+    message: *const lagless_message,
+    out_len: *mut usize,
+    which: fn(&ConsumerRecord) -> Option<&[u8]>,
+) -> *const u8 {
+    ffi_panic_boundary! {
+        match try_from(message).and_then(|m| which(&m.record)) {
+            Some(b) => {
+                write_opt(out_len, b.len());
+                // An empty slice's pointer is dangling-but-non-NULL: fine to return, never read.
+                b.as_ptr()
+            }
+            None => {
+                write_opt(out_len, 0);
+                std::ptr::null()
+            }
         }
     }
 }
@@ -45,28 +55,26 @@ fn bytes_out(b: Option<&[u8]>, out_len: *mut usize) -> *const u8 {
 /// The topic; NULL for a NULL message.
 #[no_mangle]
 pub extern "C" fn lagless_message_topic(message: *const lagless_message) -> *const c_char {
-    ffi_panic_boundary! {
-        with_msg(message, |m| m.topic.as_ptr(), std::ptr::null())
-    }
+    read(message, |m| m.topic.as_ptr())
 }
 
 /// The partition; -1 for a NULL message.
 #[no_mangle]
 pub extern "C" fn lagless_message_partition(message: *const lagless_message) -> i32 {
-    ffi_panic_boundary! { with_msg(message, |m| m.record.partition, -1) }
+    read(message, |m| m.record.partition)
 }
 
 /// The offset; -1 for a NULL message.
 #[no_mangle]
 pub extern "C" fn lagless_message_offset(message: *const lagless_message) -> i64 {
-    ffi_panic_boundary! { with_msg(message, |m| m.record.offset, -1) }
+    read(message, |m| m.record.offset)
 }
 
 /// The timestamp in milliseconds since the epoch (create or log-append time, as the topic
 /// says); -1 for a NULL message.
 #[no_mangle]
 pub extern "C" fn lagless_message_timestamp(message: *const lagless_message) -> i64 {
-    ffi_panic_boundary! { with_msg(message, |m| m.record.timestamp, -1) }
+    read(message, |m| m.record.timestamp)
 }
 
 /// The key's bytes, with their count in `*out_len` (`out_len` may be NULL). NULL (and length 0)
@@ -76,12 +84,7 @@ pub extern "C" fn lagless_message_key(
     message: *const lagless_message,
     out_len: *mut usize,
 ) -> *const u8 {
-    ffi_panic_boundary! {
-        with_msg(message, |m| bytes_out(m.record.key.as_deref(), out_len), {
-            write_opt(out_len, 0);
-            std::ptr::null()
-        })
-    }
+    payload(message, out_len, |r| r.key.as_deref())
 }
 
 /// The value's bytes, with their count in `*out_len` (`out_len` may be NULL). NULL (and length 0)
@@ -91,18 +94,13 @@ pub extern "C" fn lagless_message_value(
     message: *const lagless_message,
     out_len: *mut usize,
 ) -> *const u8 {
-    ffi_panic_boundary! {
-        with_msg(message, |m| bytes_out(m.record.value.as_deref(), out_len), {
-            write_opt(out_len, 0);
-            std::ptr::null()
-        })
-    }
+    payload(message, out_len, |r| r.value.as_deref())
 }
 
 /// The number of headers; 0 for a NULL message.
 #[no_mangle]
 pub extern "C" fn lagless_message_header_count(message: *const lagless_message) -> usize {
-    ffi_panic_boundary! { with_msg(message, |m| m.record.headers.len(), 0) }
+    read(message, |m| m.record.headers.len())
 }
 
 /// Header `index`: its key (UTF-8, NOT NUL-terminated) with its length, and its value with its
@@ -142,7 +140,7 @@ pub extern "C" fn lagless_message_header_get(
 /// Whether the record came from a recovery stream (`enable.parallel.rebalance`).
 #[no_mangle]
 pub extern "C" fn lagless_message_from_recovery(message: *const lagless_message) -> bool {
-    ffi_panic_boundary! { with_msg(message, |m| m.record.from_recovery, false) }
+    read(message, |m| m.record.from_recovery)
 }
 
 /// Frees a message and everything borrowed from it. NULL is ignored, and so is a message of a
@@ -150,10 +148,8 @@ pub extern "C" fn lagless_message_from_recovery(message: *const lagless_message)
 #[no_mangle]
 pub extern "C" fn lagless_message_destroy(message: *mut lagless_message) {
     ffi_panic_boundary! {
-        // SAFETY: the header requires NULL or a message not yet destroyed.
-        if unsafe { message.as_ref() }.is_some_and(|m| !m.in_batch) {
-            // SAFETY: a message of its own from a lagless poll function, destroyed once.
-            drop(unsafe { Box::from_raw(message) });
+        if try_from(message).is_some_and(|m| !m.in_batch) {
+            free_box(message);
         }
     }
 }

@@ -15,15 +15,23 @@ use lagless::config::ProducerConfig;
 use lagless::sync::Unpoisoned;
 use lagless::{Error, Producer, ProducerRecord, RecordMetadata, Result};
 
-use crate::boundary::{bytes, write_opt, Opaque};
+use crate::boundary::{api_timeout, bytes, c_str, write_opt, Opaque};
+use crate::cast::{free_box, set_box, to_ref, try_slice};
 use crate::config::lagless_config;
-use crate::error::lagless_error;
+use crate::error::{lagless_error, CError};
 
 /// A Kafka producer. Created by `lagless_producer_new`, freed by `lagless_producer_destroy`.
 ///
 /// Thread-safety: send, send_sync, flush and poll may be called from several threads at once.
 /// Delivery callbacks run on whichever thread calls `lagless_producer_poll` or `_flush`.
 pub struct lagless_producer {
+    _private: [u8; 0],
+}
+
+castable! { lagless_producer: Box<CProducer> }
+
+/// What a `lagless_producer` points at.
+pub(crate) struct CProducer {
     inner: Producer,
     closed: AtomicBool,
     reports: Arc<Reports>,
@@ -49,7 +57,7 @@ struct Reports {
     ready: Condvar,
 }
 
-impl lagless_producer {
+impl CProducer {
     fn open(&self) -> Result<&Producer> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
@@ -84,9 +92,9 @@ impl lagless_producer {
                 // SAFETY: the caller's callback with its opaque pointer.
                 Ok(md) => unsafe { cb(opaque.0, std::ptr::null(), md.partition, md.offset) },
                 Err(e) => {
-                    let err = lagless_error::new(&e);
+                    let err = CError::new(&e);
                     // SAFETY: as above; `err` outlives the call.
-                    unsafe { cb(opaque.0, &err, -1, -1) }
+                    unsafe { cb(opaque.0, to_ref(&err), -1, -1) }
                 }
             }
         }
@@ -104,16 +112,15 @@ pub extern "C" fn lagless_producer_new(
     ffi_panic_boundary! { fallible:
         let config = try_ref!(config);
         try_out!(out_producer);
-        let typed = ProducerConfig::from_config(&config.inner)?;
+        let typed = ProducerConfig::from_config(config)?;
         let delivery_timeout = typed.delivery_timeout;
         let inner = Producer::new(typed)?;
-        let h = Box::new(lagless_producer {
+        set_box(out_producer, CProducer {
             inner,
             delivery_timeout,
             closed: AtomicBool::new(false),
             reports: Arc::new(Reports::default()),
         });
-        crate::boundary::write_out(out_producer, Box::into_raw(h));
         Ok(())
     }
 }
@@ -127,10 +134,8 @@ fn record(
     value_len: usize,
 ) -> Result<ProducerRecord> {
     let topic = try_str!(topic);
-    // SAFETY: the header requires NULL or `len` readable bytes.
-    let key = unsafe { bytes(key, key_len, "key") }?;
-    // SAFETY: as above.
-    let value = unsafe { bytes(value, value_len, "value") }?;
+    let key = bytes(key, key_len, "key")?;
+    let value = bytes(value, value_len, "value")?;
     if partition < -1 {
         return Err(Error::InvalidArgument(format!(
             "partition must be >= 0, or -1 for the partitioner; got {partition}"
@@ -184,6 +189,9 @@ pub struct lagless_header {
     pub value_len: usize,
 }
 
+// The caller's own array, read during the call.
+castable! { lagless_header: Ref<lagless_header> }
+
 /// Like `lagless_producer_send`, with `header_count` headers (`headers` may be NULL when the
 /// count is 0; a key may repeat, order is kept) and the record's timestamp, `timestamp_ms`
 /// milliseconds since the epoch (-1: the time of the call; for topics with
@@ -207,13 +215,9 @@ pub extern "C" fn lagless_producer_send_with_headers(
         let h = try_ref!(producer);
         let p = h.open()?;
         let mut rec = record(topic, partition, key, key_len, value, value_len)?;
-        // SAFETY: the header requires `headers` to hold `header_count` entries.
-        let headers = unsafe { crate::boundary::array(headers, header_count, "headers") }?;
-        for (i, hd) in headers.iter().enumerate() {
-            // SAFETY: each key must be NULL or NUL-terminated.
-            let k = unsafe { crate::boundary::c_str(hd.key, &format!("headers[{i}].key")) }?;
-            // SAFETY: NULL or `value_len` readable bytes.
-            let v = unsafe { bytes(hd.value, hd.value_len, &format!("headers[{i}].value")) }?;
+        for (i, hd) in try_slice(headers, header_count, "headers")?.iter().enumerate() {
+            let k = c_str(hd.key, &format!("headers[{i}].key"))?;
+            let v = bytes(hd.value, hd.value_len, &format!("headers[{i}].value"))?;
             rec = rec.with_header(k, v.map(Bytes::copy_from_slice));
         }
         match timestamp_ms {
@@ -302,7 +306,7 @@ pub extern "C" fn lagless_producer_flush(
     ffi_panic_boundary! { fallible:
         let h = try_ref!(producer);
         let p = h.open()?;
-        let timeout = crate::boundary::api_timeout(timeout_ms)
+        let timeout = api_timeout(timeout_ms)
             .unwrap_or(h.delivery_timeout);
         let r = p.flush(timeout);
         h.serve(Duration::ZERO);
@@ -324,7 +328,7 @@ pub extern "C" fn lagless_producer_close(
         if h.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let timeout = crate::boundary::api_timeout(timeout_ms)
+        let timeout = api_timeout(timeout_ms)
             .unwrap_or(h.delivery_timeout);
         h.inner.close(timeout)
     }
@@ -334,10 +338,5 @@ pub extern "C" fn lagless_producer_close(
 /// reports not yet served are dropped without calling their callbacks. NULL is ignored.
 #[no_mangle]
 pub extern "C" fn lagless_producer_destroy(producer: *mut lagless_producer) {
-    ffi_panic_boundary! {
-        if !producer.is_null() {
-            // SAFETY: `producer` came from lagless_producer_new and is destroyed once.
-            drop(unsafe { Box::from_raw(producer) });
-        }
-    }
+    ffi_panic_boundary! { free_box(producer) }
 }

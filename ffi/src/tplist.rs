@@ -4,7 +4,8 @@ use std::ffi::{c_char, CString};
 
 use lagless::{Error, OffsetAndMetadata, TopicPartition};
 
-use crate::boundary::{write_opt, write_out};
+use crate::boundary::{read, write_opt, write_out};
+use crate::cast::{free_box, to_box};
 use crate::error::{cstring_lossy, lagless_error};
 
 /// "No offset": what a new entry holds, and what `lagless_consumer_committed` writes for a
@@ -15,6 +16,14 @@ pub const LAGLESS_OFFSET_INVALID: i64 = -1;
 /// `lagless_tplist_destroy`), except the lists passed to rebalance callbacks, which are borrowed
 /// for the duration of the callback. Not synchronized: one thread at a time.
 pub struct lagless_tplist {
+    _private: [u8; 0],
+}
+
+castable! { lagless_tplist: Box<TpList> }
+
+/// What a `lagless_tplist` points at.
+#[derive(Default)]
+pub(crate) struct TpList {
     pub(crate) items: Vec<TpEntry>,
 }
 
@@ -26,12 +35,10 @@ pub(crate) struct TpEntry {
     pub metadata: CString,
 }
 
-impl lagless_tplist {
+impl TpList {
     /// A list of `parts`, each with offset `LAGLESS_OFFSET_INVALID`.
-    pub(crate) fn from_partitions(
-        parts: impl IntoIterator<Item = TopicPartition>,
-    ) -> lagless_tplist {
-        lagless_tplist {
+    pub(crate) fn from_partitions(parts: impl IntoIterator<Item = TopicPartition>) -> TpList {
+        TpList {
             items: parts.into_iter().map(TpEntry::new).collect(),
         }
     }
@@ -80,9 +87,7 @@ impl TpEntry {
 /// A new, empty list. Returns NULL only if lagless failed internally.
 #[no_mangle]
 pub extern "C" fn lagless_tplist_new() -> *mut lagless_tplist {
-    ffi_panic_boundary! {
-        Box::into_raw(Box::new(lagless_tplist { items: Vec::new() }))
-    }
+    ffi_panic_boundary! { to_box(TpList::default()) }
 }
 
 /// Appends (`topic`, `partition`) with offset `LAGLESS_OFFSET_INVALID`. The topic is copied.
@@ -109,10 +114,7 @@ pub extern "C" fn lagless_tplist_add(
 /// The number of entries; 0 for NULL.
 #[no_mangle]
 pub extern "C" fn lagless_tplist_count(list: *const lagless_tplist) -> usize {
-    ffi_panic_boundary! {
-        // SAFETY: the header requires NULL or a live list.
-        unsafe { list.as_ref() }.map_or(0, |l| l.items.len())
-    }
+    read(list, |l| l.items.len())
 }
 
 fn out_of_range(index: usize, len: usize) -> Error {
@@ -121,14 +123,14 @@ fn out_of_range(index: usize, len: usize) -> Error {
     ))
 }
 
-fn entry(list: &lagless_tplist, index: usize) -> Result<&TpEntry, Error> {
+fn entry(list: &TpList, index: usize) -> Result<&TpEntry, Error> {
     let len = list.items.len();
     list.items
         .get(index)
         .ok_or_else(|| out_of_range(index, len))
 }
 
-fn entry_mut(list: &mut lagless_tplist, index: usize) -> Result<&mut TpEntry, Error> {
+fn entry_mut(list: &mut TpList, index: usize) -> Result<&mut TpEntry, Error> {
     let len = list.items.len();
     list.items
         .get_mut(index)
@@ -207,10 +209,5 @@ pub extern "C" fn lagless_tplist_get_metadata(
 /// Frees a list the caller owns. NULL is ignored. Never call it on a list a callback received.
 #[no_mangle]
 pub extern "C" fn lagless_tplist_destroy(list: *mut lagless_tplist) {
-    ffi_panic_boundary! {
-        if !list.is_null() {
-            // SAFETY: `list` came from lagless_tplist_new (or an owned result) and is destroyed once.
-            drop(unsafe { Box::from_raw(list) });
-        }
-    }
+    ffi_panic_boundary! { free_box(list) }
 }

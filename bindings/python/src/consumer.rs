@@ -4,22 +4,21 @@
 //! while logging) runs detached from the interpreter. Waiting calls (`poll`, `consume`) wait in
 //! slices of 100 ms and check for signals in between, so Ctrl-C interrupts them promptly.
 //! Rebalance listener callbacks run inside the core's `poll`/`close`/`unsubscribe` on the
-//! calling thread; the Rust listener attaches to the interpreter again to call Python, stashes a
-//! Python exception, and the method that ran the core call re-raises it once the core returns.
+//! calling thread; the Rust listener (`listener.rs`) attaches to the interpreter again to call
+//! Python, stashes a Python exception, and the method that ran the core call re-raises it once
+//! the core returns.
 //!
 //! No records are kept here: `poll()`, `consume(n)` and iteration each take from the core exactly
 //! the records they return (`poll_at_most`), so the core's positions, `commit()` without
 //! offsets, auto-commit and the KIP-333 commit token count only records Python has received,
 //! and every call is a poll of the member for `max.poll.interval.ms`.
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lagless::offsets::OffsetAndMetadata;
-use lagless::sync::Unpoisoned;
 use lagless::{
-    CommitResults, Consumer as CoreConsumer, ConsumerRecord, Error, RebalanceEvent,
-    RebalanceEventListener, RebalanceListener,
+    CommitResults, Consumer as CoreConsumer, ConsumerRecord, Error, RebalanceEventListener,
+    RebalanceListener,
 };
 use pyo3::exceptions::{PyStopIteration, PyTypeError};
 use pyo3::gc::PyVisit;
@@ -29,10 +28,12 @@ use pyo3::PyTraverseError;
 
 use crate::batch::MessageBatch;
 use crate::errors::{to_py, IntoPyResult};
+use crate::listener::{callable, lock, stash_error, Callbacks, PyListener, Stash};
 use crate::types::{
-    extract_partitions, extract_tps, tp_list, Message, MessageBuilder, TopicPartition,
-    OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
+    commit_outcome, commit_result_list, extract_partitions, extract_tps, in_given_order,
+    partition_list, tp_list, Message, MessageBuilder, TopicPartition, OFFSET_BEGINNING, OFFSET_END,
 };
+use crate::wait::{duration, next_slice, passed, SLICE};
 
 /// `Consumer::beginning_offsets` or `Consumer::end_offsets` of the core.
 type LookupFn = fn(
@@ -40,109 +41,6 @@ type LookupFn = fn(
     &[lagless::TopicPartition],
     Option<Duration>,
 ) -> lagless::Result<Vec<(lagless::TopicPartition, i64)>>;
-
-/// How long a waiting call stays detached before it checks for signals.
-const SLICE: Duration = Duration::from_millis(100);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unpoisoned()
-}
-
-/// Seconds as a duration; None or a negative number means "no limit" (the caller decides what
-/// that is).
-fn duration(timeout: Option<f64>) -> Option<Duration> {
-    match timeout {
-        Some(t) if t >= 0.0 && t.is_finite() => Some(Duration::from_secs_f64(t)),
-        _ => None,
-    }
-}
-
-/// The Python callables of the current subscription. Shared between the class (for the garbage
-/// collector) and the Rust listener the core holds.
-#[derive(Default)]
-struct Callbacks {
-    listener: Option<Py<PyAny>>,
-    on_assign: Option<Py<PyAny>>,
-    on_revoke: Option<Py<PyAny>>,
-    on_lost: Option<Py<PyAny>>,
-}
-
-/// The first Python exception raised by a callback since the last core call returned.
-type Stash = Arc<Mutex<Option<PyErr>>>;
-
-fn stash_error(stash: &Stash, err: PyErr) {
-    let mut s = lock(stash);
-    if s.is_none() {
-        *s = Some(err);
-    }
-}
-
-struct PyListener {
-    callbacks: Arc<Mutex<Callbacks>>,
-    /// The Python `Consumer`, weakly: a strong reference from inside the core would keep the
-    /// consumer alive forever (a cycle the garbage collector cannot see).
-    consumer: Py<PyWeakrefReference>,
-    stash: Stash,
-}
-
-impl PyListener {
-    /// Forwards one rebalance event to the listener object's method of the same name and to the
-    /// callable given for it: the one place that says which Python code serves which event.
-    fn forward(
-        &self,
-        event: RebalanceEvent,
-        partitions: &[lagless::TopicPartition],
-    ) -> lagless::Result<()> {
-        Python::attach(|py| {
-            let result = (|| -> PyResult<()> {
-                let (method, callable) = {
-                    let cbs = lock(&self.callbacks);
-                    let callable = match event {
-                        RebalanceEvent::Assigned => cbs.on_assign.as_ref(),
-                        RebalanceEvent::Revoked => cbs.on_revoke.as_ref(),
-                        // As the Java client: lost partitions go to "revoked" unless told apart.
-                        RebalanceEvent::Lost => cbs.on_lost.as_ref().or(cbs.on_revoke.as_ref()),
-                        RebalanceEvent::Learning => None,
-                    };
-                    (
-                        cbs.listener.as_ref().map(|l| l.clone_ref(py)),
-                        callable.map(|c| c.clone_ref(py)),
-                    )
-                };
-                let consumer = self
-                    .consumer
-                    .bind(py)
-                    .upgrade()
-                    .unwrap_or_else(|| py.None().into_bound(py));
-                let list = || {
-                    tp_list(
-                        py,
-                        partitions
-                            .iter()
-                            .map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)),
-                    )
-                };
-                if let Some(l) = method {
-                    let l = l.bind(py);
-                    let name = event.method_name();
-                    // The learning method is optional: a listener without it is ready at once.
-                    if event != RebalanceEvent::Learning || l.hasattr(name)? {
-                        l.call_method1(name, (consumer.clone(), list()?))?;
-                    }
-                }
-                if let Some(c) = callable {
-                    c.bind(py).call1((consumer, list()?))?;
-                }
-                Ok(())
-            })();
-            result.map_err(|e| {
-                let msg = e.to_string();
-                stash_error(&self.stash, e);
-                Error::Callback(msg)
-            })
-        })
-    }
-}
 
 /// A Kafka consumer. See the package docs and `lagless/_lagless.pyi`.
 #[pyclass(module = "lagless._lagless", name = "Consumer", frozen, weakref)]
@@ -178,10 +76,29 @@ impl Consumer {
         to_py(py, &e)
     }
 
+    /// A core call's result as Python sees it: a core error as its exception (see `error`),
+    /// then the exception a callback raised during the call, if any.
     fn check<T>(&self, py: Python<'_>, r: lagless::Result<T>) -> PyResult<T> {
         let v = r.map_err(|e| self.error(py, e))?;
         self.raise_stashed()?;
         Ok(v)
+    }
+
+    /// Runs `f` on the core consumer detached from the interpreter; its result as `check` says.
+    fn call<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&CoreConsumer) -> lagless::Result<T> + Send,
+    ) -> PyResult<T> {
+        let core = self.core();
+        let r = py.detach(|| f(core));
+        self.check(py, r)
+    }
+
+    /// Runs `f`, which cannot fail, on the core consumer detached from the interpreter.
+    fn read<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&CoreConsumer) -> T + Send) -> T {
+        let core = self.core();
+        py.detach(|| f(core))
     }
 
     /// A core operation on a list of partitions (seek_to_*, pause, resume), GIL released.
@@ -192,9 +109,7 @@ impl Consumer {
         op: fn(&CoreConsumer, &[lagless::TopicPartition]) -> lagless::Result<()>,
     ) -> PyResult<()> {
         let tps = extract_partitions(partitions)?;
-        let core = self.core();
-        let r = py.detach(|| op(core, &tps));
-        self.check(py, r)
+        self.call(py, |core| op(core, &tps))
     }
 
     /// An offset lookup of the core (`beginning_offsets`, `end_offsets`) for the partitions
@@ -207,9 +122,7 @@ impl Consumer {
         lookup: LookupFn,
     ) -> PyResult<Bound<'py, PyList>> {
         let tps = extract_partitions(partitions)?;
-        let core = self.core();
-        let r = py.detach(|| lookup(core, &tps, duration(timeout)));
-        let found = self.check(py, r)?;
+        let found = self.call(py, |core| lookup(core, &tps, duration(timeout)))?;
         in_given_order(py, &tps, found)
     }
 
@@ -225,27 +138,20 @@ impl Consumer {
         max: usize,
     ) -> PyResult<Vec<ConsumerRecord>> {
         self.raise_stashed()?;
-        let deadline = timeout.map(|t| Instant::now() + t);
         let core = self.core();
-        loop {
-            let slice = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()).min(SLICE),
-                None => SLICE,
-            };
-            let records = py
-                .detach(|| core.poll_at_most(slice, max))
-                .map_err(|e| self.error(py, e))?;
-            if !records.is_empty() {
-                return Ok(records);
-            }
-            self.raise_stashed()?;
-            py.check_signals()?;
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(Vec::new());
-            }
-        }
+        take_in_slices(
+            py,
+            timeout,
+            |slice| {
+                py.detach(|| core.poll_at_most(slice, max))
+                    .map_err(|e| self.error(py, e))
+            },
+            || self.raise_stashed(),
+        )
     }
 
+    /// Takes the listener and the callables (each checked callable) for the subscription that
+    /// `subscribe` makes with a core listener forwarding to them.
     fn set_subscription(
         slf: &Bound<'_, Self>,
         listener: Option<Py<PyAny>>,
@@ -256,12 +162,13 @@ impl Consumer {
     ) -> PyResult<()> {
         let py = slf.py();
         let this = slf.get();
-        *lock(&this.callbacks) = Callbacks {
+        let callbacks = Callbacks {
             listener,
-            on_assign,
-            on_revoke,
-            on_lost,
+            on_assign: callable("on_assign", on_assign, py)?,
+            on_revoke: callable("on_revoke", on_revoke, py)?,
+            on_lost: callable("on_lost", on_lost, py)?,
         };
+        *lock(&this.callbacks) = callbacks;
         let l = PyListener {
             callbacks: this.callbacks.clone(),
             consumer: PyWeakrefReference::new(slf.as_any())?.unbind(),
@@ -272,18 +179,7 @@ impl Consumer {
                 l.forward(event, parts)
             },
         );
-        let core = this.core();
-        let r = py.detach(|| subscribe(core, Box::new(listener)));
-        this.check(py, r)
-    }
-}
-
-fn callable(name: &str, obj: Option<Py<PyAny>>, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-    match obj {
-        Some(o) if !o.bind(py).is_callable() => {
-            Err(PyTypeError::new_err(format!("{name} must be callable")))
-        }
-        o => Ok(o),
+        this.call(py, |core| subscribe(core, Box::new(listener)))
     }
 }
 
@@ -310,7 +206,6 @@ impl Consumer {
         on_revoke: Option<Py<PyAny>>,
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<()> {
-        let py = slf.py();
         let names: Vec<String> = if let Ok(s) = topics.cast::<PyString>() {
             vec![s.to_string()]
         } else {
@@ -319,15 +214,17 @@ impl Consumer {
                 .map(|t| t?.extract::<String>())
                 .collect::<PyResult<_>>()?
         };
-        let (a, r, l) = (
-            callable("on_assign", on_assign, py)?,
-            callable("on_revoke", on_revoke, py)?,
-            callable("on_lost", on_lost, py)?,
-        );
-        Self::set_subscription(slf, listener, a, r, l, move |core, lst| {
-            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            core.subscribe(&refs, Some(lst))
-        })
+        Self::set_subscription(
+            slf,
+            listener,
+            on_assign,
+            on_revoke,
+            on_lost,
+            move |core, lst| {
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                core.subscribe(&refs, Some(lst))
+            },
+        )
     }
 
     /// Subscribes to every topic whose whole name matches the regular expression `pattern`.
@@ -340,28 +237,24 @@ impl Consumer {
         on_revoke: Option<Py<PyAny>>,
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<()> {
-        let py = slf.py();
-        let (a, r, l) = (
-            callable("on_assign", on_assign, py)?,
-            callable("on_revoke", on_revoke, py)?,
-            callable("on_lost", on_lost, py)?,
-        );
-        Self::set_subscription(slf, listener, a, r, l, move |core, lst| {
-            core.subscribe_pattern(&pattern, Some(lst))
-        })
+        Self::set_subscription(
+            slf,
+            listener,
+            on_assign,
+            on_revoke,
+            on_lost,
+            move |core, lst| core.subscribe_pattern(&pattern, Some(lst)),
+        )
     }
 
     /// The topics subscribed to (for a pattern, those that matched so far).
     fn subscription(&self, py: Python<'_>) -> Vec<String> {
-        let core = self.core();
-        py.detach(|| core.subscription())
+        self.read(py, CoreConsumer::subscription)
     }
 
     /// Leaves the group (committing first with auto-commit, revoking through the listener).
     fn unsubscribe(&self, py: Python<'_>) -> PyResult<()> {
-        let core = self.core();
-        let r = py.detach(|| core.unsubscribe());
-        self.check(py, r)
+        self.call(py, CoreConsumer::unsubscribe)
     }
 
     /// Reads exactly `partitions` (no group rebalancing). An offset >= 0 in a partition is where
@@ -369,8 +262,7 @@ impl Consumer {
     /// offset (with a group.id) or auto.offset.reset decides.
     fn assign(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<()> {
         let tps = extract_tps(partitions)?;
-        let core = self.core();
-        let r = py.detach(|| -> lagless::Result<()> {
+        self.call(py, |core| {
             let list: Vec<lagless::TopicPartition> = tps.iter().map(|t| t.0.clone()).collect();
             core.assign(&list)?;
             for (tp, offset, _) in &tps {
@@ -382,19 +274,12 @@ impl Consumer {
                 }
             }
             Ok(())
-        });
-        self.check(py, r)
+        })
     }
 
     /// The partitions currently assigned.
     fn assignment<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let core = self.core();
-        let a = py.detach(|| core.assignment());
-        tp_list(
-            py,
-            a.iter()
-                .map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)),
-        )
+        partition_list(py, &self.read(py, CoreConsumer::assignment))
     }
 
     /// The next message, waiting up to `timeout` seconds (None or negative: without limit);
@@ -425,12 +310,7 @@ impl Consumer {
             return Ok(PyList::empty(py));
         }
         let records = self.poll_records(py, duration(timeout), num_messages)?;
-        let mut b = MessageBuilder::default();
-        let msgs = records
-            .into_iter()
-            .map(|r| b.build(py, r))
-            .collect::<PyResult<Vec<_>>>()?;
-        PyList::new(py, msgs)
+        MessageBuilder::list(py, records)
     }
 
     /// Up to `num_messages` records (and at most `max.poll.records`) as one `MessageBatch` of
@@ -466,32 +346,20 @@ impl Consumer {
         num_messages: usize,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let deadline = duration(timeout).map(|t| Instant::now() + t);
         let core = self.core();
         let max = num_messages.max(1);
-        loop {
-            // In slices, so Ctrl-C is seen; a call that returns nothing hands nothing out.
-            let slice = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()).min(SLICE),
-                None => SLICE,
-            };
+        // A call that returns nothing hands nothing out.
+        let records = take_in_slices(
+            py,
+            duration(timeout),
             // Not `self.error()`: a callback's stashed exception is the polling thread's to raise.
-            let records = py
-                .detach(|| core.recovery_poll_at_most(slice, max))
-                .map_err(|e| to_py(py, &e))?;
-            if !records.is_empty() {
-                let mut b = MessageBuilder::default();
-                let msgs = records
-                    .into_iter()
-                    .map(|r| b.build(py, r))
-                    .collect::<PyResult<Vec<_>>>()?;
-                return PyList::new(py, msgs);
-            }
-            py.check_signals()?;
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(PyList::empty(py));
-            }
-        }
+            |slice| {
+                py.detach(|| core.recovery_poll_at_most(slice, max))
+                    .map_err(|e| to_py(py, &e))
+            },
+            || Ok(()),
+        )?;
+        MessageBuilder::list(py, records)
     }
 
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -561,12 +429,8 @@ impl Consumer {
                     },
                 )]
             }
-            (None, None) => {
-                let core = self.core();
-                py.detach(|| core.consumed_offsets())
-            }
+            (None, None) => self.read(py, CoreConsumer::consumed_offsets),
         };
-        let core = self.core();
         if asynchronous {
             let cb: Option<lagless::CommitCallback> = callback.map(|cb| {
                 let stash = self.stash.clone();
@@ -583,12 +447,10 @@ impl Consumer {
                     })
                 }) as lagless::CommitCallback
             });
-            let r = py.detach(|| core.commit_async(Some(list), cb));
-            self.check(py, r)?;
+            self.call(py, |core| core.commit_async(Some(list), cb))?;
             return Ok(None);
         }
-        let r = py.detach(|| core.commit_sync_detailed(Some(&list), None));
-        let results = self.check(py, r)?;
+        let results = self.call(py, |core| core.commit_sync_detailed(Some(&list), None))?;
         let (out, first_err) = commit_result_list(py, results);
         if let Some(e) = first_err {
             return Err(e);
@@ -599,15 +461,11 @@ impl Consumer {
     /// What `commit()` without offsets would commit now: the positions of everything handed
     /// out (with a running KIP-333 recovery stream, its low-water mark and token as metadata).
     fn _consumed_offsets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let core = self.core();
-        let list = py.detach(|| core.consumed_offsets());
+        let list = self.read(py, CoreConsumer::consumed_offsets);
         tp_list(
             py,
-            list.into_iter().map(|(tp, om)| {
-                let mut t = TopicPartition::from_core(&tp, om.offset);
-                t.metadata = Some(om.metadata);
-                t
-            }),
+            list.into_iter()
+                .map(|(tp, om)| TopicPartition::committed(&tp, om)),
         )
     }
 
@@ -620,18 +478,12 @@ impl Consumer {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let tps = extract_partitions(partitions)?;
-        let core = self.core();
-        let r = py.detach(|| core.committed(&tps, duration(timeout)));
-        let res = self.check(py, r)?;
+        let res = self.call(py, |core| core.committed(&tps, duration(timeout)))?;
         tp_list(
             py,
-            res.into_iter().map(|(tp, om)| {
-                let mut t = TopicPartition::from_core(&tp, OFFSET_INVALID);
-                if let Some(om) = om {
-                    t.offset = om.offset;
-                    t.metadata = Some(om.metadata);
-                }
-                t
+            res.into_iter().map(|(tp, om)| match om {
+                Some(om) => TopicPartition::committed(&tp, om),
+                None => TopicPartition::unset(&tp),
             }),
         )
     }
@@ -646,10 +498,8 @@ impl Consumer {
     ) -> PyResult<Bound<'py, PyList>> {
         let tps = extract_tps(partitions)?;
         let mut out = Vec::with_capacity(tps.len());
-        let core = self.core();
         for (tp, _, _) in tps {
-            let r = py.detach(|| core.position(&tp, duration(timeout)));
-            let offset = self.check(py, r)?;
+            let offset = self.call(py, |core| core.position(&tp, duration(timeout)))?;
             out.push(TopicPartition::from_core(&tp, offset));
         }
         tp_list(py, out)
@@ -663,15 +513,12 @@ impl Consumer {
         partition: &Bound<'_, TopicPartition>,
     ) -> PyResult<bool> {
         let tp = partition.borrow().core();
-        let core = self.core();
-        let r = py.detach(|| core.recovery_active(&tp));
-        self.check(py, r)
+        self.call(py, |core| core.recovery_active(&tp))
     }
 
     /// KIP-333: whether any assigned partition has a recovery stream still draining a backlog.
     fn child_consumer_is_alive(&self, py: Python<'_>) -> bool {
-        let core = self.core();
-        py.detach(|| core.child_consumer_is_alive())
+        self.read(py, CoreConsumer::child_consumer_is_alive)
     }
 
     /// Moves the next read of `partition.topic`/`partition.partition` to `partition.offset`
@@ -681,13 +528,11 @@ impl Consumer {
             let p = partition.borrow();
             (p.core(), p.offset)
         };
-        let core = self.core();
-        let r = py.detach(|| match offset {
+        self.call(py, |core| match offset {
             OFFSET_BEGINNING => core.seek_to_beginning(std::slice::from_ref(&tp)),
             OFFSET_END => core.seek_to_end(std::slice::from_ref(&tp)),
             o => core.seek(&tp, o),
-        });
-        self.check(py, r)
+        })
     }
 
     /// Moves the next read of each of `partitions` (assigned ones; their `.offset` is ignored)
@@ -718,9 +563,7 @@ impl Consumer {
     /// member does not learn, any more, are left out).
     fn learner_ready(&self, py: Python<'_>, partitions: &Bound<'_, PyAny>) -> PyResult<usize> {
         let tps = extract_partitions(partitions)?;
-        let core = self.core();
-        let r = py.detach(|| core.learner_ready(&tps));
-        self.check(py, r)
+        self.call(py, |core| core.learner_ready(&tps))
     }
 
     /// Scale-down without a stop (learner assignments): this member is about to leave. It
@@ -729,20 +572,12 @@ impl Consumer {
     /// `assignment()` is empty (or a deadline of your own passes), then `close()`. Returns
     /// whether the group assigns with learner-sticky now (if not, `close()` hands over).
     fn prepare_to_leave(&self, py: Python<'_>) -> PyResult<bool> {
-        let core = self.core();
-        let r = py.detach(|| core.prepare_to_leave());
-        self.check(py, r)
+        self.call(py, CoreConsumer::prepare_to_leave)
     }
 
     /// The paused partitions.
     fn paused<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let core = self.core();
-        let p = py.detach(|| core.paused());
-        tp_list(
-            py,
-            p.iter()
-                .map(|tp| TopicPartition::from_core(tp, OFFSET_INVALID)),
-        )
+        partition_list(py, &self.read(py, CoreConsumer::paused))
     }
 
     /// (low, high) watermarks of a partition: log start offset and high watermark.
@@ -754,9 +589,7 @@ impl Consumer {
         timeout: Option<f64>,
     ) -> PyResult<(i64, i64)> {
         let tp = partition.borrow().core();
-        let core = self.core();
-        let r = py.detach(|| core.watermarks(&tp, duration(timeout)));
-        let w = self.check(py, r)?;
+        let w = self.call(py, |core| core.watermarks(&tp, duration(timeout)))?;
         Ok((w.low, w.high))
     }
 
@@ -775,9 +608,7 @@ impl Consumer {
             .into_iter()
             .map(|(tp, ts, _)| (tp, ts))
             .collect();
-        let core = self.core();
-        let r = py.detach(|| core.offsets_for_times(&query, duration(timeout)));
-        let found = self.check(py, r)?;
+        let found = self.call(py, |core| core.offsets_for_times(&query, duration(timeout)))?;
         let tps: Vec<lagless::TopicPartition> = query.into_iter().map(|(tp, _)| tp).collect();
         in_given_order(
             py,
@@ -820,15 +651,12 @@ impl Consumer {
         topic: String,
         timeout: Option<f64>,
     ) -> PyResult<Vec<i32>> {
-        let core = self.core();
-        let r = py.detach(|| core.partitions_for(&topic, duration(timeout)));
-        self.check(py, r)
+        self.call(py, |core| core.partitions_for(&topic, duration(timeout)))
     }
 
     /// The member id in the group, or None before the first join or without a subscription.
     fn member_id(&self, py: Python<'_>) -> Option<String> {
-        let core = self.core();
-        py.detach(|| core.group_metadata())
+        self.read(py, CoreConsumer::group_metadata)
             .map(|m| m.member_id)
             .filter(|m| !m.is_empty())
     }
@@ -838,15 +666,12 @@ impl Consumer {
     #[pyo3(signature = (reason=None))]
     fn enforce_rebalance(&self, py: Python<'_>, reason: Option<String>) -> PyResult<()> {
         let reason = reason.unwrap_or_else(|| "requested by the application".to_string());
-        let core = self.core();
-        let r = py.detach(|| core.enforce_rebalance(&reason));
-        self.check(py, r)
+        self.call(py, |core| core.enforce_rebalance(&reason))
     }
 
     /// Makes a blocked (or the next) `poll()` raise WakeupError. Safe from any thread.
     fn wakeup(&self, py: Python<'_>) {
-        let core = self.core();
-        py.detach(|| core.wakeup());
+        self.read(py, CoreConsumer::wakeup);
     }
 
     /// Commits (with auto-commit), revokes through the listener, leaves the group and stops,
@@ -854,9 +679,7 @@ impl Consumer {
     /// ClosedError; closing again does nothing.
     #[pyo3(signature = (timeout=None))]
     fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        let core = self.core();
-        let r = py.detach(|| core.close(duration(timeout)));
-        self.check(py, r)
+        self.call(py, |core| core.close(duration(timeout)))
     }
 
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -906,62 +729,25 @@ impl Drop for Consumer {
     }
 }
 
-/// One TopicPartition per partition asked for, in the order asked, with the offset the core found
-/// for it: the core answers in partition order, and Python callers zip the answer with what they
-/// passed, as with `committed()` and `position()`.
-fn in_given_order<'py>(
-    py: Python<'py>,
-    asked: &[lagless::TopicPartition],
-    found: impl IntoIterator<Item = (lagless::TopicPartition, i64)>,
-) -> PyResult<Bound<'py, PyList>> {
-    let found: HashMap<lagless::TopicPartition, i64> = found.into_iter().collect();
-    tp_list(
-        py,
-        asked.iter().map(|tp| {
-            TopicPartition::from_core(tp, found.get(tp).copied().unwrap_or(OFFSET_INVALID))
-        }),
-    )
-}
-
-/// A commit's per-partition results as TopicPartitions carrying what was committed (offset and
-/// metadata: with a running KIP-333 recovery stream, the low-water mark and its token) and, for
-/// a partition that failed, its error; with the first error.
-fn commit_result_list(
+/// Waits in slices for what `take` returns (it is given each slice's length), checking for
+/// signals (Ctrl-C) between slices; `between` runs after each empty slice. Empty once `timeout`
+/// (None: no limit) passed.
+fn take_in_slices(
     py: Python<'_>,
-    results: CommitResults,
-) -> (Vec<TopicPartition>, Option<PyErr>) {
-    let mut first = None;
-    let out = results
-        .into_iter()
-        .map(|(tp, om, r)| {
-            let mut t = TopicPartition::from_core(&tp, om.offset);
-            t.metadata = Some(om.metadata);
-            if let Err(e) = r {
-                let err = to_py(py, &e);
-                t.error = Some(err.value(py).clone().into_any().unbind());
-                first.get_or_insert(err);
-            }
-            t
-        })
-        .collect();
-    (out, first)
-}
-
-/// (error or None, list of TopicPartition) for a commit callback.
-fn commit_outcome<'py>(
-    py: Python<'py>,
-    res: lagless::Result<CommitResults>,
-) -> PyResult<(Py<PyAny>, Bound<'py, PyList>)> {
-    match res {
-        Err(e) => Ok((
-            to_py(py, &e).value(py).clone().into_any().unbind(),
-            PyList::empty(py),
-        )),
-        Ok(results) => {
-            let (out, first) = commit_result_list(py, results);
-            let first =
-                first.map_or_else(|| py.None(), |e| e.value(py).clone().into_any().unbind());
-            Ok((first, tp_list(py, out)?))
+    timeout: Option<Duration>,
+    mut take: impl FnMut(Duration) -> PyResult<Vec<ConsumerRecord>>,
+    mut between: impl FnMut() -> PyResult<()>,
+) -> PyResult<Vec<ConsumerRecord>> {
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    loop {
+        let records = take(next_slice(deadline, Instant::now(), SLICE))?;
+        if !records.is_empty() {
+            return Ok(records);
+        }
+        between()?;
+        py.check_signals()?;
+        if passed(deadline, Instant::now()) {
+            return Ok(Vec::new());
         }
     }
 }

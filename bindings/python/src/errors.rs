@@ -54,6 +54,12 @@ pub fn to_py(py: Python<'_>, e: &Error) -> PyErr {
     }
 }
 
+/// The exception object of `err`, as callbacks and per-partition results hand it to Python
+/// code (not raised).
+pub fn exception(py: Python<'_>, err: &PyErr) -> Py<PyAny> {
+    err.value(py).clone().into_any().unbind()
+}
+
 /// `?`-friendly conversion of a core result, attaching to the interpreter where needed.
 pub trait IntoPyResult<T> {
     fn py(self, py: Python<'_>) -> PyResult<T>;

@@ -7,9 +7,11 @@ mod batch;
 mod config;
 mod consumer;
 mod errors;
+mod listener;
 mod log;
 mod producer;
 mod types;
+mod wait;
 
 use errors::IntoPyResult;
 

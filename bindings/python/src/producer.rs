@@ -14,9 +14,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
-use crate::errors::{to_py, IntoPyResult};
-
-const SLICE: Duration = Duration::from_millis(100);
+use crate::errors::{exception, to_py, IntoPyResult};
+use crate::wait::{deadline, duration, next_slice, passed, SLICE};
 
 type Outcome = (Py<PyAny>, lagless::Result<RecordMetadata>);
 
@@ -127,7 +126,7 @@ impl Producer {
         for (cb, res) in done {
             let (err, meta) = match res {
                 Ok(m) => (py.None(), Some((m.topic, m.partition, m.offset))),
-                Err(e) => (to_py(py, &e).value(py).clone().into_any().unbind(), None),
+                Err(e) => (exception(py, &to_py(py, &e)), None),
             };
             if let Err(e) = cb.bind(py).call1((err, meta)) {
                 first_err.get_or_insert(e);
@@ -233,18 +232,13 @@ impl Producer {
     /// returns how many ran.
     #[pyo3(signature = (timeout=0.0))]
     fn poll(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
-        let deadline = timeout
-            .filter(|t| *t >= 0.0 && t.is_finite())
-            .map(|t| Instant::now() + Duration::from_secs_f64(t));
+        let deadline = deadline(timeout, Instant::now());
         loop {
             let n = self.run_callbacks(py)?;
-            if n > 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+            if n > 0 || passed(deadline, Instant::now()) {
                 return Ok(n);
             }
-            let wait = deadline.map_or(Duration::from_millis(10), |d| {
-                d.saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(10))
-            });
+            let wait = next_slice(deadline, Instant::now(), Duration::from_millis(10));
             py.detach(|| std::thread::sleep(wait));
             py.check_signals()?;
         }
@@ -254,19 +248,15 @@ impl Producer {
     /// `timeout` seconds (None: without limit); raises LaglessTimeout if records remain.
     #[pyo3(signature = (timeout=None))]
     fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        let deadline = timeout
-            .filter(|t| *t >= 0.0 && t.is_finite())
-            .map(|t| Instant::now() + Duration::from_secs_f64(t));
+        let deadline = deadline(timeout, Instant::now());
         let core = self.core();
         loop {
-            let slice = deadline.map_or(SLICE, |d| {
-                d.saturating_duration_since(Instant::now()).min(SLICE)
-            });
+            let slice = next_slice(deadline, Instant::now(), SLICE);
             let r = py.detach(|| core.flush(slice));
             self.run_callbacks(py)?;
             match r {
                 Ok(()) => return Ok(()),
-                Err(Error::Timeout(_)) if deadline.is_none_or(|d| Instant::now() < d) => {
+                Err(Error::Timeout(_)) if !passed(deadline, Instant::now()) => {
                     py.check_signals()?
                 }
                 Err(e) => return Err(to_py(py, &e)),
@@ -290,9 +280,7 @@ impl Producer {
     /// Flushes (up to `timeout` seconds, default 30) and stops the producer.
     #[pyo3(signature = (timeout=None))]
     fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        let t = timeout
-            .filter(|t| *t >= 0.0 && t.is_finite())
-            .map_or(Duration::from_secs(30), Duration::from_secs_f64);
+        let t = duration(timeout).unwrap_or(Duration::from_secs(30));
         let core = self.core();
         let r = py.detach(|| core.close(t));
         self.run_callbacks(py)?;

@@ -8,13 +8,17 @@
 //! size. After conversion nothing of the core's buffers outlives `consume()`, the getters are
 //! plain reads, and `Message` is immutable and safe to share between threads.
 use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
-use lagless::{ConsumerRecord, TopicPartition as CoreTp};
+use lagless::offsets::OffsetAndMetadata;
+use lagless::{CommitResults, ConsumerRecord, TopicPartition as CoreTp};
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use crate::errors::{exception, to_py};
 
 /// Offsets with a special meaning, as confluent-kafka names them.
 pub const OFFSET_BEGINNING: i64 = -2;
@@ -104,6 +108,19 @@ impl TopicPartition {
             error: None,
         }
     }
+
+    /// A partition without an offset (OFFSET_INVALID), as listeners and assignments give them.
+    pub fn unset(tp: &CoreTp) -> TopicPartition {
+        Self::from_core(tp, OFFSET_INVALID)
+    }
+
+    /// A partition with what a commit carries: the offset and its metadata.
+    pub fn committed(tp: &CoreTp, om: OffsetAndMetadata) -> TopicPartition {
+        TopicPartition {
+            metadata: Some(om.metadata),
+            ..Self::from_core(tp, om.offset)
+        }
+    }
 }
 
 /// A list (any iterable) of `TopicPartition`, their partitions only (offsets ignored).
@@ -129,6 +146,11 @@ pub fn extract_tps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(CoreTp, i64, Option<
         out.push((tp.core(), tp.offset, tp.metadata.clone()));
     }
     Ok(out)
+}
+
+/// A list of `partitions` without offsets.
+pub fn partition_list<'py>(py: Python<'py>, partitions: &[CoreTp]) -> PyResult<Bound<'py, PyList>> {
+    tp_list(py, partitions.iter().map(TopicPartition::unset))
 }
 
 pub fn tp_list<'py>(
@@ -210,6 +232,19 @@ pub struct MessageBuilder {
 }
 
 impl MessageBuilder {
+    /// The records as a list of `Message`s, in order.
+    pub fn list<'py>(
+        py: Python<'py>,
+        records: Vec<ConsumerRecord>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut b = MessageBuilder::default();
+        let msgs = records
+            .into_iter()
+            .map(|r| b.build(py, r))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, msgs)
+    }
+
     pub fn build<'py>(
         &mut self,
         py: Python<'py>,
@@ -256,5 +291,60 @@ impl Message {
     }
     pub fn offset(&self) -> i64 {
         self.offset
+    }
+}
+
+/// One TopicPartition per partition asked for, in the order asked, with the offset the core found
+/// for it: the core answers in partition order, and Python callers zip the answer with what they
+/// passed, as with `committed()` and `position()`.
+pub fn in_given_order<'py>(
+    py: Python<'py>,
+    asked: &[CoreTp],
+    found: impl IntoIterator<Item = (CoreTp, i64)>,
+) -> PyResult<Bound<'py, PyList>> {
+    let found: HashMap<CoreTp, i64> = found.into_iter().collect();
+    tp_list(
+        py,
+        asked.iter().map(|tp| {
+            TopicPartition::from_core(tp, found.get(tp).copied().unwrap_or(OFFSET_INVALID))
+        }),
+    )
+}
+
+/// A commit's per-partition results as TopicPartitions carrying what was committed (offset and
+/// metadata: with a running KIP-333 recovery stream, the low-water mark and its token) and, for
+/// a partition that failed, its error; with the first error.
+pub fn commit_result_list(
+    py: Python<'_>,
+    results: CommitResults,
+) -> (Vec<TopicPartition>, Option<PyErr>) {
+    let mut first = None;
+    let out = results
+        .into_iter()
+        .map(|(tp, om, r)| {
+            let mut t = TopicPartition::committed(&tp, om);
+            if let Err(e) = r {
+                let err = to_py(py, &e);
+                t.error = Some(exception(py, &err));
+                first.get_or_insert(err);
+            }
+            t
+        })
+        .collect();
+    (out, first)
+}
+
+/// (error or None, list of TopicPartition) for a commit callback.
+pub fn commit_outcome<'py>(
+    py: Python<'py>,
+    res: lagless::Result<CommitResults>,
+) -> PyResult<(Py<PyAny>, Bound<'py, PyList>)> {
+    match res {
+        Err(e) => Ok((exception(py, &to_py(py, &e)), PyList::empty(py))),
+        Ok(results) => {
+            let (out, first) = commit_result_list(py, results);
+            let first = first.map_or_else(|| py.None(), |e| exception(py, &e));
+            Ok((first, tp_list(py, out)?))
+        }
     }
 }

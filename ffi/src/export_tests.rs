@@ -1,0 +1,498 @@
+//! The exports' argument handling, through the exports themselves and without a broker: a NULL
+//! handle or out-parameter gives `LAGLESS_ERR_INVALID_ARGUMENT` naming the parameter, a closed
+//! consumer `LAGLESS_ERR_CLOSED`, an accessor of NULL its documented value, a `_destroy` of NULL
+//! nothing; out-parameters are written only on success.
+use std::ffi::{c_char, CStr};
+use std::ptr::{null, null_mut, NonNull};
+
+use crate::*;
+
+/// The code and message of `e`, which is then freed; (0, "") for success.
+fn outcome(e: *mut lagless_error) -> (i32, String) {
+    // SAFETY: NULL or an error lagless returned, not yet destroyed.
+    let msg = unsafe { CStr::from_ptr(lagless_error_message(e)) }
+        .to_string_lossy()
+        .into_owned();
+    let code = lagless_error_code(e);
+    lagless_error_destroy(e);
+    (code, msg)
+}
+
+fn ok(e: *mut lagless_error) {
+    assert_eq!(outcome(e), (0, String::new()));
+}
+
+/// A consumer of a cluster nobody listens at: nothing here needs a connection.
+fn consumer(extra: &[(&CStr, &CStr)]) -> *mut lagless_consumer {
+    let config = lagless_config_new();
+    ok(lagless_config_set(
+        config,
+        c"bootstrap.servers".as_ptr(),
+        c"127.0.0.1:9".as_ptr(),
+    ));
+    for (k, v) in extra {
+        ok(lagless_config_set(config, k.as_ptr(), v.as_ptr()));
+    }
+    let mut c = null_mut();
+    ok(lagless_consumer_new(config, &mut c));
+    lagless_config_destroy(config);
+    assert!(!c.is_null());
+    c
+}
+
+/// A pointer no export may write: outputs are written only on success.
+fn untouched<T>() -> *mut T {
+    NonNull::dangling().as_ptr()
+}
+
+#[test]
+fn the_poll_exports_name_a_null_argument_and_a_zero_capacity() {
+    let c = consumer(&[]);
+    let mut m = untouched();
+    let mut slots = [untouched(); 4];
+    let mut n = 99usize;
+    let mut b = untouched();
+    let s = slots.as_mut_ptr();
+    let cases = [
+        (
+            lagless_consumer_poll(null_mut(), 0, &mut m),
+            "`consumer` is NULL",
+        ),
+        (
+            lagless_consumer_poll(c, 0, null_mut()),
+            "`out_message` is NULL",
+        ),
+        (
+            lagless_consumer_poll_batch(null_mut(), 0, s, 4, &mut n),
+            "`consumer` is NULL",
+        ),
+        (
+            lagless_consumer_poll_batch(c, 0, null_mut(), 4, &mut n),
+            "`out_messages` is NULL",
+        ),
+        (
+            lagless_consumer_poll_batch(c, 0, s, 4, null_mut()),
+            "`out_count` is NULL",
+        ),
+        (
+            lagless_consumer_poll_batch(c, 0, s, 0, &mut n),
+            "`capacity` is 0",
+        ),
+        (
+            lagless_consumer_recovery_poll(null_mut(), 0, s, 4, &mut n),
+            "`consumer` is NULL",
+        ),
+        (
+            lagless_consumer_recovery_poll(c, 0, null_mut(), 4, &mut n),
+            "`out_messages` is NULL",
+        ),
+        (
+            lagless_consumer_recovery_poll(c, 0, s, 4, null_mut()),
+            "`out_count` is NULL",
+        ),
+        (
+            lagless_consumer_recovery_poll(c, 0, s, 0, &mut n),
+            "`capacity` is 0",
+        ),
+        (
+            lagless_consumer_consume_batch(null_mut(), 4, 0, &mut b),
+            "`consumer` is NULL",
+        ),
+        (
+            lagless_consumer_consume_batch(c, 4, 0, null_mut()),
+            "`out_batch` is NULL",
+        ),
+        (
+            lagless_consumer_consume_batch(c, 0, 0, &mut b),
+            "`max` is 0",
+        ),
+    ];
+    for (i, (e, want)) in cases.into_iter().enumerate() {
+        let (code, msg) = outcome(e);
+        assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "case {i}: {msg}");
+        assert!(
+            msg.contains(want),
+            "case {i}: {msg:?} does not say {want:?}"
+        );
+    }
+    assert_eq!((m, n, b), (untouched(), 99, untouched()));
+    assert!(slots.iter().all(|p| *p == untouched()));
+    lagless_consumer_destroy(c);
+}
+
+#[test]
+fn the_poll_exports_of_a_closed_consumer_give_closed_and_write_nothing() {
+    let c = consumer(&[]);
+    ok(lagless_consumer_close(c, 0));
+    ok(lagless_consumer_close(c, 0));
+    let mut m = untouched();
+    let mut slots = [untouched(); 2];
+    let mut n = 99usize;
+    let mut b = untouched();
+    let s = slots.as_mut_ptr();
+    for (i, e) in [
+        lagless_consumer_poll(c, 0, &mut m),
+        lagless_consumer_poll_batch(c, 0, s, 2, &mut n),
+        lagless_consumer_recovery_poll(c, 0, s, 2, &mut n),
+        lagless_consumer_consume_batch(c, 2, 0, &mut b),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(outcome(e).0, LAGLESS_ERR_CLOSED, "case {i}");
+    }
+    assert_eq!((m, n, b), (untouched(), 99, untouched()));
+    assert!(slots.iter().all(|p| *p == untouched()));
+    lagless_consumer_destroy(c);
+}
+
+#[test]
+fn a_poll_that_times_out_hands_out_nothing_in_each_shape() {
+    let c = consumer(&[]);
+    let mut m = untouched();
+    ok(lagless_consumer_poll(c, 0, &mut m));
+    assert!(m.is_null());
+    let mut slots = [untouched(); 2];
+    let mut n = 99usize;
+    ok(lagless_consumer_poll_batch(
+        c,
+        0,
+        slots.as_mut_ptr(),
+        2,
+        &mut n,
+    ));
+    assert_eq!(n, 0);
+    let mut b = null_mut();
+    ok(lagless_consumer_consume_batch(c, 2, 0, &mut b));
+    assert!(!b.is_null());
+    assert_eq!(lagless_batch_count(b), 0);
+    lagless_batch_destroy(b);
+    lagless_consumer_destroy(c);
+}
+
+#[test]
+fn recovery_poll_needs_its_setting_and_otherwise_times_out_empty() {
+    let c = consumer(&[]);
+    let mut slots = [untouched(); 2];
+    let mut n = 99usize;
+    let (code, msg) = outcome(lagless_consumer_recovery_poll(
+        c,
+        0,
+        slots.as_mut_ptr(),
+        2,
+        &mut n,
+    ));
+    assert_eq!(code, LAGLESS_ERR_ILLEGAL_STATE, "{msg}");
+    assert_eq!(n, 99);
+    lagless_consumer_destroy(c);
+
+    let c = consumer(&[
+        (c"enable.parallel.rebalance", c"true"),
+        (c"parallel.rebalance.recovery.poll", c"true"),
+    ]);
+    ok(lagless_consumer_recovery_poll(
+        c,
+        0,
+        slots.as_mut_ptr(),
+        2,
+        &mut n,
+    ));
+    assert_eq!(n, 0);
+    lagless_consumer_destroy(c);
+}
+
+/// Every fallible export that takes a handle names it when it is NULL, before touching anything
+/// else.
+#[test]
+fn every_fallible_export_names_a_null_handle() {
+    let mut p = untouched();
+    let mut producer_out = untouched();
+    let mut i32_out = 7i32;
+    let mut i64_out = 7i64;
+    let mut usize_out = 7usize;
+    let mut bool_out = true;
+    let mut list = untouched();
+    let mut s = untouched::<c_char>();
+    let mut cs = null::<c_char>();
+    let mut bs = null::<u8>();
+    let t = c"t".as_ptr();
+    let consumer = null_mut::<lagless_consumer>();
+    let producer = null_mut::<lagless_producer>();
+    let cases = [
+        (lagless_config_set(null_mut(), t, t), "config"),
+        (lagless_config_get(null(), t, &mut s), "config"),
+        (lagless_config_dump(null(), &mut s), "config"),
+        (
+            lagless_config_set_oauthbearer_token_cb(null_mut(), None, null_mut()),
+            "config",
+        ),
+        (lagless_consumer_new(null(), &mut p), "config"),
+        (lagless_producer_new(null(), &mut producer_out), "config"),
+        (
+            lagless_consumer_subscribe(consumer, &t, 1, null()),
+            "consumer",
+        ),
+        (
+            lagless_consumer_subscribe_pattern(consumer, t, null()),
+            "consumer",
+        ),
+        (
+            lagless_consumer_subscription(consumer, &mut list),
+            "consumer",
+        ),
+        (
+            lagless_consumer_group_metadata(consumer, &mut i32_out, &mut s),
+            "consumer",
+        ),
+        (
+            lagless_consumer_enforce_rebalance(consumer, null()),
+            "consumer",
+        ),
+        (
+            lagless_consumer_set_learning_callback(consumer, None, null_mut()),
+            "consumer",
+        ),
+        (lagless_consumer_assign(consumer, null()), "consumer"),
+        (lagless_consumer_assignment(consumer, &mut list), "consumer"),
+        (lagless_consumer_unsubscribe(consumer), "consumer"),
+        (
+            lagless_consumer_commit_sync(consumer, null(), 0),
+            "consumer",
+        ),
+        (
+            lagless_consumer_commit_async(consumer, null(), None, null_mut()),
+            "consumer",
+        ),
+        (
+            lagless_consumer_committed(consumer, null_mut(), 0),
+            "consumer",
+        ),
+        (
+            lagless_consumer_position(consumer, t, 0, 0, &mut i64_out),
+            "consumer",
+        ),
+        (
+            lagless_consumer_recovery_active(consumer, t, 0, &mut bool_out),
+            "consumer",
+        ),
+        (lagless_consumer_seek(consumer, t, 0, 0), "consumer"),
+        (
+            lagless_consumer_seek_to_beginning(consumer, null()),
+            "consumer",
+        ),
+        (lagless_consumer_seek_to_end(consumer, null()), "consumer"),
+        (
+            lagless_consumer_offsets_for_times(consumer, null_mut(), 0),
+            "consumer",
+        ),
+        (
+            lagless_consumer_watermarks(consumer, t, 0, 0, &mut i64_out, &mut i64_out),
+            "consumer",
+        ),
+        (
+            lagless_consumer_partitions_for(consumer, t, 0, &mut list),
+            "consumer",
+        ),
+        (lagless_consumer_paused(consumer, &mut list), "consumer"),
+        (lagless_consumer_pause(consumer, null()), "consumer"),
+        (lagless_consumer_resume(consumer, null()), "consumer"),
+        (
+            lagless_consumer_learner_ready(consumer, null(), &mut usize_out),
+            "consumer",
+        ),
+        (
+            lagless_consumer_prepare_to_leave(consumer, &mut bool_out),
+            "consumer",
+        ),
+        (lagless_consumer_wakeup(consumer), "consumer"),
+        (lagless_consumer_close(consumer, 0), "consumer"),
+        (
+            lagless_producer_send_sync(
+                producer,
+                t,
+                -1,
+                null(),
+                0,
+                null(),
+                0,
+                null_mut(),
+                null_mut(),
+            ),
+            "producer",
+        ),
+        (
+            lagless_producer_send(producer, t, -1, null(), 0, null(), 0, None, null_mut()),
+            "producer",
+        ),
+        (
+            lagless_producer_send_with_headers(
+                producer,
+                t,
+                -1,
+                null(),
+                0,
+                null(),
+                0,
+                null(),
+                0,
+                -1,
+                None,
+                null_mut(),
+            ),
+            "producer",
+        ),
+        (
+            lagless_producer_poll(producer, 0, &mut usize_out),
+            "producer",
+        ),
+        (lagless_producer_flush(producer, 0), "producer"),
+        (lagless_producer_close(producer, 0), "producer"),
+        (lagless_tplist_add(null_mut(), t, 0), "list"),
+        (
+            lagless_tplist_get(null(), 0, &mut cs, &mut i32_out, &mut i64_out),
+            "list",
+        ),
+        (lagless_tplist_set_offset(null_mut(), 0, 0), "list"),
+        (lagless_tplist_set_metadata(null_mut(), 0, t), "list"),
+        (lagless_tplist_get_metadata(null(), 0, &mut cs), "list"),
+        (
+            lagless_message_header_get(null(), 0, &mut cs, &mut usize_out, &mut bs, &mut usize_out),
+            "message",
+        ),
+    ];
+    for (i, (e, name)) in cases.into_iter().enumerate() {
+        let (code, msg) = outcome(e);
+        assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "case {i}: {msg}");
+        assert!(
+            msg.contains(&format!("`{name}` is NULL")),
+            "case {i}: {msg:?} does not name `{name}`"
+        );
+    }
+    assert_eq!((i32_out, i64_out, usize_out, bool_out), (7, 7, 7, true));
+    assert_eq!(
+        (p, producer_out, list, s),
+        (untouched(), untouched(), untouched(), untouched())
+    );
+    assert!(cs.is_null() && bs.is_null());
+}
+
+#[test]
+fn accessors_of_null_give_their_documented_values() {
+    let m = null::<lagless_message>();
+    assert!(lagless_message_topic(m).is_null());
+    assert_eq!(lagless_message_partition(m), -1);
+    assert_eq!(lagless_message_offset(m), -1);
+    assert_eq!(lagless_message_timestamp(m), -1);
+    assert_eq!(lagless_message_header_count(m), 0);
+    assert!(!lagless_message_from_recovery(m));
+    let mut len = 7usize;
+    assert!(lagless_message_key(m, &mut len).is_null());
+    assert_eq!(len, 0);
+    len = 7;
+    assert!(lagless_message_value(m, &mut len).is_null());
+    assert_eq!(len, 0);
+    assert!(lagless_message_key(m, null_mut()).is_null());
+
+    // A NULL error is success: its accessors say "no error".
+    let e = null::<lagless_error>();
+    assert_eq!(lagless_error_code(e), 0);
+    assert_eq!(lagless_error_kafka_code(e), 0);
+    assert_eq!(lagless_error_partition(e), -1);
+    assert!(!lagless_error_retriable(e) && !lagless_error_fatal(e));
+    assert!(lagless_error_topic(e).is_null());
+    // SAFETY: static strings.
+    let (name, msg) = unsafe {
+        (
+            CStr::from_ptr(lagless_error_name(e)),
+            CStr::from_ptr(lagless_error_message(e)),
+        )
+    };
+    assert_eq!((name, msg), (c"NONE", c""));
+
+    assert_eq!(lagless_batch_count(null()), 0);
+    assert!(lagless_batch_message(null(), 0).is_null());
+    assert_eq!(lagless_tplist_count(null()), 0);
+    assert!(!lagless_consumer_child_consumer_is_alive(null_mut()));
+}
+
+#[test]
+fn every_destroy_ignores_null() {
+    lagless_config_destroy(null_mut());
+    lagless_string_destroy(null_mut());
+    lagless_consumer_destroy(null_mut());
+    lagless_producer_destroy(null_mut());
+    lagless_tplist_destroy(null_mut());
+    lagless_message_destroy(null_mut());
+    lagless_batch_destroy(null_mut());
+    lagless_error_destroy(null_mut());
+}
+
+#[test]
+fn a_closed_consumer_answers_closed_but_keeps_its_accessors() {
+    let c = consumer(&[]);
+    ok(lagless_consumer_close(c, 0));
+    let mut list = untouched();
+    let mut active = true;
+    let t = c"t".as_ptr();
+    for (i, e) in [
+        lagless_consumer_assignment(c, &mut list),
+        lagless_consumer_subscribe(c, &t, 1, null()),
+        lagless_consumer_commit_sync(c, null(), 0),
+        lagless_consumer_recovery_active(c, t, 0, &mut active),
+        lagless_consumer_wakeup(c),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(outcome(e).0, LAGLESS_ERR_CLOSED, "case {i}");
+    }
+    assert_eq!((list, active), (untouched(), true));
+    assert!(!lagless_consumer_child_consumer_is_alive(c));
+    lagless_consumer_destroy(c);
+}
+
+#[test]
+fn a_commit_list_entry_without_an_offset_is_refused_before_anything_is_sent() {
+    let c = consumer(&[(c"group.id", c"g")]);
+    let list = lagless_tplist_new();
+    ok(lagless_tplist_add(list, c"orders".as_ptr(), 0));
+    let (code, msg) = outcome(lagless_consumer_commit_sync(c, list, 0));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    assert!(msg.contains("no offset set for orders-0"), "{msg}");
+    let (code, _) = outcome(lagless_consumer_commit_async(c, list, None, null_mut()));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    lagless_tplist_destroy(list);
+    lagless_consumer_destroy(c);
+}
+
+#[test]
+fn the_lists_handed_out_are_owned_by_the_caller() {
+    let c = consumer(&[]);
+    let list = lagless_tplist_new();
+    ok(lagless_tplist_add(list, c"orders".as_ptr(), 3));
+    ok(lagless_consumer_assign(c, list));
+    let mut got = null_mut();
+    ok(lagless_consumer_assignment(c, &mut got));
+    assert_eq!(lagless_tplist_count(got), 1);
+    let mut topic = null();
+    let mut partition = -1;
+    ok(lagless_tplist_get(
+        got,
+        0,
+        &mut topic,
+        &mut partition,
+        null_mut(),
+    ));
+    // SAFETY: borrowed from `got`, which lives.
+    assert_eq!(unsafe { CStr::from_ptr(topic) }, c"orders");
+    assert_eq!(partition, 3);
+    ok(lagless_consumer_pause(c, list));
+    let mut paused = null_mut();
+    ok(lagless_consumer_paused(c, &mut paused));
+    assert_eq!(lagless_tplist_count(paused), 1);
+    lagless_tplist_destroy(paused);
+    lagless_tplist_destroy(got);
+    lagless_tplist_destroy(list);
+    ok(lagless_consumer_close(c, 0));
+    lagless_consumer_destroy(c);
+}
