@@ -222,10 +222,15 @@ fn log4j_properties(info_loggers: &[&str]) -> String {
     s
 }
 
-/// Where the compiled client and the logs of this process's Java clients are.
+/// Where the compiled client and the logs of this test binary's Java clients are: a directory of
+/// the target's own per test binary, used again by the next run (nothing piles up in /tmp).
 pub fn work_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        std::env::temp_dir().join(format!("lagless-java-client-{}", std::process::id()))
+        let exe = std::env::current_exe().unwrap();
+        let binary = exe.file_stem().unwrap().to_string_lossy().into_owned();
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join("java-client")
+            .join(binary)
     })
 }
