@@ -471,7 +471,10 @@ impl Cluster {
             let conn = self.any_broker(deadline).await?;
             let v = conn.version::<FindCoordinatorRequest>()?;
             let resp = conn
-                .call(&crate::protocol::group::find_coordinator(group_id, v))
+                .call_before(
+                    &crate::protocol::group::find_coordinator(group_id, v),
+                    deadline,
+                )
                 .await?;
             let (code, id, addr) = crate::protocol::group::coordinator_of(&resp, v)?;
             if code != codes::NONE {

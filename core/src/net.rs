@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::backoff::Deadline;
 use crate::buffers::Pool;
 use crate::error::{codes, Error, Result};
 use crate::protocol::msg::{
@@ -269,6 +270,18 @@ impl Connection {
     /// Sends `req` at the negotiated version and waits up to `request.timeout.ms` for the answer.
     pub async fn call<R: Api>(&self, req: &R) -> Result<R::Response> {
         self.call_with_timeout(req, self.request_timeout).await
+    }
+
+    /// Sends `req` and waits for the answer up to `request.timeout.ms`, but never past
+    /// `deadline`: the caller's deadline bounds the wait, as the Java client's call timers do. A
+    /// wait cut short by the deadline leaves the request sent (its late answer is dropped) and
+    /// the connection open.
+    pub async fn call_before<R: Api>(&self, req: &R, deadline: Deadline) -> Result<R::Response> {
+        let timeout = self
+            .request_timeout
+            .min(deadline.remaining())
+            .max(Duration::from_millis(1));
+        self.call_with_timeout(req, timeout).await
     }
 
     pub async fn call_with_timeout<R: Api>(

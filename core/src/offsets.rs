@@ -200,7 +200,7 @@ pub(crate) async fn list_offsets_with(
             );
             let resp = async {
                 let conn = cluster.broker(leader, deadline).await?;
-                conn.call(&req).await
+                conn.call_before(&req, deadline).await
             }
             .await;
             match resp {
@@ -297,10 +297,14 @@ pub(crate) async fn fetch_committed_with_epochs(
     let req = protocol::offsets::offset_fetch(group_id, partitions);
     retry_until(cluster.backoff(), deadline, "OffsetFetch", || async {
         let (coordinator, conn) = cluster.find_coordinator(group_id, deadline).await?;
-        let resp = conn
-            .call(&req)
-            .await
-            .inspect_err(|_| cluster.disconnect(coordinator, Lane::Coordinator))?;
+        // A request that timed out leaves the connection to the heartbeats and commits on it (it
+        // closes itself when broken); any other failure sends the next attempt to a coordinator
+        // looked up again.
+        let resp = conn.call_before(&req, deadline).await.inspect_err(|e| {
+            if !matches!(e, Error::Timeout(_)) {
+                cluster.disconnect(coordinator, Lane::Coordinator)
+            }
+        })?;
         if resp.error_code != codes::NONE {
             return Err(Error::kafka(
                 resp.error_code,

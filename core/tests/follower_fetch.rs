@@ -1,6 +1,8 @@
 //! KIP-392 on a three-node cluster with racks and the rack-aware replica selector: a consumer in
 //! a follower's rack is told by the leader to fetch from that follower, follows it, and reads
 //! every record once, in order.
+#[path = "support/configs.rs"]
+mod configs;
 #[path = "support/own_broker.rs"]
 mod own_broker;
 
@@ -8,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lagless::log::{set_log_callback, LogLevel};
-use lagless::{Config, Consumer, Producer, ProducerRecord, TopicPartition};
+use lagless::{ProducerRecord, TopicPartition};
 use own_broker::OwnBroker;
 
 const N: usize = 3000;
@@ -22,10 +24,7 @@ fn a_consumer_in_a_followers_rack_reads_every_record_from_that_follower() {
     lagless::admin::create_topic(&b, topic, 1, 3).unwrap();
     let leader = cluster.leader_of(topic, 0);
     let follower = if leader == 1 { 2 } else { 1 };
-    let p = Producer::from_config(
-        &Config::from_pairs([("bootstrap.servers", b.as_str()), ("acks", "all")]).unwrap(),
-    )
-    .unwrap();
+    let p = configs::producer(&[("bootstrap.servers", b.as_str()), ("acks", "all")]);
     let deliveries: Vec<_> = (0..N)
         .map(|i| {
             p.send(ProducerRecord::new(topic, format!("v{i}")).with_partition(0))
@@ -48,15 +47,11 @@ fn a_consumer_in_a_followers_rack_reads_every_record_from_that_follower() {
     )
     .unwrap();
     let rack = format!("rack-{follower}");
-    let consumer = Consumer::from_config(
-        &Config::from_pairs([
-            ("bootstrap.servers", b.as_str()),
-            ("auto.offset.reset", "earliest"),
-            ("client.rack", rack.as_str()),
-        ])
-        .unwrap(),
-    )
-    .unwrap();
+    let consumer = configs::consumer(&[
+        ("bootstrap.servers", b.as_str()),
+        ("auto.offset.reset", "earliest"),
+        ("client.rack", rack.as_str()),
+    ]);
     consumer.assign(&[TopicPartition::new(topic, 0)]).unwrap();
     let start = Instant::now();
     let mut next = 0usize;

@@ -8,12 +8,23 @@
 //! holds after it once: nothing re-read from before it, nothing skipped. A consumer that
 //! committed its position before the truncation passes the position's leader epoch on with the
 //! commit: its successor in the group detects the truncation from the committed offset alone.
+//!
+//! The Java consumer (tests/interop/java/InteropClient.java, the broker's own kafka-clients) runs
+//! the same three roles in the same run, and reads offset for offset what lagless reads: with
+//! `earliest` it resets to the divergent offset (and logs "Truncation detected"), with `none`
+//! `poll()` throws a LogTruncationException naming the divergent offset (the client then seeks
+//! there), and its successor starts from lagless' commit and its leader epoch.
+#[path = "support/configs.rs"]
+mod configs;
+#[path = "support/java_client.rs"]
+mod java_client;
 #[path = "support/own_broker.rs"]
 mod own_broker;
 
 use std::time::{Duration, Instant};
 
-use lagless::{Config, Consumer, Error, Producer, ProducerRecord, TopicPartition};
+use java_client::JavaClient;
+use lagless::{Consumer, Error, ProducerRecord, TopicPartition};
 use own_broker::OwnBroker;
 
 const TOPIC: &str = "truncated";
@@ -23,10 +34,7 @@ const LEADER_ONLY: usize = 20;
 const AFTER: usize = 5;
 
 fn produce(bootstrap: &str, acks: &str, prefix: &str, n: usize) {
-    let p = Producer::from_config(
-        &Config::from_pairs([("bootstrap.servers", bootstrap), ("acks", acks)]).unwrap(),
-    )
-    .unwrap();
+    let p = configs::producer(&[("bootstrap.servers", bootstrap), ("acks", acks)]);
     let deliveries: Vec<_> = (0..n)
         .map(|i| {
             p.send(ProducerRecord::new(TOPIC, format!("{prefix}:{i}")).with_partition(0))
@@ -55,7 +63,7 @@ fn consumer_in(bootstrap: &str, reset: &str, group: &str) -> Consumer {
     if !group.is_empty() {
         pairs.push(("group.id", group));
     }
-    let c = Consumer::from_config(&Config::from_pairs(pairs).unwrap()).unwrap();
+    let c = configs::consumer(&pairs);
     c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
     c
 }
@@ -81,6 +89,65 @@ fn read(c: &Consumer, n: usize, within: Duration) -> (Vec<(i64, String)>, Option
     (got, None)
 }
 
+/// The Java consumer reading the topic's partition from the beginning (or, with `--group`, from
+/// its group's commit), with `extra` arguments; its log says what it does on a truncation.
+fn java_consumer(name: &str, bootstrap: &str, extra: &[&str]) -> JavaClient {
+    let mut args = vec![
+        "consume",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        TOPIC,
+        "--assign-all",
+        "--trace",
+        "--config",
+        "fetch.max.wait.ms=200",
+    ];
+    args.extend(extra);
+    JavaClient::start(
+        name,
+        &args,
+        &["org.apache.kafka.clients.consumer.internals.SubscriptionState"],
+        Box::new(|_| {}),
+    )
+}
+
+/// Waits until `j` printed `n` records in all; returns them (offset, value).
+fn java_read(j: &JavaClient, n: usize, within: Duration) -> Vec<(i64, String)> {
+    let start = Instant::now();
+    loop {
+        let got: Vec<(i64, String)> = j.records().into_iter().map(|(_, o, v)| (o, v)).collect();
+        if got.len() >= n {
+            return got;
+        }
+        assert!(
+            start.elapsed() < within,
+            "{}: only {} of {n} records within {within:?}: {got:?}\n{}",
+            j.name,
+            got.len(),
+            j.stderr_tail(20)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Stops `j` and returns the position its last line reports for the partition and how many
+/// records it printed in all.
+fn java_stop(mut j: JavaClient) -> (i64, usize) {
+    j.stop(Duration::from_secs(15));
+    let lines = j.stderr_lines_with("runcation");
+    eprintln!("{}'s log on the truncation: {lines:?}", j.name);
+    let done = j
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "done")
+        .unwrap_or_else(|| panic!("{} printed no done line\n{}", j.name, j.stderr_tail(20)));
+    let position = done["positions"]["0"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{}: {done}", j.name));
+    (position, j.records().len())
+}
+
 fn expected(prefix: &str, first_offset: i64, n: usize) -> Vec<(i64, String)> {
     (0..n)
         .map(|i| (first_offset + i as i64, format!("{prefix}:{i}")))
@@ -103,6 +170,13 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
     );
     assert_eq!(cluster.leader_of(TOPIC, 0), 1);
     produce(&b, "all", "a", BOTH);
+    // The Java consumer in the same roles (its successor comes after the truncation).
+    let java_resetting = java_consumer("java-earliest", &b, &[]);
+    let java_strict = java_consumer(
+        "java-none",
+        &b,
+        &["--config", "auto.offset.reset=none", "--seek-on-truncation"],
+    );
 
     let strict = consumer(&b, "none");
     strict.seek(&TopicPartition::new(TOPIC, 0), 0).unwrap();
@@ -125,6 +199,15 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
         assert_eq!(got, expected("b", BOTH as i64, LEADER_ONLY));
     }
     let position = (BOTH + LEADER_ONLY) as i64;
+    let before_truncation = [
+        expected("a", 0, BOTH),
+        expected("b", BOTH as i64, LEADER_ONLY),
+    ]
+    .concat();
+    for j in [&java_resetting, &java_strict] {
+        let got = java_read(j, BOTH + LEADER_ONLY, Duration::from_secs(60));
+        assert_eq!(got, before_truncation, "{}", j.name);
+    }
     // The commit carries the position's leader epoch (KIP-320).
     committer.commit_sync(None, None).unwrap();
     committer.close(None).unwrap();
@@ -156,6 +239,21 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
     let (got, e) = read(&resetting, AFTER, Duration::from_secs(60));
     assert!(e.is_none(), "{e:?}");
     assert_eq!(got, expected("c", BOTH as i64, AFTER));
+    // The Java consumer reads the same, offset for offset.
+    let java_got = java_read(
+        &java_resetting,
+        BOTH + LEADER_ONLY + AFTER,
+        Duration::from_secs(60),
+    );
+    eprintln!(
+        "after the truncation, earliest: lagless {got:?}, Java {:?}",
+        &java_got[BOTH + LEADER_ONLY..]
+    );
+    assert_eq!(
+        java_got[BOTH + LEADER_ONLY..],
+        got[..],
+        "earliest: Java read otherwise"
+    );
     assert_eq!(
         resetting
             .position(&TopicPartition::new(TOPIC, 0), None)
@@ -167,9 +265,18 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
     // fetch: it resets to the divergent offset too, rather than to the log start (what an
     // offset out of range with earliest does).
     let successor = consumer_in(&survivors, "earliest", "truncation-group");
+    let java_successor = java_consumer(
+        "java-successor",
+        &survivors,
+        &["--group", "truncation-group"],
+    );
     let (got, e) = read(&successor, AFTER, Duration::from_secs(60));
     assert!(e.is_none(), "{e:?}");
     assert_eq!(got, expected("c", BOTH as i64, AFTER));
+    // The Java consumer, from lagless' commit and its leader epoch, reads the same.
+    let java_got = java_read(&java_successor, AFTER, Duration::from_secs(60));
+    eprintln!("the successor: lagless {got:?}, Java {java_got:?}");
+    assert_eq!(java_got, got, "successor: Java read otherwise");
 
     // none: the truncation is reported with the offsets, and no record comes before it.
     let (got, e) = read(&strict, 1, Duration::from_secs(60));
@@ -193,5 +300,57 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
     let (got, e) = read(&strict, AFTER, Duration::from_secs(30));
     assert!(e.is_none(), "{e:?}");
     assert_eq!(got, expected("c", BOTH as i64, AFTER));
+    // The Java consumer: a LogTruncationException with the same offsets, before any record of
+    // the new leader; it seeks to the divergent offset and reads the same.
+    let java_got = java_read(
+        &java_strict,
+        BOTH + LEADER_ONLY + AFTER,
+        Duration::from_secs(60),
+    );
+    eprintln!(
+        "after the truncation, none: lagless {got:?}, Java {:?}",
+        &java_got[BOTH + LEADER_ONLY..]
+    );
+    assert_eq!(
+        java_got[BOTH + LEADER_ONLY..],
+        got[..],
+        "none: Java read otherwise"
+    );
+    let truncations: Vec<_> = java_strict
+        .lines()
+        .into_iter()
+        .filter(|l| l["event"] == "truncation")
+        .collect();
+    eprintln!("Java's LogTruncationException: {truncations:?}");
+    assert_eq!(truncations.len(), 1, "{truncations:?}");
+    assert_eq!(truncations[0]["divergent"], serde_json::json!([[0, BOTH]]));
+    assert_eq!(
+        truncations[0]["positions"],
+        serde_json::json!([[0, position]])
+    );
+    let first_after = java_strict
+        .lines()
+        .iter()
+        .position(|l| l["event"] == "truncation")
+        .unwrap();
+    assert_eq!(
+        java_strict.lines()[..first_after]
+            .iter()
+            .filter(|l| l.get("offset").is_some() && l.get("event").is_none())
+            .count(),
+        BOTH + LEADER_ONLY,
+        "Java returned records of the new leader before the exception"
+    );
+    // Nothing read twice or beyond: each ends at the log end with the records counted above.
+    let end = (BOTH + AFTER) as i64;
+    let all = BOTH + LEADER_ONLY + AFTER;
+    for (j, records) in [
+        (java_resetting, all),
+        (java_strict, all),
+        (java_successor, AFTER),
+    ] {
+        let name = j.name.clone();
+        assert_eq!(java_stop(j), (end, records), "{name}: position, records");
+    }
     eprintln!("whole scenario: {:?}", started.elapsed());
 }

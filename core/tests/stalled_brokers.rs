@@ -12,6 +12,8 @@
 //!   answer: no panic, reconnections paced by `reconnect.backoff.ms`, nothing lost afterwards;
 //! - 100 consumers made, used against a stalled or cutting broker and closed leave no file
 //!   descriptor and no thread behind.
+#[path = "support/configs.rs"]
+mod configs;
 #[path = "support/own_broker.rs"]
 mod own_broker;
 #[path = "support/proxy.rs"]
@@ -24,7 +26,7 @@ use std::io::{Read, Write};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use lagless::{Config, Consumer, OffsetAndMetadata, Producer, ProducerRecord, TopicPartition};
+use lagless::{Consumer, OffsetAndMetadata, ProducerRecord, TopicPartition};
 use own_broker::OwnBroker;
 use proxy::{Mode, Proxy};
 use wait::wait_until;
@@ -56,22 +58,13 @@ fn setup() -> Setup {
     }
 }
 
-fn config(pairs: &[(&str, &str)]) -> Config {
-    let mut c = Config::new();
-    for (k, v) in pairs {
-        c.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
-    }
-    c
-}
-
 fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> Consumer {
-    let mut pairs = vec![
+    let base = [
         ("bootstrap.servers", bootstrap),
         ("client.id", "stalled-brokers"),
         ("auto.offset.reset", "earliest"),
     ];
-    pairs.extend_from_slice(extra);
-    Consumer::from_config(&config(&pairs)).expect("consumer")
+    configs::consumer(&[&base[..], extra].concat())
 }
 
 fn new_topic(broker: &OwnBroker, partitions: i32) -> String {
@@ -89,8 +82,7 @@ fn new_topic(broker: &OwnBroker, partitions: i32) -> String {
 
 /// Writes `count` records of 100 bytes to partition 0 of `topic`, directly to the broker.
 fn produce(broker: &OwnBroker, topic: &str, count: usize) {
-    let p = Producer::from_config(&config(&[("bootstrap.servers", broker.bootstrap.as_str())]))
-        .unwrap();
+    let p = configs::producer(&[("bootstrap.servers", broker.bootstrap.as_str())]);
     let deliveries: Vec<_> = (0..count)
         .map(|i| {
             p.send(ProducerRecord::new(topic, format!("{i:0100}")).with_partition(0))
@@ -191,13 +183,12 @@ fn a_broker_that_never_answers_fails_every_call_within_its_deadline() {
     // A producer that knows the partition's leader: its deliveries then fail within
     // delivery.timeout.ms, and flush returns by then.
     let delivery_timeout = Duration::from_millis(4000);
-    let p = Producer::from_config(&config(&[
+    let p = configs::producer(&[
         ("bootstrap.servers", s.address.as_str()),
         ("request.timeout.ms", request_timeout),
         ("delivery.timeout.ms", "4000"),
         ("linger.ms", "0"),
-    ]))
-    .unwrap();
+    ]);
     p.send(ProducerRecord::new(&topic, "before").with_partition(0))
         .unwrap()
         .wait()

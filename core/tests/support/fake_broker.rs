@@ -107,6 +107,8 @@ struct State {
     commit_error: AtomicI16,
     /// The (partition, offset) of every OffsetCommit answered with `commit_error`.
     refused_commits: std::sync::Mutex<Vec<(i32, i64)>>,
+    /// The API keys whose requests are read and never answered, connections staying open.
+    stalled: std::sync::Mutex<Vec<ApiKey>>,
 }
 
 impl State {
@@ -196,6 +198,7 @@ impl FakeBroker {
             commit_failures: AtomicUsize::new(0),
             refused_commits: std::sync::Mutex::new(Vec::new()),
             commit_error: AtomicI16::new(0),
+            stalled: std::sync::Mutex::new(Vec::new()),
         });
         let st = state.clone();
         runtime.spawn(async move {
@@ -256,6 +259,13 @@ impl FakeBroker {
             .collect()
     }
 
+    /// From now on, requests of `api` are read and never answered, on connections that stay
+    /// open (the others' requests are still answered on them): a broker that hangs in one code
+    /// path.
+    pub fn stall(&self, api: ApiKey) {
+        self.state.stalled.lock().unwrap().push(api);
+    }
+
     /// Heartbeats received so far.
     pub fn heartbeats(&self) -> usize {
         self.state.heartbeats.load(Ordering::Relaxed)
@@ -290,6 +300,9 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
         let version = i16::from_be_bytes([frame[2], frame[3]]);
         let mut buf = Bytes::from(frame);
         let header = RequestHeader::decode(&mut buf, api.request_header_version(version))?;
+        if st.stalled.lock().unwrap().contains(&api) {
+            continue;
+        }
         let mut body = BytesMut::new();
         match api {
             ApiKey::ApiVersions => {

@@ -10,9 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lagless::{Config, Consumer, Producer, ProducerRecord};
+use lagless::{Consumer, Producer, ProducerRecord};
 
+mod configs;
 mod wait;
+#[allow(unused_imports)]
+pub use configs::{config, group_member_settings};
 #[allow(unused_imports)]
 pub use wait::{poll_until_error, wait_assigned, wait_until};
 
@@ -46,42 +49,22 @@ pub fn new_topic(bootstrap: &str, prefix: &str, partitions: i32) -> String {
     name
 }
 
-pub fn config(pairs: &[(&str, &str)]) -> Config {
-    let mut c = Config::new();
-    for (k, v) in pairs {
-        c.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
-    }
-    c
-}
-
 /// A consumer on `bootstrap` with the given extra settings.
 pub fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> Consumer {
-    let mut c = config(&[
+    let base = [
         ("bootstrap.servers", bootstrap),
         ("client.id", "lagless-test"),
-    ]);
-    for (k, v) in extra {
-        c.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
-    }
-    Consumer::from_config(&c).expect("consumer")
+    ];
+    configs::consumer(&[&base[..], extra].concat())
 }
 
-/// A member of `group` reading from the earliest offset, with liveness timeouts short enough for
-/// tests (session 6 s, heartbeat 0.5 s, poll interval 30 s); `extra` adds settings or overrides
+/// A member of `group` (`configs::group_member_settings`); `extra` adds settings or overrides
 /// these.
 pub fn group_member(bootstrap: &str, group: &str, extra: &[(&str, &str)]) -> Consumer {
-    let mut pairs = vec![
-        ("group.id", group),
-        ("auto.offset.reset", "earliest"),
-        ("session.timeout.ms", "6000"),
-        ("heartbeat.interval.ms", "500"),
-        ("max.poll.interval.ms", "30000"),
-    ];
-    for (k, v) in extra {
-        pairs.retain(|(pk, _)| pk != k);
-        pairs.push((k, v));
-    }
-    consumer(bootstrap, &pairs)
+    consumer(
+        bootstrap,
+        &[&group_member_settings(group)[..], extra].concat(),
+    )
 }
 
 /// Produces `per_partition` records (values `v<partition>-<i>`) to each of partitions
@@ -123,14 +106,11 @@ pub fn init_logs() {
 }
 
 pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Producer {
-    let mut c = config(&[
+    let base = [
         ("bootstrap.servers", bootstrap),
         ("client.id", "lagless-test"),
-    ]);
-    for (k, v) in extra {
-        c.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
-    }
-    Producer::from_config(&c).expect("producer")
+    ];
+    configs::producer(&[&base[..], extra].concat())
 }
 
 pub fn now_ms() -> i64 {

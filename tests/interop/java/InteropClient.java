@@ -9,7 +9,8 @@
 //        [--transaction-size S [--abort-every K] [--transactional-id ID]]
 //   java -cp 'OUT:LIB/*' InteropClient consume --bootstrap B --topic T [--group G]
 //        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS|LIST]
-//        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit] [--hex]
+//        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit [--commit-idle-ms MS]]
+//        [--hex] [--trace] [--seek-on-truncation]
 //
 // Both take --config KEY=VALUE (repeatable): a client property set after the defaults above, so
 // it can also override them (e.g. security.protocol, sasl.mechanism, sasl.jaas.config,
@@ -28,6 +29,20 @@
 // assigns every partition from the beginning.
 // One line per record; stops after --count records, after --timeout-ms without records, or on
 // SIGTERM (then closes the consumer, leaving the group), and prints {"event":"done",...}.
+// Without --count and --timeout-ms it runs until SIGTERM.
+// --commit: commitSync of the batch's next offsets after each poll that returned records; with
+// --commit-idle-ms MS also, after MS without records, of the positions reached in the partitions
+// it owns (so that a member reading nothing still tries to commit).
+// --trace, for the fault scenarios of core/tests (network_partitions.rs, log_truncation.rs),
+// which take its lines as what the member did and when: every record line carries "ts_us" (when
+// the poll that returned it ended), every commit is printed as {"event":"commit","offsets":
+// [[p,o],...],"start_us":s,"end_us":e,"error":null|"Class: message","in":"loop"|"revoked"}, and a
+// poll that throws prints {"event":"error","error":"Class","message":"...","ts_us":t}.
+// --seek-on-truncation: a LogTruncationException from poll is printed as {"event":"truncation",
+// "divergent":[[p,o],...],"positions":[[p,o],...],"ts_us":t} and the consumer seeks each
+// partition to its divergent offset (to its fetch position where the broker knew none) and reads
+// on, as an application that handles KIP-320's error does; without it the exception ends the run.
+// Timeouts (request.timeout.ms, default.api.timeout.ms) and the other settings come with --config.
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -52,6 +67,7 @@ import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.LogTruncationException;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -91,7 +107,8 @@ public final class InteropClient {
     }
 
     private static final Set<String> FLAGS = Set.of(
-            "--keyed", "--binary", "--quiet", "--assign-all", "--commit", "--hex");
+            "--keyed", "--binary", "--quiet", "--assign-all", "--commit", "--hex", "--trace",
+            "--seek-on-truncation");
 
     /** The --config KEY=VALUE settings, in command-line order. */
     private static final List<String[]> CONFIG = new ArrayList<>();
@@ -197,6 +214,51 @@ public final class InteropClient {
     static synchronized void emit(String line) {
         OUT.println(line);
         OUT.flush();
+    }
+
+    /** Wall-clock microseconds since the epoch: the "ts_us" of the lines. */
+    static long nowUs() {
+        return java.time.temporal.ChronoUnit.MICROS.between(java.time.Instant.EPOCH, java.time.Instant.now());
+    }
+
+    /** [[partition, offset], ...] in partition order (the consumers read one topic). */
+    static String jsonOffsets(Map<TopicPartition, ? extends Object> offsets) {
+        TreeMap<Integer, Long> sorted = new TreeMap<>();
+        for (Map.Entry<TopicPartition, ? extends Object> e : offsets.entrySet()) {
+            Object v = e.getValue();
+            sorted.put(e.getKey().partition(),
+                    v instanceof OffsetAndMetadata ? ((OffsetAndMetadata) v).offset() : (Long) v);
+        }
+        StringBuilder b = new StringBuilder("[");
+        for (Map.Entry<Integer, Long> e : sorted.entrySet()) {
+            if (b.length() > 1) {
+                b.append(',');
+            }
+            b.append('[').append(e.getKey()).append(',').append(e.getValue()).append(']');
+        }
+        return b.append(']').toString();
+    }
+
+    static String errorText(Throwable e) {
+        return e.getClass().getSimpleName() + ": " + e.getMessage();
+    }
+
+    /** commitSync(offsets); with --trace printed as a commit event, failed or not. */
+    static void commitTraced(KafkaConsumer<byte[], byte[]> consumer,
+                             Map<TopicPartition, OffsetAndMetadata> offsets, boolean trace, String in) {
+        long start = nowUs();
+        String error = null;
+        try {
+            consumer.commitSync(offsets);
+        } catch (RuntimeException e) {
+            error = errorText(e);
+            System.err.println("InteropClient: commit (" + in + ") failed: " + e);
+        }
+        if (trace) {
+            emit("{\"event\":\"commit\",\"offsets\":" + jsonOffsets(offsets) + ",\"start_us\":" + start
+                    + ",\"end_us\":" + nowUs() + ",\"error\":" + (error == null ? "null" : jsonStr(error))
+                    + ",\"in\":\"" + in + "\"}");
+        }
     }
 
     // ---------------------------------------------------------------------------------------------
@@ -328,6 +390,12 @@ public final class InteropClient {
         long idleMs = Long.parseLong(a.getOrDefault("--timeout-ms", "-1"));
         boolean commit = a.containsKey("--commit");
         boolean hex = a.containsKey("--hex");
+        boolean trace = a.containsKey("--trace");
+        boolean seekOnTruncation = a.containsKey("--seek-on-truncation");
+        long commitIdleMs = Long.parseLong(a.getOrDefault("--commit-idle-ms", "-1"));
+        // The next offset of the last record printed, per partition: what --commit-idle-ms and,
+        // with --trace, the commit on revocation commit.
+        Map<TopicPartition, OffsetAndMetadata> processed = new HashMap<>();
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("--bootstrap"));
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, "interop-java-consumer");
@@ -380,13 +448,23 @@ public final class InteropClient {
                     emit("{\"event\":\"" + event + "\",\"partitions\":" + jsonPartitions(parts)
                             + ",\"assignment\":" + jsonPartitions(assignment)
                             + ",\"generation\":" + generation
-                            + ",\"ts_us\":" + java.time.temporal.ChronoUnit.MICROS.between(
-                                    java.time.Instant.EPOCH, java.time.Instant.now()) + "}");
+                            + ",\"ts_us\":" + nowUs() + "}");
                 }
 
                 @Override
                 public void onPartitionsRevoked(Collection<TopicPartition> parts) {
-                    if (commit && !parts.isEmpty()) {
+                    if (commit && !parts.isEmpty() && trace) {
+                        // Offsets named, so that the commit event says what was committed.
+                        Map<TopicPartition, OffsetAndMetadata> owned = new HashMap<>();
+                        for (TopicPartition tp : parts) {
+                            if (processed.containsKey(tp)) {
+                                owned.put(tp, processed.get(tp));
+                            }
+                        }
+                        if (!owned.isEmpty()) {
+                            commitTraced(consumer, owned, true, "revoked");
+                        }
+                    } else if (commit && !parts.isEmpty()) {
                         try {
                             consumer.commitSync();
                         } catch (RuntimeException e) {
@@ -421,6 +499,7 @@ public final class InteropClient {
 
         long records = 0;
         long lastRecord = System.nanoTime();
+        long lastCommit = System.nanoTime();
         String reason;
         int rc = 0;
         try {
@@ -442,10 +521,36 @@ public final class InteropClient {
                     batch = consumer.poll(Duration.ofMillis(100));
                 } catch (WakeupException e) {
                     continue; // stopping is set; the loop ends above
-                }
-                if (batch.isEmpty()) {
+                } catch (LogTruncationException e) {
+                    if (!seekOnTruncation) {
+                        throw e;
+                    }
+                    Map<TopicPartition, Long> positions = e.offsetOutOfRangePartitions();
+                    Map<TopicPartition, OffsetAndMetadata> divergent = e.divergentOffsets();
+                    emit("{\"event\":\"truncation\",\"divergent\":" + jsonOffsets(divergent)
+                            + ",\"positions\":" + jsonOffsets(positions) + ",\"ts_us\":" + nowUs() + "}");
+                    for (Map.Entry<TopicPartition, Long> pos : positions.entrySet()) {
+                        OffsetAndMetadata to = divergent.get(pos.getKey());
+                        consumer.seek(pos.getKey(), to != null ? to.offset() : pos.getValue());
+                    }
                     continue;
                 }
+                if (batch.isEmpty()) {
+                    if (commit && commitIdleMs >= 0 && (System.nanoTime() - lastCommit) / 1_000_000 >= commitIdleMs) {
+                        Map<TopicPartition, OffsetAndMetadata> owned = new HashMap<>();
+                        for (TopicPartition tp : consumer.assignment()) {
+                            if (processed.containsKey(tp)) {
+                                owned.put(tp, processed.get(tp));
+                            }
+                        }
+                        if (!owned.isEmpty()) {
+                            lastCommit = System.nanoTime();
+                            commitTraced(consumer, owned, trace, "loop");
+                        }
+                    }
+                    continue;
+                }
+                long batchUs = nowUs();
                 lastRecord = System.nanoTime();
                 StringBuilder out = new StringBuilder();
                 Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
@@ -460,8 +565,11 @@ public final class InteropClient {
                     records++;
                     next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                     out.append("{\"partition\":").append(r.partition())
-                            .append(",\"offset\":").append(r.offset())
-                            .append(",\"key\":").append(jsonBytes(r.key(), hex))
+                            .append(",\"offset\":").append(r.offset());
+                    if (trace) {
+                        out.append(",\"ts_us\":").append(batchUs);
+                    }
+                    out.append(",\"key\":").append(jsonBytes(r.key(), hex))
                             .append(",\"value\":").append(jsonBytes(r.value(), hex))
                             .append(",\"headers\":{");
                     boolean first = true;
@@ -481,16 +589,18 @@ public final class InteropClient {
                     OUT.print(out);
                     OUT.flush();
                 }
+                processed.putAll(next);
                 if (commit) {
-                    try {
-                        consumer.commitSync(next);
-                    } catch (RuntimeException e) {
-                        System.err.println("InteropClient: commit failed: " + e);
-                    }
+                    lastCommit = System.nanoTime();
+                    commitTraced(consumer, next, trace, "loop");
                 }
             }
         } catch (RuntimeException e) {
             System.err.println("InteropClient: consume failed: " + e);
+            if (trace) {
+                emit("{\"event\":\"error\",\"error\":" + jsonStr(e.getClass().getSimpleName())
+                        + ",\"message\":" + jsonStr(String.valueOf(e.getMessage())) + ",\"ts_us\":" + nowUs() + "}");
+            }
             reason = "error";
             rc = 1;
         }

@@ -1,0 +1,40 @@
+//! Clients made from (key, value) settings: the one place for what every broker test used to
+//! write for itself. A setting given again replaces the earlier one (`Config::set` does), so a
+//! builder's defaults come first and a test's own settings after them:
+//! `consumer(&[defaults, &[("client.id", "Z")]].concat())`.
+//!
+//! Included by `support/mod.rs` and, with `#[path = "support/configs.rs"]`, by the tests that
+//! start clusters of their own.
+#![allow(dead_code)]
+
+use lagless::{Config, Consumer, Producer};
+
+/// A config from `pairs`; panics naming the key of a bad one.
+pub fn config(pairs: &[(&str, &str)]) -> Config {
+    let mut c = Config::new();
+    for (k, v) in pairs {
+        c.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+    }
+    c
+}
+
+pub fn consumer(pairs: &[(&str, &str)]) -> Consumer {
+    Consumer::from_config(&config(pairs)).unwrap_or_else(|e| panic!("consumer: {e}"))
+}
+
+pub fn producer(pairs: &[(&str, &str)]) -> Producer {
+    Producer::from_config(&config(pairs)).unwrap_or_else(|e| panic!("producer: {e}"))
+}
+
+/// A member of `group` reading from the earliest offset, with liveness timeouts short enough for
+/// tests: session 6 s (the broker's `group.min.session.timeout.ms` in tests/kafka_broker.py is
+/// 1 s), heartbeat 0.5 s, poll interval 30 s.
+pub fn group_member_settings(group: &str) -> Vec<(&str, &str)> {
+    vec![
+        ("group.id", group),
+        ("auto.offset.reset", "earliest"),
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+        ("max.poll.interval.ms", "30000"),
+    ]
+}
