@@ -143,10 +143,13 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 }
                 // KIP-320: a newer leader epoch has the position validated first, paused or not
                 // (as the Java client does).
-                if let Some(info) = meta.partition(&tp.topic, tp.partition) {
-                    if let Some(v) = validate::plan(p, info.leader, info.leader_epoch, now) {
-                        validations.push((tp.clone(), v));
-                    }
+                let (leader, epoch) = meta
+                    .partition(&tp.topic, tp.partition)
+                    .map_or((-1, -1), |i| (i.leader, i.leader_epoch));
+                match validate::plan(p, leader, epoch, now) {
+                    validate::Planned::Send(v) => validations.push((tp.clone(), v)),
+                    validate::Planned::NeedsLeader => metadata_wanted = true,
+                    validate::Planned::Nothing => {}
                 }
                 if p.paused || buffer_full {
                     continue;

@@ -103,20 +103,35 @@ pub(crate) enum ValidationAnswer {
     Failed(Error),
 }
 
+/// What the fetch loop does about a partition's validation ([`plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Planned {
+    /// Nothing to send now.
+    Nothing,
+    /// Send this validation.
+    Send(ValidationAsked),
+    /// The position waits for validation and the metadata names no leader: refresh it. (The
+    /// partition sends no fetch meanwhile, whose failure would otherwise ask for it.)
+    NeedsLeader,
+}
+
 /// Looks at a partition's position against the metadata's leader (`leader`, of epoch
-/// `metadata_epoch`) and carries out [`on_leader_epoch`]; returns the validation to send now, if
-/// one is due: none in flight, the main stream's backoff over, a leader known. A partition whose
-/// position is still being looked up, or that has none, has nothing to validate.
+/// `metadata_epoch`; -1 for none) and carries out [`on_leader_epoch`]; says what to send now: a
+/// validation once one is due (none in flight, the main stream's backoff over, a leader known).
+/// A partition whose position is still being looked up, or that has none, has nothing to
+/// validate.
 pub(crate) fn plan(
     p: &mut PartitionState,
     leader: i32,
     metadata_epoch: i32,
     now: Instant,
-) -> Option<ValidationAsked> {
+) -> Planned {
     if p.lookup.is_some() {
-        return None;
+        return Planned::Nothing;
     }
-    let offset = p.main.fetch_offset?;
+    let Some(offset) = p.main.fetch_offset else {
+        return Planned::Nothing;
+    };
     match on_leader_epoch(p.main.fetch_epoch, p.leader_epoch, metadata_epoch) {
         LeaderChange::Unchanged => {}
         LeaderChange::Adopt(epoch) => p.leader_epoch = epoch,
@@ -133,12 +148,17 @@ pub(crate) fn plan(
             }
         },
     }
-    let v = p.validation.as_mut()?;
-    if v.in_flight || leader < 0 || now < p.main.next_attempt {
-        return None;
+    let Some(v) = p.validation.as_mut() else {
+        return Planned::Nothing;
+    };
+    if v.in_flight || now < p.main.next_attempt {
+        return Planned::Nothing;
+    }
+    if leader < 0 {
+        return Planned::NeedsLeader;
     }
     v.in_flight = true;
-    Some(ValidationAsked {
+    Planned::Send(ValidationAsked {
         leader,
         current_leader_epoch: v.leader_epoch,
         offset,
@@ -289,7 +309,9 @@ mod tests {
         p.leader_epoch = 4;
         let cursor = p.cursor;
         let now = Instant::now();
-        let asked = plan(&mut p, 2, 5, now).expect("a validation is due");
+        let Planned::Send(asked) = plan(&mut p, 2, 5, now) else {
+            panic!("a validation is due")
+        };
         assert_eq!(
             asked,
             ValidationAsked {
@@ -304,7 +326,7 @@ mod tests {
         assert!(p.fetchable(now, 1 << 20).is_empty());
         assert!(!p.delivers());
         assert!(in_flight(&p));
-        assert_eq!(plan(&mut p, 2, 5, now), None, "one at a time");
+        assert_eq!(plan(&mut p, 2, 5, now), Planned::Nothing, "one at a time");
         (p, asked)
     }
 
@@ -352,7 +374,7 @@ mod tests {
         assert_eq!(p.main.buffered_bytes, held);
         assert_eq!((p.position, p.main.fetch_offset), (Some(120), Some(125)));
         // The metadata's epoch is now the known one: nothing more to validate.
-        assert_eq!(plan(&mut p, 2, 5, Instant::now()), None);
+        assert_eq!(plan(&mut p, 2, 5, Instant::now()), Planned::Nothing);
         assert!(p.validation.is_none());
     }
 
@@ -453,11 +475,15 @@ mod tests {
             );
             assert!(p.main.failing && !p.delivers());
             let now = Instant::now();
-            assert_eq!(plan(&mut p, 2, 5, now), None, "backing off");
-            // After the backoff, against the newer leader the refreshed metadata names.
+            assert_eq!(plan(&mut p, 2, 5, now), Planned::Nothing, "backing off");
+            // After the backoff: while the metadata names no leader, it asks for a refresh; then
+            // it goes to the newer leader the refreshed metadata names.
             let due = p.main.next_attempt;
-            let again = plan(&mut p, 3, 6, due).expect("due again");
-            assert_eq!((again.leader, again.current_leader_epoch), (3, 6));
+            assert_eq!(plan(&mut p, -1, 6, due), Planned::NeedsLeader);
+            let Planned::Send(again) = plan(&mut p, 3, 7, due) else {
+                panic!("due again")
+            };
+            assert_eq!((again.leader, again.current_leader_epoch), (3, 7));
             assert_eq!((again.offset, again.epoch), (125, 3));
         }
         let (mut p, asked) = after_a_leader_change();
@@ -499,7 +525,7 @@ mod tests {
         assert_eq!((p.position, p.main.fetch_offset), (Some(50), Some(50)));
         assert!(p.validation.is_none() && p.delivers());
         // The seek's position has no epoch: the new leader is adopted, nothing validated.
-        assert_eq!(plan(&mut p, 2, 6, Instant::now()), None);
+        assert_eq!(plan(&mut p, 2, 6, Instant::now()), Planned::Nothing);
         assert_eq!((p.leader_epoch, p.validation), (6, None));
     }
 
@@ -511,9 +537,11 @@ mod tests {
             crate::backoff::Backoff::new(Duration::from_millis(100), Duration::from_secs(1)),
         );
         let now = Instant::now();
-        assert_eq!(plan(&mut p, 1, 7, now), None, "no position yet");
+        assert_eq!(plan(&mut p, 1, 7, now), Planned::Nothing, "no position yet");
         p.start_at(300, 6, -1);
-        let asked = plan(&mut p, 1, 7, now).expect("validated first");
+        let Planned::Send(asked) = plan(&mut p, 1, 7, now) else {
+            panic!("validated first")
+        };
         assert_eq!(
             (asked.offset, asked.epoch, asked.current_leader_epoch),
             (300, 6, 7)
@@ -527,7 +555,7 @@ mod tests {
         );
         q.start_at(300, 7, 7);
         let now = Instant::now();
-        assert_eq!(plan(&mut q, 1, 7, now), None);
+        assert_eq!(plan(&mut q, 1, 7, now), Planned::Nothing);
         assert_eq!(q.fetchable(now, 1 << 20), vec![(StreamKind::Main, 300)]);
     }
 
@@ -542,7 +570,9 @@ mod tests {
         p.position_epoch = 3;
         p.main.fetch_epoch = 3;
         p.leader_epoch = 4;
-        let asked = plan(&mut p, 2, 5, Instant::now()).expect("validated");
+        let Planned::Send(asked) = plan(&mut p, 2, 5, Instant::now()) else {
+            panic!("validated")
+        };
         apply_validation(
             &mut p,
             &tp(),
@@ -568,7 +598,9 @@ mod tests {
         // Below every range: the backlog is read again by the main stream.
         let mut p = recovering();
         p.main.fetch_epoch = 3;
-        let asked = plan(&mut p, 2, 5, Instant::now()).expect("validated");
+        let Planned::Send(asked) = plan(&mut p, 2, 5, Instant::now()) else {
+            panic!("validated")
+        };
         apply_validation(
             &mut p,
             &tp(),
