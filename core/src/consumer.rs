@@ -941,7 +941,7 @@ fn drain_records_into(
     let k = st
         .partitions
         .values()
-        .filter(|p| !p.paused)
+        .filter(|p| p.delivers())
         .map(|p| KINDS.iter().filter(|&&kind| has(p, kind)).count())
         .sum::<usize>();
     if k == 0 {
@@ -956,7 +956,8 @@ fn drain_records_into(
     for first_pass in [true, false] {
         let mut unit = 0usize;
         'partitions: for (tp, p) in st.partitions.iter_mut() {
-            if p.paused {
+            // Paused, or (KIP-320) its position waits for validation against a new leader.
+            if !p.delivers() {
                 continue;
             }
             for kind in KINDS {

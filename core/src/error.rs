@@ -430,6 +430,8 @@ pub mod codes {
     pub const INVALID_SESSION_TIMEOUT: i16 = 26;
     /// The group is rebalancing: the member must join again.
     pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    /// The principal is not allowed to describe or read the topic.
+    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     /// The principal is not allowed to use the group.
     pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
     /// The broker does not support the request's version.

@@ -119,19 +119,36 @@ pub(crate) async fn list_offsets(
     wanted: &[(TopicPartition, i64)],
     deadline: Deadline,
 ) -> Result<Vec<(TopicPartition, Result<(i64, i64)>)>> {
-    list_offsets_with(cluster, wanted, deadline, true).await
+    Ok(list_offsets_with(cluster, wanted, deadline, true)
+        .await?
+        .into_iter()
+        .map(|(tp, r)| (tp, r.map(|l| (l.offset, l.timestamp))))
+        .collect())
 }
 
-/// [`list_offsets`]; with `retry` false, partitions that fail with a retriable error (no leader,
-/// a retriable error code, an unreachable leader) get that error at once instead of being retried
-/// until the deadline.
+/// One partition's ListOffsets answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ListedOffset {
+    pub offset: i64,
+    pub timestamp: i64,
+    /// KIP-320 (ListOffsets v4+): the leader epoch of the offset (of the record at it; for the
+    /// log end, the leader's current epoch), -1 when the answer has none.
+    pub leader_epoch: i32,
+    /// The leader epoch the request was sent to (-1: unknown): an answer proves the offset was
+    /// right under that leader.
+    pub current_leader_epoch: i32,
+}
+
+/// [`list_offsets`], with each answer's leader epochs; with `retry` false, partitions that fail
+/// with a retriable error (no leader, a retriable error code, an unreachable leader) get that
+/// error at once instead of being retried until the deadline.
 pub(crate) async fn list_offsets_with(
     cluster: &Cluster,
     wanted: &[(TopicPartition, i64)],
     deadline: Deadline,
     retry: bool,
-) -> Result<Vec<(TopicPartition, Result<(i64, i64)>)>> {
-    let mut results: BTreeMap<TopicPartition, Result<(i64, i64)>> = BTreeMap::new();
+) -> Result<Vec<(TopicPartition, Result<ListedOffset>)>> {
+    let mut results: BTreeMap<TopicPartition, Result<ListedOffset>> = BTreeMap::new();
     let mut todo: Vec<(TopicPartition, i64)> = wanted.to_vec();
     // Not `backoff::retry_until`: one ListOffsets round answers many partitions, and only the
     // ones that failed retriably go round again (each against its current leader), while the
@@ -205,9 +222,9 @@ pub(crate) async fn list_offsets_with(
             .await;
             match resp {
                 Ok(resp) => {
-                    let asked: HashMap<(String, i32), i64> = parts
+                    let asked: HashMap<(String, i32), (i64, i32)> = parts
                         .iter()
-                        .map(|(tp, ts, _)| ((tp.topic.clone(), tp.partition), *ts))
+                        .map(|(tp, ts, epoch)| ((tp.topic.clone(), tp.partition), (*ts, *epoch)))
                         .collect();
                     for t in resp.topics {
                         for p in t.partitions {
@@ -215,11 +232,19 @@ pub(crate) async fn list_offsets_with(
                                 topic: t.name.0.to_string(),
                                 partition: p.partition_index,
                             };
-                            let Some(&ts) = asked.get(&(tp.topic.clone(), tp.partition)) else {
+                            let Some(&(ts, current_leader_epoch)) =
+                                asked.get(&(tp.topic.clone(), tp.partition))
+                            else {
                                 continue;
                             };
                             if p.error_code == codes::NONE {
-                                results.insert(tp, Ok((p.offset, p.timestamp)));
+                                let listed = ListedOffset {
+                                    offset: p.offset,
+                                    timestamp: p.timestamp,
+                                    leader_epoch: p.leader_epoch,
+                                    current_leader_epoch,
+                                };
+                                results.insert(tp, Ok(listed));
                             } else {
                                 let e = Error::kafka_partition(
                                     p.error_code,

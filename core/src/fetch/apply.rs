@@ -256,12 +256,21 @@ pub(crate) fn apply(
             return out;
         }
     }
-    if code == codes::NONE && kind == StreamKind::Main {
+    if code == codes::NONE {
         if let Some(end) = answer.diverging_epoch {
             p.high_watermark = answer.high_watermark;
             p.log_start_offset = answer.log_start_offset;
-            p.main.progressed();
+            if let Some(stream) = p.stream_mut(kind) {
+                stream.progressed();
+            }
             diverged(p, tp, end, reset_allowed, &mut out);
+            if kind == StreamKind::Recovery {
+                // Whatever the main stream does, the recovery stream's own buffer came from a
+                // log that diverged: it is fetched again (below the divergence point, if any).
+                if let Some(rc) = p.recovery.as_mut() {
+                    out.freed += rc.restart();
+                }
+            }
             return out;
         }
     }
@@ -310,7 +319,7 @@ pub(crate) fn apply(
             }
             StreamKind::Recovery => {
                 if let Some(rc) = p.recovery.as_mut() {
-                    rc.fetched_to(selected.next);
+                    rc.fetched_to(selected.next, selected.next_epoch);
                 }
                 p.after_drain();
             }
@@ -339,9 +348,12 @@ pub(crate) fn apply(
     out
 }
 
-/// KIP-320: the leader's log no longer holds what the main stream fetched; `end` is where its
-/// log of the last common epoch ends. Carries out [`on_divergence`] for the partition alone.
-fn diverged(
+/// KIP-320: the leader's log no longer holds what a stream fetched (a Fetch's diverging epoch, or
+/// a validation's answer); `end` is where its log of the last common epoch ends. Carries out
+/// [`on_divergence`] for the partition alone. A recovery stream's fetches lie below the main
+/// stream's position, so a divergence under them is one under the position too: both go by
+/// the position.
+pub(super) fn diverged(
     p: &mut PartitionState,
     tp: &TopicPartition,
     end: EpochEndOffset,
@@ -364,8 +376,9 @@ fn diverged(
             divergent_offset,
             epoch,
         } => {
-            // The partition stops until the application seeks; its other partitions flow.
-            out.freed = p.main.clear_buffer();
+            // The partition stops until the application seeks; its other partitions flow. Its
+            // recovery ranges below the divergence point still flow: those records are intact.
+            out.freed = p.main.clear_buffer() + p.truncate_recovery_at(divergent_offset);
             p.main.fetch_offset = None;
             p.main.fetch_epoch = -1;
             p.cursor += 1;
@@ -413,7 +426,7 @@ fn recovery_out_of_range(p: &mut PartitionState, tp: &TopicPartition, offset: i6
             to = log_start,
             "records of the recovery backlog were deleted by retention before they were read; skipping to the log start"
         );
-        rc.fetched_to(log_start);
+        rc.fetched_to(log_start, -1);
         p.after_drain();
     } else {
         rc.stream.failed(e.to_string(), true);
@@ -421,7 +434,7 @@ fn recovery_out_of_range(p: &mut PartitionState, tp: &TopicPartition, offset: i6
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::backoff::Backoff;
     use crate::fetch::state::Recovery;
@@ -432,7 +445,7 @@ mod tests {
     const BROKER: i32 = 1;
     const MAX_AGE: Duration = Duration::from_secs(300);
 
-    fn tp() -> TopicPartition {
+    pub(crate) fn tp() -> TopicPartition {
         TopicPartition {
             topic: "orders".into(),
             partition: 3,
@@ -479,14 +492,14 @@ mod tests {
         }
     }
 
-    fn decoded(batches: Vec<Batch>, truncated: bool) -> DecodedRecords {
+    pub(crate) fn decoded(batches: Vec<Batch>, truncated: bool) -> DecodedRecords {
         DecodedRecords { batches, truncated }
     }
 
     /// The cursor of a partition made by [`partition_at`].
     const CURSOR: u64 = 1;
 
-    fn main_asked(offset: i64) -> Asked {
+    pub(crate) fn main_asked(offset: i64) -> Asked {
         Asked {
             offset,
             cursor: CURSOR,
@@ -522,7 +535,7 @@ mod tests {
         }
     }
 
-    fn ok(records: Selected) -> PartitionAnswer {
+    pub(crate) fn ok(records: Selected) -> PartitionAnswer {
         answer(codes::NONE, records)
     }
 
@@ -777,7 +790,7 @@ mod tests {
 
     /// A partition taken over at 70 with the log end at 120 and a second range 130..140 (a
     /// resumed token): main stream at 140, recovery stream fetching 70..120 in flight.
-    fn recovering() -> PartitionState {
+    pub(crate) fn recovering() -> PartitionState {
         let state = RecoveryState {
             main_next: 140,
             ranges: vec![
@@ -794,7 +807,7 @@ mod tests {
             ],
         };
         let mut p = partition_at(140);
-        p.recovery = Recovery::start(state, backoff());
+        p.recovery = Recovery::start(state, backoff(), -1);
         p.recovery.as_mut().unwrap().stream.in_flight = true;
         p
     }
@@ -904,7 +917,7 @@ mod tests {
     }
 
     /// A batch of leader epoch `epoch`.
-    fn batch_in(epoch: i32, offsets: &[i64], last: i64) -> Batch {
+    pub(crate) fn batch_in(epoch: i32, offsets: &[i64], last: i64) -> Batch {
         Batch {
             partition_leader_epoch: epoch,
             ..batch(offsets, last)
@@ -1095,7 +1108,7 @@ mod tests {
 
     /// A partition that delivered up to 120 in epoch 3, with 120..=124 (epoch 3) buffered, its
     /// fetch of 125 in flight.
-    fn read_to_120() -> PartitionState {
+    pub(crate) fn read_to_120() -> PartitionState {
         let mut p = partition_at(100);
         let first: Vec<i64> = (100..125).collect();
         let s = select(
@@ -1231,5 +1244,123 @@ mod tests {
         assert!(a.error.is_none() && a.freed > 0);
         assert_eq!(p.position, None);
         assert_eq!(p.lookup, Some(PositionLookup::ResetPolicy));
+    }
+
+    /// `recovering()` with the committed offset's epoch 2 at 70, the recovery stream having
+    /// fetched 70..=94 (epoch 2) and delivered 70..=79, its fetch of 95 in flight.
+    fn recovery_read_to_80() -> PartitionState {
+        let mut p = recovering();
+        p.recovery.as_mut().unwrap().stream.fetch_epoch = 2;
+        assert_eq!(p.last_fetched_epoch(StreamKind::Recovery), 2);
+        let asked = Asked {
+            offset: 70,
+            cursor: p.cursor,
+            limit: 120,
+            last_fetched_epoch: 2,
+        };
+        let offsets: Vec<i64> = (70..95).collect();
+        let s = select(decoded(vec![batch_in(2, &offsets, 94)], false), &asked);
+        apply_recovery(&mut p, asked, ok(s));
+        for _ in 70..80 {
+            p.pop(StreamKind::Recovery);
+        }
+        p.recovery.as_mut().unwrap().stream.in_flight = true;
+        p
+    }
+
+    #[test]
+    fn a_recovery_stream_sends_the_epoch_it_fetched_in_and_none_across_a_gap() {
+        let mut p = recovery_read_to_80();
+        assert_eq!(
+            (
+                p.recovery.as_ref().unwrap().stream.fetch_offset,
+                p.last_fetched_epoch(StreamKind::Recovery)
+            ),
+            (Some(95), 2)
+        );
+        // The rest of the range, in epoch 3: the stream moves to the next range, at 130, and
+        // the record before 130 was not fetched: no epoch.
+        let asked = Asked {
+            offset: 95,
+            cursor: p.cursor,
+            limit: 120,
+            last_fetched_epoch: 2,
+        };
+        let offsets: Vec<i64> = (95..120).collect();
+        let s = select(decoded(vec![batch_in(3, &offsets, 119)], false), &asked);
+        assert_eq!(s.next_epoch, 3);
+        apply_recovery(&mut p, asked, ok(s));
+        assert_eq!(
+            (
+                p.recovery.as_ref().unwrap().stream.fetch_offset,
+                p.last_fetched_epoch(StreamKind::Recovery)
+            ),
+            (Some(130), -1)
+        );
+    }
+
+    fn recovery_diverging(
+        p: &mut PartitionState,
+        e: EpochEndOffset,
+        reset_allowed: bool,
+    ) -> Applied {
+        let asked = Asked {
+            offset: 95,
+            cursor: p.cursor,
+            limit: 120,
+            last_fetched_epoch: 2,
+        };
+        apply(
+            p,
+            &tp(),
+            StreamKind::Recovery,
+            BROKER,
+            &asked,
+            diverging(e),
+            Instant::now(),
+            MAX_AGE,
+            reset_allowed,
+        )
+    }
+
+    /// A new leader's log of epoch 2 ends at 90, under the recovery stream's fetch offset 95
+    /// and so under the main stream's position 140: the partition resets to 90; the recovery
+    /// range keeps 80..90 (still in the log, not delivered) and fetches it again.
+    #[test]
+    fn a_recovery_stream_that_diverged_resets_the_partition_and_keeps_the_backlog_below() {
+        let mut p = recovery_read_to_80();
+        let held = p.buffered_bytes();
+        let a = recovery_diverging(&mut p, end(2, 90), true);
+        assert_eq!((a.freed, a.error), (held, None));
+        assert_eq!((p.position, p.main.fetch_offset), (Some(90), Some(90)));
+        let rc = p.recovery.as_ref().unwrap();
+        assert_eq!(
+            rc.ranges,
+            vec![RecoveryRange {
+                start: 70,
+                end: 90,
+                next: 80
+            }]
+        );
+        assert_eq!(
+            (rc.stream.fetch_offset, rc.fetch_end, rc.stream.fetch_epoch),
+            (Some(80), 90, -1)
+        );
+        assert!(rc.stream.buffer.is_empty());
+        assert_eq!(p.commit_offset().unwrap().offset, 80);
+        // Under none: reported with the main stream's position; the backlog below still flows.
+        let mut p = recovery_read_to_80();
+        let a = recovery_diverging(&mut p, end(2, 90), false);
+        match a.error {
+            Some(Error::LogTruncation {
+                position,
+                divergent_offset,
+                ..
+            }) => assert_eq!((position, divergent_offset), (140, 90)),
+            ref other => panic!("{other:?}"),
+        }
+        assert_eq!(p.main.fetch_offset, None);
+        let rc = p.recovery.as_ref().unwrap();
+        assert_eq!((rc.stream.fetch_offset, rc.fetch_end), (Some(80), 90));
     }
 }

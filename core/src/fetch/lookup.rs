@@ -1,17 +1,22 @@
 //! Position lookups: where a partition without a position starts fetching. The group's
 //! committed offset where it has one (with `enable.parallel.rebalance`, a takeover with a backlog
-//! gets a recovery stream, KIP-333), else `auto.offset.reset`.
+//! gets a recovery stream, KIP-333), else `auto.offset.reset`. And KIP-320's validations of
+//! positions after a leader change (the decisions are in [`super::validate`]).
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::apply::EpochEndOffset;
+use super::validate::{apply_validation, ValidationAnswer, ValidationAsked};
 use super::Shared;
 use crate::backoff::Deadline;
 use crate::config::{AutoOffsetReset, ConsumerConfig};
-use crate::error::{Error, Result};
+use crate::error::{codes, Error, Result};
 use crate::offsets::{
-    fetch_committed_with_epochs, list_offsets_with, OffsetAndMetadata, EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
+    fetch_committed_with_epochs, list_offsets_with, ListedOffset, OffsetAndMetadata,
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP,
 };
+use crate::protocol::leader_epoch::{self, EpochOf};
+use crate::protocol::msg::OffsetForLeaderEpochRequest;
 use crate::recovery::RecoveryState;
 use crate::types::TopicPartition;
 
@@ -27,11 +32,24 @@ pub(crate) enum PositionLookup {
 }
 
 pub(crate) enum LookupOutcome {
-    /// The offset, and its leader epoch where known (a committed offset's, KIP-320), else -1.
-    Position(i64, i32),
+    /// The offset; the leader epoch of the record before it where known (a committed offset's,
+    /// a ListOffsets answer's, KIP-320), else -1; the leader epoch it is known right under (the
+    /// ListOffsets answer's leader), else -1 (validated once the metadata names one).
+    Position {
+        offset: i64,
+        epoch: i32,
+        leader_epoch: i32,
+    },
     /// KIP-333: a takeover with a backlog (or a recovery token to resume): the main stream
-    /// starts at `main_next`, a recovery stream drains the ranges.
-    Recover(RecoveryState),
+    /// starts at `main_next` (in `main_epoch`, known right under `leader_epoch`, as for
+    /// `Position`), a recovery stream drains the ranges, its first fetch in `recovery_epoch`
+    /// (the committed offset's epoch when it starts there, else -1).
+    Recover {
+        state: RecoveryState,
+        main_epoch: i32,
+        leader_epoch: i32,
+        recovery_epoch: i32,
+    },
     NoOffset,
     Failed(Error),
 }
@@ -67,16 +85,21 @@ pub(super) async fn lookup_positions(
         _ => HashMap::new(),
     };
     // KIP-333: committed partitions whose backlog may get a recovery stream need the log end.
-    let mut takeovers: Vec<(TopicPartition, OffsetAndMetadata)> = Vec::new();
+    let mut takeovers: Vec<(TopicPartition, OffsetAndMetadata, i32)> = Vec::new();
     for (tp, lookup, _) in wanted {
         match lookup {
             PositionLookup::Committed => match committed.get(tp) {
-                Some(Some((c, _))) if c.offset >= 0 && config.enable_parallel_rebalance => {
-                    takeovers.push((tp.clone(), c.clone()))
+                Some(Some((c, epoch))) if c.offset >= 0 && config.enable_parallel_rebalance => {
+                    takeovers.push((tp.clone(), c.clone(), *epoch))
                 }
-                Some(Some((c, epoch))) if c.offset >= 0 => {
-                    out.push((tp.clone(), LookupOutcome::Position(c.offset, *epoch)))
-                }
+                Some(Some((c, epoch))) if c.offset >= 0 => out.push((
+                    tp.clone(),
+                    LookupOutcome::Position {
+                        offset: c.offset,
+                        epoch: *epoch,
+                        leader_epoch: -1,
+                    },
+                )),
                 _ => by_policy.push((tp.clone(), PositionLookup::ResetPolicy)),
             },
             other => by_policy.push((tp.clone(), *other)),
@@ -85,26 +108,53 @@ pub(super) async fn lookup_positions(
     if !takeovers.is_empty() {
         let ends: Vec<(TopicPartition, i64)> = takeovers
             .iter()
-            .map(|(tp, _)| (tp.clone(), LATEST_TIMESTAMP))
+            .map(|(tp, _, _)| (tp.clone(), LATEST_TIMESTAMP))
             .collect();
-        let mut ends: HashMap<TopicPartition, Result<(i64, i64)>> =
+        let mut ends: HashMap<TopicPartition, Result<ListedOffset>> =
             list_offsets_with(&shared.cluster, &ends, deadline, false)
                 .await?
                 .into_iter()
                 .collect();
-        for (tp, c) in takeovers {
+        for (tp, c, committed_epoch) in takeovers {
             let outcome = match ends.remove(&tp) {
-                Some(Ok((log_end, _))) => {
+                Some(Ok(end)) => {
                     let state = RecoveryState::on_assignment(
                         c.offset,
                         Some(&c.metadata),
-                        log_end,
+                        end.offset,
                         config.parallel_rebalance_min_lag,
                     );
+                    // KIP-320: a stream starting at the committed offset has its epoch; one
+                    // starting at the log end has the ListOffsets answer's; one starting where
+                    // a token says has none.
+                    let epoch_at = |offset: i64| {
+                        if offset == c.offset {
+                            (committed_epoch, -1)
+                        } else if offset == end.offset {
+                            (end.leader_epoch, end.current_leader_epoch)
+                        } else {
+                            (-1, -1)
+                        }
+                    };
+                    let (main_epoch, leader_epoch) = epoch_at(state.main_next);
                     if state.is_active() {
-                        LookupOutcome::Recover(state)
+                        let recovery_epoch = state
+                            .next_fetches()
+                            .recovery
+                            .filter(|(next, _)| *next == c.offset)
+                            .map_or(-1, |_| committed_epoch);
+                        LookupOutcome::Recover {
+                            state,
+                            main_epoch,
+                            leader_epoch,
+                            recovery_epoch,
+                        }
                     } else {
-                        LookupOutcome::Position(state.main_next, -1)
+                        LookupOutcome::Position {
+                            offset: state.main_next,
+                            epoch: main_epoch,
+                            leader_epoch,
+                        }
                     }
                 }
                 Some(Err(e)) => LookupOutcome::Failed(e),
@@ -143,11 +193,143 @@ pub(super) async fn lookup_positions(
             out.push((
                 tp,
                 match r {
-                    Ok((offset, _)) => LookupOutcome::Position(offset, -1),
+                    // KIP-320: the answer's epoch (v4+) lets the first fetch, or a validation
+                    // after a leader change before it, check the position at once.
+                    Ok(listed) => LookupOutcome::Position {
+                        offset: listed.offset,
+                        epoch: listed.leader_epoch,
+                        leader_epoch: listed.current_leader_epoch,
+                    },
                     Err(e) => LookupOutcome::Failed(e),
                 },
             ));
         }
     }
     Ok(out)
+}
+
+/// KIP-320: sends the validations `wanted` with OffsetForLeaderEpoch, one request per leader,
+/// the leaders side by side. A leader that speaks no version a consumer may use (v3+) answers
+/// [`ValidationAnswer::Unsupported`] for all of its partitions without a request.
+pub(super) async fn validate_positions(
+    shared: &Arc<Shared>,
+    wanted: Vec<(TopicPartition, ValidationAsked)>,
+) -> Vec<(TopicPartition, ValidationAsked, ValidationAnswer)> {
+    let mut by_leader: HashMap<i32, Vec<(TopicPartition, ValidationAsked)>> = HashMap::new();
+    for (tp, asked) in wanted {
+        by_leader.entry(asked.leader).or_default().push((tp, asked));
+    }
+    let mut requests = tokio::task::JoinSet::new();
+    // Each request's partitions, so that a request that fails to finish answers them too.
+    let mut sent: HashMap<tokio::task::Id, Vec<(TopicPartition, ValidationAsked)>> = HashMap::new();
+    for (leader, parts) in by_leader {
+        let shared = shared.clone();
+        let kept = parts.clone();
+        let handle = requests.spawn(async move {
+            let answers = ask_leader(&shared, leader, &parts).await;
+            parts
+                .into_iter()
+                .map(|(tp, asked)| {
+                    let answer = match &answers {
+                        Ok(a) => a.get(&tp).cloned().unwrap_or_else(|| {
+                            ValidationAnswer::Failed(Error::Transport(format!(
+                                "broker {leader} left {tp} out of its OffsetForLeaderEpoch answer"
+                            )))
+                        }),
+                        Err(e) => ValidationAnswer::Failed(e.clone()),
+                    };
+                    (tp, asked, answer)
+                })
+                .collect::<Vec<_>>()
+        });
+        sent.insert(handle.id(), kept);
+    }
+    let mut out = Vec::new();
+    while let Some(done) = requests.join_next().await {
+        match done {
+            Ok(answers) => out.extend(answers),
+            Err(e) => {
+                let why = Error::IllegalState(format!("validating positions failed: {e}"));
+                out.extend(
+                    sent.remove(&e.id())
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(tp, asked)| (tp, asked, ValidationAnswer::Failed(why.clone()))),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// One OffsetForLeaderEpoch request to `leader` for `parts`.
+async fn ask_leader(
+    shared: &Shared,
+    leader: i32,
+    parts: &[(TopicPartition, ValidationAsked)],
+) -> Result<HashMap<TopicPartition, ValidationAnswer>> {
+    let deadline = Deadline::after(shared.config.common.request_timeout);
+    let conn = shared.cluster.broker(leader, deadline).await?;
+    if !leader_epoch::usable(conn.version::<OffsetForLeaderEpochRequest>().ok()) {
+        return Ok(parts
+            .iter()
+            .map(|(tp, _)| (tp.clone(), ValidationAnswer::Unsupported))
+            .collect());
+    }
+    let req = leader_epoch::offset_for_leader_epoch(parts.iter().map(|(tp, asked)| EpochOf {
+        partition: tp,
+        current_leader_epoch: asked.current_leader_epoch,
+        leader_epoch: asked.epoch,
+    }));
+    let resp = conn.call(&req).await?;
+    let mut out = HashMap::new();
+    for t in resp.topics {
+        for p in t.partitions {
+            let tp = TopicPartition {
+                topic: t.topic.0.to_string(),
+                partition: p.partition,
+            };
+            let answer = if p.error_code == codes::NONE {
+                ValidationAnswer::End(EpochEndOffset {
+                    epoch: p.leader_epoch,
+                    end_offset: p.end_offset,
+                })
+            } else {
+                ValidationAnswer::Error(p.error_code)
+            };
+            out.insert(tp, answer);
+        }
+    }
+    Ok(out)
+}
+
+/// Applies validation answers under the lock ([`apply_validation`]). Returns whether metadata
+/// should be refreshed.
+pub(super) fn handle_validation(
+    shared: &Shared,
+    done: Vec<(TopicPartition, ValidationAsked, ValidationAnswer)>,
+) -> bool {
+    let reset_allowed = reset_policy(&shared.config).is_some();
+    let mut st = shared.lock();
+    let mut refresh = false;
+    let mut errors = Vec::new();
+    let mut freed = 0;
+    for (tp, asked, answer) in done {
+        let Some(p) = st.partitions.get_mut(&tp) else {
+            continue;
+        };
+        let applied = apply_validation(p, &tp, &asked, answer, reset_allowed);
+        freed += applied.freed;
+        refresh |= applied.refresh;
+        errors.extend(applied.error);
+    }
+    st.buffered_bytes -= freed;
+    for e in errors {
+        if !matches!(st.errors.back(), Some(last) if *last == e) {
+            shared.push_error(&mut st, e);
+        }
+    }
+    // Records held back while the positions were validated may be handed out now.
+    shared.data_ready.notify_all();
+    refresh
 }

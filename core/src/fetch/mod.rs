@@ -7,7 +7,9 @@
 //!
 //! - [`state`]: a partition's fetch state (position, main and recovery streams, buffers).
 //! - [`apply`]: the pure step from one partition's decoded fetch answer to its next state.
-//! - [`lookup`]: position lookups (committed offset, `auto.offset.reset`, KIP-333 takeovers).
+//! - [`lookup`]: position lookups (committed offset, `auto.offset.reset`, KIP-333 takeovers) and
+//!   KIP-320's position validations.
+//! - [`validate`]: the pure part of KIP-320's position validation after a leader change.
 //! - [`task`]: the fetch task, the only part that does I/O. It decodes and decompresses each
 //!   answer before it takes the lock `poll()` needs, which then covers only the hand-over of the
 //!   records ready for delivery.
@@ -30,6 +32,7 @@ mod apply;
 mod lookup;
 mod state;
 mod task;
+mod validate;
 
 pub(crate) use lookup::PositionLookup;
 #[cfg(test)]

@@ -28,6 +28,15 @@ pub(crate) struct PartitionState {
     /// delivered in the epoch, epoch), oldest first, at most [`EPOCH_STARTS_KEPT`]. A commit of
     /// an offset the position has passed finds its epoch here ([`PartitionState::epoch_at`]).
     pub epoch_starts: VecDeque<(i64, i32)>,
+    /// KIP-320: the leader epoch the position is known to be right under (the Java client's
+    /// `FetchPosition.currentLeader`): the epoch of the leader it was validated against, or that
+    /// answered the ListOffsets it came from, or the metadata's when it had no epoch to check;
+    /// -1 when none. Metadata naming a newer leader epoch has the position validated before the
+    /// next fetch ([`super::validate`]).
+    pub leader_epoch: i32,
+    /// KIP-320: the position waits for validation against a new leader; meanwhile neither stream
+    /// fetches nor hands out records.
+    pub validation: Option<Validation>,
     pub lookup: Option<PositionLookup>,
     /// Set while a position lookup for this partition is running.
     pub lookup_in_flight: bool,
@@ -64,6 +73,15 @@ pub(crate) fn fetch_target(
         Some((replica, until)) if now < until && is_known_broker(replica) => replica,
         _ => leader,
     }
+}
+
+/// A position's validation against a new leader (KIP-320).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Validation {
+    /// The leader epoch the metadata names, sent as the request's `current_leader_epoch`.
+    pub leader_epoch: i32,
+    /// An OffsetForLeaderEpoch request for it is waiting for its answer.
+    pub in_flight: bool,
 }
 
 /// How many leader epoch changes of its delivered records a partition remembers for commits.
@@ -272,11 +290,14 @@ pub(crate) struct Recovery {
 }
 
 impl Recovery {
-    /// The recovery stream for `state`'s ranges, or `None` when there are none.
-    pub(super) fn start(state: RecoveryState, backoff: Backoff) -> Option<Recovery> {
+    /// The recovery stream for `state`'s ranges, or `None` when there are none. `epoch`: the
+    /// leader epoch of the record before its first fetch offset where known (the committed
+    /// offset's, KIP-320), else -1.
+    pub(super) fn start(state: RecoveryState, backoff: Backoff, epoch: i32) -> Option<Recovery> {
         let (next, end) = state.next_fetches().recovery?;
         let mut stream = Stream::new(backoff);
         stream.fetch_offset = Some(next);
+        stream.fetch_epoch = epoch;
         Some(Recovery {
             ranges: state.ranges,
             stream,
@@ -284,14 +305,19 @@ impl Recovery {
         })
     }
 
-    /// The stream fetched everything below `next` in its current range: carry on there, or move
-    /// on to the next range once this one is fetched to its end (nothing left: `None`).
-    pub(super) fn fetched_to(&mut self, next: i64) {
+    /// The stream fetched everything below `next` in its current range, the last batch of leader
+    /// epoch `epoch` (KIP-320): carry on there, or move on to the next range once this one is
+    /// fetched to its end (nothing left: `None`). The record before the next range's start was
+    /// not fetched, so its epoch is unknown there (-1): an older epoch sent with a later offset
+    /// would have the leader answer with a divergence that is not one.
+    pub(super) fn fetched_to(&mut self, next: i64, epoch: i32) {
         if next < self.fetch_end {
             self.stream.fetch_offset = Some(next);
+            self.stream.fetch_epoch = epoch;
             return;
         }
         let fetch_end = self.fetch_end;
+        self.stream.fetch_epoch = -1;
         match self.ranges.iter().find(|r| r.start >= fetch_end) {
             Some(r) => {
                 self.stream.fetch_offset = Some(r.next);
@@ -299,6 +325,18 @@ impl Recovery {
             }
             None => self.stream.fetch_offset = None,
         }
+    }
+
+    /// Fetches the ranges again from what was delivered of the first (the buffer is dropped), in
+    /// no known epoch. Returns the bytes freed.
+    pub(super) fn restart(&mut self) -> usize {
+        let freed = self.stream.clear_buffer();
+        if let Some(first) = self.ranges.first() {
+            self.stream.fetch_offset = Some(first.next);
+            self.fetch_end = first.end;
+        }
+        self.stream.fetch_epoch = -1;
+        freed
     }
 
     /// With nothing buffered, every offset below the fetch cursor was delivered or does not exist
@@ -336,6 +374,8 @@ impl PartitionState {
             position: None,
             position_epoch: -1,
             epoch_starts: VecDeque::new(),
+            leader_epoch: -1,
+            validation: None,
             lookup: Some(lookup),
             lookup_in_flight: false,
             paused: false,
@@ -370,6 +410,7 @@ impl PartitionState {
         self.position_epoch = -1;
         self.epoch_starts.clear();
         self.main.fetch_epoch = -1;
+        self.validation = None;
         self.lookup = None;
         self.cursor += 1;
         self.main.failing = false;
@@ -385,9 +426,32 @@ impl PartitionState {
         self.epoch_starts.clear();
         self.main.fetch_offset = None;
         self.main.fetch_epoch = -1;
+        self.leader_epoch = -1;
+        self.validation = None;
         self.lookup = Some(lookup);
         self.cursor += 1;
         freed
+    }
+
+    /// A looked-up position: the main stream starts at `offset`, the record before it of leader
+    /// epoch `epoch` where known (a committed offset's, or a ListOffsets answer's, KIP-320), the
+    /// position known right under leader epoch `leader_epoch` (-1: to be validated once the
+    /// metadata names one, if `epoch` is known).
+    pub(super) fn start_at(&mut self, offset: i64, epoch: i32, leader_epoch: i32) {
+        self.position = Some(offset);
+        self.main.fetch_offset = Some(offset);
+        self.position_epoch = epoch;
+        self.main.fetch_epoch = epoch;
+        self.leader_epoch = leader_epoch;
+        self.lookup = None;
+        self.progressed();
+    }
+
+    /// Whether `poll()` may hand out this partition's records now: not while paused, nor while
+    /// its position waits for validation against a new leader (what is buffered was fetched
+    /// from the old one, and may be gone from the log).
+    pub fn delivers(&self) -> bool {
+        !self.paused && self.validation.is_none()
     }
 
     /// With nothing buffered, the position is the fetch offset, and its epoch the last fetched.
@@ -400,21 +464,48 @@ impl PartitionState {
 
     /// KIP-320: the main stream starts again from `offset` of leader epoch `epoch` (the
     /// position after a log truncation, or the point where the leader's log diverged): what
-    /// was buffered is dropped, and with it any answer in flight; recovery ranges at or above
-    /// `offset` are dropped too, as for a reset below them. Returns the bytes freed.
+    /// was buffered is dropped, and with it any answer in flight; recovery ranges end at
+    /// `offset` ([`PartitionState::truncate_recovery_at`]). Returns the bytes freed.
     pub(super) fn restart_at(&mut self, offset: i64, epoch: i32) -> usize {
         let mut freed = self.main.clear_buffer();
-        if self.recovery.as_ref().is_some_and(|r| offset < r.max_end()) {
-            freed += self.cancel_recovery();
-        }
+        freed += self.truncate_recovery_at(offset);
         self.position = Some(offset);
         self.position_epoch = epoch;
         self.epoch_starts.clear();
         self.main.fetch_offset = Some(offset);
         self.main.fetch_epoch = epoch;
+        self.validation = None;
         self.lookup = None;
         self.cursor += 1;
         freed
+    }
+
+    /// KIP-320: the log from `offset` on is not what was read (a truncation): the recovery
+    /// ranges end there, as a commit of `offset` would end them ([`RecoveryState::committed_at`]):
+    /// their records below it are still in the log and still owed, those from it on are gone
+    /// (the main stream reads what the log holds there now). A recovery stream that fetched past
+    /// `offset` starts its ranges again, in no known epoch; none left, it ends. Returns the bytes
+    /// freed.
+    pub(super) fn truncate_recovery_at(&mut self, offset: i64) -> usize {
+        let Some(rc) = self.recovery.as_mut() else {
+            return 0;
+        };
+        let max_end = rc.max_end();
+        if offset >= max_end {
+            return 0; // every range, and all the stream fetched, lies below the truncation
+        }
+        let kept = RecoveryState {
+            main_next: max_end,
+            ranges: std::mem::take(&mut rc.ranges),
+        }
+        .committed_at(offset)
+        .ranges;
+        if kept.is_empty() {
+            return self.cancel_recovery();
+        }
+        tracing::info!(topic = %self.topic, offset, ranges = ?kept, "recovery ranges end at the truncation");
+        rc.ranges = kept;
+        rc.restart()
     }
 
     /// KIP-320: the leader epoch to commit with `offset` (the next record to read): the
@@ -543,13 +634,17 @@ impl PartitionState {
         ))
     }
 
-    /// Each stream that may fetch now, with its offset.
+    /// Each stream that may fetch now, with its offset: none while the position waits for
+    /// validation (KIP-320).
     pub(super) fn fetchable(
         &self,
         now: Instant,
         max_partition_fetch_bytes: i32,
     ) -> Vec<(StreamKind, i64)> {
         let mut out = Vec::new();
+        if self.validation.is_some() {
+            return out;
+        }
         if let Some(o) = self.main.wants_fetch(now, max_partition_fetch_bytes) {
             out.push((StreamKind::Main, o));
         }
@@ -563,13 +658,16 @@ impl PartitionState {
         out
     }
 
-    /// KIP-320: the `last_fetched_epoch` a fetch of the `kind` stream sends: the main stream's
-    /// last fetched epoch; -1 (no check) for a recovery stream, whose ranges lie below the main
-    /// stream's position: a truncation that reaches them shows on the main stream.
+    /// KIP-320: the `last_fetched_epoch` a fetch of the `kind` stream sends: the leader epoch of
+    /// the last batch that stream fetched below its fetch offset, -1 when unknown (no check).
+    /// A recovery stream checks its own: its ranges lie below the main stream's position, but
+    /// the main stream's epoch may be unknown (a takeover's main stream starts from a token,
+    /// with no record read yet), and a recovery fetch that goes first would otherwise read what
+    /// a new leader wrote at offsets that were truncated.
     pub(super) fn last_fetched_epoch(&self, kind: StreamKind) -> i32 {
         match kind {
             StreamKind::Main => self.main.fetch_epoch,
-            StreamKind::Recovery => -1,
+            StreamKind::Recovery => self.recovery.as_ref().map_or(-1, |r| r.stream.fetch_epoch),
         }
     }
 

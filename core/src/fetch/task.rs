@@ -10,8 +10,12 @@ use bytes::Bytes;
 use tokio::task::JoinSet;
 
 use super::apply::{apply, fetch_failed, select, Asked, EpochEndOffset, PartitionAnswer, Selected};
-use super::lookup::{lookup_positions, reset_policy, LookupOutcome, PositionLookup};
+use super::lookup::{
+    handle_validation, lookup_positions, reset_policy, validate_positions, LookupOutcome,
+    PositionLookup,
+};
 use super::state::{fetch_target, PartitionState, Recovery, Stream, StreamKind};
+use super::validate::{self, ValidationAnswer, ValidationAsked};
 use super::Shared;
 use crate::backoff::{Deadline, Retry};
 use crate::config::ConsumerConfig;
@@ -57,6 +61,8 @@ enum TaskDone {
         Result<Vec<(TopicPartition, LookupOutcome)>>,
     ),
     Metadata(Result<()>),
+    /// KIP-320: validations of positions after a leader change.
+    Validation(Vec<(TopicPartition, ValidationAsked, ValidationAnswer)>),
 }
 
 /// The fetch task: runs until the consumer closes.
@@ -75,6 +81,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let meta = shared.cluster.metadata();
         let mut plans: Vec<FetchPlan> = Vec::new();
         let mut lookups: Vec<(TopicPartition, PositionLookup, u64)> = Vec::new();
+        let mut validations: Vec<(TopicPartition, ValidationAsked)> = Vec::new();
         {
             let mut st = shared.lock();
             if st.closed {
@@ -103,9 +110,11 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 };
                 let max_bytes = shared.config.max_partition_fetch_bytes;
                 let idle = |s: &Stream| p.paused || buffer_full || s.buffer_full(max_bytes);
-                let main_activity =
-                    p.main
-                        .activity(p.lookup_in_flight, idle(&p.main), p.lookup.is_some());
+                let main_activity = p.main.activity(
+                    p.lookup_in_flight || validate::in_flight(p),
+                    idle(&p.main),
+                    p.lookup.is_some(),
+                );
                 let recovery_activity = p
                     .recovery
                     .as_ref()
@@ -131,6 +140,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     if !p.lookup_in_flight && now >= p.main.next_attempt {
                         lookups.push((tp.clone(), l, p.cursor));
                     }
+                }
+                // KIP-320: a newer leader epoch has the position validated first, paused or not
+                // (as the Java client does).
+                let (leader, epoch) = meta
+                    .partition(&tp.topic, tp.partition)
+                    .map_or((-1, -1), |i| (i.leader, i.leader_epoch));
+                match validate::plan(p, leader, epoch, now) {
+                    validate::Planned::Send(v) => validations.push((tp.clone(), v)),
+                    validate::Planned::NeedsLeader => metadata_wanted = true,
+                    validate::Planned::Nothing => {}
                 }
                 if p.paused || buffer_full {
                     continue;
@@ -273,6 +292,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 }
             });
         }
+        if !validations.is_empty() {
+            let shared2 = shared.clone();
+            tasks.spawn(async move {
+                TaskDone::Validation(validate_positions(&shared2, validations).await)
+            });
+        }
         if !lookup_in_flight && !lookups.is_empty() {
             lookup_in_flight = true;
             let shared2 = shared.clone();
@@ -318,6 +343,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 if handle_lookup(&shared, keys, result) {
                     metadata_wanted = true;
                 }
+            }
+            Some(TaskDone::Validation(done)) => {
+                metadata_wanted |= handle_validation(&shared, done);
             }
             Some(TaskDone::Metadata(r)) => {
                 metadata_in_flight = false;
@@ -616,20 +644,24 @@ fn handle_lookup(
             continue;
         }
         match outcome {
-            LookupOutcome::Position(o, epoch) => {
+            LookupOutcome::Position {
+                offset: o,
+                epoch,
+                leader_epoch,
+            } => {
                 // A main stream reset below a backlog range re-reads it: the range is dropped.
                 if p.recovery.as_ref().is_some_and(|r| o < r.max_end()) {
                     freed += p.cancel_recovery();
                 }
-                p.position = Some(o);
-                p.main.fetch_offset = Some(o);
-                // KIP-320: a committed offset's epoch is checked on the first fetch.
-                p.position_epoch = epoch;
-                p.main.fetch_epoch = epoch;
-                p.lookup = None;
-                p.progressed();
+                // KIP-320: an epoch is checked before (validation) or on the first fetch.
+                p.start_at(o, epoch, leader_epoch);
             }
-            LookupOutcome::Recover(state) => {
+            LookupOutcome::Recover {
+                state,
+                main_epoch,
+                leader_epoch,
+                recovery_epoch,
+            } => {
                 tracing::info!(
                     topic = %tp.topic,
                     partition = tp.partition,
@@ -638,12 +670,9 @@ fn handle_lookup(
                     "backlog drains in a recovery stream; the main stream starts after it"
                 );
                 freed += p.cancel_recovery();
-                p.position = Some(state.main_next);
-                p.main.fetch_offset = Some(state.main_next);
-                p.lookup = None;
-                p.progressed();
+                p.start_at(state.main_next, main_epoch, leader_epoch);
                 p.committed_at_takeover = Some(state.low_water_mark());
-                p.recovery = Recovery::start(state, shared.backoff());
+                p.recovery = Recovery::start(state, shared.backoff(), recovery_epoch);
             }
             LookupOutcome::NoOffset => {
                 // auto.offset.reset=none: the application must seek. Report once.

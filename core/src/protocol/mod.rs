@@ -8,6 +8,7 @@ pub(crate) mod commit;
 pub(crate) mod consumer_protocol;
 pub(crate) mod fetch;
 pub(crate) mod group;
+pub(crate) mod leader_epoch;
 pub(crate) mod metadata;
 pub(crate) mod offsets;
 pub(crate) mod produce;

@@ -45,6 +45,7 @@ apis! {
     Metadata: MetadataRequest => MetadataResponse,
     OffsetCommit: OffsetCommitRequest => OffsetCommitResponse,
     OffsetFetch: OffsetFetchRequest => OffsetFetchResponse,
+    OffsetForLeaderEpoch: OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse,
     Produce: ProduceRequest => ProduceResponse,
     SaslAuthenticate: SaslAuthenticateRequest => SaslAuthenticateResponse,
     SaslHandshake: SaslHandshakeRequest => SaslHandshakeResponse,
@@ -66,6 +67,8 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
         ApiKey::Metadata => 12,
         ApiKey::OffsetCommit => 9,
         ApiKey::OffsetFetch => 7,
+        // KIP-320's position validation; a consumer needs v3+ (see `protocol::leader_epoch`).
+        ApiKey::OffsetForLeaderEpoch => 4,
         ApiKey::FindCoordinator => 4,
         ApiKey::JoinGroup => 9,
         ApiKey::SyncGroup => 5,

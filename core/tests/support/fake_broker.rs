@@ -8,10 +8,13 @@
 //! For a consumer with a `group.id` and manual assignment it is also the group coordinator as
 //! far as committed offsets go (FindCoordinator, OffsetFetch, OffsetCommit), and for a
 //! subscribed consumer the coordinator of a one-member group (JoinGroup, SyncGroup, Heartbeat,
-//! LeaveGroup), whose Heartbeat answers can be set to an error.
+//! LeaveGroup), whose Heartbeat answers can be set to an error. KIP-320: its records are of
+//! leader epoch 0, the leader epoch its Metadata names can be moved on, and OffsetForLeaderEpoch
+//! answers where epoch 0 ends (the log end, or what the test sets: a truncation a Fetch never
+//! shows, since its Fetch answers never name a diverging epoch).
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicI16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI16, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,13 +35,17 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
     ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, RequestHeader, ResponseHeader,
-    SyncGroupRequest, SyncGroupResponse, TopicName,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader, SyncGroupRequest,
+    SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 use lagless::protocol::records::{BatchBuilder, Compression};
@@ -109,6 +116,19 @@ struct State {
     refused_commits: std::sync::Mutex<Vec<(i32, i64)>>,
     /// The API keys whose requests are read and never answered, connections staying open.
     stalled: std::sync::Mutex<Vec<ApiKey>>,
+    /// KIP-320: the leader epoch Metadata names for every partition (records are of epoch 0).
+    leader_epoch: AtomicI32,
+    /// Whether ApiVersions lists OffsetForLeaderEpoch (false: a broker that cannot validate).
+    offset_for_leader_epoch: AtomicBool,
+    /// Where OffsetForLeaderEpoch says epoch 0 ends for every partition (`None`: its log end).
+    epoch_end: std::sync::Mutex<Option<(i32, i64)>>,
+    /// The next this many OffsetForLeaderEpoch partition answers are this error code.
+    epoch_failures: AtomicUsize,
+    epoch_error: AtomicI16,
+    /// (partition, current_leader_epoch, leader_epoch) of every OffsetForLeaderEpoch partition.
+    epoch_requests: std::sync::Mutex<Vec<(i32, i32, i32)>>,
+    /// Metadata requests answered.
+    metadata_requests: AtomicUsize,
 }
 
 impl State {
@@ -199,6 +219,13 @@ impl FakeBroker {
             refused_commits: std::sync::Mutex::new(Vec::new()),
             commit_error: AtomicI16::new(0),
             stalled: std::sync::Mutex::new(Vec::new()),
+            leader_epoch: AtomicI32::new(0),
+            offset_for_leader_epoch: AtomicBool::new(true),
+            epoch_end: std::sync::Mutex::new(None),
+            epoch_failures: AtomicUsize::new(0),
+            epoch_error: AtomicI16::new(0),
+            epoch_requests: std::sync::Mutex::new(Vec::new()),
+            metadata_requests: AtomicUsize::new(0),
         });
         let st = state.clone();
         runtime.spawn(async move {
@@ -275,6 +302,43 @@ impl FakeBroker {
     pub fn heartbeats_failed(&self) -> usize {
         self.state.heartbeats_failed.load(Ordering::Relaxed)
     }
+
+    /// KIP-320: Metadata names leader epoch `epoch` for every partition from now on (a new
+    /// leader, as far as a client can tell).
+    pub fn set_leader_epoch(&self, epoch: i32) {
+        self.state.leader_epoch.store(epoch, Ordering::Relaxed);
+    }
+
+    /// OffsetForLeaderEpoch answers that the log of the last epoch at or below the one asked is
+    /// `epoch`, ending at `end_offset`, for every partition (a truncated log, when below what a
+    /// client read). Fetch answers go on as before.
+    pub fn set_epoch_end(&self, epoch: i32, end_offset: i64) {
+        *self.state.epoch_end.lock().unwrap() = Some((epoch, end_offset));
+    }
+
+    /// The next `count` partition answers of OffsetForLeaderEpoch are `code`.
+    pub fn fail_epoch_requests(&self, code: i16, count: usize) {
+        self.state.epoch_error.store(code, Ordering::Relaxed);
+        self.state.epoch_failures.store(count, Ordering::Relaxed);
+    }
+
+    /// ApiVersions leaves OffsetForLeaderEpoch out from now on (for connections made after).
+    pub fn without_offset_for_leader_epoch(&self) {
+        self.state
+            .offset_for_leader_epoch
+            .store(false, Ordering::Relaxed);
+    }
+
+    /// (partition, current_leader_epoch, leader_epoch) of each partition OffsetForLeaderEpoch
+    /// asked about so far.
+    pub fn epoch_requests(&self) -> Vec<(i32, i32, i32)> {
+        self.state.epoch_requests.lock().unwrap().clone()
+    }
+
+    /// Metadata requests answered so far.
+    pub fn metadata_requests(&self) -> usize {
+        self.state.metadata_requests.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for FakeBroker {
@@ -307,7 +371,11 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
         match api {
             ApiKey::ApiVersions => {
                 ApiVersionsRequest::decode(&mut buf, version)?;
-                let answer = api_versions(st.fetch_max_version, st.api_versions_max);
+                let answer = api_versions(
+                    st.fetch_max_version,
+                    st.api_versions_max,
+                    st.offset_for_leader_epoch.load(Ordering::Relaxed),
+                );
                 match st.api_versions_max {
                     Some(max) if version > max => answer
                         .with_error_code(lagless::error::codes::UNSUPPORTED_VERSION)
@@ -322,6 +390,10 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
             ApiKey::ListOffsets => {
                 let req = ListOffsetsRequest::decode(&mut buf, version)?;
                 list_offsets(&st, &req).encode(&mut body, version)?;
+            }
+            ApiKey::OffsetForLeaderEpoch => {
+                let req = OffsetForLeaderEpochRequest::decode(&mut buf, version)?;
+                offset_for_leader_epoch(&st, &req).encode(&mut body, version)?;
             }
             ApiKey::Fetch => {
                 let req = FetchRequest::decode(&mut buf, version)?;
@@ -373,6 +445,7 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
 fn api_versions(
     fetch_max_version: Option<i16>,
     api_versions_max: Option<i16>,
+    offset_for_leader_epoch: bool,
 ) -> ApiVersionsResponse {
     fn v<M: Message>(key: ApiKey) -> ApiVersion {
         ApiVersion::default()
@@ -380,7 +453,7 @@ fn api_versions(
             .with_min_version(M::VERSIONS.min)
             .with_max_version(lagless_max_version(key))
     }
-    ApiVersionsResponse::default().with_api_keys(vec![
+    let mut keys = vec![
         match api_versions_max {
             Some(max) => ApiVersion::default()
                 .with_api_key(ApiKey::ApiVersions as i16)
@@ -404,7 +477,13 @@ fn api_versions(
                 .with_max_version(max),
             None => v::<FetchRequest>(ApiKey::Fetch),
         },
-    ])
+    ];
+    if offset_for_leader_epoch {
+        keys.push(v::<OffsetForLeaderEpochRequest>(
+            ApiKey::OffsetForLeaderEpoch,
+        ));
+    }
+    ApiVersionsResponse::default().with_api_keys(keys)
 }
 
 fn topic_name(s: &str) -> TopicName {
@@ -412,6 +491,8 @@ fn topic_name(s: &str) -> TopicName {
 }
 
 fn metadata(st: &State, req: &MetadataRequest) -> MetadataResponse {
+    st.metadata_requests.fetch_add(1, Ordering::Relaxed);
+    let leader_epoch = st.leader_epoch.load(Ordering::Relaxed);
     let names: Vec<String> = match &req.topics {
         None => vec![st.topic.clone()],
         Some(ts) => ts
@@ -440,7 +521,7 @@ fn metadata(st: &State, req: &MetadataRequest) -> MetadataResponse {
                     MetadataResponsePartition::default()
                         .with_partition_index(i as i32)
                         .with_leader_id(BrokerId(leader))
-                        .with_leader_epoch(0)
+                        .with_leader_epoch(leader_epoch)
                         .with_replica_nodes(vec![BrokerId(NODE_ID)])
                         .with_isr_nodes(vec![BrokerId(NODE_ID)])
                 })
@@ -516,9 +597,10 @@ fn batch(from: i64, to: i64) -> Bytes {
         );
     }
     let mut bytes = b.finish().unwrap().to_vec();
-    // The builder writes base offset 0 (a producer's batch); a broker's log has real offsets.
-    // The base offset is outside the CRC.
+    // The builder writes base offset 0 and no leader epoch (a producer's batch); a broker's log
+    // has real offsets, and its leader's epoch (0). Both are outside the CRC.
     bytes[..8].copy_from_slice(&from.to_be_bytes());
+    bytes[12..16].copy_from_slice(&0i32.to_be_bytes());
     Bytes::from(bytes)
 }
 
@@ -801,4 +883,55 @@ fn heartbeat(st: &State) -> HeartbeatResponse {
         st.heartbeats_failed.fetch_add(1, Ordering::Relaxed);
     }
     HeartbeatResponse::default().with_error_code(code)
+}
+
+/// KIP-320: where epoch 0 (every record's) ends: the log end, or what the test set. A
+/// `current_leader_epoch` other than the Metadata's is fenced as a broker fences it.
+fn offset_for_leader_epoch(
+    st: &State,
+    req: &OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let leader_epoch = st.leader_epoch.load(Ordering::Relaxed);
+    let set = *st.epoch_end.lock().unwrap();
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    st.epoch_requests.lock().unwrap().push((
+                        p.partition,
+                        p.current_leader_epoch,
+                        p.leader_epoch,
+                    ));
+                    let r = EpochEndOffset::default().with_partition(p.partition);
+                    let i = p.partition as usize;
+                    if t.topic.0.as_str() != st.topic || i >= st.partitions.len() {
+                        return r.with_error_code(3);
+                    }
+                    if st
+                        .epoch_failures
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        .is_ok()
+                    {
+                        return r.with_error_code(st.epoch_error.load(Ordering::Relaxed));
+                    }
+                    if p.current_leader_epoch >= 0 && p.current_leader_epoch < leader_epoch {
+                        return r.with_error_code(74); // FENCED_LEADER_EPOCH
+                    }
+                    if p.current_leader_epoch > leader_epoch {
+                        return r.with_error_code(75); // UNKNOWN_LEADER_EPOCH
+                    }
+                    let (epoch, end) = set.unwrap_or((0, st.available(i)));
+                    r.with_leader_epoch(epoch).with_end_offset(end)
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
 }
