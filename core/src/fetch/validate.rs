@@ -13,7 +13,7 @@ use std::time::Instant;
 use super::apply::{diverged, Applied, EpochEndOffset};
 use super::state::{PartitionState, Validation};
 use crate::error::{codes, Error};
-use crate::TopicPartition;
+use crate::types::TopicPartition;
 
 /// What a position needs once the metadata names a partition's leader epoch ([`on_leader_epoch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use crate::protocol::msg::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use crate::protocol::msg::{BrokerId, OffsetForLeaderEpochRequest, StrBytes, TopicName};
-use crate::TopicPartition;
+use crate::types::TopicPartition;
 
 /// The lowest version a consumer sends, as the Java client's `forConsumer`: before v3 the request
 /// has no replica id (it was for followers only) and the broker asks for CLUSTER permission,
