@@ -467,6 +467,7 @@ mod tests {
             compression: Compression::None,
             data: Bytes::from(vec![b'v'; 10]),
             spans: offsets.iter().map(|&o| record(o)).collect(),
+            inflated_bytes: 0,
         }
     }
 

@@ -282,6 +282,17 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     decision =
                         budget::decide(limits, budget, parts.len(), expansion, starving, false);
                 }
+                tracing::trace!(
+                    broker,
+                    ?kind,
+                    partitions = parts.len(),
+                    held = budget.held,
+                    kept = budget.kept,
+                    reserved = budget.reserved,
+                    expansion,
+                    ?decision,
+                    "fetch budget"
+                );
                 let Decision::Send {
                     max_bytes,
                     reserve,
@@ -607,18 +618,12 @@ async fn decode_answer(
     }
 }
 
-/// The bytes decoding allocated beside the records field it read: inflated batches and span
-/// vectors (headers, rare and small, are left out).
+/// The bytes decoding allocated beside the records field it read, as the budget counts them
+/// (capacities): inflated batches and span vectors (headers, rare and small, are left out).
 fn allocated_by(d: &DecodedRecords) -> usize {
     d.batches
         .iter()
-        .map(|b| {
-            let inflated = match b.compression {
-                crate::protocol::records::Compression::None => 0,
-                _ => b.data.len(),
-            };
-            inflated + b.spans.capacity() * std::mem::size_of::<RecordSpans>()
-        })
+        .map(|b| b.inflated_bytes + b.spans.capacity() * std::mem::size_of::<RecordSpans>())
         .sum()
 }
 

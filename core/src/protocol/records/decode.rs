@@ -113,7 +113,7 @@ pub(super) fn decode_batch(
         )));
     }
     let record_count = record_count as usize;
-    let (data, spans) = if compression == Compression::None {
+    let (data, spans, inflated_bytes) = if compression == Compression::None {
         let region = start + RECORDS_AT..start + b.len();
         if record_count > region.len() / MIN_RECORD_SIZE {
             return Err(Error::Corrupt(format!(
@@ -125,6 +125,7 @@ pub(super) fn decode_batch(
         (
             data.clone(),
             decode_records(data, region, record_count, &ctx, &pools.spans)?,
+            0,
         )
     } else {
         if !compression.is_enabled() {
@@ -138,11 +139,12 @@ pub(super) fn decode_batch(
                 compression.name()
             ))
         })?;
+        let capacity = inflated.capacity();
         // A large buffer goes back to its pool once the batch's last record is dropped.
         let inflated = Pool::bytes(&pools.inflated, inflated);
         let len = inflated.len();
         let spans = decode_records(&inflated, 0..len, record_count, &ctx, &pools.spans)?;
-        (inflated, spans)
+        (inflated, spans, capacity)
     };
     Ok(Batch {
         base_offset,
@@ -155,6 +157,7 @@ pub(super) fn decode_batch(
         compression,
         data,
         spans,
+        inflated_bytes,
     })
 }
 

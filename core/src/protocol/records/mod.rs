@@ -193,6 +193,9 @@ pub struct Batch {
     /// The batch's records, in offset order (a vector of the pool that decoded it, counted
     /// while the batch or its records' spans are alive).
     pub spans: Held<RecordSpans>,
+    /// The capacity of the buffer a compressed batch was inflated into (0 for an uncompressed
+    /// batch): what a consumer's budget counts for it, with the span vector's.
+    pub inflated_bytes: usize,
 }
 
 impl Batch {
