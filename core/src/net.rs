@@ -73,7 +73,8 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects, then negotiates versions with ApiVersions.
+    /// Connects, then negotiates versions with ApiVersions. Answers are read into buffers of
+    /// `answers` (the cluster's pool).
     pub async fn connect(
         addr: &str,
         security: &Security,
