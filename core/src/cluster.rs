@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
 use crate::backoff::{retry_until, retry_until_if, Backoff, Deadline, Retry};
+use crate::buffers::AnswerPool;
 use crate::config::CommonConfig;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 use crate::net::Connection;
@@ -103,10 +104,18 @@ pub struct Cluster {
     /// The latest metadata failure, so a caller that timed out waiting for another refresh can
     /// say why the cluster did not answer.
     last_refresh_error: StdMutex<Option<Error>>,
+    /// The buffers every connection reads its answers into.
+    answers: Arc<AnswerPool>,
 }
 
 impl Cluster {
     pub fn new(config: CommonConfig) -> Arc<Cluster> {
+        Cluster::with_answers(config, Arc::new(AnswerPool::new()))
+    }
+
+    /// A cluster whose connections read their answers into `answers` (a consumer's pool,
+    /// counted against its `fetch.buffer.max.bytes`).
+    pub fn with_answers(config: CommonConfig, answers: Arc<AnswerPool>) -> Arc<Cluster> {
         Arc::new(Cluster {
             config,
             metadata: RwLock::new(Arc::new(Metadata::default())),
@@ -114,6 +123,7 @@ impl Cluster {
             interest: StdMutex::new((BTreeSet::new(), false)),
             refresh_lock: Mutex::new(()),
             last_refresh_error: StdMutex::new(None),
+            answers,
         })
     }
 
@@ -225,11 +235,18 @@ impl Cluster {
         let client_id = self.config.client_id.clone();
         let setup_timeout = self.config.socket_connection_setup_timeout;
         let request_timeout = self.config.request_timeout;
+        let answers = self.answers.clone();
         let setup = tokio::spawn(async move {
             let addr = s.addr.clone();
-            let connected =
-                Connection::connect(&addr, &security, &client_id, setup_timeout, request_timeout)
-                    .await;
+            let connected = Connection::connect(
+                &addr,
+                &security,
+                &client_id,
+                setup_timeout,
+                request_timeout,
+                answers,
+            )
+            .await;
             match connected {
                 // The failures in a row are forgotten once a connection has served a request
                 // (`reconnect_wait`), not here: a broker that accepts connections and cuts each

@@ -151,8 +151,9 @@ impl Consumer {
     /// A consumer whose I/O tasks run on `engine`: its own runtime, or the application's (the
     /// async front).
     pub(crate) fn on_engine(config: ConsumerConfig, engine: Engine) -> Result<Consumer> {
-        let cluster = Cluster::new(config.common.clone());
-        let shared = Shared::new(cluster, config);
+        let buffers = crate::buffers::FetchBuffers::new();
+        let cluster = Cluster::with_answers(config.common.clone(), buffers.answers.clone());
+        let shared = Shared::new(cluster, config, buffers);
         engine.handle().spawn(fetch::run(shared.clone()));
         let (commits_tx, commits_done) = mpsc::channel();
         Ok(Consumer {
@@ -820,26 +821,24 @@ impl Streams {
 /// What a `poll()` or `recv()` took from the fetch buffers.
 pub(crate) struct Taken {
     pub records: Vec<ConsumerRecord>,
-    /// A stream, or the whole buffer, dropped below its limit: the fetch task, which stops
-    /// fetching at the limit, should hear of it. Taking records from a buffer that was below
-    /// its limit already wakes nobody, so a `recv()` per record does not wake the fetch task
-    /// per record.
+    /// A stream dropped below its limit: the fetch task, which stops fetching for it at the
+    /// limit, should hear of it. Taking records from a buffer that was below its limit already
+    /// wakes nobody, so a `recv()` per record does not wake the fetch task per record. (The
+    /// consumer's budget, `fetch.buffer.max.bytes`, wakes the fetch task itself when the buffers
+    /// of the records taken come back.)
     pub refill: bool,
 }
 
-/// The buffer limits the fetch task stops at: a stream at `2 x max.partition.fetch.bytes`, the
-/// consumer at `fetch.buffer.max.bytes`.
+/// The buffer limit the fetch task stops at for a stream: `2 x max.partition.fetch.bytes`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BufferLimits {
     pub stream: usize,
-    pub total: usize,
 }
 
 impl BufferLimits {
     pub(crate) fn of(config: &ConsumerConfig) -> BufferLimits {
         BufferLimits {
             stream: 2 * config.max_partition_fetch_bytes.max(0) as usize,
-            total: config.fetch_buffer_max_bytes,
         }
     }
 }
@@ -907,13 +906,18 @@ fn drain_records(
             refill: false,
         };
     }
-    records.reserve(max.min(st.buffered_bytes));
+    // Room for what one poll usually takes; more grows the vector as it comes. Never sized by a
+    // setting: max.poll.records may be 2^31-1.
+    records.reserve(max.min(RECORDS_RESERVED));
     let refill = drain_records_into(st, max, limits, streams, &mut records);
     Taken { records, refill }
 }
 
-/// [`drain_records`] into `out` (empty on entry); returns whether a stream or the whole buffer
-/// dropped below its limit.
+/// What a poll reserves room for at first (`max.poll.records`' default).
+const RECORDS_RESERVED: usize = 500;
+
+/// [`drain_records`] into `out` (empty on entry); returns whether a stream dropped below its
+/// limit.
 fn drain_records_into(
     st: &mut fetch::FetchState,
     max: usize,
@@ -999,9 +1003,7 @@ fn drain_records_into(
             }
         }
     }
-    let total_before = st.buffered_bytes;
     st.buffered_bytes -= freed;
-    refill |= dropped_below(total_before, st.buffered_bytes, limits.total);
     refill
 }
 
@@ -1036,6 +1038,9 @@ mod tests {
             partitions: BTreeMap::new(),
             errors: Default::default(),
             buffered_bytes: 0,
+            reserved: 0,
+            expansion: fetch::Expansion::new(),
+            answers_with_records: 0,
             wakeup: false,
             closed: false,
             reported_unknown: Default::default(),
@@ -1058,10 +1063,7 @@ mod tests {
         st
     }
 
-    const NO_LIMITS: BufferLimits = BufferLimits {
-        stream: usize::MAX,
-        total: usize::MAX,
-    };
+    const NO_LIMITS: BufferLimits = BufferLimits { stream: usize::MAX };
 
     fn one(st: &mut fetch::FetchState, limits: BufferLimits) -> ((i32, i64), bool) {
         let taken = take_ready(st, 1, limits, Streams::Both)
@@ -1116,7 +1118,9 @@ mod tests {
     #[test]
     fn a_held_recovery_batch_ends_with_its_partition() {
         let config = recovery_config();
-        let shared = Shared::new(Cluster::new(config.common.clone()), config);
+        let buffers = crate::buffers::FetchBuffers::new();
+        let cluster = Cluster::with_answers(config.common.clone(), buffers.answers.clone());
+        let shared = Shared::new(cluster, config, buffers);
         let tp = TopicPartition::new("t", 0);
         let held = [RecoveryRange {
             start: 40,
@@ -1215,27 +1219,31 @@ mod tests {
         assert_eq!(batch(&mut st, 10), [(1, 1), (1, 2), (1, 3), (2, 2), (2, 3)]);
     }
 
-    /// The fetch task is woken only when a stream, or the whole buffer, drops below the limit
-    /// it stops fetching at, not on every record taken.
+    /// The fetch task is woken only when a stream drops below the limit it stops fetching at,
+    /// not on every record taken.
     #[test]
     fn the_fetch_task_hears_only_of_a_buffer_dropping_below_its_limit() {
         let mut st = buffered(2, 3, &[]);
         // Each stream holds 3 records.
-        let per_stream = BufferLimits {
-            stream: 3 * size(),
-            total: usize::MAX,
-        };
+        let per_stream = BufferLimits { stream: 3 * size() };
         let refills: Vec<bool> = (0..6).map(|_| one(&mut st, per_stream).1).collect();
         assert_eq!(refills, [true, true, false, false, false, false]);
-
-        let mut st = buffered(2, 3, &[]);
-        // 6 records in all: the first one taken drops the total below 5.5 records.
-        let total = BufferLimits {
-            stream: usize::MAX,
-            total: 11 * size() / 2,
-        };
-        let refills: Vec<bool> = (0..6).map(|_| one(&mut st, total).1).collect();
-        assert_eq!(refills, [true, false, false, false, false, false]);
         assert!(dropped_below(10, 9, 10) && !dropped_below(9, 0, 10) && !dropped_below(20, 10, 10));
+    }
+
+    /// A poll that may take 2^31-1 records reserves room for what it takes, not for that many
+    /// (nor one record per byte buffered, as it once did: a 64 MiB buffer reserved 64M records).
+    #[test]
+    fn a_huge_max_poll_records_reserves_room_only_for_what_comes() {
+        let mut st = buffered(2, 1000, &[]);
+        let taken = take_ready(&mut st, i32::MAX as usize, NO_LIMITS, Streams::Both)
+            .unwrap()
+            .unwrap();
+        assert_eq!(taken.records.len(), 2000);
+        assert!(
+            taken.records.capacity() <= 2 * 2000,
+            "room for {} records",
+            taken.records.capacity()
+        );
     }
 }

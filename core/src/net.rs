@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::backoff::Deadline;
-use crate::buffers::Pool;
+use crate::buffers::{AnswerBuffer, AnswerPool};
 use crate::error::{codes, Error, Result};
 use crate::protocol::msg::{
     ApiKey, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest, StrBytes,
@@ -74,13 +74,15 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects, then negotiates versions with ApiVersions.
+    /// Connects, then negotiates versions with ApiVersions. Answers are read into buffers of
+    /// `answers` (the cluster's pool).
     pub async fn connect(
         addr: &str,
         security: &Security,
         client_id: &str,
         setup_timeout: Duration,
         request_timeout: Duration,
+        answers: Arc<AnswerPool>,
     ) -> Result<Connection> {
         let setup_deadline = Instant::now() + setup_timeout;
         let stream = match tokio::time::timeout(setup_timeout, TcpStream::connect(addr)).await {
@@ -107,6 +109,7 @@ impl Connection {
             client_certificate: security.tls().is_some_and(|t| t.has_client_certificate()),
             sasl: security.sasl().is_some(),
             received: received.clone(),
+            answers,
         };
         let tasks = match security.tls() {
             None => {
@@ -534,6 +537,9 @@ struct Io {
     sasl: bool,
     /// Frames read: a timed-out request closes the connection only if nothing came back.
     received: Arc<AtomicU64>,
+    /// The pool the answers are read into: the cluster's (a consumer's counts them against its
+    /// `fetch.buffer.max.bytes`).
+    answers: Arc<AnswerPool>,
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
@@ -573,8 +579,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 
 async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
     let mut answered = 0u64;
-    // The connection's answers are read into buffers it keeps (see `crate::buffers`).
-    let buffers = Arc::new(Pool::new());
+    // The answers are read into buffers of the cluster's pool (see `crate::buffers`).
+    let buffers = io.answers.clone();
     let why = loop {
         let mut len = [0u8; 4];
         if let Err(e) = r.read_exact(&mut len).await {
@@ -608,22 +614,37 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
                 io.addr
             ));
         }
-        // Read into the buffer's spare capacity: zero-filling a fetch answer (up to
-        // fetch.max.bytes) before reading over it cost 3% of the CPU of reading 1 KB records.
-        let mut buf = buffers.take(len as usize);
-        let mut body = (&mut r).take(len as u64);
-        let short = loop {
-            match body.read_buf(&mut buf).await {
-                Ok(_) if buf.len() == len as usize => break None,
-                Ok(0) => break Some(std::io::ErrorKind::UnexpectedEof.into()),
-                Ok(_) => {}
-                Err(e) => break Some(e),
+        let len = len as usize;
+        let mut buf = match buffers.take(len) {
+            Ok(buf) => buf,
+            Err(e) => {
+                break Error::Transport(format!(
+                    "broker {}: no memory for an answer of {len} bytes: {e}",
+                    io.addr
+                ))
             }
+        };
+        let short = match &mut buf {
+            // Into the vector's spare capacity: zero-filling a fetch answer (up to
+            // fetch.max.bytes) before reading over it cost 3% of the CPU of reading 1 KB
+            // records. (A new mapping is zeros already, and a kept one is written over.)
+            AnswerBuffer::Heap(v) => {
+                let mut body = (&mut r).take(len as u64);
+                loop {
+                    match body.read_buf(v).await {
+                        Ok(_) if v.len() == len => break None,
+                        Ok(0) => break Some(std::io::ErrorKind::UnexpectedEof.into()),
+                        Ok(_) => {}
+                        Err(e) => break Some(e),
+                    }
+                }
+            }
+            AnswerBuffer::Mapped(m) => r.read_exact(&mut m[..len]).await.err(),
         };
         if let Some(e) = short {
             break lost(&io, "connection lost mid-response", &e);
         }
-        let frame = Pool::bytes(&buffers, buf);
+        let frame = AnswerPool::bytes(&buffers, buf, len);
         answered += 1;
         io.received.fetch_add(1, Ordering::AcqRel);
         let id = match wire::response_correlation_id(&frame) {
@@ -676,6 +697,7 @@ mod tests {
             client_certificate: false,
             sasl: false,
             received: Default::default(),
+            answers: Arc::new(AnswerPool::new()),
         }
     }
 

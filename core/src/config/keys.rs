@@ -415,7 +415,7 @@ pub(super) static KEYS: &[KeyInfo] = &[
         Some("67108864"),
         Consumer,
         Int { min: 1, max: i64::MAX },
-        "Most bytes of fetched, not yet returned records held in memory; prefetching pauses above it.",
+        "Most bytes the fetch path holds in memory: fetched records waiting for poll() (with the answers and inflated batches they are slices of, until their last record is dropped), answers in flight, and buffers kept for reuse. Prefetching waits above it; a fetch still goes when poll() would otherwise wait for nothing (the broker returns at least one batch).",
     ),
     key(
         "check.crcs",

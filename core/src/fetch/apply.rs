@@ -480,6 +480,7 @@ pub(crate) mod tests {
             compression: Compression::None,
             data: Bytes::from(vec![b'v'; 10]),
             spans: offsets.iter().map(|&o| record(o)).collect(),
+            inflated_bytes: 0,
         }
     }
 

@@ -1,5 +1,5 @@
 //! Fetching: per-partition cursors, one fetch in flight per leader broker (all leaders at once),
-//! and a prefetch buffer bounded in bytes.
+//! and one memory budget (`fetch.buffer.max.bytes`) over everything the fetch path holds.
 //!
 //! A partition is a task (KIP-572): a partition whose leader is unknown or whose fetches fail is
 //! backed off on its own while the others keep flowing, and only after `task.timeout.ms` without
@@ -7,6 +7,7 @@
 //!
 //! - [`state`]: a partition's fetch state (position, main and recovery streams, buffers).
 //! - [`apply`]: the pure step from one partition's decoded fetch answer to its next state.
+//! - [`budget`]: the pure decision whether a fetch may be sent and how much it may ask for.
 //! - [`lookup`]: position lookups (committed offset, `auto.offset.reset`, KIP-333 takeovers) and
 //!   KIP-320's position validations.
 //! - [`validate`]: the pure part of KIP-320's position validation after a leader change.
@@ -21,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::backoff::Backoff;
+use crate::buffers::FetchBuffers;
 use crate::cluster::Cluster;
 use crate::config::ConsumerConfig;
 use crate::error::Error;
@@ -29,11 +31,14 @@ use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
 mod apply;
+mod budget;
 mod lookup;
 mod state;
 mod task;
 mod validate;
 
+#[cfg(test)]
+pub(crate) use budget::Expansion;
 pub(crate) use lookup::PositionLookup;
 #[cfg(test)]
 pub(crate) use state::{record_size, BufferedBatch};
@@ -45,7 +50,16 @@ pub(crate) struct FetchState {
     pub partitions: BTreeMap<TopicPartition, PartitionState>,
     /// Errors waiting to come out of `poll()`.
     pub errors: VecDeque<Error>,
+    /// What the records buffered for `poll()` count ([`state::record_size`]): what the streams'
+    /// limits (`2 x max.partition.fetch.bytes`) weigh. The budget counts buffers instead.
     pub buffered_bytes: usize,
+    /// Bytes reserved for the answers of the fetches in flight (see [`budget`]).
+    pub reserved: usize,
+    /// What the answers held once decoded lately, per byte (see [`budget::Expansion`]).
+    pub expansion: budget::Expansion,
+    /// Counts the answers that brought a stream records, for the order of partitions in a fetch
+    /// ([`state::Stream::answered_at`]).
+    pub answers_with_records: u64,
     pub wakeup: bool,
     pub closed: bool,
     /// Topics already reported unknown, so the error comes once, not on every loop.
@@ -63,15 +77,26 @@ pub(crate) struct Shared {
     pub changed: Notify,
     pub cluster: Arc<Cluster>,
     pub config: ConsumerConfig,
+    /// The consumer's pools and their ledger; `cluster` reads its answers into `buffers.answers`.
+    pub buffers: FetchBuffers,
 }
 
 impl Shared {
-    pub fn new(cluster: Arc<Cluster>, config: ConsumerConfig) -> Arc<Shared> {
+    /// What the fetch task and the user's thread share. `cluster` must read its answers into
+    /// `buffers.answers` ([`Cluster::with_answers`]) for the budget to count them.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        config: ConsumerConfig,
+        buffers: FetchBuffers,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             state: Mutex::new(FetchState {
                 partitions: BTreeMap::new(),
                 errors: VecDeque::new(),
                 buffered_bytes: 0,
+                reserved: 0,
+                expansion: budget::Expansion::new(),
+                answers_with_records: 0,
                 wakeup: false,
                 closed: false,
                 reported_unknown: HashSet::new(),
@@ -81,6 +106,7 @@ impl Shared {
             changed: Notify::new(),
             cluster,
             config,
+            buffers,
         })
     }
 

@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::lookup::PositionLookup;
 use crate::backoff::{Backoff, Retry};
+use crate::buffers::Held;
 use crate::cluster::Lane;
 use crate::protocol::records::{Record, RecordSpans};
 use crate::recovery::{self, RecoveryRange, RecoveryState, UnprocessedRecovery};
@@ -131,6 +132,11 @@ pub(crate) struct Stream {
     /// The whole first batch did not fit `max.partition.fetch.bytes`: put this partition first in
     /// the next request, where the broker returns at least one whole batch (KIP-74).
     pub oversized: bool,
+    /// When an answer last brought the stream records, in answers that brought any stream
+    /// records (0: never). A fetch names its partitions least recently served first, as the
+    /// Java client does: the broker fills its answer in request order, so with a `max_bytes`
+    /// the budget lowered, the partitions named last would otherwise never get records.
+    pub answered_at: u64,
 }
 
 impl Stream {
@@ -148,6 +154,7 @@ impl Stream {
             last_error: None,
             stuck_reported_at: None,
             oversized: false,
+            answered_at: 0,
         }
     }
 
@@ -357,6 +364,20 @@ impl Recovery {
         }
     }
 
+    /// Drops what the stream buffered, to fetch it again: from the first unfinished range's
+    /// next offset (the ranges move only as records are delivered). Returns the bytes dropped.
+    pub(super) fn rewind(&mut self) -> usize {
+        let freed = self.stream.clear_buffer();
+        match self.ranges.first() {
+            Some(r) => {
+                self.stream.fetch_offset = Some(r.next);
+                self.fetch_end = r.end;
+            }
+            None => self.stream.fetch_offset = None,
+        }
+        freed
+    }
+
     /// The largest end over the unfinished ranges.
     pub(super) fn max_end(&self) -> i64 {
         self.ranges.last().map_or(i64::MIN, |r| r.end)
@@ -397,6 +418,34 @@ impl PartitionState {
                 .recovery
                 .as_ref()
                 .map_or(0, |r| r.stream.buffered_bytes)
+    }
+
+    /// Whether a stream has records for `poll()`.
+    pub fn has_records(&self) -> bool {
+        !self.main.buffer.is_empty()
+            || self
+                .recovery
+                .as_ref()
+                .is_some_and(|r| !r.stream.buffer.is_empty())
+    }
+
+    /// Drops the records both streams buffered, to be fetched again (from the position, and
+    /// from the first unfinished recovery range): a paused partition's records give way when
+    /// they hold the budget others need. An answer in flight for the old fetch offsets is
+    /// dropped when it comes. Returns the bytes dropped.
+    pub(super) fn drop_buffered(&mut self) -> usize {
+        let mut freed = 0;
+        if !self.main.buffer.is_empty() {
+            freed += self.main.clear_buffer();
+            self.main.fetch_offset = self.position;
+            self.main.fetch_epoch = self.position_epoch;
+        }
+        if let Some(rc) = self.recovery.as_mut() {
+            if !rc.stream.buffer.is_empty() {
+                freed += rc.rewind();
+            }
+        }
+        freed
     }
 
     /// Moves the cursor: drops what is buffered, any answer in flight and (KIP-333) the recovery
@@ -690,19 +739,14 @@ impl PartitionState {
 
 /// The records of one fetched batch a stream took, in offset order; their keys and values stay
 /// spans of `data` until taken (see [`RecordSpans`]).
+/// Its span vector goes back to its pool when the batch is dropped (see `crate::buffers`).
 #[derive(Debug)]
 pub(crate) struct BufferedBatch {
     pub data: Bytes,
-    pub records: Vec<RecordSpans>,
+    pub records: Held<RecordSpans>,
     /// The batch's partition leader epoch (-1 for none): a record taken from it puts the
     /// position in this epoch (KIP-320).
     pub leader_epoch: i32,
-}
-
-impl Drop for BufferedBatch {
-    fn drop(&mut self) {
-        crate::buffers::SPANS.give(std::mem::take(&mut self.records));
-    }
 }
 
 /// A stream's buffer of fetched records: whole batches, each handed out record by record. A
@@ -818,7 +862,7 @@ mod tests {
         for (data, records) in batches {
             buffer.push(BufferedBatch {
                 data,
-                records,
+                records: records.into(),
                 leader_epoch: -1,
             });
         }
@@ -852,32 +896,34 @@ mod tests {
         assert_eq!(sizes[0], 64 + 2);
     }
 
-    /// A batch's vector of spans goes back to the process' pool once its last record is taken,
-    /// for the next batch decoded to fill (see `crate::buffers`).
+    /// A batch's vector of spans goes back to its consumer's pool once its last record is
+    /// taken, for the next batch decoded to fill (see `crate::buffers`); the ledger counts it
+    /// as lent until then, as kept after.
     #[test]
     fn a_batch_taken_to_its_end_gives_its_spans_back() {
-        // An unusual length, so that no other test's batch is given this vector meanwhile.
+        let buffers = crate::buffers::FetchBuffers::new();
+        let pool = &buffers.batches.spans;
         let len = 61_111;
-        let mut records = crate::buffers::SPANS.take(len);
+        let mut records = pool.take(len);
         records.extend((0..len as i64).map(|o| spans(o, Some((0, 1)))));
         let at = records.as_ptr();
+        let bytes = records.capacity() * std::mem::size_of::<RecordSpans>();
         let mut buffer = RecordBuffer::default();
         buffer.push(BufferedBatch {
             data: Bytes::from_static(b"v"),
-            records,
+            records: crate::buffers::Pool::hold(pool, records),
             leader_epoch: -1,
         });
+        assert_eq!((buffers.ledger.lent(), buffers.ledger.kept()), (bytes, 0));
         for _ in 1..len {
             buffer.pop().unwrap();
         }
-        assert!(
-            !crate::buffers::SPANS.keeps(at),
-            "given back while records are left"
-        );
+        assert!(!pool.keeps(at), "given back while records are left");
         let (last, _, _) = buffer.pop().unwrap();
         assert_eq!(last.offset, len as i64 - 1);
         assert!(buffer.is_empty());
-        assert!(crate::buffers::SPANS.keeps(at));
+        assert!(pool.keeps(at));
+        assert_eq!((buffers.ledger.lent(), buffers.ledger.kept()), (0, bytes));
     }
 
     #[test]

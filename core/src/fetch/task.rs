@@ -10,6 +10,7 @@ use bytes::Bytes;
 use tokio::task::JoinSet;
 
 use super::apply::{apply, fetch_failed, select, Asked, EpochEndOffset, PartitionAnswer, Selected};
+use super::budget::{self, Budget, Decision};
 use super::lookup::{
     handle_validation, lookup_positions, reset_policy, validate_positions, LookupOutcome,
     PositionLookup,
@@ -18,17 +19,19 @@ use super::state::{fetch_target, PartitionState, Recovery, Stream, StreamKind};
 use super::validate::{self, ValidationAnswer, ValidationAsked};
 use super::Shared;
 use crate::backoff::{Deadline, Retry};
+use crate::buffers::BatchPools;
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, ErrorPartition, Result};
 use crate::protocol;
 use crate::protocol::fetch::{FetchFrom, FetchLimits};
 use crate::protocol::msg::fetch_response::EpochEndOffset as EpochEndOffsetField;
 use crate::protocol::msg::{FetchRequest, FetchResponse};
-use crate::protocol::records::decode_batches;
+use crate::protocol::records::{decode_batches_in, DecodedRecords, RecordSpans};
 use crate::types::TopicPartition;
 
-/// (partition, what the stream asks, leader epoch, oversized first batch)
-type FetchCandidate = (TopicPartition, Asked, i32, bool);
+/// (partition, what the stream asks, leader epoch, oversized first batch, when an answer last
+/// brought the stream records)
+type FetchCandidate = (TopicPartition, Asked, i32, bool, u64);
 
 /// One Fetch request: to one broker, for one kind of stream. A Fetch names each partition once,
 /// so a partition's main and recovery streams go in separate requests, which the pipelined
@@ -38,6 +41,8 @@ struct FetchPlan {
     kind: StreamKind,
     partitions: Vec<(TopicPartition, Asked)>,
     request: FetchRequest,
+    /// Bytes of the budget reserved for its answer until it is applied.
+    reserved: usize,
 }
 
 /// A fetch's answer, its records decoded (and decompressed) and chosen per partition on the
@@ -45,8 +50,13 @@ struct FetchPlan {
 enum Answer {
     /// The broker answered with an error for the whole request.
     RequestError(i16),
-    /// Each partition asked, with its answer (`None`: the broker left it out).
-    Partitions(Vec<(TopicPartition, Asked, Option<PartitionAnswer>)>),
+    /// Each partition asked, with its answer (`None`: the broker left it out), and the bytes of
+    /// the records fields and what they held once decoded ([`budget::Expansion::answered`]).
+    Partitions {
+        answers: Vec<(TopicPartition, Asked, Option<PartitionAnswer>)>,
+        records_bytes: usize,
+        decoded_bytes: usize,
+    },
 }
 
 enum TaskDone {
@@ -54,6 +64,7 @@ enum TaskDone {
         plan_broker: i32,
         kind: StreamKind,
         partitions: Vec<(TopicPartition, Asked)>,
+        reserved: usize,
         result: Result<Answer>,
     },
     Lookup(
@@ -88,7 +99,29 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 break;
             }
             let now = Instant::now();
-            let buffer_full = st.buffered_bytes >= shared.config.fetch_buffer_max_bytes;
+            let limits = budget::Limits {
+                buffer_max: shared.config.fetch_buffer_max_bytes,
+                fetch_max: shared.config.fetch_max_bytes.max(1) as usize,
+                partition_max: shared.config.max_partition_fetch_bytes.max(1) as usize,
+            };
+            let expansion = st.expansion.per_mille();
+            let ledger = &shared.buffers.ledger;
+            let mut budget = Budget {
+                held: ledger.held(),
+                kept: ledger.kept(),
+                reserved: st.reserved,
+            };
+            // The application would wait for records that never come: no fetch in flight and
+            // nothing buffered for it.
+            let mut starving = busy_brokers.is_empty()
+                && !st.partitions.values().any(|p| !p.paused && p.has_records());
+            let mut paused_buffered = st.partitions.values().any(|p| p.paused && p.has_records());
+            // The budget leaves no room for a fetch: the streams wait for the application, which
+            // KIP-572 does not count against them.
+            let buffer_full = matches!(
+                budget::decide(limits, budget, 1, expansion, false, false),
+                Decision::Wait
+            );
             // A healthy partition at the log end is answered only after fetch.max.wait.ms: a
             // task.timeout.ms below that must not report it.
             let task_timeout = shared
@@ -151,7 +184,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     validate::Planned::NeedsLeader => metadata_wanted = true,
                     validate::Planned::Nothing => {}
                 }
-                if p.paused || buffer_full {
+                if p.paused {
                     continue;
                 }
                 let ready = p.fetchable(now, shared.config.max_partition_fetch_bytes);
@@ -197,7 +230,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                             p.preferred_replica = None;
                         }
                         for (kind, offset) in &ready {
-                            let oversized = p.stream_mut(*kind).is_some_and(|s| s.oversized);
+                            let (oversized, answered_at) = p
+                                .stream_mut(*kind)
+                                .map_or((false, 0), |s| (s.oversized, s.answered_at));
                             let asked = Asked {
                                 offset: *offset,
                                 cursor: p.cursor,
@@ -209,6 +244,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                                 asked,
                                 info.leader_epoch,
                                 oversized,
+                                answered_at,
                             ));
                         }
                     }
@@ -236,13 +272,67 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     shared.push_error(&mut st, Error::UnknownTopic(t));
                 }
             }
+            let mut waits_for_room = false;
             for ((broker, kind), mut parts) in per_broker {
                 if busy_brokers.contains(&(broker, kind)) {
                     continue;
                 }
-                // Partitions whose first batch was too large go first (KIP-74).
-                parts.sort_by_key(|p| !p.3);
-                for (tp, _, _, _) in &parts {
+                let mut decision = budget::decide(
+                    limits,
+                    budget,
+                    parts.len(),
+                    expansion,
+                    starving,
+                    paused_buffered,
+                );
+                if decision == Decision::DropPaused {
+                    let mut freed = 0;
+                    for p in st.partitions.values_mut().filter(|p| p.paused) {
+                        freed += p.drop_buffered();
+                    }
+                    st.buffered_bytes -= freed;
+                    tracing::debug!(
+                        freed,
+                        "records of paused partitions dropped to make room in fetch.buffer.max.bytes"
+                    );
+                    paused_buffered = false;
+                    budget.held = ledger.held();
+                    budget.kept = ledger.kept();
+                    decision =
+                        budget::decide(limits, budget, parts.len(), expansion, starving, false);
+                }
+                tracing::trace!(
+                    broker,
+                    ?kind,
+                    partitions = parts.len(),
+                    held = budget.held,
+                    kept = budget.kept,
+                    reserved = budget.reserved,
+                    expansion,
+                    ?decision,
+                    "fetch budget"
+                );
+                let Decision::Send {
+                    max_bytes,
+                    reserve,
+                    trim,
+                } = decision
+                else {
+                    waits_for_room = true;
+                    continue;
+                };
+                if trim > 0 {
+                    let freed = shared.buffers.trim(trim);
+                    budget.held -= freed.min(budget.held);
+                    budget.kept -= freed.min(budget.kept);
+                }
+                budget.reserved += reserve;
+                st.reserved += reserve;
+                starving = false;
+                // Partitions whose first batch was too large go first (KIP-74), then those least
+                // recently served.
+                parts.sort_by_key(|p| (!p.3, p.4));
+                for (tp, _, _, _, _) in &parts {
                     if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
                         s.in_flight = true;
                     }
@@ -251,7 +341,19 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     shared.config.fetch_max_wait,
                     kind == StreamKind::Main && held_back.contains(&broker),
                 );
-                plans.push(build_fetch(&shared.config, broker, kind, wait, parts));
+                plans.push(build_fetch(
+                    &shared.config,
+                    broker,
+                    kind,
+                    wait,
+                    max_bytes,
+                    reserve,
+                    parts,
+                ));
+            }
+            if waits_for_room {
+                // Woken as soon as a buffer comes back (records taken and dropped).
+                ledger.want_room();
             }
             if !lookup_in_flight && !lookups.is_empty() {
                 for (tp, _, _) in &lookups {
@@ -265,6 +367,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         for plan in plans {
             busy_brokers.insert((plan.broker, plan.kind));
             let shared2 = shared.clone();
+            let reserved = plan.reserved;
             tasks.spawn(async move {
                 let timeout = shared2.config.common.request_timeout + shared2.config.fetch_max_wait;
                 let deadline = Deadline::after(timeout);
@@ -279,15 +382,20 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 }
                 .await;
                 let result = match result {
-                    Ok(resp) => {
-                        Ok(decode_answer(resp, &plan.partitions, shared2.config.check_crcs).await)
-                    }
+                    Ok(resp) => Ok(decode_answer(
+                        resp,
+                        &plan.partitions,
+                        shared2.config.check_crcs,
+                        &shared2.buffers.batches,
+                    )
+                    .await),
                     Err(e) => Err(e),
                 };
                 TaskDone::Fetch {
                     plan_broker: plan.broker,
                     kind: plan.kind,
                     partitions: plan.partitions,
+                    reserved,
                     result,
                 }
             });
@@ -324,6 +432,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         let done = tokio::select! {
             Some(done) = tasks.join_next(), if !tasks.is_empty() => done.ok(),
             _ = shared.changed.notified() => None,
+            _ = shared.buffers.ledger.room_freed() => None,
             _ = tokio::time::sleep(Duration::from_millis(50)) => None,
         };
         match done {
@@ -331,10 +440,11 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 plan_broker,
                 kind,
                 partitions,
+                reserved,
                 result,
             }) => {
                 busy_brokers.remove(&(plan_broker, kind));
-                if handle_fetch(&shared, plan_broker, kind, partitions, result) {
+                if handle_fetch(&shared, plan_broker, kind, partitions, reserved, result) {
                     metadata_wanted = true;
                 }
             }
@@ -399,23 +509,29 @@ pub(super) fn fetch_wait(configured: Duration, held_back: bool) -> Duration {
     }
 }
 
+/// The Fetch for `parts`, asking for at most `max_bytes` (what the budget allows, at most
+/// `fetch.max.bytes`); `reserved`: the budget reserved for its answer.
 fn build_fetch(
     config: &ConsumerConfig,
     broker: i32,
     kind: StreamKind,
     wait: Duration,
+    max_bytes: usize,
+    reserved: usize,
     parts: Vec<FetchCandidate>,
 ) -> FetchPlan {
+    let max_bytes = i32::try_from(max_bytes).unwrap_or(i32::MAX).max(1);
     let limits = FetchLimits {
         max_wait_ms: wait.as_millis() as i32,
-        min_bytes: config.fetch_min_bytes,
-        max_bytes: config.fetch_max_bytes,
+        // A broker holds a fetch until it has fetch.min.bytes: never more than it may return.
+        min_bytes: config.fetch_min_bytes.min(max_bytes),
+        max_bytes,
         partition_max_bytes: config.max_partition_fetch_bytes,
         rack_id: config.common.client_rack.as_deref().unwrap_or_default(),
     };
     let request = protocol::fetch::fetch(
         limits,
-        parts.iter().map(|(tp, asked, epoch, _)| FetchFrom {
+        parts.iter().map(|(tp, asked, epoch, _, _)| FetchFrom {
             partition: tp,
             offset: asked.offset,
             leader_epoch: *epoch,
@@ -427,9 +543,10 @@ fn build_fetch(
         kind,
         partitions: parts
             .into_iter()
-            .map(|(tp, asked, _, _)| (tp, asked))
+            .map(|(tp, asked, _, _, _)| (tp, asked))
             .collect(),
         request,
+        reserved,
     }
 }
 
@@ -441,6 +558,7 @@ async fn decode_answer(
     resp: FetchResponse,
     asked: &[(TopicPartition, Asked)],
     check_crcs: bool,
+    pools: &BatchPools,
 ) -> Answer {
     if resp.error_code != codes::NONE {
         return Answer::RequestError(resp.error_code);
@@ -474,22 +592,27 @@ async fn decode_answer(
             });
         }
     }
-    let decode = move |data: Bytes, asked: Asked| {
-        decode_batches(data, check_crcs).map(|d| select(d, &asked))
+    let records_bytes: usize = to_decode.iter().map(|(_, d)| d.len()).sum();
+    let mut decoded_bytes = records_bytes;
+    // The records chosen, and what decoding allocated beside the records field.
+    let decode = move |data: Bytes, asked: Asked, pools: BatchPools| {
+        decode_batches_in(data, check_crcs, &pools).map(|d| {
+            let allocated = allocated_by(&d);
+            (select(d, &asked), allocated)
+        })
     };
     let with_data = to_decode.iter().filter(|(_, d)| !d.is_empty()).count();
+    let mut decoded: Vec<(usize, Result<(Selected, usize)>)> = Vec::with_capacity(to_decode.len());
     if with_data <= 1 {
         for (i, data) in to_decode {
-            if let Some(a) = answers[i].as_mut() {
-                a.records = decode(data, asked[i].1);
-            }
+            decoded.push((i, decode(data, asked[i].1, pools.clone())));
         }
     } else {
         let decoding: Vec<_> = to_decode
             .into_iter()
             .map(|(i, data)| {
-                let a = asked[i].1;
-                (i, tokio::spawn(async move { decode(data, a) }))
+                let (a, pools) = (asked[i].1, pools.clone());
+                (i, tokio::spawn(async move { decode(data, a, pools) }))
             })
             .collect();
         for (i, handle) in decoding {
@@ -500,18 +623,36 @@ async fn decode_answer(
                     Error::IllegalState(format!("decoding the records failed: {e}"))
                 })
             });
-            if let Some(a) = answers[i].as_mut() {
-                a.records = records;
-            }
+            decoded.push((i, records));
         }
     }
-    Answer::Partitions(
-        asked
+    for (i, records) in decoded {
+        let records = records.map(|(selected, allocated)| {
+            decoded_bytes += allocated;
+            selected
+        });
+        if let Some(a) = answers[i].as_mut() {
+            a.records = records;
+        }
+    }
+    Answer::Partitions {
+        answers: asked
             .iter()
             .zip(answers)
             .map(|((tp, a), answer)| (tp.clone(), *a, answer))
             .collect(),
-    )
+        records_bytes,
+        decoded_bytes,
+    }
+}
+
+/// The bytes decoding allocated beside the records field it read, as the budget counts them
+/// (capacities): inflated batches and span vectors (headers, rare and small, are left out).
+fn allocated_by(d: &DecodedRecords) -> usize {
+    d.batches
+        .iter()
+        .map(|b| b.inflated_bytes + b.spans.capacity() * std::mem::size_of::<RecordSpans>())
+        .sum()
 }
 
 /// KIP-320: a Fetch answer's diverging epoch, when it names one (the field's default, epoch and
@@ -530,11 +671,21 @@ fn handle_fetch(
     broker: i32,
     kind: StreamKind,
     sent: Vec<(TopicPartition, Asked)>,
+    reserved: usize,
     result: Result<Answer>,
 ) -> bool {
     let mut st = shared.lock();
+    // The answer is in the ledger now (its buffer from the moment it was read), or never comes.
+    st.reserved -= reserved;
     let answers = match result {
-        Ok(Answer::Partitions(answers)) => answers,
+        Ok(Answer::Partitions {
+            answers,
+            records_bytes,
+            decoded_bytes,
+        }) => {
+            st.expansion.answered(records_bytes, decoded_bytes);
+            answers
+        }
         Ok(Answer::RequestError(code)) => {
             let e = Error::kafka(code, format!("fetch from broker {broker}"));
             for (tp, _) in &sent {
@@ -587,6 +738,13 @@ fn handle_fetch(
             shared.config.common.metadata_max_age,
             reset_policy(&shared.config).is_some(),
         );
+        if applied.added > 0 {
+            st.answers_with_records += 1;
+            let at = st.answers_with_records;
+            if let Some(s) = st.partitions.get_mut(&tp).and_then(|p| p.stream_mut(kind)) {
+                s.answered_at = at;
+            }
+        }
         st.buffered_bytes += applied.added;
         st.buffered_bytes -= applied.freed;
         refresh |= applied.refresh;

@@ -6,13 +6,9 @@ use std::io::Read;
 use std::io::Write;
 
 use super::*;
-#[cfg(any(
-    feature = "gzip",
-    feature = "snappy",
-    feature = "lz4",
-    feature = "zstd"
-))]
-use crate::buffers::INFLATED;
+use crate::buffers::Pool;
+#[cfg(test)]
+pub(super) use crate::buffers::INFLATED;
 
 /// Decompression may always produce this much: real batches of very compressible data (zeros,
 /// repeated JSON) reach ratios far above the proportional bound below.
@@ -182,17 +178,18 @@ pub(super) fn decompress(
     compression: Compression,
     input: &[u8],
     limit: usize,
+    pool: &Pool<u8>,
 ) -> std::result::Result<Vec<u8>, String> {
     match compression {
         Compression::None => Ok(input.to_vec()),
         #[cfg(feature = "gzip")]
-        Compression::Gzip => gzip_decompress(input, limit, &INFLATED),
+        Compression::Gzip => gzip_decompress(input, limit, pool),
         #[cfg(feature = "snappy")]
-        Compression::Snappy => snappy_decompress(input, limit),
+        Compression::Snappy => snappy_decompress(input, limit, pool),
         #[cfg(feature = "lz4")]
-        Compression::Lz4 => lz4_decompress(input, limit),
+        Compression::Lz4 => lz4_decompress(input, limit, pool),
         #[cfg(feature = "zstd")]
-        Compression::Zstd => zstd_decompress(input, limit),
+        Compression::Zstd => zstd_decompress(input, limit, pool),
         // A codec whose feature is off: the batch decoder refuses it before asking.
         #[allow(unreachable_patterns)]
         codec => Err(format!("the {} codec is not built in", codec.name())),
@@ -207,7 +204,7 @@ pub(super) fn decompress(
 pub(super) fn gzip_decompress(
     input: &[u8],
     limit: usize,
-    pool: &crate::buffers::Pool<u8>,
+    pool: &Pool<u8>,
 ) -> std::result::Result<Vec<u8>, String> {
     let mut out = pool.take(gzip_output_guess(input).min(limit));
     // One byte past the limit tells a bomb from an output of exactly `limit` bytes. When the
@@ -250,7 +247,11 @@ const GZIP_MIN_MEMBER: usize = 18;
 /// took 8% of the CPU of reading 1 KB records when every batch made one), so each thread keeps
 /// one and resets it per batch; and the output grows without being zero-filled first.
 #[cfg(feature = "zstd")]
-pub(super) fn zstd_decompress(input: &[u8], limit: usize) -> std::result::Result<Vec<u8>, String> {
+pub(super) fn zstd_decompress(
+    input: &[u8],
+    limit: usize,
+    pool: &Pool<u8>,
+) -> std::result::Result<Vec<u8>, String> {
     use std::cell::RefCell;
     use zstd::zstd_safe::{get_error_name, DCtx, InBuffer, OutBuffer, ResetDirective};
 
@@ -268,7 +269,7 @@ pub(super) fn zstd_decompress(input: &[u8], limit: usize) -> std::result::Result
         context
             .reset(ResetDirective::SessionOnly)
             .map_err(zstd_error)?;
-        let mut out = INFLATED.take(input.len().saturating_mul(4).min(limit));
+        let mut out = pool.take(input.len().saturating_mul(4).min(limit));
         let mut src = InBuffer::around(input);
         loop {
             if out.len() == out.capacity() {
@@ -325,10 +326,14 @@ const LZ4_WINDOW: usize = 64 << 10;
 /// skipped, as the Java client's reader skips them: the batch's CRC32C already covers every
 /// compressed byte (`check.crcs`).
 #[cfg(feature = "lz4")]
-pub(super) fn lz4_decompress(input: &[u8], limit: usize) -> std::result::Result<Vec<u8>, String> {
+pub(super) fn lz4_decompress(
+    input: &[u8],
+    limit: usize,
+    pool: &Pool<u8>,
+) -> std::result::Result<Vec<u8>, String> {
     // A kept buffer, written over (see `crate::buffers`): with room for the section at the ratio
     // batches of small records reach, and more as blocks need it.
-    let mut out = INFLATED.take_overwritable(input.len().saturating_mul(4).min(limit));
+    let mut out = pool.take_overwritable(input.len().saturating_mul(4).min(limit));
     let (mut pos, mut filled) = (0, 0);
     // A reader of LZ4 frames reads concatenated frames as one stream; so does this.
     while pos < input.len() {
@@ -461,6 +466,7 @@ fn lz4_frame(
 pub(super) fn snappy_decompress(
     input: &[u8],
     limit: usize,
+    pool: &Pool<u8>,
 ) -> std::result::Result<Vec<u8>, String> {
     let mut decoder = snap::raw::Decoder::new();
     let too_large = || format!("output exceeds {limit} bytes; refusing to inflate further");
@@ -469,7 +475,7 @@ pub(super) fn snappy_decompress(
         if len > limit {
             return Err(too_large());
         }
-        let mut out = INFLATED.take_overwritable(len);
+        let mut out = pool.take_overwritable(len);
         if out.len() < len {
             out.resize(len, 0);
         }
@@ -491,7 +497,7 @@ pub(super) fn snappy_decompress(
         }
         total += len;
     }
-    let mut out = INFLATED.take_overwritable(total);
+    let mut out = pool.take_overwritable(total);
     if out.len() < total {
         out.resize(total, 0);
     }

@@ -5,8 +5,21 @@ use super::*;
 /// Decodes the record batches of a fetch response's records field.
 ///
 /// A fetch whose only batch is truncated gives no batches and `truncated = true`: the batch is
-/// larger than the fetch size, which the caller has to deal with.
+/// larger than the fetch size, which the caller has to deal with. Its buffers come from the
+/// process' pools; a consumer decodes into its own ([`decode_batches_in`]).
+// Used by the tests and the fuzz targets (public with `unstable-fuzzing`).
+#[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(dead_code))]
 pub fn decode_batches(data: Bytes, check_crcs: bool) -> Result<DecodedRecords> {
+    decode_batches_in(data, check_crcs, &crate::buffers::PROCESS_BATCH_POOLS)
+}
+
+/// [`decode_batches`] into buffers of `pools` (a consumer's, counted against its
+/// `fetch.buffer.max.bytes`).
+pub fn decode_batches_in(
+    data: Bytes,
+    check_crcs: bool,
+    pools: &BatchPools,
+) -> Result<DecodedRecords> {
     let mut batches = Vec::new();
     let mut pos = 0;
     loop {
@@ -38,13 +51,18 @@ pub fn decode_batches(data: Bytes, check_crcs: bool) -> Result<DecodedRecords> {
                 truncated: true,
             });
         }
-        batches.push(decode_batch(&data, pos..pos + size, check_crcs)?);
+        batches.push(decode_batch(&data, pos..pos + size, check_crcs, pools)?);
         pos += size;
     }
 }
 
 /// Decodes the complete batch at `range` of `data`.
-pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) -> Result<Batch> {
+pub(super) fn decode_batch(
+    data: &Bytes,
+    range: Range<usize>,
+    check_crcs: bool,
+    pools: &BatchPools,
+) -> Result<Batch> {
     let start = range.start;
     let b = &data[range];
     let base_offset = be_i64(b, 0);
@@ -95,7 +113,7 @@ pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) 
         )));
     }
     let record_count = record_count as usize;
-    let (data, spans) = if compression == Compression::None {
+    let (data, spans, inflated_bytes) = if compression == Compression::None {
         let region = start + RECORDS_AT..start + b.len();
         if record_count > region.len() / MIN_RECORD_SIZE {
             return Err(Error::Corrupt(format!(
@@ -106,24 +124,27 @@ pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) 
         }
         (
             data.clone(),
-            decode_records(data, region, record_count, &ctx)?,
+            decode_records(data, region, record_count, &ctx, &pools.spans)?,
+            0,
         )
     } else {
         if !compression.is_enabled() {
             return Err(compression.disabled_error(base_offset));
         }
         let input = &b[RECORDS_AT..];
-        let inflated = decompress(compression, input, inflate_limit(input.len())).map_err(|e| {
+        let limit = inflate_limit(input.len());
+        let inflated = decompress(compression, input, limit, &pools.inflated).map_err(|e| {
             Error::Corrupt(format!(
                 "record batch at offset {base_offset}: {} decompression failed: {e}",
                 compression.name()
             ))
         })?;
+        let capacity = inflated.capacity();
         // A large buffer goes back to its pool once the batch's last record is dropped.
-        let inflated = crate::buffers::Pool::bytes(&crate::buffers::INFLATED, inflated);
+        let inflated = Pool::bytes(&pools.inflated, inflated);
         let len = inflated.len();
-        let spans = decode_records(&inflated, 0..len, record_count, &ctx)?;
-        (inflated, spans)
+        let spans = decode_records(&inflated, 0..len, record_count, &ctx, &pools.spans)?;
+        (inflated, spans, capacity)
     };
     Ok(Batch {
         base_offset,
@@ -136,6 +157,7 @@ pub(super) fn decode_batch(data: &Bytes, range: Range<usize>, check_crcs: bool) 
         compression,
         data,
         spans,
+        inflated_bytes,
     })
 }
 
@@ -145,17 +167,18 @@ pub(super) struct RecordContext {
     pub(super) log_append_time: Option<i64>,
 }
 
-/// Decodes exactly `count` records that fill `region` of `src`.
+/// Decodes exactly `count` records that fill `region` of `src`, into a vector of `pool`.
 pub(super) fn decode_records(
     src: &Bytes,
     region: Range<usize>,
     count: usize,
     ctx: &RecordContext,
-) -> Result<Vec<RecordSpans>> {
+    pool: &Arc<Pool<RecordSpans>>,
+) -> Result<Held<RecordSpans>> {
     // A compressed batch's count is not checked against its compressed size, so cap it by the
     // bytes there are; a count that is too large still fails below.
     // A kept vector (see `crate::buffers`), given back when its buffered batch is dropped.
-    let mut records = crate::buffers::SPANS.take(count.min(region.len() / MIN_RECORD_SIZE));
+    let mut records = pool.take(count.min(region.len() / MIN_RECORD_SIZE));
     let buf = &src[..region.end];
     let mut pos = region.start;
     for index in 0..count {
@@ -187,7 +210,7 @@ pub(super) fn decode_records(
             buf.len() - pos
         )));
     }
-    Ok(records)
+    Ok(Pool::hold(pool, records))
 }
 
 /// Decodes one record: `buf` ends where the record ends; `src` is the buffer `buf` is the start

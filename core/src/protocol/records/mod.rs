@@ -11,9 +11,11 @@
 //! compressed batch), made into `Bytes` slices of it only when a record is handed out, so decoding
 //! a record allocates nothing but its headers and touches no reference count.
 use std::ops::Range;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::buffers::{BatchPools, Held, Pool};
 use crate::error::{Error, Result};
 
 /// baseOffset and batchLength: the part of a batch that batchLength does not count.
@@ -51,7 +53,9 @@ mod encode;
 
 pub use compression::Compression;
 use compression::*;
+#[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(unused_imports))]
 pub use decode::decode_batches;
+pub use decode::decode_batches_in;
 // The byte readers, for the snappy reader (and the tests).
 #[cfg_attr(not(feature = "snappy"), allow(unused_imports))]
 use decode::*;
@@ -186,8 +190,12 @@ pub struct Batch {
     pub compression: Compression,
     /// The buffer the records' spans are in: the fetch answer's frame, or the batch inflated.
     pub data: Bytes,
-    /// The batch's records, in offset order.
-    pub spans: Vec<RecordSpans>,
+    /// The batch's records, in offset order (a vector of the pool that decoded it, counted
+    /// while the batch or its records' spans are alive).
+    pub spans: Held<RecordSpans>,
+    /// The capacity of the buffer a compressed batch was inflated into (0 for an uncompressed
+    /// batch): what a consumer's budget counts for it, with the span vector's.
+    pub inflated_bytes: usize,
 }
 
 impl Batch {
@@ -751,7 +759,7 @@ mod tests {
                 for plain in [&larger, &smaller] {
                     let packed = compression::compress(c, plain).unwrap();
                     let limit = compression::inflate_limit(packed.len());
-                    let out = compression::decompress(c, &packed, limit).unwrap();
+                    let out = compression::decompress(c, &packed, limit, &INFLATED).unwrap();
                     assert!(out == *plain, "{}: {} bytes", c.name(), plain.len());
                     // Back to the pool, as a buffered batch's data goes when its records are taken.
                     drop(crate::buffers::Pool::bytes(&crate::buffers::INFLATED, out));
@@ -852,14 +860,17 @@ mod tests {
         // 100 KiB of text and noise: four xerial blocks, compressed and nearly stored ones.
         let plain = mixed_data(100 << 10);
         let framed = compress(Compression::Snappy, &plain).unwrap();
-        assert_eq!(snappy_decompress(&framed, 1 << 20).unwrap(), plain);
+        assert_eq!(
+            snappy_decompress(&framed, 1 << 20, &INFLATED).unwrap(),
+            plain
+        );
         // The limit counts every block's output, the last one's too.
-        let err = snappy_decompress(&framed, plain.len() - 1).unwrap_err();
+        let err = snappy_decompress(&framed, plain.len() - 1, &INFLATED).unwrap_err();
         assert!(err.contains("exceeds"), "{err}");
         // The header alone is an empty stream; a cut inside a block's length or data is an
         // error, whichever block it falls in.
         assert_eq!(
-            snappy_decompress(&framed[..XERIAL_HEADER_LEN], 1 << 20).unwrap(),
+            snappy_decompress(&framed[..XERIAL_HEADER_LEN], 1 << 20, &INFLATED).unwrap(),
             b""
         );
         let mut block_ends = vec![XERIAL_HEADER_LEN];
@@ -868,7 +879,7 @@ mod tests {
             block_ends.push(at + 4 + be_i32(&framed, at) as usize);
         }
         for cut in XERIAL_HEADER_LEN + 1..framed.len() {
-            let r = snappy_decompress(&framed[..cut], 1 << 20);
+            let r = snappy_decompress(&framed[..cut], 1 << 20, &INFLATED);
             if block_ends.contains(&cut) {
                 let whole = block_ends.iter().position(|&e| e == cut).unwrap();
                 assert_eq!(
@@ -883,11 +894,11 @@ mod tests {
         // A block length past the end, or negative, names itself.
         let mut bad = framed.clone();
         bad[XERIAL_HEADER_LEN] = 0x7f;
-        assert!(snappy_decompress(&bad, 1 << 20)
+        assert!(snappy_decompress(&bad, 1 << 20, &INFLATED)
             .unwrap_err()
             .contains("xerial block length"));
         bad[XERIAL_HEADER_LEN] = 0xff;
-        assert!(snappy_decompress(&bad, 1 << 20)
+        assert!(snappy_decompress(&bad, 1 << 20, &INFLATED)
             .unwrap_err()
             .contains("xerial block length"));
     }
@@ -901,10 +912,10 @@ mod tests {
             }
             let compressed = compress(compression, &plain).unwrap();
             assert_eq!(
-                decompress(compression, &compressed, 2 << 20).unwrap(),
+                decompress(compression, &compressed, 2 << 20, &INFLATED).unwrap(),
                 plain
             );
-            let err = decompress(compression, &compressed, 1 << 20).unwrap_err();
+            let err = decompress(compression, &compressed, 1 << 20, &INFLATED).unwrap_err();
             assert!(err.contains("exceeds"), "{compression:?}: {err}");
         }
         assert_eq!(inflate_limit(10), INFLATE_FLOOR);
@@ -923,7 +934,7 @@ mod tests {
             assert_eq!(&frame[..4], &[0x04, 0x22, 0x4d, 0x18]);
             assert_eq!((frame[5] >> 4) & 0x7, 4, "{len} bytes");
             assert_eq!(
-                decompress(Compression::Lz4, &frame, 1 << 20).unwrap(),
+                decompress(Compression::Lz4, &frame, 1 << 20, &INFLATED).unwrap(),
                 plain
             );
         }
@@ -984,7 +995,11 @@ mod tests {
                         let what =
                             format!("{len} bytes, {mode:?}, {size:?}, checksums {checksums}");
                         assert_eq!(lz4_reference(&frame).unwrap(), plain, "{what}");
-                        assert_eq!(lz4_decompress(&frame, 1 << 20).unwrap(), plain, "{what}");
+                        assert_eq!(
+                            lz4_decompress(&frame, 1 << 20, &INFLATED).unwrap(),
+                            plain,
+                            "{what}"
+                        );
                     }
                 }
             }
@@ -999,7 +1014,10 @@ mod tests {
         // A skippable frame: magic 0x184D2A5n, a length, that many bytes of anything.
         input.extend_from_slice(&[0x53, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 9, 9, 9]);
         input.extend(compress(Compression::Lz4, &b).unwrap());
-        assert_eq!(lz4_decompress(&input, 1 << 20).unwrap(), [a, b].concat());
+        assert_eq!(
+            lz4_decompress(&input, 1 << 20, &INFLATED).unwrap(),
+            [a, b].concat()
+        );
     }
 
     #[test]
@@ -1011,9 +1029,9 @@ mod tests {
             &plain,
         );
         // Every cut short of the end mark is truncated (nothing at all is no frames, no bytes).
-        assert_eq!(lz4_decompress(&[], 1 << 20).unwrap(), b"");
+        assert_eq!(lz4_decompress(&[], 1 << 20, &INFLATED).unwrap(), b"");
         for cut in 1..frame.len() - 4 {
-            let err = lz4_decompress(&frame[..cut], 1 << 20).unwrap_err();
+            let err = lz4_decompress(&frame[..cut], 1 << 20, &INFLATED).unwrap_err();
             assert!(err.contains("truncated"), "cut at {cut}: {err}");
         }
         // Damage anywhere: an error or some bytes, within the limit, never a panic.
@@ -1021,24 +1039,24 @@ mod tests {
             for flip in [0x01u8, 0x80, 0xff] {
                 let mut bad = frame.clone();
                 bad[at] ^= flip;
-                if let Ok(out) = lz4_decompress(&bad, 1 << 20) {
+                if let Ok(out) = lz4_decompress(&bad, 1 << 20, &INFLATED) {
                     assert!(out.len() <= 1 << 20);
                 }
             }
         }
         let mut header = frame.clone();
         header[4] = 0x80 | (header[4] & 0x3f);
-        assert!(lz4_decompress(&header, 1 << 20)
+        assert!(lz4_decompress(&header, 1 << 20, &INFLATED)
             .unwrap_err()
             .contains("version 2"));
         let mut header = frame.clone();
         header[4] |= 0x01;
-        assert!(lz4_decompress(&header, 1 << 20)
+        assert!(lz4_decompress(&header, 1 << 20, &INFLATED)
             .unwrap_err()
             .contains("dictionary"));
         let mut magic = frame;
         magic[0] = 0;
-        assert!(lz4_decompress(&magic, 1 << 20)
+        assert!(lz4_decompress(&magic, 1 << 20, &INFLATED)
             .unwrap_err()
             .contains("magic"));
     }
@@ -1052,23 +1070,28 @@ mod tests {
         input.extend(compress(Compression::Zstd, &b).unwrap());
         // Several growths of the output (300 KiB from a few hundred bytes), then a second frame.
         assert_eq!(
-            zstd_decompress(&input, 1 << 20).unwrap(),
+            zstd_decompress(&input, 1 << 20, &INFLATED).unwrap(),
             [&a[..], &b].concat()
         );
-        assert_eq!(zstd_decompress(&input[..first], 1 << 20).unwrap(), a);
         assert_eq!(
-            zstd_decompress(&input, a.len() + b.len()).unwrap().len(),
+            zstd_decompress(&input[..first], 1 << 20, &INFLATED).unwrap(),
+            a
+        );
+        assert_eq!(
+            zstd_decompress(&input, a.len() + b.len(), &INFLATED)
+                .unwrap()
+                .len(),
             300 * 1024 + 12
         );
-        let err = zstd_decompress(&input, a.len() + b.len() - 1).unwrap_err();
+        let err = zstd_decompress(&input, a.len() + b.len() - 1, &INFLATED).unwrap_err();
         assert!(err.contains("exceeds"), "{err}");
         for cut in (1..first).chain(first + 1..input.len()) {
-            let err = zstd_decompress(&input[..cut], 1 << 20).unwrap_err();
+            let err = zstd_decompress(&input[..cut], 1 << 20, &INFLATED).unwrap_err();
             assert!(err.contains("zstd"), "cut at {cut}: {err}");
         }
         // A failed batch leaves nothing behind for the thread's next one.
         assert_eq!(
-            zstd_decompress(&input, 1 << 20).unwrap().len(),
+            zstd_decompress(&input, 1 << 20, &INFLATED).unwrap().len(),
             a.len() + b.len()
         );
     }
