@@ -77,10 +77,12 @@ pub trait Assignor: Send + Sync {
         None
     }
     /// What a member reads from the `user_data` of the assignment its leader sent it (the member
-    /// side of the assignor, Java's `ConsumerPartitionAssignor#onAssignment`). Nothing unless
-    /// the assignor writes user data; malformed data is an [`Error::Corrupt`] naming it.
-    fn read_assignment(&self, _user_data: Option<&Bytes>) -> Result<AssignmentNotes> {
-        Ok(AssignmentNotes::default())
+    /// side of the assignor, Java's `ConsumerPartitionAssignor#onAssignment`), in learner-sticky's
+    /// terms: the partitions to learn and whether a follow-up rebalance is coming (other
+    /// assignors fill in the follow-up at most). Nothing unless the assignor writes user data;
+    /// malformed data is an [`Error::Corrupt`] naming it.
+    fn read_assignment(&self, _user_data: Option<&Bytes>) -> Result<LearnerAssignmentData> {
+        Ok(LearnerAssignmentData::default())
     }
     /// Whether a member that prepares to leave hands its partitions over to learners first
     /// (learner assignments): only an assignor that assigns learning partitions can.
@@ -94,16 +96,6 @@ pub trait Assignor: Send + Sync {
         partitions_per_topic: &BTreeMap<String, i32>,
         members: &[MemberSubscription],
     ) -> Result<BTreeMap<String, Assignment>>;
-}
-
-/// What a member learns from its assignment's user data, whichever assignor wrote it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AssignmentNotes {
-    /// Partitions this member learns (warms up for) while their owners keep them.
-    pub learning: Vec<TopicPartitions>,
-    /// Partitions were left out of this generation to move: a follow-up rebalance is coming,
-    /// so the member should heartbeat often until it starts.
-    pub follow_up: bool,
 }
 
 /// The assignors lagless implements, the one registry the config check and the coordinator both
@@ -361,8 +353,8 @@ impl Assignor for CooperativeStickyAssignor {
 
     /// The leader marks an assignment that left partitions out to move (KIP-429's second
     /// rebalance); anything else, another client's bytes included, says nothing.
-    fn read_assignment(&self, user_data: Option<&Bytes>) -> Result<AssignmentNotes> {
-        Ok(AssignmentNotes {
+    fn read_assignment(&self, user_data: Option<&Bytes>) -> Result<LearnerAssignmentData> {
+        Ok(LearnerAssignmentData {
             learning: Vec::new(),
             follow_up: cooperative_follow_up(user_data),
         })
@@ -451,15 +443,8 @@ impl Assignor for LearnerStickyAssignor {
         }))
     }
 
-    fn read_assignment(&self, user_data: Option<&Bytes>) -> Result<AssignmentNotes> {
-        let LearnerAssignmentData {
-            learning,
-            follow_up,
-        } = decode_learner_assignment_data(user_data)?;
-        Ok(AssignmentNotes {
-            learning,
-            follow_up,
-        })
+    fn read_assignment(&self, user_data: Option<&Bytes>) -> Result<LearnerAssignmentData> {
+        decode_learner_assignment_data(user_data)
     }
 
     fn hands_over_through_learners(&self) -> bool {
@@ -947,17 +932,17 @@ mod tests {
         });
         let marker = encode_cooperative_assignment_data(true).unwrap();
         let garbled = Bytes::from_static(&[0, 0, 0, 1, 0xff, 0xff]);
-        let nothing = AssignmentNotes::default();
-        let follow_up = AssignmentNotes {
+        let nothing = LearnerAssignmentData::default();
+        let follow_up = LearnerAssignmentData {
             learning: Vec::new(),
             follow_up: true,
         };
-        let learns = AssignmentNotes {
+        let learns = LearnerAssignmentData {
             learning,
             follow_up: true,
         };
         // (assignor, user data, what the member reads; None: a Corrupt error)
-        let cases: [(&str, Option<&Bytes>, Option<&AssignmentNotes>); 14] = [
+        let cases: [(&str, Option<&Bytes>, Option<&LearnerAssignmentData>); 14] = [
             ("range", None, Some(&nothing)),
             ("range", Some(&marker), Some(&nothing)),
             ("range", Some(&learner_data), Some(&nothing)),

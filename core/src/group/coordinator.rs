@@ -15,8 +15,7 @@ use crate::cluster::{Cluster, Lane};
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{
-    assignor_by_name, AssignmentNotes, Assignor, LearnerIntent, MemberSubscription,
-    RebalanceProtocol,
+    assignor_by_name, Assignor, LearnerIntent, MemberSubscription, RebalanceProtocol,
 };
 use crate::group::heartbeat::{
     heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, FOLLOW_UP_HEARTBEAT,
@@ -31,7 +30,7 @@ use crate::offsets::{AsyncCommitDone, AsyncCommits};
 use crate::protocol;
 use crate::protocol::consumer_protocol::{
     decode_assignment, decode_subscription, encode_assignment, encode_subscription, Assignment,
-    Subscription, TopicPartitions, HIGHEST_VERSION,
+    LearnerAssignmentData, Subscription, TopicPartitions, HIGHEST_VERSION,
 };
 use crate::protocol::group::{Join, Member};
 use crate::protocol::group_by_topic;
@@ -595,7 +594,7 @@ impl GroupDriver {
             .read_assignment(assignment.user_data.as_ref())
             .unwrap_or_else(|e| {
                 tracing::warn!(group = %self.group_id, error = %e, "malformed user data in the assignment; learning nothing from it");
-                AssignmentNotes::default()
+                LearnerAssignmentData::default()
             });
         // A follow-up rebalance is coming (partitions were left out to move): heartbeat often
         // until it starts, so this member notices it in tens of milliseconds rather than up to
