@@ -12,13 +12,16 @@ mod fake_broker;
 #[path = "support/own_broker.rs"]
 mod own_broker;
 mod support;
+#[path = "support/unclean_election.rs"]
+mod unclean_election;
 
 use std::time::{Duration, Instant};
 
 use fake_broker::{Behavior, FakeBroker};
 use lagless::error::codes;
-use lagless::{Config, Consumer, Error, Producer, ProducerRecord, TopicPartition};
-use own_broker::OwnBroker;
+use lagless::{Consumer, Error, TopicPartition};
+use support::configs;
+use unclean_election::{assert_log_truncation, elect_node_2_uncleanly, expected, read};
 
 const FAKE_TOPIC: &str = "validated";
 const FAKE_RECORDS: i64 = 100;
@@ -85,21 +88,8 @@ fn validation_after_a_leader_change_finds_a_truncation_fetch_answers_do_not_show
 
     let (got, e) = offsets_until(&strict, 1, Duration::from_secs(20));
     assert!(got.is_empty(), "records after the truncation: {got:?}");
-    match e {
-        Some(Error::LogTruncation {
-            ref partition,
-            position,
-            divergent_offset,
-            divergent_epoch,
-        }) => {
-            assert_eq!(
-                (partition.topic.as_str(), partition.partition),
-                (FAKE_TOPIC, 0)
-            );
-            assert_eq!((position, divergent_offset, divergent_epoch), (100, 60, 0));
-        }
-        other => panic!("expected LogTruncation, got {other:?}"),
-    }
+    let epoch = assert_log_truncation(e, FAKE_TOPIC, 100, 60);
+    assert_eq!(epoch, 0);
     let again: Vec<i64> = (60..FAKE_RECORDS).collect();
     let (got, e) = offsets_until(&resetting, again.len(), Duration::from_secs(20));
     assert!(e.is_none(), "{e:?}");
@@ -169,62 +159,21 @@ const LEADER_ONLY: usize = 20;
 const AFTER: usize = 25;
 
 fn produce(bootstrap: &str, acks: &str, prefix: &str, n: usize) {
-    let p = Producer::from_config(
-        &Config::from_pairs([("bootstrap.servers", bootstrap), ("acks", acks)]).unwrap(),
-    )
-    .unwrap();
-    let deliveries: Vec<_> = (0..n)
-        .map(|i| {
-            p.send(ProducerRecord::new(TOPIC, format!("{prefix}:{i}")).with_partition(0))
-                .unwrap()
-        })
-        .collect();
-    for d in deliveries {
-        d.wait().expect("delivery");
-    }
+    unclean_election::produce(bootstrap, TOPIC, acks, prefix, n);
 }
 
 fn consumer(bootstrap: &str, reset: &str) -> Consumer {
-    let c = Consumer::from_config(
-        &Config::from_pairs([
-            ("bootstrap.servers", bootstrap),
-            ("auto.offset.reset", reset),
-            ("enable.auto.commit", "false"),
-            ("fetch.max.wait.ms", "200"),
+    let c = configs::consumer(
+        &[
+            &unclean_election::consumer_settings(bootstrap, reset)[..],
             // A paused partition sends no fetch whose failure would ask for fresh metadata: the
             // new leader is learned from the periodic refresh.
-            ("metadata.max.age.ms", "1000"),
-            // The outage below must not be reported as a stuck partition.
-            ("task.timeout.ms", "600000"),
-        ])
-        .unwrap(),
-    )
-    .unwrap();
+            &[("metadata.max.age.ms", "1000")],
+        ]
+        .concat(),
+    );
     c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
     c
-}
-
-/// Polls `c` until it returned `n` more records (offset and value) or an error came, or
-/// `within` passed.
-fn read(c: &Consumer, n: usize, within: Duration) -> (Vec<(i64, String)>, Option<Error>) {
-    let start = Instant::now();
-    let mut got = Vec::new();
-    while got.len() < n && start.elapsed() < within {
-        match c.poll(Duration::from_millis(200)) {
-            Ok(records) => got.extend(records.into_iter().map(|r| {
-                let value = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
-                (r.offset, value)
-            })),
-            Err(e) => return (got, Some(e)),
-        }
-    }
-    (got, None)
-}
-
-fn expected(prefix: &str, first_offset: i64, n: usize) -> Vec<(i64, String)> {
-    (0..n)
-        .map(|i| (first_offset + i as i64, format!("{prefix}:{i}")))
-        .collect()
 }
 
 #[test]
@@ -232,17 +181,8 @@ fn expected(prefix: &str, first_offset: i64, n: usize) -> Vec<(i64, String)> {
 fn validation_after_an_unclean_election_finds_the_truncation_without_a_fetch() {
     let started = Instant::now();
     let tp = TopicPartition::new(TOPIC, 0);
-    let cluster = OwnBroker::start(3);
+    let cluster = unclean_election::start(TOPIC);
     let b = cluster.bootstrap.clone();
-    cluster.create_topic_on(
-        TOPIC,
-        &[1, 2],
-        &[
-            ("unclean.leader.election.enable", "true"),
-            ("min.insync.replicas", "1"),
-        ],
-    );
-    assert_eq!(cluster.leader_of(TOPIC, 0), 1);
     produce(&b, "all", "a", BOTH);
 
     // Reads everything the leader has, then is paused: it fetches nothing after that.
@@ -265,22 +205,7 @@ fn validation_after_an_unclean_election_finds_the_truncation_without_a_fetch() {
     assert_eq!(at_end.position(&tp, None).unwrap(), position);
 
     // The leader dies; the follower, started again, is elected uncleanly: its log ends at BOTH.
-    cluster.kill_node(1);
-    cluster.start_node(2);
-    let waiting = Instant::now();
-    loop {
-        let leader = cluster.leader_seen_by(3, TOPIC, 0);
-        if leader == 2 {
-            break;
-        }
-        assert!(
-            waiting.elapsed() < Duration::from_secs(60),
-            "node 2 was not elected leader uncleanly within 60 s (leader now {leader})"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    eprintln!("node 2 leads after {:?}", waiting.elapsed());
-    let survivors = format!("{},{}", cluster.address(2), cluster.address(3));
+    let survivors = elect_node_2_uncleanly(&cluster, TOPIC);
     produce(&survivors, "1", "c", AFTER);
 
     // Paused, it sends no Fetch: only validation can find the truncation.
@@ -294,18 +219,7 @@ fn validation_after_an_unclean_election_finds_the_truncation_without_a_fetch() {
         paused_got.is_empty(),
         "records while paused: {paused_got:?}"
     );
-    match paused_error {
-        Some(Error::LogTruncation {
-            ref partition,
-            position: at,
-            divergent_offset,
-            ..
-        }) => {
-            assert_eq!((partition.topic.as_str(), partition.partition), (TOPIC, 0));
-            assert_eq!((at, divergent_offset), (position, BOTH as i64));
-        }
-        other => panic!("expected LogTruncation while paused, got {other:?}"),
-    }
+    assert_log_truncation(paused_error, TOPIC, position, BOTH as i64);
     assert!(at_end_error.is_none(), "{at_end_error:?}");
     assert_eq!(at_end_got, expected("c", BOTH as i64, AFTER));
     assert_eq!(at_end.position(&tp, None).unwrap(), (BOTH + AFTER) as i64);

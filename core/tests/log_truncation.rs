@@ -20,12 +20,14 @@ mod configs;
 mod java_client;
 #[path = "support/own_broker.rs"]
 mod own_broker;
+#[path = "support/unclean_election.rs"]
+mod unclean_election;
 
 use std::time::{Duration, Instant};
 
 use java_client::JavaClient;
-use lagless::{Consumer, Error, ProducerRecord, TopicPartition};
-use own_broker::OwnBroker;
+use lagless::{Consumer, TopicPartition};
+use unclean_election::{assert_log_truncation, elect_node_2_uncleanly, expected, read};
 
 const TOPIC: &str = "truncated";
 /// Records on both replicas, then records only the leader took, then records of the new leader.
@@ -34,16 +36,7 @@ const LEADER_ONLY: usize = 20;
 const AFTER: usize = 5;
 
 fn produce(bootstrap: &str, acks: &str, prefix: &str, n: usize) {
-    let p = configs::producer(&[("bootstrap.servers", bootstrap), ("acks", acks)]);
-    let deliveries: Vec<_> = (0..n)
-        .map(|i| {
-            p.send(ProducerRecord::new(TOPIC, format!("{prefix}:{i}")).with_partition(0))
-                .unwrap()
-        })
-        .collect();
-    for d in deliveries {
-        d.wait().expect("delivery");
-    }
+    unclean_election::produce(bootstrap, TOPIC, acks, prefix, n);
 }
 
 fn consumer(bootstrap: &str, reset: &str) -> Consumer {
@@ -52,41 +45,13 @@ fn consumer(bootstrap: &str, reset: &str) -> Consumer {
 
 /// A consumer of group `group` (none when empty) with manual assignment.
 fn consumer_in(bootstrap: &str, reset: &str, group: &str) -> Consumer {
-    let mut pairs = vec![
-        ("bootstrap.servers", bootstrap),
-        ("auto.offset.reset", reset),
-        ("enable.auto.commit", "false"),
-        ("fetch.max.wait.ms", "200"),
-        // The outage below must not be reported as a stuck partition.
-        ("task.timeout.ms", "600000"),
-    ];
+    let mut pairs = unclean_election::consumer_settings(bootstrap, reset);
     if !group.is_empty() {
         pairs.push(("group.id", group));
     }
     let c = configs::consumer(&pairs);
     c.assign(&[TopicPartition::new(TOPIC, 0)]).unwrap();
     c
-}
-
-/// Polls `c` until it returned `n` more records (offset and value) or an error came.
-fn read(c: &Consumer, n: usize, within: Duration) -> (Vec<(i64, String)>, Option<Error>) {
-    let start = Instant::now();
-    let mut got = Vec::new();
-    while got.len() < n {
-        assert!(
-            start.elapsed() < within,
-            "only {} of {n} records within {within:?}: {got:?}",
-            got.len()
-        );
-        match c.poll(Duration::from_millis(200)) {
-            Ok(records) => got.extend(records.into_iter().map(|r| {
-                let value = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
-                (r.offset, value)
-            })),
-            Err(e) => return (got, Some(e)),
-        }
-    }
-    (got, None)
 }
 
 /// The Java consumer reading the topic's partition from the beginning (or, with `--group`, from
@@ -148,27 +113,12 @@ fn java_stop(mut j: JavaClient) -> (i64, usize) {
     (position, j.records().len())
 }
 
-fn expected(prefix: &str, first_offset: i64, n: usize) -> Vec<(i64, String)> {
-    (0..n)
-        .map(|i| (first_offset + i as i64, format!("{prefix}:{i}")))
-        .collect()
-}
-
 #[test]
 #[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_detects_it() {
     let started = Instant::now();
-    let cluster = OwnBroker::start(3);
+    let cluster = unclean_election::start(TOPIC);
     let b = cluster.bootstrap.clone();
-    cluster.create_topic_on(
-        TOPIC,
-        &[1, 2],
-        &[
-            ("unclean.leader.election.enable", "true"),
-            ("min.insync.replicas", "1"),
-        ],
-    );
-    assert_eq!(cluster.leader_of(TOPIC, 0), 1);
     produce(&b, "all", "a", BOTH);
     // The Java consumer in the same roles (its successor comes after the truncation).
     let java_resetting = java_consumer("java-earliest", &b, &[]);
@@ -214,25 +164,7 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
 
     // The leader dies before the follower comes back: the follower, never in the ISR again, is
     // elected uncleanly and its log ends where the records of both replicas end.
-    cluster.kill_node(1);
-    cluster.start_node(2);
-    let waiting = Instant::now();
-    loop {
-        let leader = cluster.leader_seen_by(3, TOPIC, 0);
-        if leader == 2 {
-            break;
-        }
-        assert!(
-            waiting.elapsed() < Duration::from_secs(60),
-            "node 2 was not elected leader uncleanly within 60 s (leader now {leader})"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    eprintln!(
-        "node 2 leads after an unclean election, {:?} after the kill",
-        waiting.elapsed()
-    );
-    let survivors = format!("{},{}", cluster.address(2), cluster.address(3));
+    let survivors = elect_node_2_uncleanly(&cluster, TOPIC);
     produce(&survivors, "1", "c", AFTER);
 
     // earliest: back to the divergent offset, then exactly the new leader's records after it.
@@ -281,18 +213,7 @@ fn an_uncleanly_elected_leader_truncates_below_the_position_and_the_consumer_det
     // none: the truncation is reported with the offsets, and no record comes before it.
     let (got, e) = read(&strict, 1, Duration::from_secs(60));
     assert!(got.is_empty(), "records after the truncation: {got:?}");
-    match e {
-        Some(Error::LogTruncation {
-            ref partition,
-            position: at,
-            divergent_offset,
-            ..
-        }) => {
-            assert_eq!((partition.topic.as_str(), partition.partition), (TOPIC, 0));
-            assert_eq!((at, divergent_offset), (position, BOTH as i64));
-        }
-        other => panic!("expected LogTruncation, got {other:?}"),
-    }
+    assert_log_truncation(e, TOPIC, position, BOTH as i64);
     // The application seeks to the divergent offset and reads on from there.
     strict
         .seek(&TopicPartition::new(TOPIC, 0), BOTH as i64)

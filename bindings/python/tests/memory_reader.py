@@ -3,11 +3,13 @@ bench's memory row: creates a consumer of CLIENT (lagless or confluent-kafka), a
 partition of TOPIC from offset 0, takes `consume(100)` and works 20 ms per call for SECONDS
 (pausing the even partitions after PAUSE_AT seconds when PAUSE_AT > 0), then prints one JSON line:
 
-    {"start_kib": ..., "hwm_kib": ..., "records": ..., "after_pause": ..., "bytes": ...}
+    {"start_kib": ..., "hwm_kib": ..., "records": ..., "after_pause": ..., "from_paused": ...,
+     "bytes": ...}
 
 `start_kib` is the process' peak RSS (VmHWM in /proc/self/status) once the consumer exists and
 before it fetches; `hwm_kib` its peak RSS at the end; `after_pause` the records of unpaused
-partitions read after the pause. BOUND is the prefetch bound in bytes: lagless'
+partitions read after the pause, `from_paused` those of paused partitions read after it (none,
+for a client that honours the pause). BOUND is the prefetch bound in bytes: lagless'
 `fetch.buffer.max.bytes`, librdkafka's `queued.max.messages.kbytes` (its bound on the prefetch
 queue of a consumer, in KiB).
 
@@ -53,7 +55,7 @@ def main() -> None:
     tps = [kafka.TopicPartition(topic, p, 0) for p in range(partitions)]
     consumer.assign(tps)
     paused = False
-    records = after_pause = size = 0
+    records = after_pause = from_paused = size = 0
     began = time.monotonic()
     while True:
         elapsed = time.monotonic() - began
@@ -73,6 +75,8 @@ def main() -> None:
             size += len(value)
             if paused and partition % 2 == 1:
                 after_pause += 1
+            elif paused:
+                from_paused += 1
         time.sleep(0.02)
     hwm = vm_hwm_kib()
     consumer.close()
@@ -84,6 +88,7 @@ def main() -> None:
                 "hwm_kib": hwm,
                 "records": records,
                 "after_pause": after_pause,
+                "from_paused": from_paused,
                 "bytes": size,
             }
         ),

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lagless::{Consumer, Producer, ProducerRecord};
 
-mod configs;
+pub mod configs;
 mod wait;
 #[allow(unused_imports)]
 pub use configs::{config, group_member_settings};
