@@ -151,6 +151,19 @@ impl Consumer {
         )
     }
 
+    /// The next record as a `Message`, polled as `poll_records` does; None when the timeout
+    /// passed.
+    fn poll_message<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<Duration>,
+    ) -> PyResult<Option<Bound<'py, Message>>> {
+        self.poll_records(py, timeout, 1)?
+            .pop()
+            .map(|r| MessageBuilder::default().build(py, r))
+            .transpose()
+    }
+
     /// Takes the listener and the callables (each checked callable) for the subscription that
     /// `subscribe` makes with a core listener forwarding to them.
     fn set_subscription(
@@ -291,10 +304,7 @@ impl Consumer {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, Message>>> {
-        match self.poll_records(py, duration(timeout), 1)?.pop() {
-            Some(r) => Ok(Some(MessageBuilder::default().build(py, r)?)),
-            None => Ok(None),
-        }
+        self.poll_message(py, duration(timeout))
     }
 
     /// Up to `num_messages` messages (and at most `max.poll.records`): waits up to `timeout`
@@ -370,12 +380,9 @@ impl Consumer {
     /// Waits for the next message; the iteration ends when the consumer is closed.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Message>> {
         loop {
-            match self.poll_records(py, None, 1) {
-                Ok(mut records) => {
-                    if let Some(r) = records.pop() {
-                        return MessageBuilder::default().build(py, r);
-                    }
-                }
+            match self.poll_message(py, None) {
+                Ok(Some(m)) => return Ok(m),
+                Ok(None) => {}
                 Err(e)
                     if e.value(py)
                         .getattr("name")
