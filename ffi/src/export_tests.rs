@@ -53,7 +53,7 @@ fn the_poll_exports_name_a_null_argument_and_a_zero_capacity() {
     let mut n = 99usize;
     let mut b = untouched();
     let s = slots.as_mut_ptr();
-    let cases = [
+    let mut cases = vec![
         (
             lagless_consumer_poll(null_mut(), 0, &mut m),
             "`consumer` is NULL",
@@ -62,38 +62,30 @@ fn the_poll_exports_name_a_null_argument_and_a_zero_capacity() {
             lagless_consumer_poll(c, 0, null_mut()),
             "`out_message` is NULL",
         ),
-        (
-            lagless_consumer_poll_batch(null_mut(), 0, s, 4, &mut n),
-            "`consumer` is NULL",
-        ),
-        (
-            lagless_consumer_poll_batch(c, 0, null_mut(), 4, &mut n),
-            "`out_messages` is NULL",
-        ),
-        (
-            lagless_consumer_poll_batch(c, 0, s, 4, null_mut()),
-            "`out_count` is NULL",
-        ),
-        (
-            lagless_consumer_poll_batch(c, 0, s, 0, &mut n),
-            "`capacity` is 0",
-        ),
-        (
-            lagless_consumer_recovery_poll(null_mut(), 0, s, 4, &mut n),
-            "`consumer` is NULL",
-        ),
-        (
-            lagless_consumer_recovery_poll(c, 0, null_mut(), 4, &mut n),
-            "`out_messages` is NULL",
-        ),
-        (
-            lagless_consumer_recovery_poll(c, 0, s, 4, null_mut()),
-            "`out_count` is NULL",
-        ),
-        (
-            lagless_consumer_recovery_poll(c, 0, s, 0, &mut n),
-            "`capacity` is 0",
-        ),
+    ];
+    // `_poll_batch` and `_recovery_poll` take the same arguments and check them the same way.
+    type PollInto = extern "C" fn(
+        *mut lagless_consumer,
+        i32,
+        *mut *mut lagless_message,
+        usize,
+        *mut usize,
+    ) -> *mut lagless_error;
+    for poll_into in [
+        lagless_consumer_poll_batch as PollInto,
+        lagless_consumer_recovery_poll,
+    ] {
+        cases.extend([
+            (poll_into(null_mut(), 0, s, 4, &mut n), "`consumer` is NULL"),
+            (
+                poll_into(c, 0, null_mut(), 4, &mut n),
+                "`out_messages` is NULL",
+            ),
+            (poll_into(c, 0, s, 4, null_mut()), "`out_count` is NULL"),
+            (poll_into(c, 0, s, 0, &mut n), "`capacity` is 0"),
+        ]);
+    }
+    cases.extend([
         (
             lagless_consumer_consume_batch(null_mut(), 4, 0, &mut b),
             "`consumer` is NULL",
@@ -106,7 +98,7 @@ fn the_poll_exports_name_a_null_argument_and_a_zero_capacity() {
             lagless_consumer_consume_batch(c, 0, 0, &mut b),
             "`max` is 0",
         ),
-    ];
+    ]);
     for (i, (e, want)) in cases.into_iter().enumerate() {
         let (code, msg) = outcome(e);
         assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "case {i}: {msg}");

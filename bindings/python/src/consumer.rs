@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lagless::offsets::OffsetAndMetadata;
+use lagless::sync::Unpoisoned;
 use lagless::{
     CommitResults, Consumer as CoreConsumer, ConsumerRecord, Error, RebalanceEventListener,
     RebalanceListener,
@@ -28,7 +29,7 @@ use pyo3::PyTraverseError;
 
 use crate::batch::MessageBatch;
 use crate::errors::{to_py, IntoPyResult};
-use crate::listener::{callable, lock, stash_error, Callbacks, PyListener, Stash};
+use crate::listener::{callable, stash_error, Callbacks, PyListener, Stash};
 use crate::types::{
     commit_outcome, commit_result_list, extract_partitions, extract_tps, in_given_order,
     partition_list, tp_list, Message, MessageBuilder, TopicPartition, OFFSET_BEGINNING, OFFSET_END,
@@ -60,7 +61,7 @@ impl Consumer {
 
     /// Re-raises a callback's exception stashed during the last core call.
     fn raise_stashed(&self) -> PyResult<()> {
-        match lock(&self.stash).take() {
+        match self.stash.lock().unpoisoned().take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -69,7 +70,7 @@ impl Consumer {
     /// A core error as a Python exception; for `Error::Callback`, the callback's own exception.
     fn error(&self, py: Python<'_>, e: Error) -> PyErr {
         if matches!(e, Error::Callback(_)) {
-            if let Some(orig) = lock(&self.stash).take() {
+            if let Some(orig) = self.stash.lock().unpoisoned().take() {
                 return orig;
             }
         }
@@ -150,6 +151,19 @@ impl Consumer {
         )
     }
 
+    /// The next record as a `Message`, polled as `poll_records` does; None when the timeout
+    /// passed.
+    fn poll_message<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<Duration>,
+    ) -> PyResult<Option<Bound<'py, Message>>> {
+        self.poll_records(py, timeout, 1)?
+            .pop()
+            .map(|r| MessageBuilder::default().build(py, r))
+            .transpose()
+    }
+
     /// Takes the listener and the callables (each checked callable) for the subscription that
     /// `subscribe` makes with a core listener forwarding to them.
     fn set_subscription(
@@ -168,7 +182,7 @@ impl Consumer {
             on_revoke: callable("on_revoke", on_revoke, py)?,
             on_lost: callable("on_lost", on_lost, py)?,
         };
-        *lock(&this.callbacks) = callbacks;
+        *this.callbacks.lock().unpoisoned() = callbacks;
         let l = PyListener {
             callbacks: this.callbacks.clone(),
             consumer: PyWeakrefReference::new(slf.as_any())?.unbind(),
@@ -290,10 +304,7 @@ impl Consumer {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, Message>>> {
-        match self.poll_records(py, duration(timeout), 1)?.pop() {
-            Some(r) => Ok(Some(MessageBuilder::default().build(py, r)?)),
-            None => Ok(None),
-        }
+        self.poll_message(py, duration(timeout))
     }
 
     /// Up to `num_messages` messages (and at most `max.poll.records`): waits up to `timeout`
@@ -369,12 +380,9 @@ impl Consumer {
     /// Waits for the next message; the iteration ends when the consumer is closed.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, Message>> {
         loop {
-            match self.poll_records(py, None, 1) {
-                Ok(mut records) => {
-                    if let Some(r) = records.pop() {
-                        return MessageBuilder::default().build(py, r);
-                    }
-                }
+            match self.poll_message(py, None) {
+                Ok(Some(m)) => return Ok(m),
+                Ok(None) => {}
                 Err(e)
                     if e.value(py)
                         .getattr("name")

@@ -2,7 +2,7 @@
 //! subscription, and the core listener that calls them (on the thread inside the core's
 //! `poll`/`close`/`unsubscribe`, attached to the interpreter again) and stashes what they raise
 //! for the consumer method that ran the core call to raise.
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use lagless::sync::Unpoisoned;
 use lagless::{Error, RebalanceEvent};
@@ -11,10 +11,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyWeakrefReference;
 
 use crate::types::partition_list;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unpoisoned()
-}
 
 /// The Python callables of the current subscription. Shared between the class (for the garbage
 /// collector) and the Rust listener the core holds.
@@ -30,7 +26,7 @@ pub(crate) struct Callbacks {
 pub(crate) type Stash = Arc<Mutex<Option<PyErr>>>;
 
 pub(crate) fn stash_error(stash: &Stash, err: PyErr) {
-    let mut s = lock(stash);
+    let mut s = stash.lock().unpoisoned();
     if s.is_none() {
         *s = Some(err);
     }
@@ -55,7 +51,7 @@ impl PyListener {
         Python::attach(|py| {
             let result = (|| -> PyResult<()> {
                 let (method, callable) = {
-                    let cbs = lock(&self.callbacks);
+                    let cbs = self.callbacks.lock().unpoisoned();
                     let callable = match event {
                         RebalanceEvent::Assigned => cbs.on_assign.as_ref(),
                         RebalanceEvent::Revoked => cbs.on_revoke.as_ref(),
