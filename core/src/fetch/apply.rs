@@ -540,18 +540,29 @@ pub(crate) mod tests {
         answer(codes::NONE, records)
     }
 
-    fn apply_main(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
+    /// `a` answers the fetch `asked` of `tp()`'s `kind` stream from the leader, now.
+    fn answered(
+        p: &mut PartitionState,
+        kind: StreamKind,
+        asked: &Asked,
+        a: PartitionAnswer,
+        reset_allowed: bool,
+    ) -> Applied {
         apply(
             p,
             &tp(),
-            StreamKind::Main,
+            kind,
             BROKER,
-            &asked,
+            asked,
             a,
             Instant::now(),
             MAX_AGE,
-            true,
+            reset_allowed,
         )
+    }
+
+    fn apply_main(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
+        answered(p, StreamKind::Main, &asked, a, true)
     }
 
     #[test]
@@ -814,17 +825,7 @@ pub(crate) mod tests {
     }
 
     fn apply_recovery(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
-        apply(
-            p,
-            &tp(),
-            StreamKind::Recovery,
-            BROKER,
-            &asked,
-            a,
-            Instant::now(),
-            MAX_AGE,
-            true,
-        )
+        answered(p, StreamKind::Recovery, &asked, a, true)
     }
 
     #[test]
@@ -1142,17 +1143,7 @@ pub(crate) mod tests {
             asked.last_fetched_epoch,
             p.last_fetched_epoch(StreamKind::Main)
         );
-        apply(
-            p,
-            &tp(),
-            StreamKind::Main,
-            BROKER,
-            &asked,
-            diverging(e),
-            Instant::now(),
-            MAX_AGE,
-            reset_allowed,
-        )
+        answered(p, StreamKind::Main, &asked, diverging(e), reset_allowed)
     }
 
     #[test]
@@ -1346,17 +1337,7 @@ pub(crate) mod tests {
             limit: 120,
             last_fetched_epoch: 2,
         };
-        apply(
-            p,
-            &tp(),
-            StreamKind::Recovery,
-            BROKER,
-            &asked,
-            diverging(e),
-            Instant::now(),
-            MAX_AGE,
-            reset_allowed,
-        )
+        answered(p, StreamKind::Recovery, &asked, diverging(e), reset_allowed)
     }
 
     /// A new leader's log of epoch 2 ends at 90, under the recovery stream's fetch offset 95
