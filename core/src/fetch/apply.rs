@@ -268,7 +268,7 @@ pub(crate) fn apply(
                 // Whatever the main stream does, the recovery stream's own buffer came from a
                 // log that diverged: it is fetched again (below the divergence point, if any).
                 if let Some(rc) = p.recovery.as_mut() {
-                    out.freed += rc.restart();
+                    out.freed += rc.rewind();
                 }
             }
             return out;
@@ -540,18 +540,29 @@ pub(crate) mod tests {
         answer(codes::NONE, records)
     }
 
-    fn apply_main(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
+    /// `a` answers the fetch `asked` of `tp()`'s `kind` stream from the leader, now.
+    fn answered(
+        p: &mut PartitionState,
+        kind: StreamKind,
+        asked: &Asked,
+        a: PartitionAnswer,
+        reset_allowed: bool,
+    ) -> Applied {
         apply(
             p,
             &tp(),
-            StreamKind::Main,
+            kind,
             BROKER,
-            &asked,
+            asked,
             a,
             Instant::now(),
             MAX_AGE,
-            true,
+            reset_allowed,
         )
+    }
+
+    fn apply_main(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
+        answered(p, StreamKind::Main, &asked, a, true)
     }
 
     #[test]
@@ -814,17 +825,7 @@ pub(crate) mod tests {
     }
 
     fn apply_recovery(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
-        apply(
-            p,
-            &tp(),
-            StreamKind::Recovery,
-            BROKER,
-            &asked,
-            a,
-            Instant::now(),
-            MAX_AGE,
-            true,
-        )
+        answered(p, StreamKind::Recovery, &asked, a, true)
     }
 
     #[test]
@@ -1142,17 +1143,7 @@ pub(crate) mod tests {
             asked.last_fetched_epoch,
             p.last_fetched_epoch(StreamKind::Main)
         );
-        apply(
-            p,
-            &tp(),
-            StreamKind::Main,
-            BROKER,
-            &asked,
-            diverging(e),
-            Instant::now(),
-            MAX_AGE,
-            reset_allowed,
-        )
+        answered(p, StreamKind::Main, &asked, diverging(e), reset_allowed)
     }
 
     #[test]
@@ -1300,6 +1291,41 @@ pub(crate) mod tests {
         );
     }
 
+    /// A paused partition's records dropped to make room: the recovery stream fetches again from
+    /// the first unfinished range in no known epoch. The epoch it had was that of the last batch
+    /// fetched, above the offset it goes back to, which is not the record before that offset.
+    #[test]
+    fn a_recovery_stream_rewound_for_room_sends_no_epoch() {
+        let mut p = recovering();
+        let asked = Asked {
+            offset: 70,
+            cursor: p.cursor,
+            limit: 120,
+            last_fetched_epoch: -1,
+        };
+        let s = select(
+            decoded(
+                vec![
+                    batch_in(2, &(70..80).collect::<Vec<_>>(), 79),
+                    batch_in(3, &(80..95).collect::<Vec<_>>(), 94),
+                ],
+                false,
+            ),
+            &asked,
+        );
+        apply_recovery(&mut p, asked, ok(s));
+        for _ in 70..75 {
+            p.pop(StreamKind::Recovery);
+        }
+        assert_eq!(p.last_fetched_epoch(StreamKind::Recovery), 3);
+        let held = p.buffered_bytes();
+        assert_eq!(p.drop_buffered(), held);
+        let rc = p.recovery.as_ref().unwrap();
+        assert!(rc.stream.buffer.is_empty());
+        assert_eq!((rc.stream.fetch_offset, rc.fetch_end), (Some(75), 120));
+        assert_eq!(p.last_fetched_epoch(StreamKind::Recovery), -1);
+    }
+
     fn recovery_diverging(
         p: &mut PartitionState,
         e: EpochEndOffset,
@@ -1311,17 +1337,7 @@ pub(crate) mod tests {
             limit: 120,
             last_fetched_epoch: 2,
         };
-        apply(
-            p,
-            &tp(),
-            StreamKind::Recovery,
-            BROKER,
-            &asked,
-            diverging(e),
-            Instant::now(),
-            MAX_AGE,
-            reset_allowed,
-        )
+        answered(p, StreamKind::Recovery, &asked, diverging(e), reset_allowed)
     }
 
     /// A new leader's log of epoch 2 ends at 90, under the recovery stream's fetch offset 95

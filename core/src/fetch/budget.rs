@@ -73,9 +73,9 @@ impl Budget {
 /// before the first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Expansion {
+    /// The last answers' expansions, at least [`Expansion::ONE`] each; 0: no answer yet.
     recent: [u32; Expansion::SAMPLES],
     next: usize,
-    seen: usize,
 }
 
 impl Expansion {
@@ -91,7 +91,6 @@ impl Expansion {
         Expansion {
             recent: [0; Expansion::SAMPLES],
             next: 0,
-            seen: 0,
         }
     }
 
@@ -105,19 +104,14 @@ impl Expansion {
             .clamp(Expansion::ONE as u128, u32::MAX as u128) as u32;
         self.recent[self.next] = per_mille;
         self.next = (self.next + 1) % Expansion::SAMPLES;
-        self.seen += 1;
     }
 
     /// Thousandths of memory per byte an answer brings.
     pub(crate) fn per_mille(&self) -> u32 {
-        if self.seen == 0 {
-            return Expansion::UNKNOWN;
+        match self.recent.iter().copied().max() {
+            Some(0) | None => Expansion::UNKNOWN,
+            Some(most) => most,
         }
-        self.recent
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(Expansion::UNKNOWN)
     }
 
     /// The memory an answer of `bytes` holds at this expansion.

@@ -281,7 +281,9 @@ async fn ask_leader(
         current_leader_epoch: asked.current_leader_epoch,
         leader_epoch: asked.epoch,
     }));
-    let resp = conn.call(&req).await?;
+    // The connection's wait and the answer's share one request.timeout.ms, as a ListOffsets
+    // lookup's do.
+    let resp = conn.call_before(&req, deadline).await?;
     let mut out = HashMap::new();
     for t in resp.topics {
         for p in t.partitions {

@@ -334,18 +334,6 @@ impl Recovery {
         }
     }
 
-    /// Fetches the ranges again from what was delivered of the first (the buffer is dropped), in
-    /// no known epoch. Returns the bytes freed.
-    pub(super) fn restart(&mut self) -> usize {
-        let freed = self.stream.clear_buffer();
-        if let Some(first) = self.ranges.first() {
-            self.stream.fetch_offset = Some(first.next);
-            self.fetch_end = first.end;
-        }
-        self.stream.fetch_epoch = -1;
-        freed
-    }
-
     /// With nothing buffered, every offset below the fetch cursor was delivered or does not exist
     /// (control batches, compaction, a range's tail): the ranges move up to it.
     pub(super) fn settle(&mut self) {
@@ -365,7 +353,9 @@ impl Recovery {
     }
 
     /// Drops what the stream buffered, to fetch it again: from the first unfinished range's
-    /// next offset (the ranges move only as records are delivered). Returns the bytes dropped.
+    /// next offset (the ranges move only as records are delivered), in no known epoch (KIP-320:
+    /// the stream's epoch is that of the last batch it fetched, above that offset, and the epoch
+    /// of the record before the offset is not kept). Returns the bytes dropped.
     pub(super) fn rewind(&mut self) -> usize {
         let freed = self.stream.clear_buffer();
         match self.ranges.first() {
@@ -375,6 +365,7 @@ impl Recovery {
             }
             None => self.stream.fetch_offset = None,
         }
+        self.stream.fetch_epoch = -1;
         freed
     }
 
@@ -533,7 +524,7 @@ impl PartitionState {
     /// ranges end there, as a commit of `offset` would end them ([`RecoveryState::committed_at`]):
     /// their records below it are still in the log and still owed, those from it on are gone
     /// (the main stream reads what the log holds there now). A recovery stream that fetched past
-    /// `offset` starts its ranges again, in no known epoch; none left, it ends. Returns the bytes
+    /// `offset` starts its ranges again ([`Recovery::rewind`]); none left, it ends. Returns the bytes
     /// freed.
     pub(super) fn truncate_recovery_at(&mut self, offset: i64) -> usize {
         let Some(rc) = self.recovery.as_mut() else {
@@ -554,7 +545,7 @@ impl PartitionState {
         }
         tracing::info!(topic = %self.topic, offset, ranges = ?kept, "recovery ranges end at the truncation");
         rc.ranges = kept;
-        rc.restart()
+        rc.rewind()
     }
 
     /// KIP-320: the leader epoch to commit with `offset` (the next record to read): the

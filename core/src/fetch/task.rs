@@ -174,11 +174,10 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         lookups.push((tp.clone(), l, p.cursor));
                     }
                 }
+                let info = meta.partition(&tp.topic, tp.partition);
                 // KIP-320: a newer leader epoch has the position validated first, paused or not
                 // (as the Java client does).
-                let (leader, epoch) = meta
-                    .partition(&tp.topic, tp.partition)
-                    .map_or((-1, -1), |i| (i.leader, i.leader_epoch));
+                let (leader, epoch) = info.map_or((-1, -1), |i| (i.leader, i.leader_epoch));
                 match validate::plan(p, leader, epoch, now) {
                     validate::Planned::Send(v) => validations.push((tp.clone(), v)),
                     validate::Planned::NeedsLeader => metadata_wanted = true,
@@ -190,7 +189,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 let ready = p.fetchable(now, shared.config.max_partition_fetch_bytes);
                 if ready.is_empty() {
                     if p.main.buffer_full(max_bytes) && !p.main.in_flight {
-                        if let Some(info) = meta.partition(&tp.topic, tp.partition) {
+                        if let Some(info) = info {
                             held_back.insert(fetch_target(
                                 info.leader,
                                 p.preferred_replica,
@@ -221,7 +220,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     }
                     Some(_) => {}
                 }
-                match meta.partition(&tp.topic, tp.partition) {
+                match info {
                     Some(info) if info.leader >= 0 => {
                         let target = fetch_target(info.leader, p.preferred_replica, now, |b| {
                             meta.brokers.contains_key(&b)

@@ -245,6 +245,16 @@ mod tests {
         EpochEndOffset { epoch, end_offset }
     }
 
+    /// The leader answers validation `asked` of `tp()`: its log of the epoch asked ends at `e`.
+    fn answered(
+        p: &mut PartitionState,
+        asked: &ValidationAsked,
+        e: EpochEndOffset,
+        reset_allowed: bool,
+    ) -> Applied {
+        apply_validation(p, &tp(), asked, ValidationAnswer::End(e), reset_allowed)
+    }
+
     #[test]
     fn a_newer_leader_epoch_validates_a_position_with_an_epoch_and_adopts_one_without() {
         use LeaderChange::*;
@@ -361,13 +371,7 @@ mod tests {
     fn a_position_the_new_leader_holds_keeps_its_buffer_and_flows_again() {
         let (mut p, asked) = after_a_leader_change();
         let held = p.main.buffered_bytes;
-        let a = apply_validation(
-            &mut p,
-            &tp(),
-            &asked,
-            ValidationAnswer::End(end(3, 125)),
-            false,
-        );
+        let a = answered(&mut p, &asked, end(3, 125), false);
         assert_eq!(a, Applied::default());
         assert_eq!((p.validation, p.leader_epoch), (None, 5));
         assert!(p.delivers());
@@ -382,13 +386,7 @@ mod tests {
     fn a_truncation_found_by_validation_resets_to_the_divergence_point() {
         let (mut p, asked) = after_a_leader_change();
         let held = p.main.buffered_bytes;
-        let a = apply_validation(
-            &mut p,
-            &tp(),
-            &asked,
-            ValidationAnswer::End(end(3, 110)),
-            true,
-        );
+        let a = answered(&mut p, &asked, end(3, 110), true);
         assert_eq!(
             a,
             Applied {
@@ -411,13 +409,7 @@ mod tests {
     #[test]
     fn a_truncation_found_by_validation_is_reported_under_none() {
         let (mut p, asked) = after_a_leader_change();
-        let a = apply_validation(
-            &mut p,
-            &tp(),
-            &asked,
-            ValidationAnswer::End(end(2, 100)),
-            false,
-        );
+        let a = answered(&mut p, &asked, end(2, 100), false);
         match a.error {
             Some(Error::LogTruncation {
                 position,
@@ -436,24 +428,12 @@ mod tests {
     fn a_divergence_past_the_position_fetches_again_from_it() {
         let (mut p, asked) = after_a_leader_change();
         // Epoch 3 ends at 122 on the new leader: 120 and 121 are there, 122..=124 not.
-        let a = apply_validation(
-            &mut p,
-            &tp(),
-            &asked,
-            ValidationAnswer::End(end(3, 122)),
-            false,
-        );
+        let a = answered(&mut p, &asked, end(3, 122), false);
         assert!(a.error.is_none() && a.freed > 0);
         assert_eq!((p.position, p.main.fetch_offset), (Some(120), Some(120)));
         // Undefined: the reset policy decides.
         let (mut p, asked) = after_a_leader_change();
-        apply_validation(
-            &mut p,
-            &tp(),
-            &asked,
-            ValidationAnswer::End(end(-1, -1)),
-            true,
-        );
+        answered(&mut p, &asked, end(-1, -1), true);
         assert_eq!(
             (p.position, p.lookup),
             (None, Some(PositionLookup::ResetPolicy))
@@ -514,13 +494,7 @@ mod tests {
     fn an_answer_after_a_seek_changes_nothing() {
         let (mut p, asked) = after_a_leader_change();
         p.seek(50);
-        let a = apply_validation(
-            &mut p,
-            &tp(),
-            &asked,
-            ValidationAnswer::End(end(2, 10)),
-            false,
-        );
+        let a = answered(&mut p, &asked, end(2, 10), false);
         assert_eq!(a, Applied::default());
         assert_eq!((p.position, p.main.fetch_offset), (Some(50), Some(50)));
         assert!(p.validation.is_none() && p.delivers());
@@ -573,13 +547,7 @@ mod tests {
         let Planned::Send(asked) = plan(&mut p, 2, 5, Instant::now()) else {
             panic!("validated")
         };
-        apply_validation(
-            &mut p,
-            &tp(),
-            &asked,
-            ValidationAnswer::End(end(3, 100)),
-            true,
-        );
+        answered(&mut p, &asked, end(3, 100), true);
         assert_eq!((p.position, p.main.fetch_offset), (Some(100), Some(100)));
         let rc = p
             .recovery
@@ -601,13 +569,7 @@ mod tests {
         let Planned::Send(asked) = plan(&mut p, 2, 5, Instant::now()) else {
             panic!("validated")
         };
-        apply_validation(
-            &mut p,
-            &tp(),
-            &asked,
-            ValidationAnswer::End(end(3, 60)),
-            true,
-        );
+        answered(&mut p, &asked, end(3, 60), true);
         assert!(p.recovery.is_none());
         assert_eq!(p.commit_offset().unwrap().offset, 60);
     }

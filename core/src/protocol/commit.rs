@@ -2,11 +2,11 @@
 //! error code per partition. Pure; `consumer::commits` sends it, retries and decides what each
 //! error means for the member.
 use crate::protocol::group::Member;
-use crate::protocol::group_by_topic;
 use crate::protocol::msg::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use crate::protocol::msg::{OffsetCommitRequest, OffsetCommitResponse, StrBytes, TopicName};
+use crate::protocol::msg::{OffsetCommitRequest, OffsetCommitResponse, StrBytes};
+use crate::protocol::{group_by_topic, topic_name};
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
@@ -36,7 +36,7 @@ pub(crate) fn offset_commit(
     .into_iter()
     .map(|(topic, partitions)| {
         OffsetCommitRequestTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_name(topic_name(topic))
             .with_partitions(partitions)
     })
     .collect();
@@ -170,10 +170,10 @@ mod tests {
         };
         let resp = OffsetCommitResponse::default().with_topics(vec![
             OffsetCommitResponseTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str("b")))
+                .with_name(topic_name("b"))
                 .with_partitions(vec![part(1, 0), part(0, 27)]),
             OffsetCommitResponseTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str("a")))
+                .with_name(topic_name("a"))
                 .with_partitions(vec![part(0, 22)]),
         ]);
         assert_eq!(

@@ -13,13 +13,11 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignmentTopicPartition;
 use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition as SubscriptionTopicPartition;
-use kafka_protocol::messages::{
-    ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName,
-};
+use kafka_protocol::messages::{ConsumerProtocolAssignment, ConsumerProtocolSubscription};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use crate::error::{Error, Result};
-use crate::protocol::group_by_topic;
+use crate::protocol::{group_by_topic, topic_name};
 
 /// The highest version of both messages we know. A newer version is read as this one: Kafka only
 /// ever appends fields to these schemas, so the prefix we understand is still valid.
@@ -386,10 +384,6 @@ fn read_topic_partitions(r: &mut Reader, field: &str) -> Result<Vec<TopicPartiti
         return Err(r.corrupt(field, format!("{} bytes after the end", r.buf.remaining())));
     }
     Ok(tps)
-}
-
-fn topic_name(topic: &str) -> TopicName {
-    TopicName(StrBytes::from_string(topic.to_string()))
 }
 
 /// Java clamps a version above the highest to the highest, and refuses a negative one.

@@ -1,8 +1,8 @@
 //! The Fetch request, built from the partitions to read and the consumer's fetch limits. Pure;
 //! `fetch::task` chooses the partitions and offsets, sends it and decodes the answer.
-use crate::protocol::group_by_topic;
 use crate::protocol::msg::fetch_request::{FetchPartition, FetchTopic};
-use crate::protocol::msg::{BrokerId, FetchRequest, StrBytes, TopicName};
+use crate::protocol::msg::{BrokerId, FetchRequest, StrBytes};
+use crate::protocol::{group_by_topic, topic_name};
 use crate::types::TopicPartition;
 
 /// What bounds one Fetch (`fetch.max.wait.ms`, `fetch.min.bytes`, `fetch.max.bytes`,
@@ -47,7 +47,7 @@ pub(crate) fn fetch<'a>(
     .into_iter()
     .map(|(topic, partitions)| {
         FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_topic(topic_name(topic))
             .with_partitions(partitions)
     })
     .collect();

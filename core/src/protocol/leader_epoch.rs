@@ -1,11 +1,11 @@
 //! OffsetForLeaderEpoch (KIP-320): where a leader's log of a leader epoch ends, asked by a
 //! consumer to validate its positions after a leader change. Pure; `fetch::lookup` sends it and
 //! reads the answers.
-use crate::protocol::group_by_topic;
 use crate::protocol::msg::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
-use crate::protocol::msg::{BrokerId, OffsetForLeaderEpochRequest, StrBytes, TopicName};
+use crate::protocol::msg::{BrokerId, OffsetForLeaderEpochRequest};
+use crate::protocol::{group_by_topic, topic_name};
 use crate::types::TopicPartition;
 
 /// The lowest version a consumer sends, as the Java client's `forConsumer`: before v3 the request
@@ -43,7 +43,7 @@ pub(crate) fn offset_for_leader_epoch<'a>(
     .into_iter()
     .map(|(topic, partitions)| {
         OffsetForLeaderTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_topic(topic_name(topic))
             .with_partitions(partitions)
     })
     .collect();

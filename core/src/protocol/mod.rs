@@ -34,6 +34,11 @@ pub(crate) mod msg {
     pub use kafka_protocol::protocol::StrBytes;
 }
 
+/// A topic's name as the request messages carry it.
+pub(crate) fn topic_name(topic: &str) -> msg::TopicName {
+    msg::TopicName(msg::StrBytes::from_string(topic.to_string()))
+}
+
 /// Groups `(topic, item)` pairs by topic, the shape of every request and embedded message that
 /// lists partitions (Fetch, ListOffsets, OffsetFetch, OffsetCommit, the consumer protocol's
 /// owned partitions): topics in the order they first appear, each topic's items in input order.

@@ -1,12 +1,10 @@
 //! ListOffsets (offsets by timestamp, the log start and end) and OffsetFetch (a group's
 //! committed offsets), built from lagless' own values. Pure; `crate::offsets` sends them and
 //! reads the answers.
-use crate::protocol::group_by_topic;
 use crate::protocol::msg::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use crate::protocol::msg::offset_fetch_request::OffsetFetchRequestTopic;
-use crate::protocol::msg::{
-    BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes, TopicName,
-};
+use crate::protocol::msg::{BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes};
+use crate::protocol::{group_by_topic, topic_name};
 use crate::types::TopicPartition;
 
 /// One partition to look an offset up for: the first offset at or after `timestamp` (or -1 for
@@ -33,7 +31,7 @@ pub(crate) fn list_offsets<'a>(
     .into_iter()
     .map(|(topic, partitions)| {
         ListOffsetsTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_name(topic_name(topic))
             .with_partitions(partitions)
     })
     .collect();
@@ -56,7 +54,7 @@ pub(crate) fn offset_fetch(group_id: &str, partitions: &[TopicPartition]) -> Off
     .into_iter()
     .map(|(topic, indexes)| {
         OffsetFetchRequestTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_name(topic_name(topic))
             .with_partition_indexes(indexes)
     })
     .collect();

@@ -2,9 +2,9 @@
 //! sender (`producer::sender`) chooses the batches, sends the request and reads the answer.
 use bytes::Bytes;
 
-use crate::protocol::group_by_topic;
 use crate::protocol::msg::produce_request::{PartitionProduceData, TopicProduceData};
-use crate::protocol::msg::{ProduceRequest, StrBytes, TopicName};
+use crate::protocol::msg::ProduceRequest;
+use crate::protocol::{group_by_topic, topic_name};
 
 /// Produce of `batches` (topic, partition, one encoded record batch) with `acks` (0, 1 or -1
 /// for all in-sync replicas); `timeout_ms` bounds the broker's wait for those replicas.
@@ -22,7 +22,7 @@ pub(crate) fn produce<'a>(
     .into_iter()
     .map(|(topic, partitions)| {
         TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_name(topic_name(topic))
             .with_partition_data(partitions)
     })
     .collect();
