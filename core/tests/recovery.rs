@@ -54,7 +54,9 @@ fn commit_with_metadata(bs: &str, group: &str, topic: &str, offset: i64, metadat
     let c = member(bs, group, &[]);
     c.subscribe(&[topic], None).unwrap();
     let tp = TopicPartition::new(topic, 0);
-    wait_assigned(&c, Duration::from_secs(60));
+    // With no committed offset the member starts at the log end: whatever it reads is not
+    // this helper's business, only the offset it commits.
+    let _ = wait_assigned(&c, Duration::from_secs(60));
     c.commit_sync(
         Some(&[(
             tp,
@@ -138,7 +140,8 @@ fn takeover_delivers_fresh_records_at_once_while_the_backlog_drains() {
 
     let c = recovery_member(&bs, &group, &[("max.poll.records", "50")]);
     c.subscribe(&[&topic], None).unwrap();
-    wait_assigned(&c, Duration::from_secs(60));
+    // poll() may hand out the first recovery records while the assignment completes.
+    let early = wait_assigned(&c, Duration::from_secs(60));
     // The assignment comes before the takeover looks up where the log ends: wait for that
     // (position() waits for the lookup), so the fresh records written next are past the backlog.
     assert_eq!(
@@ -153,6 +156,7 @@ fn takeover_delivers_fresh_records_at_once_while_the_backlog_drains() {
     let mut first_fresh_while_recovering = None;
     let mut saw_recovery_active = false;
     let deadline = Instant::now() + Duration::from_secs(120);
+    let mut early = Some(early);
     loop {
         assert!(
             Instant::now() < deadline,
@@ -160,7 +164,10 @@ fn takeover_delivers_fresh_records_at_once_while_the_backlog_drains() {
             delivered.len(),
             end - 70
         );
-        let records = c.poll(Duration::from_millis(200)).unwrap();
+        let records = match early.take() {
+            Some(records) => records,
+            None => c.poll(Duration::from_millis(200)).unwrap(),
+        };
         let active = c.recovery_active(&tp).unwrap();
         saw_recovery_active |= active;
         assert_eq!(active, c.child_consumer_is_alive());
@@ -290,7 +297,8 @@ fn small_backlogs_and_seeks_use_the_main_stream_alone() {
     produce_to_0(&bs, &topic, 100);
     let c = recovery_member(&bs, &group, &[("max.poll.records", "5")]);
     c.subscribe(&[&topic], None).unwrap();
-    wait_assigned(&c, Duration::from_secs(60));
+    // What the wait polls, like the polls below, comes before the seek that this part is about.
+    let _ = wait_assigned(&c, Duration::from_secs(60));
     let deadline = Instant::now() + Duration::from_secs(30);
     while !c.recovery_active(&tp).unwrap() {
         assert!(
@@ -921,11 +929,13 @@ fn close_with_auto_commit_commits_the_token() {
         &[("enable.auto.commit", "true"), ("max.poll.records", "10")],
     );
     c.subscribe(&[&topic], None).unwrap();
-    wait_assigned(&c, Duration::from_secs(60));
+    // poll() may hand out the first recovery records while the assignment completes.
+    let early = wait_assigned(&c, Duration::from_secs(60));
     // As in the seed example: the fresh records only after the takeover found the log end.
     assert_eq!(c.position(&tp, None).unwrap(), 5_070);
     produce_to_0(&bs, &topic, 20);
-    let mut delivered: BTreeSet<i64> = BTreeSet::new();
+    let mut delivered: BTreeSet<i64> = early.iter().map(|r| r.offset).collect();
+    assert_eq!(delivered.len(), early.len(), "a record handed out twice");
     let deadline = Instant::now() + Duration::from_secs(60);
     // Some of the backlog and all 20 fresh records.
     while delivered.range(5_070..).count() < 20 || delivered.range(..5_070).count() < 100 {
@@ -1153,7 +1163,13 @@ fn a_recovery_thread_drains_the_backlog_beside_the_poll_thread() {
         ],
     ));
     c.subscribe(&[&topic], None).unwrap();
-    wait_assigned(&c, Duration::from_secs(60));
+    let early = wait_assigned(&c, Duration::from_secs(60));
+    // Recovery records go to recovery_poll() alone, and the main stream starts at the log end.
+    assert_eq!(
+        early.len(),
+        0,
+        "poll() handed out records before any fresh one was written"
+    );
     assert_eq!(c.position(&tp, None).unwrap(), end);
     let trickle = Trickle::start(&bs, &topic, Duration::from_millis(5));
     // Reads the group's offset as any other client would, outside the group.
@@ -1332,7 +1348,13 @@ fn a_batch_out_when_the_member_leaves_goes_to_the_next_owner() {
         ],
     ));
     c.subscribe(&[&topic], None).unwrap();
-    wait_assigned(&c, Duration::from_secs(60));
+    let early = wait_assigned(&c, Duration::from_secs(60));
+    // Recovery records go to recovery_poll() alone, and the main stream starts at the log end.
+    assert_eq!(
+        early.len(),
+        0,
+        "poll() handed out records before any fresh one was written"
+    );
     assert_eq!(c.position(&tp, None).unwrap(), end);
     // Two batches: the first processed (the second call says so), the second held.
     let mut got = Vec::new();
@@ -1481,7 +1503,13 @@ fn each_recovery_thread_holds_its_own_batch() {
         ],
     ));
     c.subscribe(&[&topic], None).unwrap();
-    wait_assigned(&c, Duration::from_secs(60));
+    let early = wait_assigned(&c, Duration::from_secs(60));
+    // Recovery records go to recovery_poll() alone, and the main stream starts at the log end.
+    assert_eq!(
+        early.len(),
+        0,
+        "poll() handed out records before any fresh one was written"
+    );
     let (a, b) = (
         RecoveryWorker::start(c.clone()),
         RecoveryWorker::start(c.clone()),
@@ -1541,7 +1569,13 @@ fn a_batch_held_across_a_revocation_no_longer_counts_when_the_partition_returns(
         ],
     );
     a.subscribe(&[&topic], None).unwrap();
-    wait_assigned(&a, Duration::from_secs(60));
+    let early = wait_assigned(&a, Duration::from_secs(60));
+    // Recovery records go to recovery_poll() alone, and the main stream starts at the log end.
+    assert_eq!(
+        early.len(),
+        0,
+        "poll() handed out records before any fresh one was written"
+    );
     assert_eq!(a.position(&tp, None).unwrap(), end);
     let mut batches = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -24,6 +24,7 @@ pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
 
 /// Polls `c` until it has an assignment and returns the records those polls gave (count them:
 /// they are delivered); panics if `within` passes first.
+#[must_use = "records polled while waiting were delivered: count them, or say why they do not matter"]
 pub fn wait_assigned(c: &Consumer, within: Duration) -> Vec<ConsumerRecord> {
     let mut records = Vec::new();
     wait_until("an assignment", within, || {
