@@ -22,7 +22,9 @@ use crate::config::{Config, ConsumerConfig};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
+use crate::group::classic::Classic;
 use crate::group::coordinator::GroupDriver;
+use crate::group::group_protocol::GroupProtocol;
 use crate::offsets::{self, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
 use crate::recovery::RecoveryRange;
@@ -32,6 +34,8 @@ use crate::types::TopicPartition;
 
 mod commits;
 mod group;
+#[cfg(test)]
+mod protocol_seam_tests;
 
 pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;
@@ -134,6 +138,8 @@ pub struct Consumer {
     /// The last group steps that found nothing to do, which a `poll()` finding records waiting
     /// may stand on instead of taking the steps again (`consumer::group::IDLE_STEPS_STAND_FOR`).
     pub(crate) idle_steps: group::IdleSteps,
+    /// The protocol the member speaks once `subscribe()` makes it one (`group.protocol`).
+    pub(crate) group_protocol: Arc<dyn GroupProtocol>,
 }
 
 impl Consumer {
@@ -166,6 +172,7 @@ impl Consumer {
             commits_done: Mutex::new(commits_done),
             recovery_wakeup: AtomicBool::new(false),
             idle_steps: Default::default(),
+            group_protocol: Arc::new(Classic),
         })
     }
 

@@ -403,6 +403,7 @@ impl Consumer {
             let driver = GroupDriver::new(
                 self.shared.cluster.clone(),
                 self.shared.config.clone(),
+                self.group_protocol.clone(),
                 Arc::new(move || {
                     shared.data_ready.notify_all();
                     wake.notify_one();

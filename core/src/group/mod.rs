@@ -1,9 +1,12 @@
-//! Consumer groups over the classic protocol: the membership (sans-IO, `member`), what `poll()`
-//! does next (`step`) and when the heartbeat does what (`heartbeat`), both pure; the driver that
-//! carries them out over the network (`coordinator`), the member's rebalance decisions
-//! (`rebalance`) and the assignors.
+//! Consumer groups: the membership (sans-IO, `member`), what `poll()` does next (`step`) and
+//! when the heartbeat does what (`heartbeat`), both pure; the driver that carries them out
+//! (`coordinator`) through a group protocol (`group_protocol`, the seam; `classic`, its
+//! JoinGroup/SyncGroup implementation); the member's rebalance decisions (`rebalance`) and the
+//! assignors.
 pub mod assignor;
+pub(crate) mod classic;
 pub(crate) mod coordinator;
+pub(crate) mod group_protocol;
 pub(crate) mod heartbeat;
 pub mod member;
 pub(crate) mod metadata_snapshot;

@@ -1,0 +1,258 @@
+//! The group member's contract through the protocol seam ([`GroupProtocol`]): with a fake
+//! protocol in place of the classic one, the consumer's callers see the same member (callbacks
+//! in order, on the thread that polls; the generation commits go with; lost, not revoked, after
+//! the generation is gone; the owned partitions a join reports; the leave on close).
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::group::RebalanceListener;
+use super::Consumer;
+use crate::config::Config;
+use crate::error::{codes, Result};
+use crate::group::group_protocol::fake::{names, FakeJoin, FakeProtocol};
+use crate::sync::Unpoisoned;
+use crate::types::TopicPartition;
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// Writes each callback to the log the fake protocol writes its requests to.
+struct Recorder(Log);
+
+impl Recorder {
+    fn write(&self, what: &str, partitions: &[TopicPartition]) -> Result<()> {
+        self.0
+            .lock()
+            .unpoisoned()
+            .push(format!("{what} [{}]", names(partitions)));
+        Ok(())
+    }
+}
+
+impl RebalanceListener for Recorder {
+    fn on_partitions_revoked(&mut self, _: &Consumer, p: &[TopicPartition]) -> Result<()> {
+        self.write("revoked", p)
+    }
+    fn on_partitions_assigned(&mut self, _: &Consumer, p: &[TopicPartition]) -> Result<()> {
+        self.write("assigned", p)
+    }
+    fn on_partitions_lost(&mut self, _: &Consumer, p: &[TopicPartition]) -> Result<()> {
+        self.write("lost", p)
+    }
+}
+
+fn tp(p: i32) -> TopicPartition {
+    TopicPartition::new("t", p)
+}
+
+/// A consumer of group `g` whose member speaks `fake`; no broker listens at its bootstrap
+/// address, so everything the group does goes through the fake.
+fn consumer(strategy: &str, fake: Arc<FakeProtocol>, log: &Log) -> Consumer {
+    let mut config = Config::new();
+    for (k, v) in [
+        ("bootstrap.servers", "127.0.0.1:9"),
+        ("group.id", "g"),
+        ("enable.auto.commit", "false"),
+        ("partition.assignment.strategy", strategy),
+        ("heartbeat.interval.ms", "50"),
+        ("retry.backoff.ms", "10"),
+        ("retry.backoff.max.ms", "50"),
+    ] {
+        config.set(k, v).expect("a known setting");
+    }
+    let mut c = Consumer::from_config(&config).expect("consumer");
+    c.group_protocol = fake;
+    c.subscribe(&["t"], Some(Box::new(Recorder(log.clone()))))
+        .expect("subscribe");
+    c
+}
+
+/// Polls until the log has `n` lines (the fake's requests and the callbacks); returns them.
+fn poll_until(c: &Consumer, log: &Log, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = log.lock().unpoisoned().clone();
+        if now.len() >= n {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "the log stopped at {now:#?}");
+        // No broker answers: errors from fetching are not what this test is about.
+        let _ = c.poll(Duration::from_millis(20));
+    }
+}
+
+fn generation(c: &Consumer) -> (i32, String) {
+    let m = c.group_metadata().expect("a group member");
+    (m.generation_id, m.member_id)
+}
+
+#[test]
+fn a_cooperative_member_through_the_seam_revokes_only_what_moves_and_loses_after_a_fence() {
+    let log: Log = Arc::default();
+    let fake = Arc::new(FakeProtocol::new(log.clone()));
+    fake.script_join(FakeJoin {
+        generation_id: 1,
+        member_id: "m-1",
+        assignor: "cooperative-sticky",
+        assigned: vec![tp(0), tp(1)],
+    });
+    let c = consumer("cooperative-sticky", fake.clone(), &log);
+    let got = poll_until(&c, &log, 2);
+    assert_eq!(
+        got,
+        [
+            "join member=\"\" generation=-1 topics=t owned=[]",
+            "assigned [t-0,t-1]"
+        ]
+    );
+    assert_eq!(generation(&c), (1, "m-1".to_string()));
+    let d = c.driver().expect("a driver");
+    assert_eq!(
+        d.membership()
+            .commit_generation(false)
+            .unwrap()
+            .generation_id,
+        1
+    );
+
+    // The coordinator rebalances; t-0 moves away: only it is revoked, then the member joins
+    // again without it (KIP-429's second join) and keeps t-1 throughout.
+    fake.script_join(FakeJoin {
+        generation_id: 2,
+        member_id: "m-1",
+        assignor: "cooperative-sticky",
+        assigned: vec![tp(1)],
+    });
+    fake.script_join(FakeJoin {
+        generation_id: 3,
+        member_id: "m-1",
+        assignor: "cooperative-sticky",
+        assigned: vec![tp(1)],
+    });
+    fake.script_heartbeat(codes::REBALANCE_IN_PROGRESS);
+    let got = poll_until(&c, &log, 8);
+    assert_eq!(
+        got[2..],
+        [
+            "heartbeat generation=1 answered REBALANCE_IN_PROGRESS",
+            "join member=\"m-1\" generation=1 topics=t owned=[t-0,t-1]",
+            "revoked [t-0]",
+            "assigned []",
+            "join member=\"m-1\" generation=2 topics=t owned=[t-1]",
+            "assigned []",
+        ]
+    );
+    assert_eq!(c.assignment(), vec![tp(1)]);
+    assert_eq!(generation(&c), (3, "m-1".to_string()));
+
+    // Fenced: the partitions are lost (not revoked: no commit is possible for them), and the
+    // member joins again as a new member claiming nothing.
+    fake.script_join(FakeJoin {
+        generation_id: 4,
+        member_id: "m-2",
+        assignor: "cooperative-sticky",
+        assigned: vec![tp(0), tp(1)],
+    });
+    fake.script_heartbeat(codes::UNKNOWN_MEMBER_ID);
+    let got = poll_until(&c, &log, 12);
+    assert_eq!(
+        got[8..],
+        [
+            "heartbeat generation=3 answered UNKNOWN_MEMBER_ID",
+            "lost [t-1]",
+            "join member=\"\" generation=-1 topics=t owned=[]",
+            "assigned [t-0,t-1]",
+        ]
+    );
+    assert_eq!(generation(&c), (4, "m-2".to_string()));
+
+    // Close gives the partitions up, then leaves with the member id.
+    c.close(Some(Duration::from_secs(5))).expect("close");
+    let got = log.lock().unpoisoned().clone();
+    assert_eq!(
+        got[12..],
+        [
+            "revoked [t-0,t-1]",
+            "leave member=\"m-2\" reason=the consumer is being closed"
+        ]
+    );
+}
+
+#[test]
+fn an_eager_member_through_the_seam_revokes_everything_before_it_joins() {
+    let log: Log = Arc::default();
+    let fake = Arc::new(FakeProtocol::new(log.clone()));
+    fake.script_join(FakeJoin {
+        generation_id: 1,
+        member_id: "m-1",
+        assignor: "range",
+        assigned: vec![tp(0), tp(1)],
+    });
+    let c = consumer("range", fake.clone(), &log);
+    poll_until(&c, &log, 2);
+    fake.script_join(FakeJoin {
+        generation_id: 2,
+        member_id: "m-1",
+        assignor: "range",
+        assigned: vec![tp(1)],
+    });
+    fake.script_heartbeat(codes::REBALANCE_IN_PROGRESS);
+    let got = poll_until(&c, &log, 6);
+    assert_eq!(
+        got,
+        [
+            "join member=\"\" generation=-1 topics=t owned=[]",
+            "assigned [t-0,t-1]",
+            "heartbeat generation=1 answered REBALANCE_IN_PROGRESS",
+            "revoked [t-0,t-1]",
+            "join member=\"m-1\" generation=1 topics=t owned=[]",
+            "assigned [t-1]",
+        ]
+    );
+    assert_eq!(generation(&c), (2, "m-1".to_string()));
+    assert_eq!(
+        c.driver()
+            .unwrap()
+            .membership()
+            .commit_generation(false)
+            .unwrap()
+            .generation_id,
+        2
+    );
+    c.close(Some(Duration::from_secs(5))).expect("close");
+}
+
+#[test]
+fn a_fatal_heartbeat_answer_through_the_seam_comes_out_of_poll_and_ends_the_member() {
+    let log: Log = Arc::default();
+    let fake = Arc::new(FakeProtocol::new(log.clone()));
+    fake.script_join(FakeJoin {
+        generation_id: 1,
+        member_id: "m-1",
+        assignor: "cooperative-sticky",
+        assigned: vec![tp(0)],
+    });
+    let c = consumer("cooperative-sticky", fake.clone(), &log);
+    poll_until(&c, &log, 2);
+    fake.script_heartbeat(codes::GROUP_AUTHORIZATION_FAILED);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let e = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no error: {:#?}",
+            log.lock().unwrap()
+        );
+        if let Err(e) = c.poll(Duration::from_millis(20)) {
+            if e.to_string().contains("GROUP_AUTHORIZATION_FAILED") {
+                break e;
+            }
+        }
+    };
+    assert!(e.is_fatal(), "{e}");
+    // Nothing more is sent for the member, however long the application polls.
+    let before = log.lock().unwrap().len();
+    let _ = c.poll(Duration::from_millis(300));
+    assert_eq!(
+        log.lock().unwrap()[before - 1..],
+        ["heartbeat generation=1 answered GROUP_AUTHORIZATION_FAILED"]
+    );
+}
