@@ -32,16 +32,20 @@ use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
+mod background_steps;
 mod commits;
 mod group;
+mod idle_steps;
+mod learners;
 #[cfg(test)]
 mod protocol_seam_tests;
+mod rebalance_listener;
 
 pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;
-pub use group::{BoxFuture, GroupMetadata, RebalanceListener};
+pub use rebalance_listener::{BoxFuture, GroupMetadata, RebalanceListener};
 #[cfg(feature = "aio")]
-pub(crate) use group::{Callback, Dispatch};
+pub(crate) use rebalance_listener::{Callback, Dispatch};
 
 /// A record as `poll()` returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,11 +12,8 @@
 //! (`engine.rs`), the async front ([`crate::aio`]) awaits them inside `recv()`. Which listener
 //! they call is a [`Dispatch`]: the blocking [`RebalanceListener`] or an async one.
 use std::collections::{BTreeSet, HashMap};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use regex::Regex;
 
@@ -25,106 +22,23 @@ use crate::cluster::Metadata;
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::fetch::{PositionLookup, Shared};
-use crate::group::assignor::assignor_by_name;
 use crate::group::coordinator::GroupDriver;
 use crate::group::member::Membership;
 use crate::group::metadata_snapshot::AssignmentBasis;
 use crate::group::rebalance::changes_after_join;
 use crate::group::step::{
-    join_applies_in_background, matching_topics, next_step, taken_in_background, GroupStep,
-    JoinInput, JoinOutcome, JoinProgress, LocalGroup,
+    matching_topics, next_step, taken_in_background, GroupStep, JoinInput, JoinOutcome,
+    JoinProgress, LocalGroup,
 };
 use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
-/// Called when the consumer's assignment changes. Every method runs on the thread that called
-/// `poll()`, `close()` or `unsubscribe()`. An error returned by a callback does not stop the
-/// assignment change; it comes out of that `poll()` afterwards as [`Error::Callback`].
-pub trait RebalanceListener: Send {
-    /// Partitions this member gives up. Commit their offsets here if you commit by hand.
-    fn on_partitions_revoked(
-        &mut self,
-        _consumer: &Consumer,
-        _partitions: &[TopicPartition],
-    ) -> Result<()> {
-        Ok(())
-    }
-    /// Partitions newly given to this member (called once per rebalance, possibly empty).
-    fn on_partitions_assigned(
-        &mut self,
-        _consumer: &Consumer,
-        _partitions: &[TopicPartition],
-    ) -> Result<()> {
-        Ok(())
-    }
-    /// Learner assignments (`partition.assignment.strategy=learner-sticky`): partitions this
-    /// member will own once it is ready, while their current owners keep consuming them. Warm
-    /// up here (load state, caches, connections); returning `Ok` says this member is ready, and
-    /// it rejoins so the group moves them to it. An error leaves it not ready (the owners keep
-    /// the partitions) and comes out of `poll()`; a later `poll()` calls it again for them after
-    /// a backoff (`retry.backoff.ms` growing to `retry.backoff.max.ms`). It runs inside `poll()`:
-    /// keep it within `max.poll.interval.ms`. Without learner assignments it is never called.
-    fn on_partitions_learning(
-        &mut self,
-        _consumer: &Consumer,
-        _partitions: &[TopicPartition],
-    ) -> Result<()> {
-        Ok(())
-    }
-    /// Partitions that may already belong to another member (the generation was lost, e.g.
-    /// after `max.poll.interval.ms`): committing them is no longer possible.
-    fn on_partitions_lost(
-        &mut self,
-        consumer: &Consumer,
-        partitions: &[TopicPartition],
-    ) -> Result<()> {
-        self.on_partitions_revoked(consumer, partitions)
-    }
-}
-
-/// A rebalance listener callback, named for [`Dispatch`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Callback {
-    Revoked,
-    Assigned,
-    Learning,
-    Lost,
-}
-
-/// A boxed future that may move between threads: what the async listener's callbacks return.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Runs the listener's callbacks for the group steps: the blocking listener, or the async
-/// front's. Returns the callback's error, if any.
-pub(crate) trait Dispatch: Send {
-    fn call<'a>(
-        &'a mut self,
-        consumer: &'a Consumer,
-        callback: Callback,
-        partitions: &'a [TopicPartition],
-    ) -> BoxFuture<'a, Option<Error>>;
-}
-
-/// The blocking API's listener, kept in the group state: its callbacks run inline.
-pub(crate) struct BlockingListener;
-
-impl Dispatch for BlockingListener {
-    fn call<'a>(
-        &'a mut self,
-        consumer: &'a Consumer,
-        callback: Callback,
-        partitions: &'a [TopicPartition],
-    ) -> BoxFuture<'a, Option<Error>> {
-        let r = consumer.with_listener(|l, c| match callback {
-            Callback::Revoked => l.on_partitions_revoked(c, partitions),
-            Callback::Assigned => l.on_partitions_assigned(c, partitions),
-            Callback::Learning => l.on_partitions_learning(c, partitions),
-            Callback::Lost => l.on_partitions_lost(c, partitions),
-        });
-        Box::pin(std::future::ready(r))
-    }
-}
+use super::background_steps::{apply_join_in_background, run_background_steps};
+pub(crate) use super::idle_steps::IdleSteps;
+use super::rebalance_listener::{
+    BlockingListener, Callback, Dispatch, GroupMetadata, RebalanceListener,
+};
 
 pub(crate) enum Topics {
     Names(BTreeSet<String>),
@@ -204,7 +118,7 @@ impl JoinSlot {
     }
 
     /// The finished join's answer, taken in by the step that applies (or drops) it.
-    fn take_finished(&mut self) -> Option<Result<JoinOutcome>> {
+    pub(super) fn take_finished(&mut self) -> Option<Result<JoinOutcome>> {
         match std::mem::replace(self, JoinSlot::Idle) {
             JoinSlot::Finished(r) => Some(r),
             other => {
@@ -267,7 +181,7 @@ impl GroupLocal {
 
 /// A step whose work runs outside the group lock, on the caller's thread: it calls the
 /// listener (and may commit).
-enum CallerStep {
+pub(super) enum CallerStep {
     Lost(BTreeSet<TopicPartition>),
     Revoke(BTreeSet<TopicPartition>),
     ApplyJoin(Box<JoinOutcome>),
@@ -279,74 +193,7 @@ enum CallerStep {
 
 /// At most this many steps per `poll()` (lost, a finished join, revocations, a new join): each
 /// step brings the member closer to waiting, this only bounds a `poll()` in any case.
-const MAX_STEPS_PER_POLL: usize = 8;
-
-/// How long group steps that found nothing to do stand for a `poll()` or `recv()` that finds
-/// records waiting, while the member's state is untouched since. A caller taking one record at a
-/// time (the C ABI's `lagless_consumer_poll`, Python's `poll()`, the async stream) would
-/// otherwise pay for the steps (locks, clock reads, a blocking wait on the runtime) on every
-/// record: measured, 3M records of 100 B through `lagless_consumer_poll` took 3.0-3.4 s of CPU
-/// subscribed against 1.4-1.7 s assigned (7.2-8.5 s while each call's steps also woke the
-/// background task, `GroupLocal::background_due`). The steps still run at least this often while
-/// records flow, before every wait, and after anything touched the member's state (a
-/// heartbeat's answer, a finished join, a commit), so a rebalance or a lost generation is
-/// acted on as before; the Java client takes them once per `poll()` of up to 500 records.
-pub(crate) const IDLE_STEPS_STAND_FOR: Duration = Duration::from_millis(1);
-
-/// Whether group steps that found nothing to do at `idle` (the instant, and the member's
-/// state's access count then) still stand at `now`, with the state's access count at
-/// `accesses`: less than [`IDLE_STEPS_STAND_FOR`] ago and no access since.
-pub(crate) fn idle_steps_stand(idle: Option<(Instant, u64)>, now: Instant, accesses: u64) -> bool {
-    idle.is_some_and(|(at, seen)| {
-        seen == accesses
-            && now
-                .checked_duration_since(at)
-                .is_some_and(|d| d < IDLE_STEPS_STAND_FOR)
-    })
-}
-
-/// The last group steps that found nothing to do, for callers that take records one at a time
-/// ([`IDLE_STEPS_STAND_FOR`]).
-#[derive(Default)]
-pub(crate) struct IdleSteps {
-    /// Counts every access to the member's state (`GroupDriver::membership`): any of them may
-    /// have changed it.
-    pub membership_accesses: Arc<AtomicU64>,
-    idle: Mutex<Option<(Instant, u64)>>,
-    /// Whether `idle` holds steps: read first, so a consumer without a group (or whose steps are
-    /// under way) pays one atomic load per call, no lock and no clock read.
-    recorded: AtomicBool,
-}
-
-impl IdleSteps {
-    /// Whether the group steps may be left out at `now` ([`idle_steps_stand`]).
-    pub fn stand(&self, now: Instant) -> bool {
-        self.recorded.load(Ordering::Acquire) && self.stand_at(now)
-    }
-
-    /// [`IdleSteps::stand`] now, reading the clock only when steps are recorded.
-    pub fn stand_now(&self) -> bool {
-        self.recorded.load(Ordering::Acquire) && self.stand_at(Instant::now())
-    }
-
-    fn stand_at(&self, now: Instant) -> bool {
-        let idle = *self.idle.lock().unpoisoned();
-        idle_steps_stand(idle, now, self.membership_accesses.load(Ordering::Acquire))
-    }
-
-    /// Steps begin: until they end having found nothing to do, none stand.
-    fn clear(&self) {
-        self.recorded.store(false, Ordering::Release);
-        *self.idle.lock().unpoisoned() = None;
-    }
-
-    /// The steps that just ended, at `now`, found nothing to do.
-    fn found_nothing(&self, now: Instant) {
-        let accesses = self.membership_accesses.load(Ordering::Acquire);
-        *self.idle.lock().unpoisoned() = Some((now, accesses));
-        self.recorded.store(true, Ordering::Release);
-    }
-}
+pub(super) const MAX_STEPS_PER_POLL: usize = 8;
 
 impl Consumer {
     /// Joins the consumer group `group.id` and reads the partitions the group assigns, of
@@ -721,178 +568,6 @@ impl Consumer {
         self.apply_learning(d, outcome.learning, errors).await;
     }
 
-    /// Learner assignments: keeps the partitions this member learns, warms up for the new ones
-    /// through the listener, and once ready rejoins so the group moves them here.
-    async fn apply_learning(
-        &self,
-        d: &mut dyn Dispatch,
-        learning: BTreeSet<TopicPartition>,
-        errors: &mut Option<Error>,
-    ) {
-        let new: Vec<TopicPartition> = {
-            let mut g = self.group.lock().unpoisoned();
-            let Some(l) = g.as_mut() else { return };
-            l.ready.retain(|tp| learning.contains(tp));
-            l.unready.retain(|tp| learning.contains(tp));
-            let new = learning.difference(&l.learning).cloned().collect();
-            l.learning = learning;
-            new
-        };
-        if new.is_empty() {
-            return;
-        }
-        tracing::info!(partitions = ?new, "learning partitions before their owners hand them over");
-        // Part of warming up: the metadata (and so the leaders) of what this member will fetch.
-        self.shared
-            .cluster
-            .add_interest(new.iter().map(|tp| &tp.topic));
-        self.warm_up(d, new, errors).await;
-    }
-
-    /// Runs `on_partitions_learning` for `partitions`. Ready: rejoin so the group moves them
-    /// here. Not ready (the callback failed): its error comes out of this `poll()`, and a later
-    /// `poll()` calls it again after a backoff (KIP-580), so a transient failure does not leave
-    /// the partitions with their old owners for good.
-    async fn warm_up(
-        &self,
-        d: &mut dyn Dispatch,
-        partitions: Vec<TopicPartition>,
-        errors: &mut Option<Error>,
-    ) {
-        let result = d.call(self, Callback::Learning, &partitions).await;
-        let mut g = self.group.lock().unpoisoned();
-        let Some(l) = g.as_mut() else { return };
-        // A rebalance inside the callback may have changed what this member learns.
-        let still: Vec<TopicPartition> = partitions
-            .into_iter()
-            .filter(|tp| l.learning.contains(tp))
-            .collect();
-        match result {
-            None if self.shared.config.learner_explicit_readiness => {
-                // learner.readiness=explicit: the callback started the warm-up; learner_ready()
-                // (perhaps already called, from the callback itself) says when it is done.
-                l.learning_retry.succeeded();
-                for tp in &still {
-                    l.unready.remove(tp);
-                }
-            }
-            None => {
-                l.learning_retry.succeeded();
-                for tp in &still {
-                    l.unready.remove(tp);
-                }
-                l.ready.extend(still);
-                drop(g);
-                if let Some(d) = self.driver() {
-                    d.membership()
-                        .request_rejoin("learned partitions are ready to be handed over");
-                }
-            }
-            Some(e) => {
-                l.unready.extend(still);
-                l.learning_retry_at = Instant::now() + l.learning_retry.failed();
-                errors.get_or_insert(e);
-            }
-        }
-    }
-
-    /// Learner assignments with `learner.readiness=explicit`: says that this member has warmed up
-    /// for `partitions` and is ready to own them. May be called from any thread, during or
-    /// after `on_partitions_learning`; the member then rejoins (at the next `poll()`, which this
-    /// wakes) so the group moves them here. Partitions this member does not learn (any more: a
-    /// rebalance may have given them elsewhere meanwhile) are left out; the call returns how
-    /// many of `partitions` it took as ready.
-    ///
-    /// With `learner.readiness=callback` (the default) a partition is ready when its callback
-    /// returns `Ok`, and this call only says so earlier.
-    pub fn learner_ready(&self, partitions: &[TopicPartition]) -> Result<usize> {
-        self.check_open()?;
-        let (driver, taken) = {
-            let mut g = self.group.lock().unpoisoned();
-            let l = g.as_mut().ok_or_else(|| {
-                Error::IllegalState("learner_ready() needs a subscription".into())
-            })?;
-            let mut taken = 0;
-            for tp in partitions {
-                if l.learning.contains(tp) {
-                    l.unready.remove(tp);
-                    if l.ready.insert(tp.clone()) {
-                        taken += 1;
-                    }
-                } else {
-                    tracing::debug!(partition = %tp, "learner_ready() for a partition this member does not learn; ignored");
-                }
-            }
-            if taken == 0 {
-                return Ok(0);
-            }
-            (l.driver.clone(), taken)
-        };
-        tracing::info!(group = %driver.group_id, partitions = taken, "learned partitions reported ready");
-        driver
-            .membership()
-            .request_rejoin("learned partitions are ready to be handed over");
-        // poll() may be waiting for records: let it take the join step now.
-        self.shared.data_ready.notify_all();
-        Ok(taken)
-    }
-
-    /// Scale-down without a stop (learner assignments): this member is about to leave. It stays
-    /// in the group and keeps consuming; it rejoins at once saying it leaves, and a
-    /// learner-sticky leader makes its partitions learned partitions of the members that stay.
-    /// Each moves (cooperatively: revoked here, committed first as on any revocation) once its
-    /// learner is ready. Keep polling until [`Consumer::assignment`] is empty (or a hand-over
-    /// deadline of your own passes), then `close()`.
-    ///
-    /// Returns whether the group assigns with learner-sticky now: if not (a mixed group agreed
-    /// on cooperative-sticky, or no generation yet), nobody learns ahead and the partitions stay
-    /// until `close()`, which hands them over as any leave does.
-    ///
-    /// A static member (`group.instance.id`) that prepared to leave sends LeaveGroup on
-    /// `close()`, as the Java client's close with `LEAVE_GROUP`: it leaves for good, so the
-    /// group does not wait out its session.
-    pub fn prepare_to_leave(&self) -> Result<bool> {
-        self.check_open()?;
-        let driver = self
-            .driver()
-            .ok_or_else(|| Error::IllegalState("prepare_to_leave() needs a subscription".into()))?;
-        let learner_sticky = {
-            let mut m = driver.membership();
-            // The protocol the group agreed on, not this member's first choice: in a mixed group
-            // it may be one that cannot hand over through learners.
-            let learner_sticky = m
-                .generation()
-                .protocol
-                .as_deref()
-                .and_then(assignor_by_name)
-                .is_some_and(|a| a.hands_over_through_learners());
-            if !driver.is_leaving() {
-                driver.set_leaving();
-                m.request_rejoin("the member is leaving: its partitions are handed over first");
-            }
-            learner_sticky
-        };
-        tracing::info!(group = %driver.group_id, learner_sticky, "preparing to leave the group");
-        self.shared.data_ready.notify_all();
-        Ok(learner_sticky)
-    }
-
-    /// Calls `on_partitions_learning` again for partitions it was not ready for, once their
-    /// backoff has passed; returns whether it did.
-    async fn retry_learning(&self, d: &mut dyn Dispatch, errors: &mut Option<Error>) -> bool {
-        let due: Vec<TopicPartition> = {
-            let g = self.group.lock().unpoisoned();
-            match g.as_ref() {
-                Some(l) if !l.unready.is_empty() && Instant::now() >= l.learning_retry_at => {
-                    l.unready.iter().cloned().collect()
-                }
-                _ => return false,
-            }
-        };
-        self.warm_up(d, due, errors).await;
-        true
-    }
-
     /// Close/unsubscribe: commit, revoke through the listener (if `callbacks`), leave.
     pub(crate) fn leave_group_now(
         &self,
@@ -963,7 +638,7 @@ impl Consumer {
 /// application's thread (`background: false`) or [`run_background_steps`] while the
 /// application is away (`background: true`: only what [`taken_in_background`] allows; a
 /// finished join only when [`join_applies_in_background`]).
-fn take_step_locked(
+pub(super) fn take_step_locked(
     local: &mut GroupLocal,
     driver: &Arc<GroupDriver>,
     shared: &Arc<Shared>,
@@ -1045,7 +720,7 @@ fn take_step_locked(
 }
 
 /// Starts the join task on the I/O runtime; its answer wakes `poll()` and the background task.
-fn spawn_join(
+pub(super) fn spawn_join(
     shared: &Arc<Shared>,
     runtime: &tokio::runtime::Handle,
     driver: &Arc<GroupDriver>,
@@ -1061,79 +736,6 @@ fn spawn_join(
         background.notify_one();
     });
     JoinSlot::Running { task, answer }
-}
-
-/// Applies a finished join that changes nothing the member owns or learns, without the
-/// application; any other is left for `poll()`.
-fn apply_join_in_background(local: &mut GroupLocal, driver: &Arc<GroupDriver>) -> CallerStep {
-    let JoinSlot::Finished(Ok(outcome)) = &local.join else {
-        return CallerStep::Done;
-    };
-    let changes = changes_after_join(
-        driver.rebalance_protocol(),
-        outcome.protocol,
-        &local.owned,
-        &outcome.assigned,
-    );
-    if !join_applies_in_background(&changes, &local.learning, &outcome.learning) {
-        return CallerStep::Done;
-    }
-    let Some(Ok(outcome)) = local.join.take_finished() else {
-        return CallerStep::Done;
-    };
-    tracing::debug!(
-        group = %driver.group_id,
-        generation = outcome.generation.generation_id,
-        "applied a join that changes nothing this member owns while the application is busy"
-    );
-    local.assignment_basis = AssignmentBasis::after_join(
-        outcome.assigned_from,
-        local.subscribed.clone(),
-        Instant::now(),
-    );
-    local.assigned_owed = true;
-    CallerStep::Again
-}
-
-/// How long the background task sleeps when nothing wakes it: a failed join is tried again
-/// after its backoff, and the task ends within this of the consumer going away.
-const BACKGROUND_IDLE: Duration = Duration::from_secs(1);
-
-/// The group steps that need no callback, taken while the application is away from `poll()`
-/// (see [`taken_in_background`]). Woken by the heartbeat (a rebalance began) and by finished
-/// joins; ends when the consumer or its subscription goes away.
-async fn run_background_steps(
-    group: Weak<Mutex<Option<GroupLocal>>>,
-    shared: Arc<Shared>,
-    runtime: tokio::runtime::Handle,
-    wake: Arc<tokio::sync::Notify>,
-) {
-    loop {
-        let _ = tokio::time::timeout(BACKGROUND_IDLE, wake.notified()).await;
-        let Some(group) = group.upgrade() else { return };
-        for _ in 0..MAX_STEPS_PER_POLL {
-            let mut g = group.lock().unpoisoned();
-            let Some(local) = g.as_mut() else { return };
-            if !Arc::ptr_eq(&local.background, &wake) {
-                return; // unsubscribed and subscribed again: a newer task serves that group
-            }
-            if local.driver.is_closed() {
-                break;
-            }
-            if local.caller_steps > 0 {
-                // The application's steps are under way: their end wakes this task again.
-                local.background_due = true;
-                break;
-            }
-            let driver = local.driver.clone();
-            match take_step_locked(local, &driver, &shared, &runtime, true) {
-                Ok(CallerStep::Again) => continue,
-                Ok(_) => break,
-                // A fatal join error: never taken here (`taken_in_background`); poll() reports it.
-                Err(_) => break,
-            }
-        }
-    }
 }
 
 /// Marks group steps under way on the application's side for as long as it lives (dropped at
@@ -1169,64 +771,5 @@ impl Drop for CallerSteps<'_> {
                 l.background.notify_one();
             }
         }
-    }
-}
-
-/// The member's place in its group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupMetadata {
-    /// The consumer group (`group.id`).
-    pub group_id: String,
-    /// The generation the member is in; -1 before its first join completes or after it lost its
-    /// generation.
-    pub generation_id: i32,
-    /// The member id the coordinator assigned; empty before the first join.
-    pub member_id: String,
-    /// The static member id (`group.instance.id`), if set.
-    pub group_instance_id: Option<String>,
-    /// The assignor the group chose in the member's generation ("range", "cooperative-sticky");
-    /// `None` without a generation.
-    pub protocol: Option<String>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn idle_steps_stand_only_briefly_and_while_the_member_s_state_is_untouched() {
-        let at = Instant::now();
-        let soon = at + IDLE_STEPS_STAND_FOR / 2;
-        // No steps found nothing to do yet (or steps are under way): none stand.
-        assert!(!idle_steps_stand(None, at, 0));
-        assert!(idle_steps_stand(Some((at, 7)), at, 7));
-        assert!(idle_steps_stand(Some((at, 7)), soon, 7));
-        // Anything that touched the member's state since (a heartbeat's answer, a join).
-        assert!(!idle_steps_stand(Some((at, 7)), soon, 8));
-        // Too long ago: the steps run again even with nothing touched (timers: auto-commit,
-        // a join's retry, metadata changes).
-        assert!(!idle_steps_stand(
-            Some((at, 7)),
-            at + IDLE_STEPS_STAND_FOR,
-            7
-        ));
-        // A clock read before the steps ended: the steps run (the conservative answer).
-        assert!(!idle_steps_stand(Some((soon, 7)), at, 7));
-    }
-
-    #[test]
-    fn steps_that_found_nothing_stand_until_cleared() {
-        let idle = IdleSteps::default();
-        let at = Instant::now();
-        assert!(!idle.stand(at), "no steps recorded");
-        idle.found_nothing(at);
-        assert!(idle.stand(at));
-        idle.membership_accesses.fetch_add(1, Ordering::AcqRel);
-        assert!(!idle.stand(at), "the member's state was touched");
-        idle.found_nothing(at);
-        assert!(idle.stand(at + IDLE_STEPS_STAND_FOR / 2));
-        assert!(!idle.stand(at + IDLE_STEPS_STAND_FOR), "too long ago");
-        idle.clear();
-        assert!(!idle.stand(at), "steps under way");
     }
 }

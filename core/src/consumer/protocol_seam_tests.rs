@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::group::RebalanceListener;
+use super::rebalance_listener::RebalanceListener;
 use super::Consumer;
 use crate::config::Config;
 use crate::error::{codes, Result};

@@ -1,0 +1,190 @@
+//! Learner assignments on the member's side (`partition.assignment.strategy=learner-sticky`):
+//! the partitions this member learns, their warm-up through the listener, the rejoin once it is
+//! ready, and leaving by handing its partitions to learners (scale-down).
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use crate::consumer::rebalance_listener::{Callback, Dispatch};
+use crate::consumer::Consumer;
+use crate::error::{Error, Result};
+use crate::group::assignor::assignor_by_name;
+use crate::sync::Unpoisoned;
+use crate::types::TopicPartition;
+
+impl Consumer {
+    /// Learner assignments: keeps the partitions this member learns, warms up for the new ones
+    /// through the listener, and once ready rejoins so the group moves them here.
+    pub(super) async fn apply_learning(
+        &self,
+        d: &mut dyn Dispatch,
+        learning: BTreeSet<TopicPartition>,
+        errors: &mut Option<Error>,
+    ) {
+        let new: Vec<TopicPartition> = {
+            let mut g = self.group.lock().unpoisoned();
+            let Some(l) = g.as_mut() else { return };
+            l.ready.retain(|tp| learning.contains(tp));
+            l.unready.retain(|tp| learning.contains(tp));
+            let new = learning.difference(&l.learning).cloned().collect();
+            l.learning = learning;
+            new
+        };
+        if new.is_empty() {
+            return;
+        }
+        tracing::info!(partitions = ?new, "learning partitions before their owners hand them over");
+        // Part of warming up: the metadata (and so the leaders) of what this member will fetch.
+        self.shared
+            .cluster
+            .add_interest(new.iter().map(|tp| &tp.topic));
+        self.warm_up(d, new, errors).await;
+    }
+
+    /// Runs `on_partitions_learning` for `partitions`. Ready: rejoin so the group moves them
+    /// here. Not ready (the callback failed): its error comes out of this `poll()`, and a later
+    /// `poll()` calls it again after a backoff (KIP-580), so a transient failure does not leave
+    /// the partitions with their old owners for good.
+    async fn warm_up(
+        &self,
+        d: &mut dyn Dispatch,
+        partitions: Vec<TopicPartition>,
+        errors: &mut Option<Error>,
+    ) {
+        let result = d.call(self, Callback::Learning, &partitions).await;
+        let mut g = self.group.lock().unpoisoned();
+        let Some(l) = g.as_mut() else { return };
+        // A rebalance inside the callback may have changed what this member learns.
+        let still: Vec<TopicPartition> = partitions
+            .into_iter()
+            .filter(|tp| l.learning.contains(tp))
+            .collect();
+        match result {
+            None if self.shared.config.learner_explicit_readiness => {
+                // learner.readiness=explicit: the callback started the warm-up; learner_ready()
+                // (perhaps already called, from the callback itself) says when it is done.
+                l.learning_retry.succeeded();
+                for tp in &still {
+                    l.unready.remove(tp);
+                }
+            }
+            None => {
+                l.learning_retry.succeeded();
+                for tp in &still {
+                    l.unready.remove(tp);
+                }
+                l.ready.extend(still);
+                drop(g);
+                if let Some(d) = self.driver() {
+                    d.membership()
+                        .request_rejoin("learned partitions are ready to be handed over");
+                }
+            }
+            Some(e) => {
+                l.unready.extend(still);
+                l.learning_retry_at = Instant::now() + l.learning_retry.failed();
+                errors.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Learner assignments with `learner.readiness=explicit`: says that this member has warmed up
+    /// for `partitions` and is ready to own them. May be called from any thread, during or
+    /// after `on_partitions_learning`; the member then rejoins (at the next `poll()`, which this
+    /// wakes) so the group moves them here. Partitions this member does not learn (any more: a
+    /// rebalance may have given them elsewhere meanwhile) are left out; the call returns how
+    /// many of `partitions` it took as ready.
+    ///
+    /// With `learner.readiness=callback` (the default) a partition is ready when its callback
+    /// returns `Ok`, and this call only says so earlier.
+    pub fn learner_ready(&self, partitions: &[TopicPartition]) -> Result<usize> {
+        self.check_open()?;
+        let (driver, taken) = {
+            let mut g = self.group.lock().unpoisoned();
+            let l = g.as_mut().ok_or_else(|| {
+                Error::IllegalState("learner_ready() needs a subscription".into())
+            })?;
+            let mut taken = 0;
+            for tp in partitions {
+                if l.learning.contains(tp) {
+                    l.unready.remove(tp);
+                    if l.ready.insert(tp.clone()) {
+                        taken += 1;
+                    }
+                } else {
+                    tracing::debug!(partition = %tp, "learner_ready() for a partition this member does not learn; ignored");
+                }
+            }
+            if taken == 0 {
+                return Ok(0);
+            }
+            (l.driver.clone(), taken)
+        };
+        tracing::info!(group = %driver.group_id, partitions = taken, "learned partitions reported ready");
+        driver
+            .membership()
+            .request_rejoin("learned partitions are ready to be handed over");
+        // poll() may be waiting for records: let it take the join step now.
+        self.shared.data_ready.notify_all();
+        Ok(taken)
+    }
+
+    /// Scale-down without a stop (learner assignments): this member is about to leave. It stays
+    /// in the group and keeps consuming; it rejoins at once saying it leaves, and a
+    /// learner-sticky leader makes its partitions learned partitions of the members that stay.
+    /// Each moves (cooperatively: revoked here, committed first as on any revocation) once its
+    /// learner is ready. Keep polling until [`Consumer::assignment`] is empty (or a hand-over
+    /// deadline of your own passes), then `close()`.
+    ///
+    /// Returns whether the group assigns with learner-sticky now: if not (a mixed group agreed
+    /// on cooperative-sticky, or no generation yet), nobody learns ahead and the partitions stay
+    /// until `close()`, which hands them over as any leave does.
+    ///
+    /// A static member (`group.instance.id`) that prepared to leave sends LeaveGroup on
+    /// `close()`, as the Java client's close with `LEAVE_GROUP`: it leaves for good, so the
+    /// group does not wait out its session.
+    pub fn prepare_to_leave(&self) -> Result<bool> {
+        self.check_open()?;
+        let driver = self
+            .driver()
+            .ok_or_else(|| Error::IllegalState("prepare_to_leave() needs a subscription".into()))?;
+        let learner_sticky = {
+            let mut m = driver.membership();
+            // The protocol the group agreed on, not this member's first choice: in a mixed group
+            // it may be one that cannot hand over through learners.
+            let learner_sticky = m
+                .generation()
+                .protocol
+                .as_deref()
+                .and_then(assignor_by_name)
+                .is_some_and(|a| a.hands_over_through_learners());
+            if !driver.is_leaving() {
+                driver.set_leaving();
+                m.request_rejoin("the member is leaving: its partitions are handed over first");
+            }
+            learner_sticky
+        };
+        tracing::info!(group = %driver.group_id, learner_sticky, "preparing to leave the group");
+        self.shared.data_ready.notify_all();
+        Ok(learner_sticky)
+    }
+
+    /// Calls `on_partitions_learning` again for partitions it was not ready for, once their
+    /// backoff has passed; returns whether it did.
+    pub(super) async fn retry_learning(
+        &self,
+        d: &mut dyn Dispatch,
+        errors: &mut Option<Error>,
+    ) -> bool {
+        let due: Vec<TopicPartition> = {
+            let g = self.group.lock().unpoisoned();
+            match g.as_ref() {
+                Some(l) if !l.unready.is_empty() && Instant::now() >= l.learning_retry_at => {
+                    l.unready.iter().cloned().collect()
+                }
+                _ => return false,
+            }
+        };
+        self.warm_up(d, due, errors).await;
+        true
+    }
+}
