@@ -8,6 +8,8 @@
 //! - [`state`]: a partition's fetch state (position, main and recovery streams, buffers).
 //! - [`apply`]: the pure step from one partition's decoded fetch answer to its next state.
 //! - [`budget`]: the pure decision whether a fetch may be sent and how much it may ask for.
+//! - [`plan`]: the pure decision of what one turn of the fetch task sends: which Fetch to which
+//!   broker, which lookups and validations, which stuck or unknown partitions to report.
 //! - [`lookup`]: position lookups (committed offset, `auto.offset.reset`, KIP-333 takeovers) and
 //!   KIP-320's position validations.
 //! - [`validate`]: the pure part of KIP-320's position validation after a leader change.
@@ -33,6 +35,7 @@ use crate::types::TopicPartition;
 mod apply;
 mod budget;
 mod lookup;
+mod plan;
 mod state;
 mod task;
 mod validate;

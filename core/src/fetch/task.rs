@@ -1,8 +1,9 @@
-//! The fetch task: the fetch path's only I/O. It plans one Fetch per broker and stream kind,
-//! sends them side by side, decodes each answer where it arrives (on the runtime's workers, not
-//! under the lock `poll()` needs), then applies it under the lock; it also runs the position
-//! lookups and the metadata refreshes the fetches need.
-use std::collections::{BTreeMap, HashMap, HashSet};
+//! The fetch task: the fetch path's only I/O. Under the lock it asks [`super::plan`] what to
+//! send, then sends the Fetches (one per broker and stream kind) side by side, decodes each
+//! answer where it arrives (on the runtime's workers, not under the lock `poll()` needs), then
+//! applies it under the lock; it also runs the position lookups, the validations and the
+//! metadata refreshes the fetches need.
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,13 +11,12 @@ use bytes::Bytes;
 use tokio::task::JoinSet;
 
 use super::apply::{apply, fetch_failed, select, Asked, EpochEndOffset, PartitionAnswer, Selected};
-use super::budget::{self, Budget, Decision};
 use super::lookup::{
     handle_validation, lookup_positions, reset_policy, validate_positions, LookupOutcome,
-    PositionLookup,
 };
-use super::state::{fetch_target, PartitionState, Recovery, Stream, StreamKind};
-use super::validate::{self, ValidationAnswer, ValidationAsked};
+use super::plan::{plan_fetches, Fetch, Settings, Turn};
+use super::state::{Recovery, StreamKind};
+use super::validate::{ValidationAnswer, ValidationAsked};
 use super::Shared;
 use crate::backoff::{Deadline, Retry};
 use crate::buffers::BatchPools;
@@ -28,10 +28,6 @@ use crate::protocol::msg::fetch_response::EpochEndOffset as EpochEndOffsetField;
 use crate::protocol::msg::{FetchRequest, FetchResponse};
 use crate::protocol::records::{decode_batches_in, DecodedRecords, RecordSpans};
 use crate::types::TopicPartition;
-
-/// (partition, what the stream asks, leader epoch, oversized first batch, when an answer last
-/// brought the stream records)
-type FetchCandidate = (TopicPartition, Asked, i32, bool, u64);
 
 /// One Fetch request: to one broker, for one kind of stream. A Fetch names each partition once,
 /// so a partition's main and recovery streams go in separate requests, which the pipelined
@@ -88,280 +84,47 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     // While a topic of interest is missing: look again after retry.backoff.ms, growing to
     // retry.backoff.max.ms, rather than only every metadata.max.age.ms.
     let mut missing_retry = Retry::new(shared.backoff());
+    let settings = Settings::of(&shared.config);
     loop {
         let meta = shared.cluster.metadata();
-        let mut plans: Vec<FetchPlan> = Vec::new();
-        let mut lookups: Vec<(TopicPartition, PositionLookup, u64)> = Vec::new();
-        let mut validations: Vec<(TopicPartition, ValidationAsked)> = Vec::new();
-        {
+        let (plans, lookups, validations) = {
             let mut st = shared.lock();
             if st.closed {
                 break;
             }
-            let now = Instant::now();
-            let limits = budget::Limits {
-                buffer_max: shared.config.fetch_buffer_max_bytes,
-                fetch_max: shared.config.fetch_max_bytes.max(1) as usize,
-                partition_max: shared.config.max_partition_fetch_bytes.max(1) as usize,
-            };
-            let expansion = st.expansion.per_mille();
-            let ledger = &shared.buffers.ledger;
-            let mut budget = Budget {
-                held: ledger.held(),
-                kept: ledger.kept(),
+            let st = &mut *st;
+            let turn = Turn {
+                metadata: &meta,
+                busy: &busy_brokers,
+                lookup_in_flight,
+                expansion: st.expansion.per_mille(),
                 reserved: st.reserved,
+                now: Instant::now(),
             };
-            // The application would wait for records that never come: no fetch in flight and
-            // nothing buffered for it.
-            let mut starving = busy_brokers.is_empty()
-                && !st.partitions.values().any(|p| !p.paused && p.has_records());
-            let mut paused_buffered = st.partitions.values().any(|p| p.paused && p.has_records());
-            // The budget leaves no room for a fetch: the streams wait for the application, which
-            // KIP-572 does not count against them.
-            let buffer_full = matches!(
-                budget::decide(limits, budget, 1, expansion, false, false),
-                Decision::Wait
+            let planned = plan_fetches(
+                &mut st.partitions,
+                &mut st.reported_unknown,
+                &turn,
+                &settings,
+                &shared.buffers,
             );
-            // A healthy partition at the log end is answered only after fetch.max.wait.ms: a
-            // task.timeout.ms below that must not report it.
-            let task_timeout = shared
-                .config
-                .common
-                .task_timeout
-                .max(2 * shared.config.fetch_max_wait);
-            let mut per_broker: BTreeMap<(i32, StreamKind), Vec<FetchCandidate>> = BTreeMap::new();
-            // Brokers with a partition whose main stream waits only for poll() to drain its
-            // buffer: their fetches must not wait long at the log end (see `fetch_wait`).
-            let mut held_back: HashSet<i32> = HashSet::new();
-            let mut unknown_topics: Vec<String> = Vec::new();
-            let mut stuck: Vec<Error> = Vec::new();
-            for (tp, p) in st.partitions.iter_mut() {
-                // KIP-572: report a stream that made no progress for task.timeout.ms.
-                let partition = ErrorPartition {
-                    topic: tp.topic.clone(),
-                    partition: tp.partition,
-                };
-                let max_bytes = shared.config.max_partition_fetch_bytes;
-                let idle = |s: &Stream| p.paused || buffer_full || s.buffer_full(max_bytes);
-                let main_activity = p.main.activity(
-                    p.lookup_in_flight || validate::in_flight(p),
-                    idle(&p.main),
-                    p.lookup.is_some(),
-                );
-                let recovery_activity = p
-                    .recovery
-                    .as_ref()
-                    .map(|r| r.stream.activity(false, idle(&r.stream), false));
-                if let Some(cause) = p.main.stuck(main_activity, now, task_timeout) {
-                    stuck.push(Error::PartitionStuck {
-                        partition: partition.clone(),
-                        cause,
-                    });
-                }
-                if let Some(cause) = p
-                    .recovery
-                    .as_mut()
-                    .zip(recovery_activity)
-                    .and_then(|(r, a)| r.stream.stuck(a, now, task_timeout))
-                {
-                    stuck.push(Error::PartitionStuck {
-                        partition,
-                        cause: format!("recovery stream: {cause}"),
-                    });
-                }
-                if let Some(l) = p.lookup {
-                    if !p.lookup_in_flight && now >= p.main.next_attempt {
-                        lookups.push((tp.clone(), l, p.cursor));
-                    }
-                }
-                let info = meta.partition(&tp.topic, tp.partition);
-                // KIP-320: a newer leader epoch has the position validated first, paused or not
-                // (as the Java client does).
-                let (leader, epoch) = info.map_or((-1, -1), |i| (i.leader, i.leader_epoch));
-                match validate::plan(p, leader, epoch, now) {
-                    validate::Planned::Send(v) => validations.push((tp.clone(), v)),
-                    validate::Planned::NeedsLeader => metadata_wanted = true,
-                    validate::Planned::Nothing => {}
-                }
-                if p.paused {
-                    continue;
-                }
-                let ready = p.fetchable(now, shared.config.max_partition_fetch_bytes);
-                if ready.is_empty() {
-                    if p.main.buffer_full(max_bytes) && !p.main.in_flight {
-                        if let Some(info) = info {
-                            held_back.insert(fetch_target(
-                                info.leader,
-                                p.preferred_replica,
-                                now,
-                                |b| meta.brokers.contains_key(&b),
-                            ));
-                        }
-                    }
-                    continue;
-                }
-                let fail_all = |p: &mut PartitionState, why: String| {
-                    for (kind, _) in &ready {
-                        if let Some(s) = p.stream_mut(*kind) {
-                            s.failed(why.clone(), true);
-                        }
-                    }
-                };
-                match meta.topics.get(&tp.topic) {
-                    None => {
-                        metadata_wanted = true;
-                        continue;
-                    }
-                    Some(t) if t.error_code == codes::UNKNOWN_TOPIC_OR_PARTITION => {
-                        unknown_topics.push(tp.topic.clone());
-                        fail_all(p, format!("topic `{}` does not exist", tp.topic));
-                        metadata_wanted = true;
-                        continue;
-                    }
-                    Some(_) => {}
-                }
-                match info {
-                    Some(info) if info.leader >= 0 => {
-                        let target = fetch_target(info.leader, p.preferred_replica, now, |b| {
-                            meta.brokers.contains_key(&b)
-                        });
-                        if target == info.leader {
-                            p.preferred_replica = None;
-                        }
-                        for (kind, offset) in &ready {
-                            let (oversized, answered_at) = p
-                                .stream_mut(*kind)
-                                .map_or((false, 0), |s| (s.oversized, s.answered_at));
-                            let asked = Asked {
-                                offset: *offset,
-                                cursor: p.cursor,
-                                limit: p.fetch_limit(*kind),
-                                last_fetched_epoch: p.last_fetched_epoch(*kind),
-                            };
-                            per_broker.entry((target, *kind)).or_default().push((
-                                tp.clone(),
-                                asked,
-                                info.leader_epoch,
-                                oversized,
-                                answered_at,
-                            ));
-                        }
-                    }
-                    Some(_) => {
-                        fail_all(p, format!("{}-{} has no leader", tp.topic, tp.partition));
-                        metadata_wanted = true;
-                    }
-                    None => {
-                        fail_all(
-                            p,
-                            format!(
-                                "{}-{} is not in the cluster metadata",
-                                tp.topic, tp.partition
-                            ),
-                        );
-                        metadata_wanted = true;
-                    }
-                }
+            for e in planned.errors {
+                shared.push_error(st, e);
             }
-            for e in stuck {
-                shared.push_error(&mut st, e);
-            }
-            for t in unknown_topics {
-                if st.reported_unknown.insert(t.clone()) {
-                    shared.push_error(&mut st, Error::UnknownTopic(t));
-                }
-            }
-            let mut waits_for_room = false;
-            for ((broker, kind), mut parts) in per_broker {
-                if busy_brokers.contains(&(broker, kind)) {
-                    continue;
-                }
-                let mut decision = budget::decide(
-                    limits,
-                    budget,
-                    parts.len(),
-                    expansion,
-                    starving,
-                    paused_buffered,
-                );
-                if decision == Decision::DropPaused {
-                    let mut freed = 0;
-                    for p in st.partitions.values_mut().filter(|p| p.paused) {
-                        freed += p.drop_buffered();
-                    }
-                    st.buffered_bytes -= freed;
-                    tracing::debug!(
-                        freed,
-                        "records of paused partitions dropped to make room in fetch.buffer.max.bytes"
-                    );
-                    paused_buffered = false;
-                    budget.held = ledger.held();
-                    budget.kept = ledger.kept();
-                    decision =
-                        budget::decide(limits, budget, parts.len(), expansion, starving, false);
-                }
-                tracing::trace!(
-                    broker,
-                    ?kind,
-                    partitions = parts.len(),
-                    held = budget.held,
-                    kept = budget.kept,
-                    reserved = budget.reserved,
-                    expansion,
-                    ?decision,
-                    "fetch budget"
-                );
-                let Decision::Send {
-                    max_bytes,
-                    reserve,
-                    trim,
-                } = decision
-                else {
-                    waits_for_room = true;
-                    continue;
-                };
-                if trim > 0 {
-                    let freed = shared.buffers.trim(trim);
-                    budget.held -= freed.min(budget.held);
-                    budget.kept -= freed.min(budget.kept);
-                }
-                budget.reserved += reserve;
-                st.reserved += reserve;
-                starving = false;
-                // Partitions whose first batch was too large go first (KIP-74), then those least
-                // recently served.
-                parts.sort_by_key(|p| (!p.3, p.4));
-                for (tp, _, _, _, _) in &parts {
-                    if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
-                        s.in_flight = true;
-                    }
-                }
-                let wait = fetch_wait(
-                    shared.config.fetch_max_wait,
-                    kind == StreamKind::Main && held_back.contains(&broker),
-                );
-                plans.push(build_fetch(
-                    &shared.config,
-                    broker,
-                    kind,
-                    wait,
-                    max_bytes,
-                    reserve,
-                    parts,
-                ));
-            }
-            if waits_for_room {
+            st.buffered_bytes -= planned.freed;
+            st.reserved += planned.reserved;
+            metadata_wanted |= planned.metadata_wanted;
+            if planned.waits_for_room {
                 // Woken as soon as a buffer comes back (records taken and dropped).
-                ledger.want_room();
+                shared.buffers.ledger.want_room();
             }
-            if !lookup_in_flight && !lookups.is_empty() {
-                for (tp, _, _) in &lookups {
-                    if let Some(p) = st.partitions.get_mut(tp) {
-                        p.lookup_in_flight = true;
-                    }
-                }
-            }
-        }
+            let plans: Vec<FetchPlan> = planned
+                .fetches
+                .into_iter()
+                .map(|f| build_fetch(&shared.config, f))
+                .collect();
+            (plans, planned.lookups, planned.validations)
+        };
 
         for plan in plans {
             busy_brokers.insert((plan.broker, plan.kind));
@@ -490,38 +253,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     tasks.abort_all();
 }
 
-/// While a partition of the broker is held back by its own full buffer, a fetch waits at most
-/// this long at the log end.
-const HELD_BACK_FETCH_WAIT: Duration = Duration::from_millis(50);
-
-/// How long a fetch may wait at the log end: `fetch.max.wait.ms`, or at most
-/// [`HELD_BACK_FETCH_WAIT`] while another partition of the same broker is `held_back` only by
-/// its own full buffer. That partition wants a fetch as soon as `poll()` drains it, but the next
-/// fetch goes to the broker only after the one in flight is answered (one per connection, and
-/// the broker answers a connection's requests in order): a fetch of partitions at the log end,
-/// answered only after the full wait, would leave it without records for that long.
-pub(super) fn fetch_wait(configured: Duration, held_back: bool) -> Duration {
-    if held_back {
-        configured.min(HELD_BACK_FETCH_WAIT)
-    } else {
-        configured
-    }
-}
-
-/// The Fetch for `parts`, asking for at most `max_bytes` (what the budget allows, at most
-/// `fetch.max.bytes`); `reserved`: the budget reserved for its answer.
-fn build_fetch(
-    config: &ConsumerConfig,
-    broker: i32,
-    kind: StreamKind,
-    wait: Duration,
-    max_bytes: usize,
-    reserved: usize,
-    parts: Vec<FetchCandidate>,
-) -> FetchPlan {
-    let max_bytes = i32::try_from(max_bytes).unwrap_or(i32::MAX).max(1);
+/// The Fetch request for `fetch`, asking for at most its `max_bytes` (what the budget allows, at
+/// most `fetch.max.bytes`).
+fn build_fetch(config: &ConsumerConfig, fetch: Fetch) -> FetchPlan {
+    let max_bytes = i32::try_from(fetch.max_bytes).unwrap_or(i32::MAX).max(1);
     let limits = FetchLimits {
-        max_wait_ms: wait.as_millis() as i32,
+        max_wait_ms: fetch.wait.as_millis() as i32,
         // A broker holds a fetch until it has fetch.min.bytes: never more than it may return.
         min_bytes: config.fetch_min_bytes.min(max_bytes),
         max_bytes,
@@ -530,22 +267,23 @@ fn build_fetch(
     };
     let request = protocol::fetch::fetch(
         limits,
-        parts.iter().map(|(tp, asked, epoch, _, _)| FetchFrom {
-            partition: tp,
-            offset: asked.offset,
-            leader_epoch: *epoch,
-            last_fetched_epoch: asked.last_fetched_epoch,
+        fetch.partitions.iter().map(|c| FetchFrom {
+            partition: &c.tp,
+            offset: c.asked.offset,
+            leader_epoch: c.leader_epoch,
+            last_fetched_epoch: c.asked.last_fetched_epoch,
         }),
     );
     FetchPlan {
-        broker,
-        kind,
-        partitions: parts
+        broker: fetch.broker,
+        kind: fetch.kind,
+        partitions: fetch
+            .partitions
             .into_iter()
-            .map(|(tp, asked, _, _, _)| (tp, asked))
+            .map(|c| (c.tp, c.asked))
             .collect(),
         request,
-        reserved,
+        reserved: fetch.reserve,
     }
 }
 
@@ -862,20 +600,4 @@ fn handle_lookup(
         shared.push_error(&mut st, e);
     }
     refresh
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_fetch_waits_briefly_only_while_a_partition_of_its_broker_is_held_back() {
-        let configured = Duration::from_millis(500);
-        assert_eq!(fetch_wait(configured, false), configured);
-        assert_eq!(fetch_wait(configured, true), HELD_BACK_FETCH_WAIT);
-        // A configured wait shorter than that stays as it is.
-        let short = Duration::from_millis(10);
-        assert_eq!(fetch_wait(short, true), short);
-        assert_eq!(fetch_wait(Duration::ZERO, true), Duration::ZERO);
-    }
 }
