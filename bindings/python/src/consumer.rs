@@ -182,7 +182,6 @@ impl Consumer {
             on_revoke: callable("on_revoke", on_revoke, py)?,
             on_lost: callable("on_lost", on_lost, py)?,
         };
-        *this.callbacks.lock().unpoisoned() = callbacks;
         let l = PyListener {
             callbacks: this.callbacks.clone(),
             consumer: PyWeakrefReference::new(slf.as_any())?.unbind(),
@@ -193,7 +192,11 @@ impl Consumer {
                 l.forward(event, parts)
             },
         );
-        this.call(py, |core| subscribe(core, Box::new(listener)))
+        this.call(py, |core| subscribe(core, Box::new(listener)))?;
+        // Only a subscription that took effect replaces the callbacks: a refused one leaves the
+        // subscription in force with its own.
+        *this.callbacks.lock().unpoisoned() = callbacks;
+        Ok(())
     }
 }
 

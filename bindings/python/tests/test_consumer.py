@@ -300,6 +300,23 @@ def test_callback_exception_is_raised_from_poll_after_the_assignment(bootstrap, 
     assert c.poll(0.2) is None
 
 
+def test_a_refused_subscribe_keeps_the_callbacks_of_the_subscription_in_force(bootstrap, make_topic, group, consumers):
+    topic = make_topic(2)
+    calls: List[str] = []
+    c = lagless.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumers.append(c)
+    c.subscribe([topic], on_assign=lambda _c, parts: calls.append(f"first {len(parts)}"))
+    # Refused (not a regular expression): the subscription to `topic` stays, and so must the
+    # callbacks given with it.
+    with pytest.raises(lagless.InvalidArgumentError, match="bad topic pattern"):
+        c.subscribe_pattern("(", on_assign=lambda _c, parts: calls.append(f"second {len(parts)}"))
+    deadline = time.monotonic() + 30
+    while not calls and time.monotonic() < deadline:
+        c.poll(0.2)
+    assert calls == ["first 2"]
+    assert c.subscription() == [topic]
+
+
 def test_sigint_interrupts_a_blocking_poll_promptly(bootstrap, make_topic):
     topic = make_topic(1)
     script = f"""
