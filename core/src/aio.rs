@@ -35,12 +35,10 @@ use std::time::Duration;
 
 use crate::backoff::Deadline;
 use crate::config::{Config, ConsumerConfig, ProducerConfig};
-use crate::consumer::{
-    take_one_ready, take_ready, BufferLimits, Callback, ConsumerRecord, Dispatch, GroupMetadata,
-    Streams,
-};
+use crate::consumer::{Callback, ConsumerRecord, Dispatch, GroupMetadata};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::fetch::{take_one_ready, take_ready, BufferLimits, Streams};
 use crate::offsets::{self, CommitResults};
 use crate::producer::{ProducerRecord, RecordMetadata};
 use crate::sync::Unpoisoned;

@@ -21,13 +21,14 @@ use crate::cluster::Cluster;
 use crate::config::{Config, ConsumerConfig};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::fetch::{self, PartitionState, PositionLookup, Shared, StreamKind};
+use crate::fetch::{
+    self, drain_records, take_ready, BufferLimits, PartitionState, PositionLookup, Shared, Streams,
+};
 use crate::group::classic::Classic;
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_protocol::GroupProtocol;
 use crate::offsets::{self, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::protocol::records::Header;
-use crate::recovery::RecoveryRange;
 use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
@@ -230,21 +231,7 @@ impl Consumer {
             PositionLookup::ResetPolicy
         };
         let backoff = self.shared.backoff();
-        {
-            let mut st = self.shared.lock();
-            let mut kept = BTreeMap::new();
-            let mut old = std::mem::take(&mut st.partitions);
-            for tp in partitions {
-                let p = old
-                    .remove(tp)
-                    .unwrap_or_else(|| PartitionState::new(&tp.topic, lookup, backoff));
-                kept.insert(tp.clone(), p);
-            }
-            let freed: usize = old.values().map(|p| p.buffered_bytes()).sum();
-            st.buffered_bytes -= freed;
-            st.partitions = kept;
-            st.reported_unknown.clear();
-        }
+        self.shared.lock().assign(partitions, lookup, backoff);
         self.shared
             .cluster
             .add_interest(partitions.iter().map(|tp| &tp.topic));
@@ -254,7 +241,7 @@ impl Consumer {
 
     /// The partitions currently assigned.
     pub fn assignment(&self) -> Vec<TopicPartition> {
-        self.shared.lock().partitions.keys().cloned().collect()
+        self.shared.lock().assignment()
     }
 
     /// Returns up to `max.poll.records` records, waiting up to `timeout` for the first. Errors of
@@ -310,7 +297,7 @@ impl Consumer {
     /// any thread.
     pub fn wakeup(&self) {
         let mut st = self.shared.lock();
-        st.wakeup = true;
+        st.wake();
         if self.shared.config.recovery_poll {
             self.recovery_wakeup.store(true, Ordering::Release);
         }
@@ -364,37 +351,20 @@ impl Consumer {
         // live in their partitions' states, under the fetch lock with the ranges they owe, so a
         // commit sees both at one instant, and a batch whose partition left is gone already.
         let caller = recovery_caller();
-        for p in st.partitions.values_mut() {
-            p.unprocessed.processed(caller);
-        }
+        st.recovery_batch_processed(caller);
         loop {
             if self.recovery_wakeup.swap(false, Ordering::AcqRel) {
                 return Err(Error::Wakeup);
             }
-            if st.closed || self.closed.load(Ordering::Acquire) {
+            if st.is_closed() || self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
             // Each partition's ranges before this call takes from them: they owe the whole batch.
-            let before: Vec<(TopicPartition, Vec<RecoveryRange>)> = st
-                .partitions
-                .iter()
-                .filter_map(|(tp, p)| {
-                    let rc = p.recovery.as_ref()?;
-                    (!rc.stream.buffer.is_empty()).then(|| (tp.clone(), rc.ranges.clone()))
-                })
-                .collect();
+            let before = st.recovery_ranges_buffered();
             if !before.is_empty() {
                 let taken = drain_records(&mut st, max, limits, Streams::Recovery);
                 if !taken.records.is_empty() {
-                    for (tp, ranges) in &before {
-                        let handed_out = taken
-                            .records
-                            .iter()
-                            .any(|r| r.partition == tp.partition && *r.topic == *tp.topic);
-                        if let Some(p) = st.partitions.get_mut(tp).filter(|_| handed_out) {
-                            p.unprocessed.handing_out(caller, ranges);
-                        }
-                    }
+                    st.recovery_batch_handed_out(caller, &before, &taken.records);
                     drop(st);
                     if taken.refill {
                         self.shared.changed.notify_one();
@@ -429,10 +399,7 @@ impl Consumer {
         tp: &TopicPartition,
         asked: OffsetAndMetadata,
     ) -> OffsetAndMetadata {
-        st.partitions
-            .get(tp)
-            .and_then(|p| p.commit_point(Some(&asked)))
-            .unwrap_or(asked)
+        st.commit_point(tp, asked)
     }
 
     /// Sets the next offset `poll()` returns for `tp`.
@@ -473,12 +440,9 @@ impl Consumer {
         f: impl FnOnce(&mut PartitionState) -> usize,
     ) -> Result<()> {
         {
-            let mut st = self.shared.lock();
-            let p = st.partitions.get_mut(tp).ok_or_else(|| {
+            self.shared.lock().change_partition(tp, f).ok_or_else(|| {
                 Error::IllegalState(format!("{tp} is not assigned to this consumer"))
             })?;
-            let freed = f(p);
-            st.buffered_bytes -= freed;
         }
         self.shared.changed.notify_one();
         Ok(())
@@ -491,7 +455,7 @@ impl Consumer {
         let deadline = self.api_deadline(timeout);
         let mut st = self.shared.lock();
         loop {
-            let p = st.partitions.get(tp).ok_or_else(|| {
+            let p = st.partition(tp).ok_or_else(|| {
                 Error::IllegalState(format!("{tp} is not assigned to this consumer"))
             })?;
             if let Some(pos) = p.position {
@@ -499,8 +463,8 @@ impl Consumer {
             }
             if p.lookup.is_none() {
                 // auto.offset.reset=none found nothing: the error waits in the queue.
-                if let Some(i) = st.errors.iter().position(|e| matches!(e, Error::NoOffset(x) if x.topic == tp.topic && x.partition == tp.partition)) {
-                    return Err(st.errors.remove(i).expect("index from position()"));
+                if let Some(e) = st.take_no_offset_error(tp) {
+                    return Err(e);
                 }
                 return Err(Error::NoOffset(crate::error::ErrorPartition {
                     topic: tp.topic.clone(),
@@ -523,8 +487,7 @@ impl Consumer {
     pub fn recovery_active(&self, tp: &TopicPartition) -> Result<bool> {
         self.check_open()?;
         let st = self.shared.lock();
-        st.partitions
-            .get(tp)
+        st.partition(tp)
             .map(|p| p.recovery_active())
             .ok_or_else(|| Error::IllegalState(format!("{tp} is not assigned to this consumer")))
     }
@@ -535,11 +498,7 @@ impl Consumer {
         if self.check_open().is_err() {
             return false;
         }
-        self.shared
-            .lock()
-            .partitions
-            .values()
-            .any(|p| p.recovery_active())
+        self.shared.lock().any_recovery_active()
     }
 
     /// Stops fetching from `partitions` and returning their records until [`Consumer::resume`];
@@ -558,12 +517,11 @@ impl Consumer {
         self.check_open()?;
         let mut st = self.shared.lock();
         for tp in partitions {
-            st.partitions
-                .get_mut(tp)
-                .ok_or_else(|| {
-                    Error::IllegalState(format!("{tp} is not assigned to this consumer"))
-                })?
-                .paused = paused;
+            if !st.set_paused(tp, paused) {
+                return Err(Error::IllegalState(format!(
+                    "{tp} is not assigned to this consumer"
+                )));
+            }
         }
         drop(st);
         self.shared.changed.notify_one();
@@ -572,13 +530,7 @@ impl Consumer {
 
     /// The assigned partitions that are paused.
     pub fn paused(&self) -> Vec<TopicPartition> {
-        self.shared
-            .lock()
-            .partitions
-            .iter()
-            .filter(|(_, p)| p.paused)
-            .map(|(tp, _)| tp.clone())
-            .collect()
+        self.shared.lock().paused()
     }
 
     /// For each partition, the earliest offset whose timestamp is at or after the given one, with
@@ -748,7 +700,7 @@ impl Consumer {
             local.driver.close();
         }
         self.closed.store(true, Ordering::Release);
-        self.shared.lock().closed = true;
+        self.shared.lock().close();
         self.shared.changed.notify_one();
         self.shared.data_ready.notify_all();
     }
@@ -798,292 +750,11 @@ fn recovery_caller() -> u64 {
     CALLER.with(|c| *c)
 }
 
-/// Which streams a call takes records from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Streams {
-    /// `poll()`, `recv()`: both, interleaved.
-    Both,
-    /// `poll()` with `parallel.rebalance.recovery.poll`: the recovery records are
-    /// `recovery_poll()`'s.
-    Main,
-    /// `recovery_poll()`.
-    Recovery,
-}
-
-impl Streams {
-    /// The streams `poll()` (and the async front's `recv()`) take from.
-    pub(crate) fn for_poll(config: &ConsumerConfig) -> Streams {
-        if config.recovery_poll {
-            Streams::Main
-        } else {
-            Streams::Both
-        }
-    }
-
-    fn has(self, kind: StreamKind) -> bool {
-        match self {
-            Streams::Both => true,
-            Streams::Main => kind == StreamKind::Main,
-            Streams::Recovery => kind == StreamKind::Recovery,
-        }
-    }
-}
-
-/// What a `poll()` or `recv()` took from the fetch buffers.
-pub(crate) struct Taken {
-    pub records: Vec<ConsumerRecord>,
-    /// A stream dropped below its limit: the fetch task, which stops fetching for it at the
-    /// limit, should hear of it. Taking records from a buffer that was below its limit already
-    /// wakes nobody, so a `recv()` per record does not wake the fetch task per record. (The
-    /// consumer's budget, `fetch.buffer.max.bytes`, wakes the fetch task itself when the buffers
-    /// of the records taken come back.)
-    pub refill: bool,
-}
-
-/// The buffer limit the fetch task stops at for a stream: `2 x max.partition.fetch.bytes`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BufferLimits {
-    pub stream: usize,
-}
-
-impl BufferLimits {
-    pub(crate) fn of(config: &ConsumerConfig) -> BufferLimits {
-        BufferLimits {
-            stream: 2 * config.max_partition_fetch_bytes.max(0) as usize,
-        }
-    }
-}
-
-/// Whether taking a buffer from `before` bytes down to `after` crossed below `limit`.
-fn dropped_below(before: usize, after: usize, limit: usize) -> bool {
-    before >= limit && after < limit
-}
-
-/// What a `poll()` or `recv()` hands out now: a wakeup, a partition's error, or up to `max`
-/// records (their positions advance here, and only here); `None` when there is nothing yet.
-pub(crate) fn take_ready(
-    st: &mut fetch::FetchState,
-    max: usize,
-    limits: BufferLimits,
-    streams: Streams,
-) -> Result<Option<Taken>> {
-    take_wakeup_or_error(st)?;
-    let taken = drain_records(st, max, limits, streams);
-    Ok((!taken.records.is_empty()).then_some(taken))
-}
-
-/// What a poll returns before any record: a `wakeup()` since the last one, then an error the
-/// fetch task met (each comes out of one poll).
-fn take_wakeup_or_error(st: &mut fetch::FetchState) -> Result<()> {
-    if st.wakeup {
-        st.wakeup = false;
-        return Err(Error::Wakeup);
-    }
-    st.errors.pop_front().map_or(Ok(()), Err)
-}
-
-/// [`take_ready`] for one record at a time (the async stream): the record goes into `out`, a
-/// buffer the caller keeps, so a busy stream allocates nothing per record. `Ok(false)` when there
-/// is nothing yet; otherwise `out` holds one record and the fetch task has been told of room
-/// when the buffer dropped below a limit.
-pub(crate) fn take_one_ready(
-    shared: &fetch::Shared,
-    limits: BufferLimits,
-    out: &mut Vec<ConsumerRecord>,
-) -> Result<bool> {
-    let mut st = shared.lock();
-    take_wakeup_or_error(&mut st)?;
-    let refill = drain_records_into(&mut st, 1, limits, Streams::Both, out);
-    drop(st);
-    if refill {
-        shared.changed.notify_one();
-    }
-    Ok(!out.is_empty())
-}
-
-/// Takes up to `max` buffered records, round-robin over the streams of every partition (one
-/// partition's backlog does not starve the others, and a partition's recovery stream and main
-/// stream take turns), and advances each stream's position past what it returns.
-fn drain_records(
-    st: &mut fetch::FetchState,
-    max: usize,
-    limits: BufferLimits,
-    streams: Streams,
-) -> Taken {
-    let mut records = Vec::new();
-    if st.partitions.is_empty() || st.buffered_bytes == 0 {
-        return Taken {
-            records,
-            refill: false,
-        };
-    }
-    // Room for what one poll usually takes; more grows the vector as it comes. Never sized by a
-    // setting: max.poll.records may be 2^31-1.
-    records.reserve(max.min(RECORDS_RESERVED));
-    let refill = drain_records_into(st, max, limits, streams, &mut records);
-    Taken { records, refill }
-}
-
-/// What a poll reserves room for at first (`max.poll.records`' default).
-const RECORDS_RESERVED: usize = 500;
-
-/// [`drain_records`] into `out` (empty on entry); returns whether a stream dropped below its
-/// limit.
-fn drain_records_into(
-    st: &mut fetch::FetchState,
-    max: usize,
-    limits: BufferLimits,
-    streams: Streams,
-    out: &mut Vec<ConsumerRecord>,
-) -> bool {
-    debug_assert!(out.is_empty());
-    let mut refill = false;
-    if st.partitions.is_empty() || st.buffered_bytes == 0 {
-        return false;
-    }
-    // Round-robin over the streams with something to hand out, starting one further each call.
-    // Two passes over the partition map and no collection: this runs once per record for a
-    // `recv()` or `poll_at_most(_, 1)` loop.
-    let has = |p: &PartitionState, kind: StreamKind| match kind {
-        _ if !streams.has(kind) => false,
-        StreamKind::Main => !p.main.buffer.is_empty(),
-        StreamKind::Recovery => p
-            .recovery
-            .as_ref()
-            .is_some_and(|r| !r.stream.buffer.is_empty()),
-    };
-    const KINDS: [StreamKind; 2] = [StreamKind::Main, StreamKind::Recovery];
-    let k = st
-        .partitions
-        .values()
-        .filter(|p| p.delivers())
-        .map(|p| KINDS.iter().filter(|&&kind| has(p, kind)).count())
-        .sum::<usize>();
-    if k == 0 {
-        return false;
-    }
-    let start = st.rotation % k;
-    st.rotation = st.rotation.wrapping_add(1);
-    let mut freed = 0usize;
-    // The streams numbered start.. first, then those before start. Taking from a stream changes
-    // only its own "has records", and the second pass stops before the first pass' streams, so
-    // the numbering of the streams still to visit never shifts.
-    for first_pass in [true, false] {
-        let mut unit = 0usize;
-        'partitions: for (tp, p) in st.partitions.iter_mut() {
-            // Paused, or (KIP-320) its position waits for validation against a new leader.
-            if !p.delivers() {
-                continue;
-            }
-            for kind in KINDS {
-                if out.len() >= max || (!first_pass && unit >= start) {
-                    break 'partitions;
-                }
-                if !has(p, kind) {
-                    continue;
-                }
-                let this = unit;
-                unit += 1;
-                if first_pass && this < start {
-                    continue;
-                }
-                let stream_bytes = |p: &PartitionState| match kind {
-                    StreamKind::Main => p.main.buffered_bytes,
-                    StreamKind::Recovery => {
-                        p.recovery.as_ref().map_or(0, |r| r.stream.buffered_bytes)
-                    }
-                };
-                let before = stream_bytes(p);
-                // Each stream may fill the rest of the poll, so a single stream can fill it.
-                while out.len() < max {
-                    let Some((r, size)) = p.pop(kind) else { break };
-                    freed += size;
-                    out.push(ConsumerRecord {
-                        topic: p.topic.clone(),
-                        partition: tp.partition,
-                        offset: r.offset,
-                        timestamp: r.timestamp,
-                        key: r.key,
-                        value: r.value,
-                        headers: r.headers,
-                        from_recovery: kind == StreamKind::Recovery,
-                    });
-                }
-                refill |= dropped_below(before, stream_bytes(p), limits.stream);
-                p.after_drain();
-            }
-        }
-    }
-    st.buffered_bytes -= freed;
-    refill
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backoff::Backoff;
     use crate::config::Config;
-    use crate::fetch::{record_size, BufferedBatch};
-    use crate::protocol::records::RecordSpans;
-
-    /// A record of the buffers [`buffered`] makes: no key, no value.
-    fn spans(offset: i64) -> RecordSpans {
-        RecordSpans {
-            offset,
-            timestamp: 0,
-            key: None,
-            value: None,
-            headers: Vec::new(),
-        }
-    }
-
-    /// The bytes each record of [`buffered`] counts against the buffer limits.
-    fn size() -> usize {
-        record_size(&spans(0))
-    }
-
-    /// Partitions 0..n of topic `t`, each with `records` buffered records of [`size`] bytes from
-    /// offset 0 (one batch); the partitions in `paused` paused.
-    fn buffered(n: i32, records: i64, paused: &[i32]) -> fetch::FetchState {
-        let mut st = fetch::FetchState {
-            partitions: BTreeMap::new(),
-            errors: Default::default(),
-            buffered_bytes: 0,
-            reserved: 0,
-            expansion: fetch::Expansion::new(),
-            answers_with_records: 0,
-            wakeup: false,
-            closed: false,
-            reported_unknown: Default::default(),
-            rotation: 0,
-        };
-        let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-        for partition in 0..n {
-            let mut p = PartitionState::new("t", PositionLookup::Committed, backoff);
-            p.paused = paused.contains(&partition);
-            p.main.buffer.push(BufferedBatch {
-                data: bytes::Bytes::new(),
-                records: (0..records).map(spans).collect(),
-                leader_epoch: -1,
-            });
-            p.main.buffered_bytes += records as usize * size();
-            st.buffered_bytes += records as usize * size();
-            p.main.fetch_offset = Some(records);
-            st.partitions.insert(TopicPartition::new("t", partition), p);
-        }
-        st
-    }
-
-    const NO_LIMITS: BufferLimits = BufferLimits { stream: usize::MAX };
-
-    fn one(st: &mut fetch::FetchState, limits: BufferLimits) -> ((i32, i64), bool) {
-        let taken = take_ready(st, 1, limits, Streams::Both)
-            .unwrap()
-            .expect("a record");
-        assert_eq!(taken.records.len(), 1);
-        let r = &taken.records[0];
-        ((r.partition, r.offset), taken.refill)
-    }
+    use crate::recovery::RecoveryRange;
 
     fn recovery_config() -> ConsumerConfig {
         ConsumerConfig::from_config(
@@ -1114,7 +785,7 @@ mod tests {
         committed: i64,
         held: &[RecoveryRange],
     ) {
-        let p = st.partitions.get_mut(tp).expect("assigned");
+        let p = st.partition_mut(tp).expect("assigned");
         p.position = Some(540);
         p.lookup = None;
         p.committed_at_takeover = Some(committed);
@@ -1148,7 +819,10 @@ mod tests {
         // Back after another member committed 300 (no backlog stream here: the main stream at
         // 540 is all the state has).
         shared.add_partitions([&tp], PositionLookup::Committed);
-        assert!(shared.lock().partitions[&tp]
+        assert!(shared
+            .lock()
+            .partition(&tp)
+            .expect("assigned")
             .unprocessed
             .batches()
             .next()
@@ -1157,7 +831,9 @@ mod tests {
         assert_eq!(shared.commit_offsets([&tp]), [(tp.clone(), om(540, ""))]);
         let st = shared.lock();
         assert_eq!(
-            st.partitions[&tp].commit_point(Some(&om(500, "app"))),
+            st.partition(&tp)
+                .expect("assigned")
+                .commit_point(Some(&om(500, "app"))),
             Some(om(500, "app"))
         );
     }
@@ -1190,71 +866,5 @@ mod tests {
             ]
         );
         c.close(Some(Duration::from_secs(5))).unwrap();
-    }
-
-    /// One record at a time, the partitions take turns (each in offset order), a paused one
-    /// never hands anything out, and each position follows what was handed out.
-    #[test]
-    fn records_taken_one_at_a_time_go_round_the_partitions_in_order() {
-        let mut st = buffered(3, 2, &[1]);
-        let got: Vec<(i32, i64)> = (0..4).map(|_| one(&mut st, NO_LIMITS).0).collect();
-        assert_eq!(got, [(0, 0), (2, 0), (0, 1), (2, 1)]);
-        assert!(take_ready(&mut st, 1, NO_LIMITS, Streams::Both)
-            .unwrap()
-            .is_none());
-        assert_eq!(
-            st.buffered_bytes,
-            2 * size(),
-            "the paused partition's records stay"
-        );
-        let position =
-            |st: &fetch::FetchState, p| st.partitions[&TopicPartition::new("t", p)].position;
-        assert_eq!(position(&st, 0), Some(2));
-        assert_eq!(position(&st, 1), None);
-        assert_eq!(position(&st, 2), Some(2));
-    }
-
-    /// A batch takes from every partition, starting one further each time.
-    #[test]
-    fn a_batch_fills_from_each_partition_starting_one_further_each_time() {
-        let mut st = buffered(3, 4, &[]);
-        let batch = |st: &mut fetch::FetchState, max| -> Vec<(i32, i64)> {
-            let t = take_ready(st, max, NO_LIMITS, Streams::Both)
-                .unwrap()
-                .unwrap();
-            t.records.iter().map(|r| (r.partition, r.offset)).collect()
-        };
-        assert_eq!(batch(&mut st, 5), [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]);
-        // Partition 0 has nothing left: the turn goes round partitions 1 and 2.
-        assert_eq!(batch(&mut st, 2), [(2, 0), (2, 1)]);
-        assert_eq!(batch(&mut st, 10), [(1, 1), (1, 2), (1, 3), (2, 2), (2, 3)]);
-    }
-
-    /// The fetch task is woken only when a stream drops below the limit it stops fetching at,
-    /// not on every record taken.
-    #[test]
-    fn the_fetch_task_hears_only_of_a_buffer_dropping_below_its_limit() {
-        let mut st = buffered(2, 3, &[]);
-        // Each stream holds 3 records.
-        let per_stream = BufferLimits { stream: 3 * size() };
-        let refills: Vec<bool> = (0..6).map(|_| one(&mut st, per_stream).1).collect();
-        assert_eq!(refills, [true, true, false, false, false, false]);
-        assert!(dropped_below(10, 9, 10) && !dropped_below(9, 0, 10) && !dropped_below(20, 10, 10));
-    }
-
-    /// A poll that may take 2^31-1 records reserves room for what it takes, not for that many
-    /// (nor one record per byte buffered, as it once did: a 64 MiB buffer reserved 64M records).
-    #[test]
-    fn a_huge_max_poll_records_reserves_room_only_for_what_comes() {
-        let mut st = buffered(2, 1000, &[]);
-        let taken = take_ready(&mut st, i32::MAX as usize, NO_LIMITS, Streams::Both)
-            .unwrap()
-            .unwrap();
-        assert_eq!(taken.records.len(), 2000);
-        assert!(
-            taken.records.capacity() <= 2 * 2000,
-            "room for {} records",
-            taken.records.capacity()
-        );
     }
 }

@@ -238,7 +238,7 @@ impl Consumer {
         self.check_open()?;
         let mut g = self.group.lock().unpoisoned();
         if g.is_none() {
-            if !self.shared.lock().partitions.is_empty() {
+            if self.shared.lock().has_partitions() {
                 return Err(Error::IllegalState(
                     "the consumer has a manual assignment; call assign(&[]) before subscribe()"
                         .into(),

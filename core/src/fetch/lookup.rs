@@ -325,7 +325,7 @@ pub(super) fn handle_validation(
         refresh |= applied.refresh;
         errors.extend(applied.error);
     }
-    st.buffered_bytes -= freed;
+    st.release(freed);
     for e in errors {
         if !matches!(st.errors.back(), Some(last) if *last == e) {
             shared.push_error(&mut st, e);

@@ -34,41 +34,176 @@ use crate::types::TopicPartition;
 
 mod apply;
 mod budget;
+mod deliver;
 mod lookup;
 mod plan;
 mod state;
 mod task;
 mod validate;
 
-#[cfg(test)]
-pub(crate) use budget::Expansion;
+pub(crate) use deliver::{drain_records, take_one_ready, take_ready, BufferLimits, Streams};
 pub(crate) use lookup::PositionLookup;
-#[cfg(test)]
-pub(crate) use state::{record_size, BufferedBatch};
 pub(crate) use state::{PartitionState, StreamKind};
 pub(crate) use task::run;
 
 /// What the user's thread and the fetch task share.
 pub(crate) struct FetchState {
-    pub partitions: BTreeMap<TopicPartition, PartitionState>,
+    partitions: BTreeMap<TopicPartition, PartitionState>,
     /// Errors waiting to come out of `poll()`.
-    pub errors: VecDeque<Error>,
+    errors: VecDeque<Error>,
     /// What the records buffered for `poll()` count ([`state::record_size`]): what the streams'
     /// limits (`2 x max.partition.fetch.bytes`) weigh. The budget counts buffers instead.
-    pub buffered_bytes: usize,
+    buffered_bytes: usize,
     /// Bytes reserved for the answers of the fetches in flight (see [`budget`]).
-    pub reserved: usize,
+    reserved: usize,
     /// What the answers held once decoded lately, per byte (see [`budget::Expansion`]).
-    pub expansion: budget::Expansion,
+    expansion: budget::Expansion,
     /// Counts the answers that brought a stream records, for the order of partitions in a fetch
     /// ([`state::Stream::answered_at`]).
-    pub answers_with_records: u64,
-    pub wakeup: bool,
-    pub closed: bool,
+    answers_with_records: u64,
+    wakeup: bool,
+    closed: bool,
     /// Topics already reported unknown, so the error comes once, not on every loop.
-    pub reported_unknown: HashSet<String>,
+    reported_unknown: HashSet<String>,
     /// Where the next `poll()` starts, for fairness across partitions.
-    pub rotation: usize,
+    rotation: usize,
+}
+
+impl FetchState {
+    pub(crate) fn new() -> FetchState {
+        FetchState {
+            partitions: BTreeMap::new(),
+            errors: VecDeque::new(),
+            buffered_bytes: 0,
+            reserved: 0,
+            expansion: budget::Expansion::new(),
+            answers_with_records: 0,
+            wakeup: false,
+            closed: false,
+            reported_unknown: HashSet::new(),
+            rotation: 0,
+        }
+    }
+
+    /// Records buffered for `poll()` weighing `bytes` ([`state::record_size`]) arrived.
+    fn hold(&mut self, bytes: usize) {
+        self.buffered_bytes += bytes;
+    }
+
+    /// Records buffered for `poll()` weighing `bytes` left: handed out or dropped.
+    fn release(&mut self, bytes: usize) {
+        self.buffered_bytes -= bytes;
+    }
+
+    /// Replaces the partitions fetched by `partitions` (manual assignment): kept ones keep their
+    /// state, new ones find their position with `lookup`, and what was buffered for the others
+    /// is dropped. Unknown topics may be reported again.
+    pub(crate) fn assign(
+        &mut self,
+        partitions: &[TopicPartition],
+        lookup: PositionLookup,
+        backoff: Backoff,
+    ) {
+        let mut kept = BTreeMap::new();
+        let mut old = std::mem::take(&mut self.partitions);
+        for tp in partitions {
+            let p = old
+                .remove(tp)
+                .unwrap_or_else(|| PartitionState::new(&tp.topic, lookup, backoff));
+            kept.insert(tp.clone(), p);
+        }
+        let freed: usize = old.values().map(|p| p.buffered_bytes()).sum();
+        self.release(freed);
+        self.partitions = kept;
+        self.reported_unknown.clear();
+    }
+
+    /// The partitions fetched, in order.
+    pub(crate) fn assignment(&self) -> Vec<TopicPartition> {
+        self.partitions.keys().cloned().collect()
+    }
+
+    pub(crate) fn has_partitions(&self) -> bool {
+        !self.partitions.is_empty()
+    }
+
+    pub(crate) fn partition(&self, tp: &TopicPartition) -> Option<&PartitionState> {
+        self.partitions.get(tp)
+    }
+
+    /// Runs `change` on `tp`'s state, which returns the buffered bytes it dropped; `None` for a
+    /// partition not fetched.
+    pub(crate) fn change_partition(
+        &mut self,
+        tp: &TopicPartition,
+        change: impl FnOnce(&mut PartitionState) -> usize,
+    ) -> Option<()> {
+        let freed = change(self.partitions.get_mut(tp)?);
+        self.release(freed);
+        Some(())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn partition_mut(&mut self, tp: &TopicPartition) -> Option<&mut PartitionState> {
+        self.partitions.get_mut(tp)
+    }
+
+    /// Pauses or resumes `tp`; false for a partition not fetched.
+    pub(crate) fn set_paused(&mut self, tp: &TopicPartition, paused: bool) -> bool {
+        self.partitions
+            .get_mut(tp)
+            .map(|p| p.paused = paused)
+            .is_some()
+    }
+
+    /// The partitions paused, in order.
+    pub(crate) fn paused(&self) -> Vec<TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(_, p)| p.paused)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// KIP-333: whether a partition has a recovery stream still draining a backlog.
+    pub(crate) fn any_recovery_active(&self) -> bool {
+        self.partitions.values().any(|p| p.recovery_active())
+    }
+
+    /// What an explicit commit of `asked` for `tp` says: [`PartitionState::commit_point`];
+    /// `asked` as it is for a partition not fetched or without a position.
+    pub(crate) fn commit_point(
+        &self,
+        tp: &TopicPartition,
+        asked: OffsetAndMetadata,
+    ) -> OffsetAndMetadata {
+        self.partitions
+            .get(tp)
+            .and_then(|p| p.commit_point(Some(&asked)))
+            .unwrap_or(asked)
+    }
+
+    /// Makes the next poll return `Error::Wakeup` ([`FetchState::take_wakeup_or_error`]).
+    pub(crate) fn wake(&mut self) {
+        self.wakeup = true;
+    }
+
+    /// Stops the fetch task at its next turn.
+    pub(crate) fn close(&mut self) {
+        self.closed = true;
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Takes the queued `Error::NoOffset` of `tp` (`auto.offset.reset=none`), if any.
+    pub(crate) fn take_no_offset_error(&mut self, tp: &TopicPartition) -> Option<Error> {
+        let i = self.errors.iter().position(
+            |e| matches!(e, Error::NoOffset(x) if x.topic == tp.topic && x.partition == tp.partition),
+        )?;
+        self.errors.remove(i)
+    }
 }
 
 pub(crate) struct Shared {
@@ -93,18 +228,7 @@ impl Shared {
         buffers: FetchBuffers,
     ) -> Arc<Shared> {
         Arc::new(Shared {
-            state: Mutex::new(FetchState {
-                partitions: BTreeMap::new(),
-                errors: VecDeque::new(),
-                buffered_bytes: 0,
-                reserved: 0,
-                expansion: budget::Expansion::new(),
-                answers_with_records: 0,
-                wakeup: false,
-                closed: false,
-                reported_unknown: HashSet::new(),
-                rotation: 0,
-            }),
+            state: Mutex::new(FetchState::new()),
             data_ready: crate::engine::Ready::new(),
             changed: Notify::new(),
             cluster,
@@ -137,7 +261,7 @@ impl Shared {
         let mut st = self.lock();
         for tp in partitions {
             if let Some(p) = st.partitions.remove(tp) {
-                st.buffered_bytes -= p.buffered_bytes();
+                st.release(p.buffered_bytes());
             }
         }
     }

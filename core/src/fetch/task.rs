@@ -111,7 +111,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             for e in planned.errors {
                 shared.push_error(st, e);
             }
-            st.buffered_bytes -= planned.freed;
+            st.release(planned.freed);
             st.reserved += planned.reserved;
             metadata_wanted |= planned.metadata_wanted;
             if planned.waits_for_room {
@@ -482,8 +482,8 @@ fn handle_fetch(
                 s.answered_at = at;
             }
         }
-        st.buffered_bytes += applied.added;
-        st.buffered_bytes -= applied.freed;
+        st.hold(applied.added);
+        st.release(applied.freed);
         refresh |= applied.refresh;
         new_data |= applied.added > 0;
         errors.extend(applied.error);
@@ -588,7 +588,7 @@ fn handle_lookup(
             }
         }
     }
-    st.buffered_bytes -= freed;
+    st.release(freed);
     // position() waits for lookups on data_ready.
     shared.data_ready.notify_all();
     for t in unknown {
