@@ -341,8 +341,8 @@ def test_mixed_consumer_group_member_crash(clients, make_topic, strategy):
 # ---------------------------------------------------------------------------------------------
 
 def test_lagless_reads_java_transactions(clients, make_topic):
-    """Java writes committed and aborted transactions. lagless (read_uncommitted: it does not
-    support read_committed yet) returns every data record, committed or aborted, exactly as the
+    """Java writes committed and aborted transactions. lagless at read_uncommitted (the default;
+    read_committed is covered by core/tests/read_committed.rs) returns every data record, committed or aborted, exactly as the
     Java consumer does, never a transaction marker, and its positions end past the final markers,
     at the partitions' end offsets, as the Java consumer's do."""
     n = 3000
