@@ -12,6 +12,11 @@
 //! the high watermarks beyond. C then aborts; the read_committed consumer delivers exactly every
 //! committed record, in order per partition, each once, and ends at the high watermark (lag 0).
 //! A read_uncommitted consumer delivers every data record, aborted ones too, and no marker.
+//!
+//! A group member with recovery streams (`enable.parallel.rebalance`, KIP-333) takes the
+//! partitions over from a commit at offset 0 while C's transaction is open: the backlog ends at
+//! the LSO, the recovery stream delivers exactly the committed records below it, and the main
+//! stream, from the LSO, exactly the committed records from there on once C aborted.
 #[path = "support/configs.rs"]
 mod configs;
 #[path = "support/java_client.rs"]
@@ -23,7 +28,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use java_client::JavaClient;
-use lagless::{Consumer, TopicPartition};
+use lagless::{Consumer, OffsetAndMetadata, TopicPartition};
 use own_broker::OwnBroker;
 
 const PARTITIONS: i32 = 3;
@@ -32,6 +37,9 @@ const TOPIC: &str = "transactions";
 /// A record a producer wrote: (offset, key), and whether it is in an aborted (or still open)
 /// transaction.
 type Written = (i64, String, bool);
+
+/// What a consumer delivered: per partition, (offset, key) in the order delivered.
+type Delivered = BTreeMap<i32, Vec<(i64, String)>>;
 
 /// Starts a transactional Java producer of `count` records in transactions of `size` records,
 /// every `abort_every`-th aborted, with `extra` arguments.
@@ -124,6 +132,79 @@ fn consumer(bootstrap: &str, isolation: &str) -> Consumer {
     c
 }
 
+/// A read_committed member of `group` with recovery streams, taking the partitions over from a
+/// commit of offset 0 (made by a consumer of the group that assigns them and leaves).
+fn recovery_member(bootstrap: &str, group: &str) -> Consumer {
+    let committer = configs::consumer(&[
+        ("bootstrap.servers", bootstrap),
+        ("group.id", group),
+        ("enable.auto.commit", "false"),
+    ]);
+    committer.assign(&tps()).unwrap();
+    let zero: Vec<(TopicPartition, OffsetAndMetadata)> = tps()
+        .into_iter()
+        .map(|tp| {
+            let o = OffsetAndMetadata {
+                offset: 0,
+                metadata: String::new(),
+            };
+            (tp, o)
+        })
+        .collect();
+    committer.commit_sync(Some(&zero), None).unwrap();
+    committer.close(None).unwrap();
+    let mut settings = configs::group_member_settings(group);
+    settings.extend([
+        ("bootstrap.servers", bootstrap),
+        ("isolation.level", "read_committed"),
+        ("enable.auto.commit", "false"),
+        ("enable.parallel.rebalance", "true"),
+        ("parallel.rebalance.min.lag", "10"),
+        ("fetch.max.wait.ms", "100"),
+        ("max.partition.fetch.bytes", "1024"),
+    ]);
+    let c = configs::consumer(&settings);
+    c.subscribe(&[TOPIC], None).unwrap();
+    c
+}
+
+/// Polls the recovery member `m` into `got` (per stream, main false and recovery true; per
+/// partition) until it owns the partitions, no recovery stream is left and its positions are
+/// `ends`; returns the positions then. Panics after `within`.
+fn read_member_to(
+    m: &Consumer,
+    got: &mut BTreeMap<bool, Delivered>,
+    ends: &[i64],
+    within: Duration,
+) -> Vec<i64> {
+    let deadline = Instant::now() + within;
+    loop {
+        for r in m.poll(Duration::from_millis(100)).unwrap() {
+            let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
+            got.entry(r.from_recovery)
+                .or_default()
+                .entry(r.partition)
+                .or_default()
+                .push((r.offset, key));
+        }
+        if m.assignment().len() == tps().len() {
+            let positions: Vec<i64> = tps()
+                .iter()
+                .map(|tp| m.position(tp, Some(Duration::from_secs(10))).unwrap())
+                .collect();
+            let recovering = tps().iter().any(|tp| m.recovery_active(tp).unwrap());
+            if positions == ends && !recovering {
+                return positions;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "member: assignment {:?}, not at {ends:?} with no recovery left after {within:?}",
+            m.assignment()
+        );
+    }
+}
+
 fn end_offsets(c: &Consumer) -> Vec<i64> {
     let ends = c
         .end_offsets(&tps(), Some(Duration::from_secs(10)))
@@ -133,12 +214,7 @@ fn end_offsets(c: &Consumer) -> Vec<i64> {
 
 /// Polls `c` into `got` (per partition: (offset, key)) until its positions are `ends`; returns
 /// the positions then. Panics after `within`.
-fn read_to(
-    c: &Consumer,
-    got: &mut BTreeMap<i32, Vec<(i64, String)>>,
-    ends: &[i64],
-    within: Duration,
-) -> Vec<i64> {
+fn read_to(c: &Consumer, got: &mut Delivered, ends: &[i64], within: Duration) -> Vec<i64> {
     let deadline = Instant::now() + within;
     loop {
         for r in c.poll(Duration::from_millis(100)).unwrap() {
@@ -161,11 +237,8 @@ fn read_to(
 }
 
 /// The (offset, key) of the records of `all` that `keep` keeps, per partition, in offset order.
-fn expected(
-    all: &[&BTreeMap<i32, Vec<Written>>],
-    keep: impl Fn(&Written) -> bool,
-) -> BTreeMap<i32, Vec<(i64, String)>> {
-    let mut out: BTreeMap<i32, Vec<(i64, String)>> = BTreeMap::new();
+fn expected(all: &[&BTreeMap<i32, Vec<Written>>], keep: impl Fn(&Written) -> bool) -> Delivered {
+    let mut out: Delivered = BTreeMap::new();
     for w in all {
         for (p, records) in w.iter() {
             let kept = records.iter().filter(|r| keep(r));
@@ -180,7 +253,7 @@ fn expected(
     out
 }
 
-fn count(m: &BTreeMap<i32, Vec<(i64, String)>>) -> usize {
+fn count(m: &Delivered) -> usize {
     m.values().map(Vec::len).sum()
 }
 
@@ -270,6 +343,21 @@ fn read_committed_delivers_exactly_the_committed_records_and_stops_at_the_lso() 
     // Only C's committed records lie below its open transaction: 7 of its 10 transactions.
     assert_eq!(phase1, 63);
 
+    // A takeover from offset 0 meanwhile: the backlog ends at the LSO, not the high watermark.
+    let member = recovery_member(bootstrap, "takeover");
+    let mut got_member = BTreeMap::new();
+    read_member_to(&member, &mut got_member, &lso, Duration::from_secs(60));
+    assert_eq!(
+        got_member.get(&true),
+        Some(&below_lso),
+        "the recovery stream's records"
+    );
+    assert_eq!(
+        got_member.get(&false),
+        None,
+        "nothing for the main stream yet"
+    );
+
     // Phase 2: C aborts. read_committed reads on to the high watermark.
     c.stop(Duration::from_secs(30));
     assert!(
@@ -291,6 +379,26 @@ fn read_committed_delivers_exactly_the_committed_records_and_stops_at_the_lso() 
         "exactly the committed records, in order, once"
     );
     assert_eq!(positions, end_offsets(&rc), "lag 0");
+    read_member_to(&member, &mut got_member, &high, Duration::from_secs(30));
+    let from_lso: Delivered = committed
+        .iter()
+        .map(|(p, r)| {
+            let r = r.iter().filter(|(o, _)| *o >= lso[*p as usize]).cloned();
+            (*p, r.collect())
+        })
+        .collect();
+    assert_eq!(
+        got_member.get(&false),
+        Some(&from_lso),
+        "the main stream's records"
+    );
+    assert_eq!(
+        got_member.get(&true),
+        Some(&below_lso),
+        "no more recovery records"
+    );
+    let (n_recovery, n_main) = (count(&below_lso), count(&from_lso));
+    assert_eq!(n_recovery + n_main, count(&committed));
 
     // read_uncommitted: every data record, aborted and once-open ones too.
     let mut got_ru = BTreeMap::new();
@@ -308,11 +416,13 @@ fn read_committed_delivers_exactly_the_committed_records_and_stops_at_the_lso() 
         "read_committed: {phase1} records below the LSOs {lso:?} while C's transaction was open, \
          {n_committed} of {n_all} data records in all ({} aborted), positions {positions:?} = \
          end offsets (lag 0), {markers} transaction markers skipped; read_uncommitted: {}; \
-         {:.1} s",
+         recovery member: {n_recovery} from the recovery stream below the LSOs, {n_main} from \
+         the main stream; {:.1} s",
         n_all - n_committed,
         count(&got_ru),
         started.elapsed().as_secs_f64()
     );
+    drop(member);
     drop(rc);
     drop(ru);
     drop(broker);
