@@ -16,12 +16,12 @@ use super::lookup::{
     PositionLookup,
 };
 use super::state::{fetch_target, PartitionState, Recovery, Stream, StreamKind};
-use super::txn::{AbortedTxn, TxnFilter};
+use super::txn::TxnFilter;
 use super::validate::{self, ValidationAnswer, ValidationAsked};
 use super::Shared;
 use crate::backoff::{Deadline, Retry};
 use crate::buffers::BatchPools;
-use crate::config::{ConsumerConfig, IsolationLevel};
+use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, ErrorPartition, Result};
 use crate::protocol;
 use crate::protocol::fetch::{FetchFrom, FetchLimits};
@@ -582,17 +582,10 @@ async fn decode_answer(
                 continue;
             }
             if pd.error_code == codes::NONE {
-                let filter = match config.isolation_level {
-                    IsolationLevel::ReadUncommitted => TxnFilter::read_uncommitted(),
-                    IsolationLevel::ReadCommitted => {
-                        TxnFilter::read_committed(pd.aborted_transactions.iter().flatten().map(
-                            |t| AbortedTxn {
-                                producer_id: t.producer_id.0,
-                                first_offset: t.first_offset,
-                            },
-                        ))
-                    }
-                };
+                let filter = TxnFilter::of_answer(
+                    config.isolation_level,
+                    pd.aborted_transactions.as_deref(),
+                );
                 to_decode.push((i, pd.records.unwrap_or_default(), filter));
             }
             answers[i] = Some(PartitionAnswer {

@@ -20,6 +20,9 @@
 //! or after the fetch offset), so a run of aborted records longer than one fetch stays filtered.
 use std::collections::HashSet;
 
+use crate::config::IsolationLevel;
+use crate::protocol::msg::fetch_response::AbortedTransaction;
+
 /// A control record's type, from its key (version i16, type i16): 0 ABORT, 1 COMMIT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ControlType {
@@ -104,6 +107,24 @@ impl TxnFilter {
         }
     }
 
+    /// The filter of one partition's Fetch answer at `level`, with the answer's
+    /// `aborted_transactions` (null when there are none). At read_uncommitted the list is not
+    /// looked at (the broker sends none then).
+    pub(crate) fn of_answer(
+        level: IsolationLevel,
+        aborted: Option<&[AbortedTransaction]>,
+    ) -> TxnFilter {
+        match level {
+            IsolationLevel::ReadUncommitted => TxnFilter::read_uncommitted(),
+            IsolationLevel::ReadCommitted => {
+                TxnFilter::read_committed(aborted.unwrap_or_default().iter().map(|t| AbortedTxn {
+                    producer_id: t.producer_id.0,
+                    first_offset: t.first_offset,
+                }))
+            }
+        }
+    }
+
     /// The verdict on the next batch of the answer (batches in offset order, each one once,
     /// also those that start below the fetch offset: they carry markers the state needs).
     pub(crate) fn verdict(&mut self, b: &BatchHeader) -> Verdict {
@@ -183,6 +204,34 @@ mod tests {
             .filter(|b| f.verdict(b) == Verdict::Deliver)
             .flat_map(|b| b.base_offset..=b.last_offset)
             .collect()
+    }
+
+    /// The answer's list is used at read_committed only; a null list is an empty one.
+    #[test]
+    fn the_filter_of_an_answer() {
+        use crate::protocol::msg::ProducerId;
+        let list = [AbortedTransaction::default()
+            .with_producer_id(ProducerId(7))
+            .with_first_offset(3)];
+        let batches = [data(3, 4, 7), marker(5, 7, ABORT), data(6, 6, 7)];
+        let (committed, uncommitted) = (
+            IsolationLevel::ReadCommitted,
+            IsolationLevel::ReadUncommitted,
+        );
+        let cases = [
+            (committed, Some(&list[..]), vec![6]),
+            (committed, None, vec![3, 4, 6]),
+            (uncommitted, Some(&list[..]), vec![3, 4, 6]),
+            (uncommitted, None, vec![3, 4, 6]),
+        ];
+        for (level, aborted, want) in cases {
+            let mut f = TxnFilter::of_answer(level, aborted);
+            assert_eq!(
+                delivered_with(&mut f, &batches),
+                want,
+                "{level:?} {aborted:?}"
+            );
+        }
     }
 
     #[test]
