@@ -76,7 +76,9 @@ pub struct Watermarks {
     /// The log start offset: the first offset still in the partition.
     pub low: i64,
     /// The high watermark: the offset after the last record replicated to every in-sync
-    /// replica; consumers read below it.
+    /// replica; consumers read below it. With `isolation.level=read_committed`, the last stable
+    /// offset: the first offset of a transaction still open (the high watermark when none is),
+    /// below which a read_committed consumer reads.
     pub high: i64,
 }
 
@@ -419,7 +421,8 @@ impl Consumer {
         self.reset_to(partitions, PositionLookup::Earliest)
     }
 
-    /// Moves each of `partitions` to its log end (the high watermark), looked up before the next
+    /// Moves each of `partitions` to its log end (the high watermark; the last stable offset
+    /// with `isolation.level=read_committed`), looked up before the next
     /// fetch. Cancels a partition's recovery stream. `Error::IllegalState` for a partition not
     /// assigned.
     pub fn seek_to_end(&self, partitions: &[TopicPartition]) -> Result<()> {
@@ -566,8 +569,10 @@ impl Consumer {
             asked.into_iter().map(|(tp, ts)| (tp.clone(), ts)).collect();
         let deadline = self.api_deadline(timeout);
         let cluster = self.shared.cluster.clone();
-        let res =
-            self.block_on(async move { offsets::list_offsets(&cluster, &query, deadline).await })??;
+        let isolation = self.shared.config.isolation_level;
+        let res = self.block_on(async move {
+            offsets::list_offsets(&cluster, &query, isolation, deadline).await
+        })??;
         res.into_iter()
             .map(|(tp, r)| r.map(|(o, t)| (tp, (o >= 0).then_some((o, t)))))
             .collect()
@@ -582,7 +587,9 @@ impl Consumer {
         self.list_at(partitions, EARLIEST_TIMESTAMP, timeout)
     }
 
-    /// The high watermark of each partition, once per partition, in partition order.
+    /// The end offset of each partition, once per partition, in partition order: the high
+    /// watermark, or with `isolation.level=read_committed` the last stable offset (as the Java
+    /// client's), where such a consumer's position ends.
     pub fn end_offsets(
         &self,
         partitions: &[TopicPartition],
@@ -610,14 +617,17 @@ impl Consumer {
             .collect();
         let deadline = self.api_deadline(timeout);
         let cluster = self.shared.cluster.clone();
-        let res =
-            self.block_on(async move { offsets::list_offsets(&cluster, &q, deadline).await })??;
+        let isolation = self.shared.config.isolation_level;
+        let res = self.block_on(async move {
+            offsets::list_offsets(&cluster, &q, isolation, deadline).await
+        })??;
         res.into_iter()
             .map(|(tp, r)| r.map(|(o, _)| (tp, o)))
             .collect()
     }
 
-    /// The partition's log start offset and high watermark, asked of its leader.
+    /// The partition's log start offset and high watermark (the last stable offset with
+    /// `isolation.level=read_committed`), asked of its leader.
     pub fn watermarks(&self, tp: &TopicPartition, timeout: Option<Duration>) -> Result<Watermarks> {
         let deadline = self.api_deadline(timeout);
         let low = self.list_at(

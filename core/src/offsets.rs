@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::backoff::{retry_until, Deadline, Retry};
 use crate::cluster::{Cluster, Lane};
+use crate::config::IsolationLevel;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 use crate::protocol;
 use crate::protocol::offsets::ListOffsetsFor;
@@ -114,16 +115,20 @@ impl<C> MergedCommit<C> {
 
 /// ListOffsets for each (partition, timestamp), sent to each partition's leader. The answer per
 /// partition is (offset, timestamp); offset -1 when no record has a timestamp at or after it.
+/// At `read_committed` the log end ([`LATEST_TIMESTAMP`]) is the last stable offset.
 pub(crate) async fn list_offsets(
     cluster: &Cluster,
     wanted: &[(TopicPartition, i64)],
+    isolation_level: IsolationLevel,
     deadline: Deadline,
 ) -> Result<Vec<(TopicPartition, Result<(i64, i64)>)>> {
-    Ok(list_offsets_with(cluster, wanted, deadline, true)
-        .await?
-        .into_iter()
-        .map(|(tp, r)| (tp, r.map(|l| (l.offset, l.timestamp))))
-        .collect())
+    Ok(
+        list_offsets_with(cluster, wanted, isolation_level, deadline, true)
+            .await?
+            .into_iter()
+            .map(|(tp, r)| (tp, r.map(|l| (l.offset, l.timestamp))))
+            .collect(),
+    )
 }
 
 /// One partition's ListOffsets answer.
@@ -145,6 +150,7 @@ pub(crate) struct ListedOffset {
 pub(crate) async fn list_offsets_with(
     cluster: &Cluster,
     wanted: &[(TopicPartition, i64)],
+    isolation_level: IsolationLevel,
     deadline: Deadline,
     retry: bool,
 ) -> Result<Vec<(TopicPartition, Result<ListedOffset>)>> {
@@ -213,6 +219,7 @@ pub(crate) async fn list_offsets_with(
                     timestamp: *ts,
                     leader_epoch: *epoch,
                 }),
+                isolation_level,
                 cluster.config.request_timeout.as_millis() as i32,
             );
             let resp = async {

@@ -341,8 +341,8 @@ def test_mixed_consumer_group_member_crash(clients, make_topic, strategy):
 # ---------------------------------------------------------------------------------------------
 
 def test_lagless_reads_java_transactions(clients, make_topic):
-    """Java writes committed and aborted transactions. lagless (read_uncommitted: it does not
-    support read_committed yet) returns every data record, committed or aborted, exactly as the
+    """Java writes committed and aborted transactions. lagless at read_uncommitted (the default;
+    read_committed is covered by core/tests/read_committed.rs) returns every data record, committed or aborted, exactly as the
     Java consumer does, never a transaction marker, and its positions end past the final markers,
     at the partitions' end offsets, as the Java consumer's do."""
     n = 3000
@@ -361,6 +361,33 @@ def test_lagless_reads_java_transactions(clients, make_topic):
     ends = {kind: [e for e in r.events() if e["event"] == "done"][-1]["positions"]
             for kind, r in readers.items()}
     # Each partition's log ends with a transaction marker, one offset past its last record.
+    last = {}
+    for p, o in placement.values():
+        last[p] = max(last.get(p, -1), o)
+    assert ends["java"] == {str(p): o + 2 for p, o in last.items()}, ends["java"]
+    assert ends["lagless"] == ends["java"]
+
+
+def test_lagless_reads_java_transactions_read_committed(clients, make_topic):
+    """As above, with compressed transactions spanning the partitions: at
+    isolation.level=read_committed lagless returns exactly the committed records, as the Java
+    consumer at read_committed does, and both end at the same positions past the last markers."""
+    n = 3000
+    topic = make_topic(PARTITIONS)
+    prod = clients.run("java", "produce", topic, "--count", n, "--keyed", "--transaction-size", 120,
+                       "--abort-every", 3, "--compression", "gzip", "--partitions", PARTITIONS)
+    placement = produced_placement(prod, n)
+    aborted = {r["key"] for r in prod.records() if r["aborted"]}
+    assert len(aborted) == 960, len(aborted)  # transactions 2, 5, ..., 23 of 25, 120 records each
+    committed = {k: v for k, v in placement.items() if k not in aborted}
+    readers = {kind: clients.start(kind, "consume", topic, "--timeout-ms", 4000,
+                                   "--config", "isolation.level=read_committed")
+               for kind in ("lagless", "java")}
+    for r in readers.values():
+        r.wait_ok(120)
+        check_text_records(r, committed)
+    ends = {kind: [e for e in r.events() if e["event"] == "done"][-1]["positions"]
+            for kind, r in readers.items()}
     last = {}
     for p, o in placement.values():
         last[p] = max(last.get(p, -1), o)

@@ -429,7 +429,7 @@ pub(super) static KEYS: &[KeyInfo] = &[
         Some("read_uncommitted"),
         Consumer,
         OneOf(&["read_uncommitted", "read_committed"]),
-        "read_uncommitted returns all records; read_committed is not supported yet.",
+        "read_uncommitted (the default, as the Java client's) returns every record, aborted transactions' too; read_committed returns only records below the last stable offset, leaving out those of aborted transactions, and end offsets (end_offsets, watermarks, seek_to_end, auto.offset.reset=latest) are last stable offsets. Transaction markers are never returned.",
     ),
     key(
         "partition.assignment.strategy",

@@ -16,11 +16,11 @@ pub enum AutoOffsetReset {
 /// Which records a consumer reads (`isolation.level`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IsolationLevel {
-    /// `read_uncommitted` (the default): every record, transactional ones whether committed,
-    /// aborted or still open.
+    /// `read_uncommitted` (the default, as the Java client's): every record, transactional ones
+    /// whether committed, aborted or still open.
     ReadUncommitted,
-    /// `read_committed`: only committed transactional records. Not supported yet: a config
-    /// asking for it is refused with [`Error::Config`].
+    /// `read_committed`: records below the last stable offset only, those of aborted
+    /// transactions left out; end offsets are last stable offsets.
     ReadCommitted,
 }
 
@@ -131,8 +131,7 @@ pub struct ConsumerConfig {
     pub fetch_buffer_max_bytes: usize,
     /// `check.crcs`: check the CRC32C of every fetched record batch (default true).
     pub check_crcs: bool,
-    /// `isolation.level`: always [`IsolationLevel::ReadUncommitted`] in a config that passed
-    /// [`ConsumerConfig::from_config`].
+    /// `isolation.level`: which records are read (default `read_uncommitted`).
     pub isolation_level: IsolationLevel,
     /// `partition.assignment.strategy`: the assignors' protocol names (`range`, `roundrobin`,
     /// `cooperative-sticky`, `learner-sticky`), preferred first (default
@@ -179,14 +178,6 @@ impl ConsumerConfig {
             "read_committed" => IsolationLevel::ReadCommitted,
             _ => IsolationLevel::ReadUncommitted,
         };
-        // Accepted by `set` because it is a valid Kafka value, refused here because lagless would
-        // otherwise return aborted transactional records to a user who asked not to see them.
-        if isolation_level == IsolationLevel::ReadCommitted {
-            return Err(Error::config(
-                "isolation.level",
-                "read_committed is not supported yet",
-            ));
-        }
         let partition_assignment_strategy =
             parse_assignors(c.required("partition.assignment.strategy")?)
                 .map_err(|m| Error::config("partition.assignment.strategy", m))?;

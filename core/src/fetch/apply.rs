@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use super::lookup::PositionLookup;
 use super::state::{record_size, BufferedBatch, PartitionState, StreamKind};
+use super::txn::{BatchHeader, ControlType, TxnFilter, Verdict};
 use crate::error::{codes, kafka_error_action, Action, Error, ErrorPartition, Result};
-use crate::protocol::records::DecodedRecords;
+use crate::protocol::records::{Batch, DecodedRecords};
 use crate::types::TopicPartition;
 
 /// What one stream's fetch asked of one partition.
@@ -130,8 +131,11 @@ pub(crate) fn on_divergence(
 }
 
 /// The records of `decoded` a stream that asked `asked` takes, in order: none below the fetch
-/// offset (the batch holding it may start before it), none at or above the limit.
-pub(crate) fn select(decoded: DecodedRecords, asked: &Asked) -> Selected {
+/// offset (the batch holding it may start before it), none at or above the limit, none of a
+/// control batch or of a batch `filter` finds aborted (`isolation.level=read_committed`). The
+/// stream moves past the batches it skips, so that an answer holding only markers or aborted
+/// records still moves the position.
+pub(crate) fn select(decoded: DecodedRecords, asked: &Asked, mut filter: TxnFilter) -> Selected {
     let mut next = asked.offset;
     let mut next_epoch = asked.last_fetched_epoch;
     let mut batches = Vec::with_capacity(decoded.batches.len());
@@ -143,8 +147,14 @@ pub(crate) fn select(decoded: DecodedRecords, asked: &Asked) -> Selected {
                 next_epoch = batch.partition_leader_epoch;
             }
         }
-        if batch.is_control {
-            next = next.max(batch.last_offset + 1);
+        // Every batch goes through the filter, also one below the fetch offset: its markers
+        // end transactions.
+        if filter.verdict(&header(&batch)) != Verdict::Deliver {
+            // Up to the limit: past it the offsets belong to a later range or the main stream.
+            next = next.max((batch.last_offset + 1).min(asked.limit));
+            if next >= asked.limit {
+                break;
+            }
             continue;
         }
         let mut records = batch.spans;
@@ -184,6 +194,31 @@ pub(crate) fn select(decoded: DecodedRecords, asked: &Asked) -> Selected {
         // not fit stops the stream.
         oversized: decoded.truncated && next == asked.offset,
         next_epoch,
+    }
+}
+
+/// [`select`] at `read_uncommitted`: every data record, no marker.
+#[cfg(test)]
+pub(crate) fn select_all(decoded: DecodedRecords, asked: &Asked) -> Selected {
+    select(decoded, asked, TxnFilter::read_uncommitted())
+}
+
+/// What the transaction filter reads of a batch: its header, and for a control batch the type
+/// its first record's key names.
+fn header(batch: &Batch) -> BatchHeader {
+    let control = batch.is_control.then(|| {
+        let key = batch.spans.first().and_then(|r| r.key).and_then(|k| {
+            let start = k.start as usize;
+            batch.data.get(start..start + k.len as usize)
+        });
+        ControlType::of_key(key)
+    });
+    BatchHeader {
+        base_offset: batch.base_offset,
+        last_offset: batch.last_offset,
+        producer_id: batch.producer_id,
+        is_transactional: batch.is_transactional,
+        control,
     }
 }
 
@@ -517,7 +552,7 @@ pub(crate) mod tests {
     }
 
     /// A partition whose main stream fetches from `offset`, with that fetch in flight.
-    fn partition_at(offset: i64) -> PartitionState {
+    pub(crate) fn partition_at(offset: i64) -> PartitionState {
         let mut p = PartitionState::new("orders", PositionLookup::Committed, backoff());
         p.seek(offset);
         assert_eq!(p.cursor, CURSOR);
@@ -538,6 +573,14 @@ pub(crate) mod tests {
 
     pub(crate) fn ok(records: Selected) -> PartitionAnswer {
         answer(codes::NONE, records)
+    }
+
+    /// An answer with `records` from a partition whose log ends at `end`.
+    pub(crate) fn ok_with_end(records: Selected, end: i64) -> PartitionAnswer {
+        PartitionAnswer {
+            high_watermark: end,
+            ..ok(records)
+        }
     }
 
     /// `a` answers the fetch `asked` of `tp()`'s `kind` stream from the leader, now.
@@ -561,13 +604,13 @@ pub(crate) mod tests {
         )
     }
 
-    fn apply_main(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
+    pub(crate) fn apply_main(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
         answered(p, StreamKind::Main, &asked, a, true)
     }
 
     #[test]
     fn select_starts_at_the_fetch_offset_inside_the_first_batch() {
-        let s = select(
+        let s = select_all(
             decoded(vec![batch(&[10, 11, 12], 12), batch(&[13, 14], 14)], false),
             &main_asked(11),
         );
@@ -586,7 +629,7 @@ pub(crate) mod tests {
     #[test]
     fn select_passes_control_batches_and_compacted_tails() {
         // 10 and 12 kept of 10..=14 by compaction, a commit marker at 15, 16 kept of 16..=19.
-        let s = select(
+        let s = select_all(
             decoded(
                 vec![batch(&[10, 12], 14), control(15), batch(&[16], 19)],
                 false,
@@ -596,7 +639,7 @@ pub(crate) mod tests {
         assert_eq!(offsets(&s), vec![10, 12, 16]);
         assert_eq!(s.next, 20);
         // Only a marker: nothing to deliver, the stream moves past it.
-        let s = select(decoded(vec![control(7)], false), &main_asked(7));
+        let s = select_all(decoded(vec![control(7)], false), &main_asked(7));
         assert!(s.batches.is_empty());
         assert_eq!(s.next, 8);
     }
@@ -609,7 +652,7 @@ pub(crate) mod tests {
             limit: 73,
             last_fetched_epoch: -1,
         };
-        let s = select(
+        let s = select_all(
             decoded(vec![batch(&[70, 71, 72, 73, 74], 74)], false),
             &asked,
         );
@@ -619,11 +662,11 @@ pub(crate) mod tests {
 
     #[test]
     fn select_calls_only_a_first_batch_that_does_not_fit_oversized() {
-        let s = select(decoded(Vec::new(), true), &main_asked(5));
+        let s = select_all(decoded(Vec::new(), true), &main_asked(5));
         assert!(s.oversized);
         assert_eq!(s.next, 5);
         // A truncated tail behind whole batches is the normal end of a full fetch (KIP-74).
-        let s = select(decoded(vec![batch(&[5, 6], 6)], true), &main_asked(5));
+        let s = select_all(decoded(vec![batch(&[5, 6], 6)], true), &main_asked(5));
         assert!(!s.oversized);
         assert_eq!(s.next, 7);
     }
@@ -631,7 +674,7 @@ pub(crate) mod tests {
     #[test]
     fn records_are_buffered_and_the_position_waits_for_their_delivery() {
         let mut p = partition_at(10);
-        let s = select(decoded(vec![batch(&[10, 11], 11)], false), &main_asked(10));
+        let s = select_all(decoded(vec![batch(&[10, 11], 11)], false), &main_asked(10));
         let bytes = s.bytes;
         let a = apply_main(&mut p, main_asked(10), ok(s));
         assert_eq!(
@@ -653,7 +696,7 @@ pub(crate) mod tests {
     #[test]
     fn an_answer_of_only_markers_moves_the_position_past_them() {
         let mut p = partition_at(10);
-        let s = select(
+        let s = select_all(
             decoded(vec![control(10), control(11)], false),
             &main_asked(10),
         );
@@ -668,7 +711,7 @@ pub(crate) mod tests {
         let mut p = partition_at(10);
         p.seek(50); // the application seeked while the fetch was out
         p.main.in_flight = true;
-        let s = select(decoded(vec![batch(&[10], 10)], false), &main_asked(10));
+        let s = select_all(decoded(vec![batch(&[10], 10)], false), &main_asked(10));
         let a = apply_main(&mut p, main_asked(10), ok(s));
         assert_eq!(a, Applied::default());
         assert!(!p.main.in_flight);
@@ -680,7 +723,7 @@ pub(crate) mod tests {
     #[test]
     fn out_of_range_resets_the_main_stream_and_frees_its_buffer() {
         let mut p = partition_at(10);
-        let s = select(decoded(vec![batch(&[10], 10)], false), &main_asked(10));
+        let s = select_all(decoded(vec![batch(&[10], 10)], false), &main_asked(10));
         let held = apply_main(&mut p, main_asked(10), ok(s)).added;
         p.main.in_flight = true;
         let a = apply_main(
@@ -743,7 +786,7 @@ pub(crate) mod tests {
     fn an_oversized_first_batch_fails_the_stream_without_a_backoff() {
         let mut p = partition_at(10);
         let before = p.main.next_attempt;
-        let s = select(decoded(Vec::new(), true), &main_asked(10));
+        let s = select_all(decoded(Vec::new(), true), &main_asked(10));
         let a = apply_main(&mut p, main_asked(10), ok(s));
         assert_eq!(a, Applied::default());
         assert!(p.main.oversized && p.main.failing);
@@ -824,7 +867,11 @@ pub(crate) mod tests {
         p
     }
 
-    fn apply_recovery(p: &mut PartitionState, asked: Asked, a: PartitionAnswer) -> Applied {
+    pub(crate) fn apply_recovery(
+        p: &mut PartitionState,
+        asked: Asked,
+        a: PartitionAnswer,
+    ) -> Applied {
         answered(p, StreamKind::Recovery, &asked, a, true)
     }
 
@@ -840,7 +887,7 @@ pub(crate) mod tests {
         assert_eq!(asked.limit, 120);
         // The answer runs past the range into records the main stream owns.
         let offsets: Vec<i64> = (70..125).collect();
-        let s = select(decoded(vec![batch(&offsets, 124)], false), &asked);
+        let s = select_all(decoded(vec![batch(&offsets, 124)], false), &asked);
         assert_eq!(self::offsets(&s), (70..120).collect::<Vec<i64>>());
         let a = apply_recovery(&mut p, asked, ok(s));
         assert!(a.added > 0);
@@ -861,7 +908,7 @@ pub(crate) mod tests {
             limit: 140,
             last_fetched_epoch: -1,
         };
-        let s = select(decoded(vec![batch(&[], 138), control(139)], false), &asked);
+        let s = select_all(decoded(vec![batch(&[], 138), control(139)], false), &asked);
         apply_recovery(&mut p, asked, ok(s));
         assert!(p.recovery.is_none());
         assert_eq!(p.commit_offset().unwrap().offset, 140);
@@ -910,7 +957,7 @@ pub(crate) mod tests {
             limit: 130, // not the range end the stream drains now
             last_fetched_epoch: -1,
         };
-        let s = select(decoded(vec![batch(&[70], 70)], false), &asked);
+        let s = select_all(decoded(vec![batch(&[70], 70)], false), &asked);
         let a = apply_recovery(&mut p, asked, ok(s));
         assert_eq!(a, Applied::default());
         let rc = p.recovery.as_ref().unwrap();
@@ -1033,7 +1080,7 @@ pub(crate) mod tests {
             last_fetched_epoch: 2,
             ..main_asked(10)
         };
-        let s = select(
+        let s = select_all(
             decoded(
                 vec![batch_in(2, &[10, 11], 11), batch_in(3, &[12], 12)],
                 false,
@@ -1042,10 +1089,10 @@ pub(crate) mod tests {
         );
         assert_eq!((s.next, s.next_epoch), (13, 3));
         // A marker of a later epoch moves the stream into it too.
-        let s = select(decoded(vec![control(10)], false), &asked);
+        let s = select_all(decoded(vec![control(10)], false), &asked);
         assert_eq!((s.next, s.next_epoch), (11, 0));
         // Nothing read: the epoch asked with stays.
-        let s = select(decoded(Vec::new(), false), &asked);
+        let s = select_all(decoded(Vec::new(), false), &asked);
         assert_eq!((s.next, s.next_epoch), (10, 2));
     }
 
@@ -1056,7 +1103,7 @@ pub(crate) mod tests {
             (p.position_epoch, p.last_fetched_epoch(StreamKind::Main)),
             (-1, -1)
         );
-        let s = select(
+        let s = select_all(
             decoded(vec![batch_in(4, &[10], 10), batch_in(5, &[11], 11)], false),
             &main_asked(10),
         );
@@ -1082,7 +1129,7 @@ pub(crate) mod tests {
     #[test]
     fn a_commit_offset_gets_the_epoch_of_the_record_before_it() {
         let mut p = partition_at(10);
-        let s = select(
+        let s = select_all(
             decoded(
                 vec![batch_in(4, &[10, 11], 11), batch_in(6, &[12, 13], 13)],
                 false,
@@ -1113,7 +1160,7 @@ pub(crate) mod tests {
     pub(crate) fn read_to_120() -> PartitionState {
         let mut p = partition_at(100);
         let first: Vec<i64> = (100..125).collect();
-        let s = select(
+        let s = select_all(
             decoded(vec![batch_in(3, &first, 124)], false),
             &main_asked(100),
         );
@@ -1251,7 +1298,7 @@ pub(crate) mod tests {
             last_fetched_epoch: 2,
         };
         let offsets: Vec<i64> = (70..95).collect();
-        let s = select(decoded(vec![batch_in(2, &offsets, 94)], false), &asked);
+        let s = select_all(decoded(vec![batch_in(2, &offsets, 94)], false), &asked);
         apply_recovery(&mut p, asked, ok(s));
         for _ in 70..80 {
             p.pop(StreamKind::Recovery);
@@ -1279,7 +1326,7 @@ pub(crate) mod tests {
             last_fetched_epoch: 2,
         };
         let offsets: Vec<i64> = (95..120).collect();
-        let s = select(decoded(vec![batch_in(3, &offsets, 119)], false), &asked);
+        let s = select_all(decoded(vec![batch_in(3, &offsets, 119)], false), &asked);
         assert_eq!(s.next_epoch, 3);
         apply_recovery(&mut p, asked, ok(s));
         assert_eq!(
@@ -1303,7 +1350,7 @@ pub(crate) mod tests {
             limit: 120,
             last_fetched_epoch: -1,
         };
-        let s = select(
+        let s = select_all(
             decoded(
                 vec![
                     batch_in(2, &(70..80).collect::<Vec<_>>(), 79),

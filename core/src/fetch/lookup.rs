@@ -110,11 +110,16 @@ pub(super) async fn lookup_positions(
             .iter()
             .map(|(tp, _, _)| (tp.clone(), LATEST_TIMESTAMP))
             .collect();
-        let mut ends: HashMap<TopicPartition, Result<ListedOffset>> =
-            list_offsets_with(&shared.cluster, &ends, deadline, false)
-                .await?
-                .into_iter()
-                .collect();
+        let mut ends: HashMap<TopicPartition, Result<ListedOffset>> = list_offsets_with(
+            &shared.cluster,
+            &ends,
+            config.isolation_level,
+            deadline,
+            false,
+        )
+        .await?
+        .into_iter()
+        .collect();
         for (tp, c, committed_epoch) in takeovers {
             let outcome = match ends.remove(&tp) {
                 Some(Ok(end)) => {
@@ -189,7 +194,15 @@ pub(super) async fn lookup_positions(
         // One attempt: a partition whose leader is unknown or answers a retriable error fails
         // alone and is retried by the fetch loop after its own backoff, rather than holding up
         // the positions of every other partition in this request until the deadline (KIP-572).
-        for (tp, r) in list_offsets_with(&shared.cluster, &requests, deadline, false).await? {
+        for (tp, r) in list_offsets_with(
+            &shared.cluster,
+            &requests,
+            config.isolation_level,
+            deadline,
+            false,
+        )
+        .await?
+        {
             out.push((
                 tp,
                 match r {

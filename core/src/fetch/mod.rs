@@ -13,6 +13,7 @@
 //! - [`lookup`]: position lookups (committed offset, `auto.offset.reset`, KIP-333 takeovers) and
 //!   KIP-320's position validations.
 //! - [`validate`]: the pure part of KIP-320's position validation after a leader change.
+//! - [`txn`]: the pure decision which batches `isolation.level=read_committed` delivers.
 //! - [`task`]: the fetch task, the only part that does I/O. It decodes and decompresses each
 //!   answer before it takes the lock `poll()` needs, which then covers only the hand-over of the
 //!   records ready for delivery.
@@ -39,6 +40,7 @@ mod lookup;
 mod plan;
 mod state;
 mod task;
+mod txn;
 mod validate;
 
 pub(crate) use deliver::{drain_records, take_one_ready, take_ready, BufferLimits, Streams};

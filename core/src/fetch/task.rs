@@ -16,6 +16,7 @@ use super::lookup::{
 };
 use super::plan::{plan_fetches, Fetch, Settings, Turn};
 use super::state::{Recovery, StreamKind};
+use super::txn::TxnFilter;
 use super::validate::{ValidationAnswer, ValidationAsked};
 use super::Shared;
 use crate::backoff::{Deadline, Retry};
@@ -147,7 +148,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     Ok(resp) => Ok(decode_answer(
                         resp,
                         &plan.partitions,
-                        shared2.config.check_crcs,
+                        &shared2.config,
                         &shared2.buffers.batches,
                     )
                     .await),
@@ -264,6 +265,7 @@ fn build_fetch(config: &ConsumerConfig, fetch: Fetch) -> FetchPlan {
         max_bytes,
         partition_max_bytes: config.max_partition_fetch_bytes,
         rack_id: config.common.client_rack.as_deref().unwrap_or_default(),
+        isolation_level: config.isolation_level,
     };
     let request = protocol::fetch::fetch(
         limits,
@@ -294,9 +296,10 @@ fn build_fetch(config: &ConsumerConfig, fetch: Fetch) -> FetchPlan {
 async fn decode_answer(
     resp: FetchResponse,
     asked: &[(TopicPartition, Asked)],
-    check_crcs: bool,
+    config: &ConsumerConfig,
     pools: &BatchPools,
 ) -> Answer {
+    let check_crcs = config.check_crcs;
     if resp.error_code != codes::NONE {
         return Answer::RequestError(resp.error_code);
     }
@@ -306,8 +309,8 @@ async fn decode_answer(
         .map(|(i, (tp, _))| ((tp.topic.as_str(), tp.partition), i))
         .collect();
     let mut answers: Vec<Option<PartitionAnswer>> = asked.iter().map(|_| None).collect();
-    // (index into `asked`, the records field)
-    let mut to_decode: Vec<(usize, Bytes)> = Vec::new();
+    // (index into `asked`, the records field, the filter of its batches)
+    let mut to_decode: Vec<(usize, Bytes, TxnFilter)> = Vec::new();
     for topic in resp.responses {
         for pd in topic.partitions {
             let Some(&i) = index.get(&(topic.topic.0.as_str(), pd.partition_index)) else {
@@ -317,7 +320,11 @@ async fn decode_answer(
                 continue;
             }
             if pd.error_code == codes::NONE {
-                to_decode.push((i, pd.records.unwrap_or_default()));
+                let filter = TxnFilter::of_answer(
+                    config.isolation_level,
+                    pd.aborted_transactions.as_deref(),
+                );
+                to_decode.push((i, pd.records.unwrap_or_default(), filter));
             }
             answers[i] = Some(PartitionAnswer {
                 error_code: pd.error_code,
@@ -329,27 +336,30 @@ async fn decode_answer(
             });
         }
     }
-    let records_bytes: usize = to_decode.iter().map(|(_, d)| d.len()).sum();
+    let records_bytes: usize = to_decode.iter().map(|(_, d, _)| d.len()).sum();
     let mut decoded_bytes = records_bytes;
     // The records chosen, and what decoding allocated beside the records field.
-    let decode = move |data: Bytes, asked: Asked, pools: BatchPools| {
+    let decode = move |data: Bytes, asked: Asked, filter: TxnFilter, pools: BatchPools| {
         decode_batches_in(data, check_crcs, &pools).map(|d| {
             let allocated = allocated_by(&d);
-            (select(d, &asked), allocated)
+            (select(d, &asked, filter), allocated)
         })
     };
-    let with_data = to_decode.iter().filter(|(_, d)| !d.is_empty()).count();
+    let with_data = to_decode.iter().filter(|(_, d, _)| !d.is_empty()).count();
     let mut decoded: Vec<(usize, Result<(Selected, usize)>)> = Vec::with_capacity(to_decode.len());
     if with_data <= 1 {
-        for (i, data) in to_decode {
-            decoded.push((i, decode(data, asked[i].1, pools.clone())));
+        for (i, data, filter) in to_decode {
+            decoded.push((i, decode(data, asked[i].1, filter, pools.clone())));
         }
     } else {
         let decoding: Vec<_> = to_decode
             .into_iter()
-            .map(|(i, data)| {
+            .map(|(i, data, filter)| {
                 let (a, pools) = (asked[i].1, pools.clone());
-                (i, tokio::spawn(async move { decode(data, a, pools) }))
+                (
+                    i,
+                    tokio::spawn(async move { decode(data, a, filter, pools) }),
+                )
             })
             .collect();
         for (i, handle) in decoding {

@@ -236,7 +236,7 @@ mod tests {
     use crate::fetch::apply::tests::{
         batch_in, decoded, main_asked, ok, read_to_120, recovering, tp,
     };
-    use crate::fetch::apply::{apply, select, Asked};
+    use crate::fetch::apply::{apply, select_all, Asked};
     use crate::fetch::lookup::PositionLookup;
     use crate::fetch::state::StreamKind;
     use std::time::Duration;
@@ -349,7 +349,7 @@ mod tests {
             cursor: p.cursor - 1,
             ..main_asked(125)
         };
-        let s = select(decoded(vec![batch_in(3, &[125, 126], 126)], false), &asked);
+        let s = select_all(decoded(vec![batch_in(3, &[125, 126], 126)], false), &asked);
         let a = apply(
             &mut p,
             &tp(),

@@ -1,13 +1,15 @@
 //! The Fetch request, built from the partitions to read and the consumer's fetch limits. Pure;
 //! `fetch::task` chooses the partitions and offsets, sends it and decodes the answer.
+use crate::config::IsolationLevel;
 use crate::protocol::msg::fetch_request::{FetchPartition, FetchTopic};
 use crate::protocol::msg::{BrokerId, FetchRequest, StrBytes};
 use crate::protocol::{group_by_topic, topic_name};
 use crate::types::TopicPartition;
 
 /// What bounds one Fetch (`fetch.max.wait.ms`, `fetch.min.bytes`, `fetch.max.bytes`,
-/// `max.partition.fetch.bytes`) and the rack it is sent from (`client.rack`, KIP-392: the leader
-/// may then name a follower in that rack to read from).
+/// `max.partition.fetch.bytes`), the rack it is sent from (`client.rack`, KIP-392: the leader
+/// may then name a follower in that rack to read from) and what it may read
+/// (`isolation.level`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FetchLimits<'a> {
     pub max_wait_ms: i32,
@@ -15,6 +17,7 @@ pub(crate) struct FetchLimits<'a> {
     pub max_bytes: i32,
     pub partition_max_bytes: i32,
     pub rack_id: &'a str,
+    pub isolation_level: IsolationLevel,
 }
 
 /// One partition to read: from `offset`, as the leader of `leader_epoch` (-1 when unknown; the
@@ -28,8 +31,8 @@ pub(crate) struct FetchFrom<'a> {
     pub last_fetched_epoch: i32,
 }
 
-/// A full (sessionless) Fetch as a consumer (replica -1) at `read_uncommitted`, the Java
-/// client's default isolation level.
+/// A full (sessionless) Fetch as a consumer (replica -1). At `read_committed` the broker returns
+/// records below the last stable offset only, with the answer's aborted transactions.
 pub(crate) fn fetch<'a>(
     limits: FetchLimits<'_>,
     partitions: impl IntoIterator<Item = FetchFrom<'a>>,
@@ -56,12 +59,20 @@ pub(crate) fn fetch<'a>(
         .with_max_wait_ms(limits.max_wait_ms)
         .with_min_bytes(limits.min_bytes)
         .with_max_bytes(limits.max_bytes)
-        .with_isolation_level(0)
+        .with_isolation_level(isolation_level(limits.isolation_level))
         // Session 0, epoch -1: a full fetch that opens no fetch session (KIP-227).
         .with_session_id(0)
         .with_session_epoch(-1)
         .with_topics(topics)
         .with_rack_id(StrBytes::from_string(limits.rack_id.to_string()))
+}
+
+/// The wire value of `level` in Fetch and ListOffsets: 0 read_uncommitted, 1 read_committed.
+pub(crate) fn isolation_level(level: IsolationLevel) -> i8 {
+    match level {
+        IsolationLevel::ReadUncommitted => 0,
+        IsolationLevel::ReadCommitted => 1,
+    }
 }
 
 /// Fits `req` to the Fetch `version` the connection speaks: KIP-320's `last_fetched_epoch` came
@@ -90,6 +101,7 @@ mod tests {
             max_bytes: 52_428_800,
             partition_max_bytes: 1_048_576,
             rack_id: "rack-b",
+            isolation_level: IsolationLevel::ReadUncommitted,
         };
         let from = |partition, offset, leader_epoch, last_fetched_epoch| FetchFrom {
             partition,
@@ -113,6 +125,11 @@ mod tests {
         assert_eq!((req.session_id, req.session_epoch), (0, -1));
         assert_eq!(req.isolation_level, 0);
         assert_eq!(req.rack_id.as_str(), "rack-b");
+        let committed = FetchLimits {
+            isolation_level: IsolationLevel::ReadCommitted,
+            ..limits
+        };
+        assert_eq!(fetch(committed, [from(&a0, 10, 3, 2)]).isolation_level, 1);
         let sent: Vec<(&str, i32, i64, i32, i32, i64, i32)> = req
             .topics
             .iter()
@@ -151,6 +168,7 @@ mod tests {
             max_bytes: 1024,
             partition_max_bytes: 1024,
             rack_id: "",
+            isolation_level: IsolationLevel::ReadCommitted,
         };
         let from = FetchFrom {
             partition: &tp,

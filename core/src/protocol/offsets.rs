@@ -1,6 +1,7 @@
 //! ListOffsets (offsets by timestamp, the log start and end) and OffsetFetch (a group's
 //! committed offsets), built from lagless' own values. Pure; `crate::offsets` sends them and
 //! reads the answers.
+use crate::config::IsolationLevel;
 use crate::protocol::msg::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use crate::protocol::msg::offset_fetch_request::OffsetFetchRequestTopic;
 use crate::protocol::msg::{BrokerId, GroupId, ListOffsetsRequest, OffsetFetchRequest, StrBytes};
@@ -15,10 +16,12 @@ pub(crate) struct ListOffsetsFor<'a> {
     pub leader_epoch: i32,
 }
 
-/// ListOffsets as a consumer (replica -1) at `read_uncommitted`, topics grouped in order of
-/// first appearance; `timeout_ms` bounds the broker's own wait.
+/// ListOffsets as a consumer (replica -1) at `isolation_level`, topics grouped in order of first
+/// appearance; `timeout_ms` bounds the broker's own wait. At `read_committed` the log end (-1)
+/// is the last stable offset.
 pub(crate) fn list_offsets<'a>(
     partitions: impl IntoIterator<Item = ListOffsetsFor<'a>>,
+    isolation_level: IsolationLevel,
     timeout_ms: i32,
 ) -> ListOffsetsRequest {
     let topics = group_by_topic(partitions.into_iter().map(|p| {
@@ -37,7 +40,7 @@ pub(crate) fn list_offsets<'a>(
     .collect();
     ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
-        .with_isolation_level(0)
+        .with_isolation_level(super::fetch::isolation_level(isolation_level))
         .with_topics(topics)
         .with_timeout_ms(timeout_ms)
 }
@@ -86,10 +89,13 @@ mod tests {
                 at(&b1, -1, -1),
                 at(&a2, 1_700_000_000_000, 4),
             ],
+            IsolationLevel::ReadUncommitted,
             30_000,
         );
         assert_eq!(req.replica_id.0, -1);
         assert_eq!(req.isolation_level, 0);
+        let committed = list_offsets([at(&a0, -1, 4)], IsolationLevel::ReadCommitted, 30_000);
+        assert_eq!(committed.isolation_level, 1);
         assert_eq!(req.timeout_ms, 30_000);
         let sent: Vec<(&str, i32, i64, i32)> = req
             .topics

@@ -6,7 +6,8 @@
 //   javac -cp 'LIB/*' -d OUT tests/interop/java/InteropClient.java
 //   java -cp 'OUT:LIB/*' InteropClient produce --bootstrap B --topic T --count N
 //        [--keyed] [--key-prefix P] [--binary] [--compression C] [--acks A] [--quiet]
-//        [--transaction-size S [--abort-every K] [--transactional-id ID]]
+//        [--transaction-size S [--abort-every K] [--transactional-id ID] [--hold-open H]]
+//        [--partitions P]
 //   java -cp 'OUT:LIB/*' InteropClient consume --bootstrap B --topic T [--group G]
 //        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS|LIST]
 //        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit [--commit-idle-ms MS]]
@@ -22,6 +23,12 @@
 // {"partition":p,"offset":o,"key":"...","aborted":false} per record, in send order (or only the
 // summary with --quiet). With --transaction-size S the records go in transactions of S records,
 // and with --abort-every K every K-th transaction is aborted ("aborted":true on its records).
+// --partitions P sends record i to partition i % P (otherwise the partitioner chooses), so that
+// every transaction spans the partitions. --hold-open H (with --transaction-size), after the N
+// records: one more transaction of H records ("open":true on their lines) is left open, its
+// records flushed, and {"event":"holding"} printed; on SIGTERM it is aborted, {"event":"aborted"}
+// printed and the process exits (a reader meanwhile sees the last stable offset stop at the
+// transaction's first records).
 //
 // consume: as lagless_tool consume (see core/examples/lagless_tool.rs): with --group it subscribes
 // and its ConsumerRebalanceListener prints {"event":"assigned"|"revoked"|"lost","partitions":[...],
@@ -283,6 +290,8 @@ public final class InteropClient {
         // --transactional-id); with --abort-every K, every K-th transaction is aborted.
         long txSize = Long.parseLong(a.getOrDefault("--transaction-size", "0"));
         long abortEvery = Long.parseLong(a.getOrDefault("--abort-every", "0"));
+        int partitions = Integer.parseInt(a.getOrDefault("--partitions", "0"));
+        long holdOpen = txSize > 0 ? Long.parseLong(a.getOrDefault("--hold-open", "0")) : 0;
         if (txSize > 0) {
             p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG,
                     a.getOrDefault("--transactional-id", "interop-" + topic));
@@ -310,7 +319,7 @@ public final class InteropClient {
                     System.arraycopy(tail, 0, v, value.length, tail.length);
                     value = v;
                 }
-                rec = new ProducerRecord<>(topic, null,
+                rec = new ProducerRecord<>(topic, partitions > 0 ? (int) (i % partitions) : null,
                         key == null ? null : key.getBytes(StandardCharsets.UTF_8), value);
                 rec.headers().add("h", Long.toString(i).getBytes(StandardCharsets.UTF_8));
                 if (binary) {
@@ -336,6 +345,9 @@ public final class InteropClient {
             while (!pending.isEmpty()) {
                 settle(pending.removeFirst(), perPartition, quiet);
             }
+            if (holdOpen > 0) {
+                holdOpen(producer, topic, count, holdOpen, partitions, keyed ? prefix : null);
+            }
         }
         StringBuilder parts = new StringBuilder();
         for (Map.Entry<Integer, Long> e : perPartition.entrySet()) {
@@ -346,6 +358,54 @@ public final class InteropClient {
         }
         emit("{\"event\":\"produced\",\"count\":" + count + ",\"partitions\":{" + parts + "}}");
         return 0;
+    }
+
+    /**
+     * --hold-open: records count..count+n-1 in a transaction left open until SIGTERM, then
+     * aborted. Each record's line carries "open":true.
+     */
+    private static void holdOpen(KafkaProducer<byte[], byte[]> producer, String topic, long count,
+            long n, int partitions, String prefix) throws Exception {
+        AtomicBoolean stopping = new AtomicBoolean(false);
+        CountDownLatch finished = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            stopping.set(true);
+            try {
+                finished.await();
+            } catch (InterruptedException ignored) {
+                Thread.currentThread().interrupt();
+            }
+        }));
+        try {
+            producer.beginTransaction();
+            List<Object[]> sent = new ArrayList<>();
+            for (long i = count; i < count + n; i++) {
+                String key = prefix == null ? null : prefix + i;
+                ProducerRecord<byte[], byte[]> rec = new ProducerRecord<>(topic,
+                        partitions > 0 ? (int) (i % partitions) : null,
+                        key == null ? null : key.getBytes(StandardCharsets.UTF_8),
+                        ("value-" + i).getBytes(StandardCharsets.UTF_8));
+                sent.add(new Object[] {key, producer.send(rec)});
+            }
+            producer.flush();
+            for (Object[] e : sent) {
+                @SuppressWarnings("unchecked")
+                RecordMetadata md = ((Future<RecordMetadata>) e[1]).get();
+                String key = (String) e[0];
+                emit("{\"partition\":" + md.partition() + ",\"offset\":" + md.offset()
+                        + ",\"key\":" + (key == null ? "null" : jsonStr(key))
+                        + ",\"aborted\":true,\"open\":true}");
+            }
+            emit("{\"event\":\"holding\"}");
+            OUT.flush();
+            while (!stopping.get()) {
+                Thread.sleep(20);
+            }
+            producer.abortTransaction();
+            emit("{\"event\":\"aborted\"}");
+        } finally {
+            finished.countDown();
+        }
     }
 
     @SuppressWarnings("unchecked")
