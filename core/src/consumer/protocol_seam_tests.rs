@@ -80,6 +80,43 @@ fn poll_until(c: &Consumer, log: &Log, n: usize) -> Vec<String> {
     }
 }
 
+/// A join that ends in generation `generation_id` of member `member_id`, with `assigned` from
+/// the assignor the coordinator chose.
+fn join(
+    generation_id: i32,
+    member_id: &'static str,
+    assignor: &'static str,
+    assigned: &[i32],
+) -> FakeJoin {
+    FakeJoin {
+        generation_id,
+        member_id,
+        assignor,
+        assigned: assigned.iter().map(|&p| tp(p)).collect(),
+    }
+}
+
+/// A member with `strategy` whose first join ends in generation 1 of `m-1` with `assigned`,
+/// polled until that assignment was applied: its log, its protocol, the consumer.
+fn joined(strategy: &'static str, assigned: &[i32]) -> (Log, Arc<FakeProtocol>, Consumer) {
+    let log: Log = Arc::default();
+    let fake = Arc::new(FakeProtocol::new(log.clone()));
+    fake.script_join(join(1, "m-1", strategy, assigned));
+    let c = consumer(strategy, fake.clone(), &log);
+    let got = poll_until(&c, &log, 2);
+    assert_eq!(
+        got[..2],
+        [
+            "join member=\"\" generation=-1 topics=t owned=[]".to_string(),
+            format!(
+                "assigned [{}]",
+                names(&assigned.iter().map(|&p| tp(p)).collect::<Vec<_>>())
+            ),
+        ]
+    );
+    (log, fake, c)
+}
+
 fn generation(c: &Consumer) -> (i32, String) {
     let m = c.group_metadata().expect("a group member");
     (m.generation_id, m.member_id)
@@ -87,23 +124,7 @@ fn generation(c: &Consumer) -> (i32, String) {
 
 #[test]
 fn a_cooperative_member_through_the_seam_revokes_only_what_moves_and_loses_after_a_fence() {
-    let log: Log = Arc::default();
-    let fake = Arc::new(FakeProtocol::new(log.clone()));
-    fake.script_join(FakeJoin {
-        generation_id: 1,
-        member_id: "m-1",
-        assignor: "cooperative-sticky",
-        assigned: vec![tp(0), tp(1)],
-    });
-    let c = consumer("cooperative-sticky", fake.clone(), &log);
-    let got = poll_until(&c, &log, 2);
-    assert_eq!(
-        got,
-        [
-            "join member=\"\" generation=-1 topics=t owned=[]",
-            "assigned [t-0,t-1]"
-        ]
-    );
+    let (log, fake, c) = joined("cooperative-sticky", &[0, 1]);
     assert_eq!(generation(&c), (1, "m-1".to_string()));
     let d = c.driver().expect("a driver");
     assert_eq!(
@@ -116,18 +137,8 @@ fn a_cooperative_member_through_the_seam_revokes_only_what_moves_and_loses_after
 
     // The coordinator rebalances; t-0 moves away: only it is revoked, then the member joins
     // again without it (KIP-429's second join) and keeps t-1 throughout.
-    fake.script_join(FakeJoin {
-        generation_id: 2,
-        member_id: "m-1",
-        assignor: "cooperative-sticky",
-        assigned: vec![tp(1)],
-    });
-    fake.script_join(FakeJoin {
-        generation_id: 3,
-        member_id: "m-1",
-        assignor: "cooperative-sticky",
-        assigned: vec![tp(1)],
-    });
+    fake.script_join(join(2, "m-1", "cooperative-sticky", &[1]));
+    fake.script_join(join(3, "m-1", "cooperative-sticky", &[1]));
     fake.script_heartbeat(codes::REBALANCE_IN_PROGRESS);
     let got = poll_until(&c, &log, 8);
     assert_eq!(
@@ -146,12 +157,7 @@ fn a_cooperative_member_through_the_seam_revokes_only_what_moves_and_loses_after
 
     // Fenced: the partitions are lost (not revoked: no commit is possible for them), and the
     // member joins again as a new member claiming nothing.
-    fake.script_join(FakeJoin {
-        generation_id: 4,
-        member_id: "m-2",
-        assignor: "cooperative-sticky",
-        assigned: vec![tp(0), tp(1)],
-    });
+    fake.script_join(join(4, "m-2", "cooperative-sticky", &[0, 1]));
     fake.script_heartbeat(codes::UNKNOWN_MEMBER_ID);
     let got = poll_until(&c, &log, 12);
     assert_eq!(
@@ -179,22 +185,8 @@ fn a_cooperative_member_through_the_seam_revokes_only_what_moves_and_loses_after
 
 #[test]
 fn an_eager_member_through_the_seam_revokes_everything_before_it_joins() {
-    let log: Log = Arc::default();
-    let fake = Arc::new(FakeProtocol::new(log.clone()));
-    fake.script_join(FakeJoin {
-        generation_id: 1,
-        member_id: "m-1",
-        assignor: "range",
-        assigned: vec![tp(0), tp(1)],
-    });
-    let c = consumer("range", fake.clone(), &log);
-    poll_until(&c, &log, 2);
-    fake.script_join(FakeJoin {
-        generation_id: 2,
-        member_id: "m-1",
-        assignor: "range",
-        assigned: vec![tp(1)],
-    });
+    let (log, fake, c) = joined("range", &[0, 1]);
+    fake.script_join(join(2, "m-1", "range", &[1]));
     fake.script_heartbeat(codes::REBALANCE_IN_PROGRESS);
     let got = poll_until(&c, &log, 6);
     assert_eq!(
@@ -223,16 +215,7 @@ fn an_eager_member_through_the_seam_revokes_everything_before_it_joins() {
 
 #[test]
 fn a_fatal_heartbeat_answer_through_the_seam_comes_out_of_poll_and_ends_the_member() {
-    let log: Log = Arc::default();
-    let fake = Arc::new(FakeProtocol::new(log.clone()));
-    fake.script_join(FakeJoin {
-        generation_id: 1,
-        member_id: "m-1",
-        assignor: "cooperative-sticky",
-        assigned: vec![tp(0)],
-    });
-    let c = consumer("cooperative-sticky", fake.clone(), &log);
-    poll_until(&c, &log, 2);
+    let (log, fake, c) = joined("cooperative-sticky", &[0]);
     fake.script_heartbeat(codes::GROUP_AUTHORIZATION_FAILED);
     let deadline = Instant::now() + Duration::from_secs(20);
     let e = loop {

@@ -544,6 +544,16 @@ pub(crate) mod tests {
         }
     }
 
+    /// What the recovery stream of `p` asks at `offset`: up to the end of the range it drains.
+    pub(crate) fn recovery_asked(p: &PartitionState, offset: i64) -> Asked {
+        Asked {
+            offset,
+            cursor: p.cursor,
+            limit: p.fetch_limit(StreamKind::Recovery),
+            last_fetched_epoch: -1,
+        }
+    }
+
     fn offsets(s: &Selected) -> Vec<i64> {
         s.batches
             .iter()
@@ -878,12 +888,7 @@ pub(crate) mod tests {
     #[test]
     fn a_recovery_stream_moves_to_the_next_range_at_its_range_end_and_ends_after_the_last() {
         let mut p = recovering();
-        let asked = Asked {
-            offset: 70,
-            cursor: p.cursor,
-            limit: p.fetch_limit(StreamKind::Recovery),
-            last_fetched_epoch: -1,
-        };
+        let asked = recovery_asked(&p, 70);
         assert_eq!(asked.limit, 120);
         // The answer runs past the range into records the main stream owns.
         let offsets: Vec<i64> = (70..125).collect();

@@ -389,6 +389,7 @@ mod in_the_fetch_path {
     use super::*;
     use crate::fetch::apply::tests::{
         apply_main, apply_recovery, main_asked, ok_with_end, partition_at, recovering,
+        recovery_asked,
     };
     use crate::fetch::apply::{select, Asked, Selected};
     use crate::fetch::StreamKind;
@@ -588,12 +589,7 @@ mod in_the_fetch_path {
     fn a_recovery_range_never_delivers_an_aborted_record() {
         // recovering(): ranges 70..120 and 130..140, main stream at 140.
         let mut p = recovering();
-        let asked = Asked {
-            offset: 70,
-            cursor: p.cursor,
-            limit: p.fetch_limit(StreamKind::Recovery),
-            last_fetched_epoch: -1,
-        };
+        let asked = recovery_asked(&p, 70);
         assert_eq!(asked.limit, 120);
         // 70-99 aborted (producer 1, one compressed batch), its marker at 100, then producer
         // 2's committed records 101-124 across the range end.
