@@ -2,6 +2,9 @@
 //! decode to the answer or to an error, never a panic, an abort or an allocation sized by a length
 //! read off the wire. The first byte picks the answer type, the second its version (within what
 //! lagless speaks); the rest is the frame after the size prefix (header included).
+//! `LAGLESS_FUZZ_FAMILY=0..4` pins the answer type (Fetch, Metadata, JoinGroup, SyncGroup,
+//! OffsetFetch) whatever the first byte says, so each family can be given its own time: left to
+//! the first byte, the fuzzer spends most of it on the larger answers.
 #![no_main]
 
 use bytes::Bytes;
@@ -10,6 +13,18 @@ use lagless::protocol::msg::{
 };
 use lagless::protocol::wire::{client_versions, decode_response, Api};
 use libfuzzer_sys::fuzz_target;
+use std::sync::OnceLock;
+
+/// The family `LAGLESS_FUZZ_FAMILY` pins, read once.
+fn pinned_family() -> Option<u8> {
+    static FAMILY: OnceLock<Option<u8>> = OnceLock::new();
+    *FAMILY.get_or_init(|| {
+        std::env::var("LAGLESS_FUZZ_FAMILY")
+            .ok()
+            .and_then(|v| v.parse::<u8>().ok())
+            .filter(|f| *f < 5)
+    })
+}
 
 fn decode<R: Api>(pick: u8, frame: &[u8]) {
     let (lo, hi) = client_versions::<R>();
@@ -21,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
     let [api, version, frame @ ..] = data else {
         return;
     };
-    match api % 5 {
+    match pinned_family().unwrap_or(api % 5) {
         0 => decode::<FetchRequest>(*version, frame),
         1 => decode::<MetadataRequest>(*version, frame),
         2 => decode::<JoinGroupRequest>(*version, frame),
