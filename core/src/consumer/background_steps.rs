@@ -1,51 +1,16 @@
 //! The group steps taken while the application is away from `poll()`: those that need no
-//! callback (see [`taken_in_background`](crate::group::step::taken_in_background)).
+//! callback (see [`taken_in_background`](crate::group::step::taken_in_background)). A finished
+//! join that changes nothing the member owns or learns is applied here too
+//! ([`join_applies_in_background`](crate::group::step::join_applies_in_background)), by the
+//! member itself.
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::fetch::Shared;
-use crate::group::coordinator::GroupDriver;
-use crate::group::metadata_snapshot::AssignmentBasis;
-use crate::group::rebalance::changes_after_join;
-use crate::group::step::join_applies_in_background;
+use crate::group::group_member::Effect;
 
-use super::group::{take_step_locked, CallerStep, GroupLocal, JoinSlot, MAX_STEPS_PER_POLL};
+use super::group::{take_step_locked, GroupLocal, MAX_STEPS_PER_POLL};
 use crate::sync::Unpoisoned;
-
-/// Applies a finished join that changes nothing the member owns or learns, without the
-/// application; any other is left for `poll()`.
-pub(super) fn apply_join_in_background(
-    local: &mut GroupLocal,
-    driver: &Arc<GroupDriver>,
-) -> CallerStep {
-    let JoinSlot::Finished(Ok(outcome)) = &local.join else {
-        return CallerStep::Done;
-    };
-    let changes = changes_after_join(
-        driver.rebalance_protocol(),
-        outcome.protocol,
-        &local.owned,
-        &outcome.assigned,
-    );
-    if !join_applies_in_background(&changes, &local.learning, &outcome.learning) {
-        return CallerStep::Done;
-    }
-    let Some(Ok(outcome)) = local.join.take_finished() else {
-        return CallerStep::Done;
-    };
-    tracing::debug!(
-        group = %driver.group_id,
-        generation = outcome.generation.generation_id,
-        "applied a join that changes nothing this member owns while the application is busy"
-    );
-    local.assignment_basis = AssignmentBasis::after_join(
-        outcome.assigned_from,
-        local.subscribed.clone(),
-        Instant::now(),
-    );
-    local.assigned_owed = true;
-    CallerStep::Again
-}
 
 /// How long the background task sleeps when nothing wakes it: a failed join is tried again
 /// after its backoff, and the task ends within this of the consumer going away.
@@ -79,7 +44,7 @@ pub(super) async fn run_background_steps(
             }
             let driver = local.driver.clone();
             match take_step_locked(local, &driver, &shared, &runtime, true) {
-                Ok(CallerStep::Again) => continue,
+                Ok(Effect::Again) => continue,
                 Ok(_) => break,
                 // A fatal join error: never taken here (`taken_in_background`); poll() reports it.
                 Err(_) => break,

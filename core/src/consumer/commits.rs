@@ -197,9 +197,10 @@ impl Consumer {
     pub(super) fn note_committed(&self, res: &CommitResults) {
         let mut g = self.group.lock().unpoisoned();
         if let Some(l) = g.as_mut() {
+            let member = l.driver.group_member();
             for (tp, om, r) in res {
                 // A late answer for a partition given up since is not this member's to keep.
-                if r.is_ok() && l.owned.contains(tp) {
+                if r.is_ok() && member.owned().contains(tp) {
                     l.last_committed.insert(tp.clone(), om.clone());
                 }
             }
@@ -232,18 +233,20 @@ impl Consumer {
         let offsets = {
             let mut g = self.group.lock().unpoisoned();
             let Some(local) = g.as_mut() else { return };
-            if Instant::now() < local.next_auto_commit
-                || driver.membership().owned_generation().is_none()
-            {
+            if Instant::now() < local.next_auto_commit {
                 return;
             }
+            let owned = {
+                let m = driver.group_member();
+                if m.membership.owned_generation().is_none() {
+                    return;
+                }
+                m.owned().clone()
+            };
             local.next_auto_commit = Instant::now() + self.shared.config.auto_commit_interval;
             // `last_committed` is updated when the group has taken them (note_committed): a
             // failed auto-commit is sent again at the next interval.
-            not_committed_yet(
-                self.progress_to_commit(local.owned.iter()),
-                &local.last_committed,
-            )
+            not_committed_yet(self.progress_to_commit(owned.iter()), &local.last_committed)
         };
         if !offsets.is_empty() {
             let _ = self.commit_async(Some(offsets), None);

@@ -1,7 +1,8 @@
 //! The consumer as a group member: subscribe, the rebalance listener, and the group steps
 //! `poll()` carries out on the caller's thread (report lost partitions, revoke, start a join,
-//! apply a finished one, learner warm-up). Which step comes next is decided in
-//! [`crate::group::step`]; the join and the heartbeat run in `group::coordinator`; commits,
+//! apply a finished one, learner warm-up). What the member does next, and every change of its
+//! state, is decided by [`GroupMember::handle`] (`group/group_member.rs`); this file only
+//! carries the effects out. The join and the heartbeat run in `group::coordinator`; commits,
 //! auto-commit included, are in `consumer/commits.rs`.
 //!
 //! Listener callbacks run only here, on the thread that called `poll()`, `close()` or
@@ -17,178 +18,67 @@ use std::time::Instant;
 
 use regex::Regex;
 
-use crate::backoff::{Deadline, Retry};
-use crate::cluster::Metadata;
+use crate::backoff::Deadline;
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::fetch::{PositionLookup, Shared};
 use crate::group::coordinator::GroupDriver;
-use crate::group::member::Membership;
-use crate::group::metadata_snapshot::AssignmentBasis;
-use crate::group::rebalance::changes_after_join;
-use crate::group::step::{
-    matching_topics, next_step, taken_in_background, GroupStep, JoinInput, JoinOutcome,
-    JoinProgress, LocalGroup,
-};
+use crate::group::group_member::{Effect, Event, JoinPlan, Topics};
+use crate::group::step::{JoinInput, JoinOutcome};
 use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
-use super::background_steps::{apply_join_in_background, run_background_steps};
+use super::background_steps::run_background_steps;
 pub(crate) use super::idle_steps::IdleSteps;
 use super::rebalance_listener::{
     BlockingListener, Callback, Dispatch, GroupMetadata, RebalanceListener,
 };
 
-pub(crate) enum Topics {
-    Names(BTreeSet<String>),
-    Pattern(Regex),
-}
-
-/// The group member's state on the caller's side.
+/// The consumer's side of the group: the driver (which holds the member's state, a
+/// [`crate::group::group_member::GroupMember`]), the listener, the join task, the commit
+/// bookkeeping, and how the application's steps and the background task take turns.
 pub(crate) struct GroupLocal {
     pub driver: Arc<GroupDriver>,
-    pub topics: Topics,
-    /// The topics of the current subscription (for a pattern, those that matched).
-    pub subscribed: BTreeSet<String>,
     pub listener: Option<Box<dyn RebalanceListener>>,
-    pub join: JoinSlot,
-    pub join_retry_at: Instant,
-    pub owned: BTreeSet<TopicPartition>,
+    /// The join task the member asked for ([`Effect::StartJoin`]), until its answer is taken in.
+    pub join: Option<JoinTask>,
     pub next_auto_commit: Instant,
     pub last_committed: HashMap<TopicPartition, OffsetAndMetadata>,
-    /// Learner assignments: the partitions this member learns, and those of them it is ready
-    /// to own (its `on_partitions_learning` returned `Ok`).
-    pub learning: BTreeSet<TopicPartition>,
-    pub ready: BTreeSet<TopicPartition>,
-    /// Learned partitions whose callback failed, called again at `learning_retry_at`.
-    pub unready: BTreeSet<TopicPartition>,
-    pub learning_retry: Retry,
-    pub learning_retry_at: Instant,
-    /// What the current assignment was computed from, to rejoin when the subscribed topics
-    /// change under it (partitions added, a topic created or deleted).
-    pub assignment_basis: AssignmentBasis,
     /// Group steps under way on the application's side (`poll()`, `recv()`, `close()`): while
     /// any is, the background task leaves the group alone (a step may be between its decision
-    /// and its end, e.g. an assignment applied but not yet in `owned`).
+    /// and its end, e.g. an assignment applied but not yet fetched).
     pub caller_steps: usize,
     /// Something for the background task may be left when the application's steps end: it was
     /// woken meanwhile and left the group alone, or the steps did more than find nothing to do.
     /// Only then does their end wake it, so a `poll()` that finds nothing to do wakes no other
     /// thread (a `poll()` per record would otherwise pay a wake-up per record).
     pub background_due: bool,
-    /// The background task applied a join that changed nothing: the next `poll()` still runs
-    /// `on_partitions_assigned` (with no partitions) for it.
-    pub assigned_owed: bool,
     /// Wakes the background task (the heartbeat heard of a rebalance, a join finished).
     pub background: Arc<tokio::sync::Notify>,
 }
 
-/// The join `poll()` started: its task, and its answer once it has one. The answer comes
-/// through a channel, so taking it in never blocks on the runtime (an async front can take the
-/// same steps).
-pub(crate) enum JoinSlot {
-    Idle,
-    Running {
-        task: tokio::task::JoinHandle<()>,
-        answer: tokio::sync::oneshot::Receiver<Result<JoinOutcome>>,
-    },
-    Finished(Result<JoinOutcome>),
+/// A join task on the I/O runtime. Its answer comes through a channel, so taking it in never
+/// blocks on the runtime (an async front can take the same steps).
+pub(crate) struct JoinTask {
+    task: tokio::task::JoinHandle<()>,
+    answer: tokio::sync::oneshot::Receiver<Result<JoinOutcome>>,
 }
 
-impl JoinSlot {
-    /// Takes in the answer of a finished join task. A task that ended without one (aborted)
-    /// leaves nothing to take in.
-    fn collect(&mut self) {
-        if let JoinSlot::Running { answer, .. } = self {
-            match answer.try_recv() {
-                Ok(r) => *self = JoinSlot::Finished(r),
-                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
-                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => *self = JoinSlot::Idle,
-            }
-        }
-    }
-
-    fn progress(&self) -> JoinProgress<'_> {
-        match self {
-            JoinSlot::Idle => JoinProgress::Idle,
-            JoinSlot::Running { .. } => JoinProgress::Running,
-            JoinSlot::Finished(r) => JoinProgress::Finished(r),
-        }
-    }
-
-    /// The finished join's answer, taken in by the step that applies (or drops) it.
-    pub(super) fn take_finished(&mut self) -> Option<Result<JoinOutcome>> {
-        match std::mem::replace(self, JoinSlot::Idle) {
-            JoinSlot::Finished(r) => Some(r),
-            other => {
-                *self = other;
-                None
-            }
+impl JoinTask {
+    /// What the member hears of the task: its answer, that it ended without one (aborted), or
+    /// nothing while it runs.
+    fn event(&mut self) -> Option<Event<'static>> {
+        match self.answer.try_recv() {
+            Ok(r) => Some(Event::JoinFinished(r)),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => None,
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Some(Event::JoinDropped),
         }
     }
 
     fn abort(self) {
-        if let JoinSlot::Running { task, .. } = self {
-            task.abort();
-        }
+        self.task.abort();
     }
-}
-
-impl GroupLocal {
-    /// The topics and assignment follow metadata: a pattern subscription takes the topics that
-    /// match now, and an assignment that no longer covers what the subscribed topics have asks
-    /// for a rebalance (the Java client's metadata snapshot comparison).
-    fn follow_metadata(&mut self, m: &mut Membership, meta: &Metadata, exclude_internal: bool) {
-        if let Topics::Pattern(re) = &self.topics {
-            if let Some(matched) = matching_topics(re, meta, exclude_internal) {
-                if matched != self.subscribed {
-                    self.subscribed = matched;
-                    m.request_rejoin("the topics matching the subscribed pattern changed");
-                }
-            }
-        }
-        if let Some(reason) = self.assignment_basis.check(meta) {
-            m.request_rejoin(reason);
-        }
-    }
-
-    /// The next group step: takes in a finished join and follows metadata, then asks
-    /// [`next_step`]. Never blocks.
-    fn next_step(
-        &mut self,
-        m: &mut Membership,
-        meta: &Metadata,
-        exclude_internal: bool,
-        now: Instant,
-    ) -> GroupStep {
-        self.join.collect();
-        if !m.partitions_lost() {
-            self.follow_metadata(m, meta, exclude_internal);
-        }
-        let view = LocalGroup {
-            protocol: self.driver.rebalance_protocol(),
-            owned: &self.owned,
-            subscribed: &self.subscribed,
-            pattern: matches!(self.topics, Topics::Pattern(_)),
-            ready: &self.ready,
-            join: self.join.progress(),
-            join_retry_at: self.join_retry_at,
-        };
-        next_step(m, &view, now)
-    }
-}
-
-/// A step whose work runs outside the group lock, on the caller's thread: it calls the
-/// listener (and may commit).
-pub(super) enum CallerStep {
-    Lost(BTreeSet<TopicPartition>),
-    Revoke(BTreeSet<TopicPartition>),
-    ApplyJoin(Box<JoinOutcome>),
-    /// A step done under the lock; look again.
-    Again,
-    /// Nothing more to do in this `poll()`.
-    Done,
 }
 
 /// At most this many steps per `poll()` (lost, a finished join, revocations, a new join): each
@@ -268,45 +158,27 @@ impl Consumer {
             ));
             *g = Some(GroupLocal {
                 driver,
-                topics: Topics::Names(BTreeSet::new()),
-                subscribed: BTreeSet::new(),
                 listener: None,
-                join: JoinSlot::Idle,
-                join_retry_at: Instant::now(),
-                owned: BTreeSet::new(),
+                join: None,
                 next_auto_commit: Instant::now() + self.shared.config.auto_commit_interval,
                 last_committed: HashMap::new(),
-                learning: BTreeSet::new(),
-                ready: BTreeSet::new(),
-                unready: BTreeSet::new(),
-                learning_retry: Retry::new(self.shared.backoff()),
-                learning_retry_at: Instant::now(),
-                assignment_basis: AssignmentBasis::None,
                 caller_steps: 0,
                 background_due: false,
-                assigned_owed: false,
                 background,
             });
         }
         let local = g.as_mut().expect("created above");
         match &topics {
-            Topics::Names(n) => {
-                self.shared.cluster.set_interest(n.clone(), false);
-                local.subscribed = n.clone();
-            }
-            Topics::Pattern(_) => {
-                self.shared.cluster.set_interest(BTreeSet::new(), true);
-                local.subscribed = BTreeSet::new();
-            }
-        }
-        local.topics = topics;
-        if listener.is_some() {
-            local.listener = listener;
+            Topics::Names(n) => self.shared.cluster.set_interest(n.clone(), false),
+            Topics::Pattern(_) => self.shared.cluster.set_interest(BTreeSet::new(), true),
         }
         local
             .driver
-            .membership()
-            .request_rejoin("the subscription changed");
+            .group_member()
+            .handle(Event::Subscribed(topics), Instant::now());
+        if listener.is_some() {
+            local.listener = listener;
+        }
         self.shared.changed.notify_one();
         Ok(())
     }
@@ -315,7 +187,14 @@ impl Consumer {
     pub fn subscription(&self) -> Vec<String> {
         let g = self.group.lock().unpoisoned();
         g.as_ref()
-            .map(|l| l.subscribed.iter().cloned().collect())
+            .map(|l| {
+                l.driver
+                    .group_member()
+                    .subscribed()
+                    .iter()
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -337,7 +216,9 @@ impl Consumer {
         let mut g = self.group.lock().unpoisoned();
         if let Some(local) = g.take() {
             local.driver.close();
-            local.join.abort();
+            if let Some(join) = local.join {
+                join.abort();
+            }
             local.background.notify_one();
         }
         self.shared.cluster.set_interest(BTreeSet::new(), false);
@@ -365,10 +246,10 @@ impl Consumer {
         let local = g.as_ref().ok_or_else(|| {
             Error::IllegalState("enforce_rebalance() needs a subscription".into())
         })?;
-        local
-            .driver
-            .membership()
-            .request_rejoin(format!("enforced: {reason}"));
+        local.driver.group_member().handle(
+            Event::RejoinRequested(format!("enforced: {reason}")),
+            Instant::now(),
+        );
         Ok(())
     }
 
@@ -445,8 +326,10 @@ impl Consumer {
         self.shared.remove_partitions(partitions.iter());
         let mut g = self.group.lock().unpoisoned();
         if let Some(l) = g.as_mut() {
+            l.driver
+                .group_member()
+                .handle(Event::Released(partitions), Instant::now());
             for tp in partitions {
-                l.owned.remove(tp);
                 l.last_committed.remove(tp);
             }
         }
@@ -473,30 +356,32 @@ impl Consumer {
         if let Some(e) = driver.membership().fatal().cloned() {
             return Err(e);
         }
-        let (_steps, assigned_owed) = CallerSteps::begin_taking_owed(&self.group);
-        let mut found_nothing = !assigned_owed;
+        let _steps = CallerSteps::begin(&self.group);
         // An error the member went on from (a failed heartbeat) comes out of one poll().
         let mut errors: Option<Error> = driver.membership().take_error();
         let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
-        if assigned_owed {
-            if let Some(e) = d.call(self, Callback::Assigned, &[]).await {
-                errors.get_or_insert(e);
-            }
+        let owed = driver
+            .group_member()
+            .handle(Event::TakeOwedAssignment, Instant::now());
+        let mut found_nothing = owed.is_empty();
+        for effect in owed {
+            self.carry_out(d, effect, deadline, &mut errors).await;
         }
         for _ in 0..MAX_STEPS_PER_POLL {
-            let step = self.take_group_step(&driver)?;
-            found_nothing &= matches!(step, CallerStep::Done);
-            match step {
-                CallerStep::Done => break,
-                CallerStep::Again => {}
-                CallerStep::Lost(parts) => self.lose(d, parts, &mut errors).await,
-                CallerStep::Revoke(parts) => self.revoke(d, parts, deadline, &mut errors).await,
-                CallerStep::ApplyJoin(outcome) => {
-                    self.apply_join(d, *outcome, deadline, &mut errors).await
-                }
+            let effect = self.take_group_step(&driver)?;
+            found_nothing &= matches!(effect, Effect::Wait);
+            match effect {
+                Effect::Wait => break,
+                effect => self.carry_out(d, effect, deadline, &mut errors).await,
             }
         }
-        found_nothing &= !self.retry_learning(d, &mut errors).await;
+        let due = driver
+            .group_member()
+            .handle(Event::LearningDue, Instant::now());
+        found_nothing &= due.is_empty();
+        for effect in due {
+            self.carry_out(d, effect, deadline, &mut errors).await;
+        }
         self.maybe_auto_commit(&driver);
         if found_nothing && errors.is_none() {
             self.idle_steps.found_nothing(Instant::now());
@@ -504,68 +389,89 @@ impl Consumer {
         errors.map_or(Ok(()), Err)
     }
 
-    /// Decides the next group step ([`crate::group::step::next_step`]) and does the part of it
-    /// that needs no callback, under the group lock; what calls the listener is returned.
-    fn take_group_step(&self, driver: &Arc<GroupDriver>) -> Result<CallerStep> {
+    /// Asks the member for the next group step and does the part of it that needs no callback
+    /// (start a join, fail), under the group lock; what calls the listener is returned.
+    fn take_group_step(&self, driver: &Arc<GroupDriver>) -> Result<Effect> {
         let mut g = self.group.lock().unpoisoned();
         let Some(local) = g.as_mut() else {
-            return Ok(CallerStep::Done);
+            return Ok(Effect::Wait);
         };
         take_step_locked(local, driver, &self.shared, self.runtime()?, false)
     }
 
+    /// Carries out one of the member's effects that calls the listener, on the caller's thread.
+    fn carry_out<'a>(
+        &'a self,
+        d: &'a mut dyn Dispatch,
+        effect: Effect,
+        deadline: Deadline,
+        errors: &'a mut Option<Error>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        // Boxed: applying a join carries out the warm-up it leads to.
+        Box::pin(async move {
+            match effect {
+                Effect::Wait | Effect::Again | Effect::ReadyTaken(_) => {}
+                Effect::ReportLost(parts) => self.lose(d, parts, errors).await,
+                Effect::Revoke(parts) => self.revoke(d, parts, deadline, errors).await,
+                Effect::ApplyJoin(plan) => self.apply_join(d, *plan, deadline, errors).await,
+                Effect::WarmUp(parts) => self.warm_up(d, parts, errors).await,
+                Effect::CallAssignedOwed => {
+                    if let Some(e) = d.call(self, Callback::Assigned, &[]).await {
+                        errors.get_or_insert(e);
+                    }
+                }
+                // Taken by `take_step_locked` before it returns.
+                Effect::StartJoin(_) | Effect::Fatal(_) => {}
+            }
+        })
+    }
+
+    /// Applies a finished join as the member planned it ([`JoinPlan`]).
     async fn apply_join(
         &self,
         d: &mut dyn Dispatch,
-        outcome: JoinOutcome,
+        plan: JoinPlan,
         deadline: Deadline,
         errors: &mut Option<Error>,
     ) {
         let Some(driver) = self.driver() else { return };
-        let owned = {
-            let g = self.group.lock().unpoisoned();
-            g.as_ref().map(|l| l.owned.clone()).unwrap_or_default()
-        };
-        let changes = changes_after_join(
-            driver.rebalance_protocol(),
-            outcome.protocol,
-            &owned,
-            &outcome.assigned,
-        );
-        if !changes.lose.is_empty() {
+        if !plan.lose.is_empty() {
             // Kept through a join whose (eager) assignor may have handed them to another member
             // already: no commit may go out for them.
-            tracing::warn!(partitions = ?changes.lose, "partitions kept through an eager rebalance are lost");
-            self.lose(d, changes.lose, errors).await;
+            tracing::warn!(partitions = ?plan.lose, "partitions kept through an eager rebalance are lost");
+            self.lose(d, plan.lose, errors).await;
         }
-        if !changes.revoke.is_empty() {
-            // KIP-429: give these up now, then rejoin so the group can hand them on.
-            self.revoke(d, changes.revoke, deadline, errors).await;
+        if !plan.revoke.is_empty() {
+            // KIP-429: give these up now; the member asked to rejoin so the group can hand them on.
+            self.revoke(d, plan.revoke, deadline, errors).await;
         }
-        if changes.rejoin {
-            driver
-                .membership()
-                .request_rejoin("need to revoke partitions and re-join");
-        }
-        let added = changes.add;
         self.shared
-            .add_partitions(added.iter(), PositionLookup::Committed);
-        {
-            let mut g = self.group.lock().unpoisoned();
-            if let Some(l) = g.as_mut() {
-                l.owned.extend(added.iter().cloned());
-                l.assignment_basis = AssignmentBasis::after_join(
-                    outcome.assigned_from,
-                    l.subscribed.clone(),
-                    Instant::now(),
-                );
-            }
-        }
-        let list: Vec<TopicPartition> = added.into_iter().collect();
+            .add_partitions(plan.add.iter(), PositionLookup::Committed);
+        driver.group_member().handle(
+            Event::Assigned {
+                added: &plan.add,
+                assigned_from: plan.assigned_from,
+            },
+            Instant::now(),
+        );
+        let list: Vec<TopicPartition> = plan.add.into_iter().collect();
         if let Some(e) = d.call(self, Callback::Assigned, &list).await {
             errors.get_or_insert(e);
         }
-        self.apply_learning(d, outcome.learning, errors).await;
+        let learning = driver
+            .group_member()
+            .handle(Event::LearningAssigned(plan.learning), Instant::now());
+        for effect in learning {
+            if let Effect::WarmUp(new) = effect {
+                tracing::info!(partitions = ?new, "learning partitions before their owners hand them over");
+                // Part of warming up: the metadata (and so the leaders) of what this member
+                // will fetch.
+                self.shared
+                    .cluster
+                    .add_interest(new.iter().map(|tp| &tp.topic));
+                self.warm_up(d, new, errors).await;
+            }
+        }
     }
 
     /// Close/unsubscribe: commit, revoke through the listener (if `callbacks`), leave.
@@ -593,9 +499,8 @@ impl Consumer {
         let _steps = CallerSteps::begin(&self.group);
         let mut errors = None;
         let (owned, lost) = {
-            let g = self.group.lock().unpoisoned();
-            let owned = g.as_ref().map(|l| l.owned.clone()).unwrap_or_default();
-            (owned, driver.membership().holds_no_generation())
+            let m = driver.group_member();
+            (m.owned().clone(), m.membership.holds_no_generation())
         };
         match listener {
             Some(d) if lost => self.lose(d, owned, &mut errors).await,
@@ -620,12 +525,17 @@ impl Consumer {
             // rebalance goes on without this member.
             let join = {
                 let mut g = self.group.lock().unpoisoned();
-                g.as_mut()
-                    .map(|l| std::mem::replace(&mut l.join, JoinSlot::Idle))
+                g.as_mut().and_then(|l| l.join.take())
             };
-            if let Some(join @ JoinSlot::Running { .. }) = join {
+            if let Some(join) = join {
+                let running = !join.task.is_finished();
                 join.abort();
-                driver.coordinator_unknown("leaving the group while a join is in flight");
+                driver
+                    .group_member()
+                    .handle(Event::JoinDropped, Instant::now());
+                if running {
+                    driver.coordinator_unknown("leaving the group while a join is in flight");
+                }
             }
             let _ = driver.leave_group(reason, deadline).await;
         }
@@ -636,87 +546,51 @@ impl Consumer {
 
 /// The next group step under the group lock, as [`Consumer::take_group_step`] takes it for the
 /// application's thread (`background: false`) or [`run_background_steps`] while the
-/// application is away (`background: true`: only what [`taken_in_background`] allows; a
-/// finished join only when [`join_applies_in_background`]).
+/// application is away (`background: true`: the member then takes only the steps that call no
+/// listener). Takes in the join task's answer first; starts the join the member asks for.
+/// Returns what is left to carry out on the caller's thread.
 pub(super) fn take_step_locked(
     local: &mut GroupLocal,
     driver: &Arc<GroupDriver>,
     shared: &Arc<Shared>,
     runtime: &tokio::runtime::Handle,
     background: bool,
-) -> Result<CallerStep> {
+) -> Result<Effect> {
     let meta = shared.cluster.metadata();
     let now = Instant::now();
-    let mut m = driver.membership();
-    let step = local.next_step(&mut m, &meta, shared.config.exclude_internal_topics, now);
-    if !background && step != GroupStep::Wait {
+    let mut member = driver.group_member();
+    if let Some(answer) = local.join.as_mut().and_then(JoinTask::event) {
+        local.join = None;
+        member.handle(answer, now);
+    }
+    let effect = member
+        .handle(
+            Event::Step {
+                meta: &meta,
+                background,
+            },
+            now,
+        )
+        .pop()
+        .unwrap_or(Effect::Wait);
+    if !background && !matches!(effect, Effect::Wait) {
         local.background_due = true;
     }
-    if background {
-        if !taken_in_background(&step, &m) {
-            return Ok(CallerStep::Done);
+    match effect {
+        Effect::StartJoin(input) => {
+            drop(member);
+            local.join = Some(spawn_join(
+                shared,
+                runtime,
+                driver,
+                input,
+                local.background.clone(),
+            ));
+            Ok(Effect::Again)
         }
-        if step == GroupStep::ApplyJoin {
-            drop(m);
-            return Ok(apply_join_in_background(local, driver));
-        }
+        Effect::Fatal(e) => Err(e),
+        effect => Ok(effect),
     }
-    Ok(match step {
-        GroupStep::Wait => CallerStep::Done,
-        GroupStep::ReportLost => {
-            m.take_partitions_lost();
-            let lost = std::mem::take(&mut local.owned);
-            if lost.is_empty() {
-                CallerStep::Again
-            } else {
-                CallerStep::Lost(lost)
-            }
-        }
-        GroupStep::ApplyJoin => match local.join.take_finished() {
-            Some(Ok(outcome)) => CallerStep::ApplyJoin(Box::new(outcome)),
-            _ => CallerStep::Again,
-        },
-        GroupStep::DiscardJoin => {
-            if let Some(Ok(outcome)) = local.join.take_finished() {
-                // The membership was reset after the join finished (max.poll.interval.ms,
-                // a stale generation): its assignment belongs to a generation this member
-                // left. Drop it and rejoin (Java's resetStateAndRejoin).
-                tracing::info!(
-                    group = %driver.group_id,
-                    joined = outcome.generation.generation_id,
-                    now = m.generation().generation_id,
-                    reason = %m.rejoin_reason(),
-                    "discarding the assignment of a generation this member has left; rejoining"
-                );
-            }
-            if !m.rejoin_needed() {
-                m.request_rejoin("the generation was reset before its assignment was applied");
-            }
-            CallerStep::Again
-        }
-        GroupStep::JoinFatal => match local.join.take_finished() {
-            Some(Err(e)) => {
-                m.set_fatal(e.clone());
-                return Err(e);
-            }
-            _ => CallerStep::Again,
-        },
-        GroupStep::RetryJoin => {
-            if let Some(Err(e)) = local.join.take_finished() {
-                tracing::warn!(error = %e, "joining the group failed; retrying");
-            }
-            local.join_retry_at = now + shared.config.common.retry_backoff;
-            CallerStep::Again
-        }
-        GroupStep::Revoke(parts) => CallerStep::Revoke(parts),
-        GroupStep::Join(input) => {
-            m.start_join();
-            drop(m);
-            local.assignment_basis = AssignmentBasis::None;
-            local.join = spawn_join(shared, runtime, driver, input, local.background.clone());
-            CallerStep::Again
-        }
-    })
 }
 
 /// Starts the join task on the I/O runtime; its answer wakes `poll()` and the background task.
@@ -726,7 +600,7 @@ pub(super) fn spawn_join(
     driver: &Arc<GroupDriver>,
     input: JoinInput,
     background: Arc<tokio::sync::Notify>,
-) -> JoinSlot {
+) -> JoinTask {
     let (tx, answer) = tokio::sync::oneshot::channel();
     let shared = shared.clone();
     let d = driver.clone();
@@ -735,7 +609,7 @@ pub(super) fn spawn_join(
         shared.data_ready.notify_all();
         background.notify_one();
     });
-    JoinSlot::Running { task, answer }
+    JoinTask { task, answer }
 }
 
 /// Marks group steps under way on the application's side for as long as it lives (dropped at
@@ -748,16 +622,6 @@ impl<'a> CallerSteps<'a> {
             l.caller_steps += 1;
         }
         CallerSteps(group)
-    }
-
-    /// `begin`, also taking the assignment callback a background step left owed to the
-    /// application: one lock for both, as an async stream runs the steps for every record.
-    fn begin_taking_owed(group: &'a Mutex<Option<GroupLocal>>) -> (CallerSteps<'a>, bool) {
-        let owed = group.lock().unpoisoned().as_mut().is_some_and(|l| {
-            l.caller_steps += 1;
-            std::mem::take(&mut l.assigned_owed)
-        });
-        (CallerSteps(group), owed)
     }
 }
 

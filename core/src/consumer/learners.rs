@@ -1,89 +1,39 @@
 //! Learner assignments on the member's side (`partition.assignment.strategy=learner-sticky`):
 //! the partitions this member learns, their warm-up through the listener, the rejoin once it is
 //! ready, and leaving by handing its partitions to learners (scale-down).
-use std::collections::BTreeSet;
 use std::time::Instant;
 
 use crate::consumer::rebalance_listener::{Callback, Dispatch};
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::group::assignor::assignor_by_name;
-use crate::sync::Unpoisoned;
+use crate::group::group_member::{Effect, Event};
 use crate::types::TopicPartition;
 
 impl Consumer {
-    /// Learner assignments: keeps the partitions this member learns, warms up for the new ones
-    /// through the listener, and once ready rejoins so the group moves them here.
-    pub(super) async fn apply_learning(
-        &self,
-        d: &mut dyn Dispatch,
-        learning: BTreeSet<TopicPartition>,
-        errors: &mut Option<Error>,
-    ) {
-        let new: Vec<TopicPartition> = {
-            let mut g = self.group.lock().unpoisoned();
-            let Some(l) = g.as_mut() else { return };
-            l.ready.retain(|tp| learning.contains(tp));
-            l.unready.retain(|tp| learning.contains(tp));
-            let new = learning.difference(&l.learning).cloned().collect();
-            l.learning = learning;
-            new
-        };
-        if new.is_empty() {
-            return;
-        }
-        tracing::info!(partitions = ?new, "learning partitions before their owners hand them over");
-        // Part of warming up: the metadata (and so the leaders) of what this member will fetch.
-        self.shared
-            .cluster
-            .add_interest(new.iter().map(|tp| &tp.topic));
-        self.warm_up(d, new, errors).await;
-    }
-
-    /// Runs `on_partitions_learning` for `partitions`. Ready: rejoin so the group moves them
-    /// here. Not ready (the callback failed): its error comes out of this `poll()`, and a later
-    /// `poll()` calls it again after a backoff (KIP-580), so a transient failure does not leave
-    /// the partitions with their old owners for good.
-    async fn warm_up(
+    /// Runs `on_partitions_learning` for `partitions` and tells the member how it went
+    /// ([`Event::WarmedUp`]): ready, it rejoins so the group moves them here; not ready (the
+    /// callback failed), the error comes out of this `poll()` and a later `poll()` calls it
+    /// again after a backoff (KIP-580), so a transient failure does not leave the partitions
+    /// with their old owners for good.
+    pub(super) async fn warm_up(
         &self,
         d: &mut dyn Dispatch,
         partitions: Vec<TopicPartition>,
         errors: &mut Option<Error>,
     ) {
         let result = d.call(self, Callback::Learning, &partitions).await;
-        let mut g = self.group.lock().unpoisoned();
-        let Some(l) = g.as_mut() else { return };
-        // A rebalance inside the callback may have changed what this member learns.
-        let still: Vec<TopicPartition> = partitions
-            .into_iter()
-            .filter(|tp| l.learning.contains(tp))
-            .collect();
-        match result {
-            None if self.shared.config.learner_explicit_readiness => {
-                // learner.readiness=explicit: the callback started the warm-up; learner_ready()
-                // (perhaps already called, from the callback itself) says when it is done.
-                l.learning_retry.succeeded();
-                for tp in &still {
-                    l.unready.remove(tp);
-                }
-            }
-            None => {
-                l.learning_retry.succeeded();
-                for tp in &still {
-                    l.unready.remove(tp);
-                }
-                l.ready.extend(still);
-                drop(g);
-                if let Some(d) = self.driver() {
-                    d.membership()
-                        .request_rejoin("learned partitions are ready to be handed over");
-                }
-            }
-            Some(e) => {
-                l.unready.extend(still);
-                l.learning_retry_at = Instant::now() + l.learning_retry.failed();
-                errors.get_or_insert(e);
-            }
+        if let Some(driver) = self.driver() {
+            driver.group_member().handle(
+                Event::WarmedUp {
+                    partitions,
+                    ok: result.is_none(),
+                },
+                Instant::now(),
+            );
+        }
+        if let Some(e) = result {
+            errors.get_or_insert(e);
         }
     }
 
@@ -98,31 +48,23 @@ impl Consumer {
     /// returns `Ok`, and this call only says so earlier.
     pub fn learner_ready(&self, partitions: &[TopicPartition]) -> Result<usize> {
         self.check_open()?;
-        let (driver, taken) = {
-            let mut g = self.group.lock().unpoisoned();
-            let l = g.as_mut().ok_or_else(|| {
-                Error::IllegalState("learner_ready() needs a subscription".into())
-            })?;
-            let mut taken = 0;
-            for tp in partitions {
-                if l.learning.contains(tp) {
-                    l.unready.remove(tp);
-                    if l.ready.insert(tp.clone()) {
-                        taken += 1;
-                    }
-                } else {
-                    tracing::debug!(partition = %tp, "learner_ready() for a partition this member does not learn; ignored");
-                }
-            }
-            if taken == 0 {
-                return Ok(0);
-            }
-            (l.driver.clone(), taken)
-        };
+        let driver = self
+            .driver()
+            .ok_or_else(|| Error::IllegalState("learner_ready() needs a subscription".into()))?;
+        let effects = driver
+            .group_member()
+            .handle(Event::LearnerReady(partitions), Instant::now());
+        let taken = effects
+            .iter()
+            .map(|e| match e {
+                Effect::ReadyTaken(n) => *n,
+                _ => 0,
+            })
+            .sum::<usize>();
+        if taken == 0 {
+            return Ok(0);
+        }
         tracing::info!(group = %driver.group_id, partitions = taken, "learned partitions reported ready");
-        driver
-            .membership()
-            .request_rejoin("learned partitions are ready to be handed over");
         // poll() may be waiting for records: let it take the join step now.
         self.shared.data_ready.notify_all();
         Ok(taken)
@@ -166,25 +108,5 @@ impl Consumer {
         tracing::info!(group = %driver.group_id, learner_sticky, "preparing to leave the group");
         self.shared.data_ready.notify_all();
         Ok(learner_sticky)
-    }
-
-    /// Calls `on_partitions_learning` again for partitions it was not ready for, once their
-    /// backoff has passed; returns whether it did.
-    pub(super) async fn retry_learning(
-        &self,
-        d: &mut dyn Dispatch,
-        errors: &mut Option<Error>,
-    ) -> bool {
-        let due: Vec<TopicPartition> = {
-            let g = self.group.lock().unpoisoned();
-            match g.as_ref() {
-                Some(l) if !l.unready.is_empty() && Instant::now() >= l.learning_retry_at => {
-                    l.unready.iter().cloned().collect()
-                }
-                _ => return false,
-            }
-        };
-        self.warm_up(d, due, errors).await;
-        true
     }
 }

@@ -5,6 +5,7 @@
 //!
 //! The driver never starts a rejoin on its own: it only records that one is needed; `poll()`
 //! on the caller's thread starts it.
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, RebalanceProtocol};
 use crate::group::classic::Classic;
+use crate::group::group_member::{GroupMember, MemberSettings};
 use crate::group::group_protocol::{GroupProtocol, JoinAttempt};
 use crate::group::heartbeat::{
     heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, FOLLOW_UP_HEARTBEAT,
@@ -34,8 +36,10 @@ pub(crate) struct GroupDriver {
     pub group_id: String,
     pub cluster: Arc<Cluster>,
     pub config: ConsumerConfig,
-    membership: Mutex<Membership>,
-    /// Counts the accesses to `membership`: group steps that found nothing to do stand only
+    /// The member's whole state ([`GroupMember`]): the consumer's steps, the join, the
+    /// heartbeat and the commits all read and change it here.
+    member: Mutex<GroupMember>,
+    /// Counts the accesses to `member`: group steps that found nothing to do stand only
     /// while it is unchanged (`consumer::group::IdleSteps`).
     membership_accesses: Arc<AtomicU64>,
     coordinator: Mutex<Option<(i32, Arc<Connection>)>>,
@@ -66,6 +70,22 @@ pub(crate) struct GroupDriver {
 
 /// The leader epoch of `offset` of a partition, for a commit (-1: unknown).
 pub(crate) type LeaderEpochs = Arc<dyn Fn(&TopicPartition, i64) -> i32 + Send + Sync>;
+
+/// [`GroupDriver::membership`]: the member's lock, reaching only its protocol half.
+pub(crate) struct MembershipGuard<'a>(MutexGuard<'a, GroupMember>);
+
+impl Deref for MembershipGuard<'_> {
+    type Target = Membership;
+    fn deref(&self) -> &Membership {
+        &self.0.membership
+    }
+}
+
+impl DerefMut for MembershipGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Membership {
+        &mut self.0.membership
+    }
+}
 
 impl GroupDriver {
     /// A group member's driver; `membership_accesses` counts every access to its state
@@ -128,10 +148,22 @@ impl GroupDriver {
             .collect::<Result<Vec<_>>>()?;
         let protocol =
             rebalance_protocol(&assignors.iter().map(|a| a.protocol()).collect::<Vec<_>>());
+        let member = GroupMember::new(
+            MemberSettings {
+                group_id: group_id.clone(),
+                protocol,
+                retry_backoff: config.common.retry_backoff,
+                exclude_internal_topics: config.exclude_internal_topics,
+                explicit_readiness: config.learner_explicit_readiness,
+            },
+            config.group_instance_id.clone(),
+            Retry::new(cluster.backoff()),
+            Instant::now(),
+        );
         Ok(Arc::new(GroupDriver {
             group_id,
             protocol,
-            membership: Mutex::new(Membership::new(config.group_instance_id.clone())),
+            member: Mutex::new(member),
             membership_accesses,
             cluster,
             config,
@@ -153,9 +185,16 @@ impl GroupDriver {
     /// The member's state. Every access counts (`membership_accesses`), so a caller that read
     /// the count after its own steps sees by its change any access begun since (one under way
     /// as it read is missed for at most `consumer::group::IDLE_STEPS_STAND_FOR`).
-    pub fn membership(&self) -> MutexGuard<'_, Membership> {
+    pub fn group_member(&self) -> MutexGuard<'_, GroupMember> {
         self.membership_accesses.fetch_add(1, Ordering::AcqRel);
-        self.membership.lock().unpoisoned()
+        self.member.lock().unpoisoned()
+    }
+
+    /// The protocol's half of the member's state ([`GroupMember::membership`]), as the group
+    /// protocol and the heartbeat report their answers to it; the same lock as
+    /// [`GroupDriver::group_member`].
+    pub fn membership(&self) -> MembershipGuard<'_> {
+        MembershipGuard(self.group_member())
     }
 
     /// Called by every `poll()`: restarts the max.poll.interval.ms timer.

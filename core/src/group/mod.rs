@@ -6,6 +6,7 @@
 pub mod assignor;
 pub(crate) mod classic;
 pub(crate) mod coordinator;
+pub(crate) mod group_member;
 pub(crate) mod group_protocol;
 pub(crate) mod heartbeat;
 pub mod member;

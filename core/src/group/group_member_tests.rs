@@ -1,0 +1,662 @@
+//! Every transition of the [`GroupMember`], from literal inputs: what each event does to the
+//! state and which effects come out, in the order the consumer carries them out.
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::backoff::Backoff;
+use crate::cluster::{PartitionInfo, TopicInfo};
+use crate::error::codes;
+use crate::group::member::{Generation, MemberState};
+use RebalanceProtocol::{Cooperative, Eager};
+
+const BACKOFF: Duration = Duration::from_millis(100);
+
+fn tps(list: &[(&str, i32)]) -> BTreeSet<TopicPartition> {
+    list.iter()
+        .map(|(t, p)| TopicPartition::new(*t, *p))
+        .collect()
+}
+
+fn names(list: &[&str]) -> Topics {
+    Topics::Names(list.iter().map(|t| t.to_string()).collect())
+}
+
+/// Metadata fetched at `at` with these topics and partition counts.
+fn metadata(topics: &[(&str, i32)], at: Instant) -> Metadata {
+    let mut m = Metadata::default();
+    for (name, partitions) in topics {
+        m.topics.insert(
+            name.to_string(),
+            TopicInfo {
+                name: name.to_string(),
+                error_code: codes::NONE,
+                is_internal: false,
+                partitions: (0..*partitions)
+                    .map(|p| PartitionInfo {
+                        partition: p,
+                        leader: 1,
+                        leader_epoch: 0,
+                        error_code: codes::NONE,
+                    })
+                    .collect(),
+            },
+        );
+    }
+    m.fetched_at = Some(at);
+    m
+}
+
+fn member(protocol: RebalanceProtocol, explicit_readiness: bool, now: Instant) -> GroupMember {
+    GroupMember::new(
+        MemberSettings {
+            group_id: "g".into(),
+            protocol,
+            retry_backoff: BACKOFF,
+            exclude_internal_topics: true,
+            explicit_readiness,
+        },
+        None,
+        Retry::new(Backoff::new(BACKOFF, BACKOFF)),
+        now,
+    )
+}
+
+fn outcome(
+    generation_id: i32,
+    protocol: RebalanceProtocol,
+    assigned: &[(&str, i32)],
+    learning: &[(&str, i32)],
+) -> JoinOutcome {
+    JoinOutcome {
+        generation: Generation {
+            generation_id,
+            member_id: "m-1".into(),
+            protocol: Some("p".into()),
+        },
+        assigned: tps(assigned),
+        learning: tps(learning),
+        protocol,
+        assigned_from: None,
+    }
+}
+
+/// One step of `poll()` (or of the background task), with its single effect.
+fn step(m: &mut GroupMember, meta: &Metadata, background: bool, now: Instant) -> Effect {
+    let mut effects = m.handle(Event::Step { meta, background }, now);
+    assert_eq!(effects.len(), 1, "a step has one effect: {effects:?}");
+    effects.pop().unwrap()
+}
+
+/// What the group protocol reports while a join runs: generation `generation_id`, synced.
+fn joined(m: &mut GroupMember, generation_id: i32) {
+    m.membership.join_sent();
+    m.membership
+        .on_join_success(generation_id, "m-1", Some("p".into()));
+    m.membership.on_sync_success();
+}
+
+/// A member subscribed to `a` that joined generation 1 and owns `owned`.
+fn owning(protocol: RebalanceProtocol, owned: &[(&str, i32)], now: Instant) -> GroupMember {
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = member(protocol, false, now);
+    m.handle(Event::Subscribed(names(&["a"])), now);
+    assert!(matches!(
+        step(&mut m, &meta, false, now),
+        Effect::StartJoin(_)
+    ));
+    joined(&mut m, 1);
+    m.handle(
+        Event::JoinFinished(Ok(outcome(1, protocol, owned, &[]))),
+        now,
+    );
+    let Effect::ApplyJoin(plan) = step(&mut m, &meta, false, now) else {
+        panic!("expected the join applied")
+    };
+    m.handle(
+        Event::Assigned {
+            added: &plan.add,
+            assigned_from: None,
+        },
+        now,
+    );
+    assert_eq!(m.owned(), &tps(owned));
+    m
+}
+
+#[test]
+fn a_subscribed_member_joins_once_and_waits_for_the_answer() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 2), ("b", 1)], now);
+    let mut m = member(Cooperative, false, now);
+    assert!(m
+        .handle(Event::Subscribed(names(&["a", "b"])), now)
+        .is_empty());
+    assert_eq!(m.subscribed().len(), 2);
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("expected a join")
+    };
+    assert_eq!(input.topics, vec!["a".to_string(), "b".to_string()]);
+    assert!(input.owned.is_empty());
+    assert_eq!(input.reason, "the subscription changed");
+    assert_eq!(m.membership.state(), MemberState::PreparingRebalance);
+    // The join is under way: nothing more until it answers.
+    assert!(matches!(step(&mut m, &meta, false, now), Effect::Wait));
+    assert!(matches!(step(&mut m, &meta, false, now), Effect::Wait));
+}
+
+#[test]
+fn a_finished_join_is_applied_in_order_and_the_member_owns_what_it_was_given() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 2)], now);
+    let mut m = member(Cooperative, false, now);
+    m.handle(Event::Subscribed(names(&["a"])), now);
+    step(&mut m, &meta, false, now);
+    joined(&mut m, 1);
+    m.handle(
+        Event::JoinFinished(Ok(outcome(1, Cooperative, &[("a", 0), ("a", 1)], &[]))),
+        now,
+    );
+    let Effect::ApplyJoin(plan) = step(&mut m, &meta, false, now) else {
+        panic!("expected the join applied")
+    };
+    assert_eq!(plan.add, tps(&[("a", 0), ("a", 1)]));
+    assert!(plan.revoke.is_empty() && plan.lose.is_empty());
+    // Owned only once fetched (the consumer says so), not when planned.
+    assert!(m.owned().is_empty());
+    m.handle(
+        Event::Assigned {
+            added: &plan.add,
+            assigned_from: None,
+        },
+        now,
+    );
+    assert_eq!(m.owned(), &plan.add);
+    assert!(!m.membership.rejoin_needed());
+    assert_eq!(
+        m.membership.commit_generation(false).unwrap().generation_id,
+        1
+    );
+    assert!(matches!(step(&mut m, &meta, false, now), Effect::Wait));
+}
+
+#[test]
+fn a_cooperative_member_revokes_what_it_lost_after_the_join_and_rejoins() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = owning(Cooperative, &[("a", 0), ("a", 1)], now);
+    m.handle(Event::RejoinRequested("a new member".into()), now);
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("a cooperative member joins keeping its partitions")
+    };
+    assert_eq!(input.owned, tps(&[("a", 0), ("a", 1)]));
+    assert_eq!(input.reason, "a new member");
+    joined(&mut m, 2);
+    m.handle(
+        Event::JoinFinished(Ok(outcome(2, Cooperative, &[("a", 1)], &[]))),
+        now,
+    );
+    let Effect::ApplyJoin(plan) = step(&mut m, &meta, false, now) else {
+        panic!("expected the join applied")
+    };
+    assert_eq!(plan.revoke, tps(&[("a", 0)]));
+    assert!(plan.lose.is_empty() && plan.add.is_empty());
+    // KIP-429: the rejoin that lets the group hand a-0 on is asked for with the plan.
+    assert!(m.membership.rejoin_needed());
+    assert_eq!(
+        m.membership.rejoin_reason(),
+        "need to revoke partitions and re-join"
+    );
+    m.handle(Event::Released(&plan.revoke), now);
+    assert_eq!(m.owned(), &tps(&[("a", 1)]));
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("expected the follow-up join")
+    };
+    assert_eq!(input.owned, tps(&[("a", 1)]));
+}
+
+#[test]
+fn an_eager_member_revokes_everything_before_it_joins() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = owning(Eager, &[("a", 0), ("a", 1)], now);
+    m.handle(Event::RejoinRequested("the group rebalances".into()), now);
+    let Effect::Revoke(parts) = step(&mut m, &meta, false, now) else {
+        panic!("an eager member revokes first")
+    };
+    assert_eq!(parts, tps(&[("a", 0), ("a", 1)]));
+    // Still owned until the listener was told.
+    assert_eq!(m.owned().len(), 2);
+    m.handle(Event::Released(&parts), now);
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("then joins")
+    };
+    assert!(input.owned.is_empty());
+}
+
+#[test]
+fn partitions_kept_through_an_eager_assignment_are_lost_not_revoked() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    // A cooperative member (it keeps its partitions through the join) in a group that chose
+    // an eager assignor: what it kept and did not get back may be another member's already.
+    let mut m = owning(Cooperative, &[("a", 0), ("a", 1)], now);
+    m.handle(Event::RejoinRequested("a new member".into()), now);
+    step(&mut m, &meta, false, now);
+    joined(&mut m, 2);
+    m.handle(
+        Event::JoinFinished(Ok(outcome(2, Eager, &[("a", 1), ("a", 2)], &[]))),
+        now,
+    );
+    let Effect::ApplyJoin(plan) = step(&mut m, &meta, false, now) else {
+        panic!("expected the join applied")
+    };
+    assert_eq!(plan.lose, tps(&[("a", 0)]));
+    assert!(plan.revoke.is_empty());
+    assert_eq!(plan.add, tps(&[("a", 2)]));
+}
+
+#[test]
+fn a_lost_generation_is_reported_before_anything_else_then_the_member_rejoins_as_new() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = owning(Cooperative, &[("a", 0), ("a", 1)], now);
+    m.membership
+        .reset_generation(false, "the member id was unknown to the coordinator");
+    assert!(m.membership.commit_generation(false).is_err());
+    let Effect::ReportLost(lost) = step(&mut m, &meta, false, now) else {
+        panic!("expected the loss reported")
+    };
+    assert_eq!(lost, tps(&[("a", 0), ("a", 1)]));
+    // Owned no more from the moment the loss is reported: nothing of them is committed.
+    assert!(m.owned().is_empty());
+    assert!(!m.membership.partitions_lost());
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("expected a join")
+    };
+    assert!(input.owned.is_empty());
+}
+
+#[test]
+fn a_loss_with_nothing_owned_is_not_reported() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = owning(Cooperative, &[], now);
+    m.membership.reset_generation(false, "fenced");
+    assert!(matches!(step(&mut m, &meta, false, now), Effect::Again));
+    assert!(matches!(
+        step(&mut m, &meta, false, now),
+        Effect::StartJoin(_)
+    ));
+}
+
+#[test]
+fn the_assignment_of_a_generation_left_meanwhile_is_discarded_and_the_member_rejoins() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = member(Cooperative, false, now);
+    m.handle(Event::Subscribed(names(&["a"])), now);
+    step(&mut m, &meta, false, now);
+    joined(&mut m, 3);
+    // max.poll.interval.ms passed after the join finished, before poll() applied it.
+    m.membership.poll_timeout_expired();
+    m.handle(
+        Event::JoinFinished(Ok(outcome(3, Cooperative, &[("a", 0)], &[]))),
+        now,
+    );
+    // It owned nothing: nothing to report lost; the join is dropped, not applied.
+    assert!(matches!(step(&mut m, &meta, false, now), Effect::Again));
+    assert!(matches!(step(&mut m, &meta, false, now), Effect::Again));
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("expected a new join")
+    };
+    assert!(input.owned.is_empty());
+    assert!(m.owned().is_empty());
+}
+
+#[test]
+fn a_fatal_join_error_ends_the_member() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = member(Cooperative, false, now);
+    m.handle(Event::Subscribed(names(&["a"])), now);
+    step(&mut m, &meta, false, now);
+    let e = Error::kafka(codes::GROUP_AUTHORIZATION_FAILED, "JoinGroup");
+    m.handle(Event::JoinFinished(Err(e)), now);
+    let Effect::Fatal(e) = step(&mut m, &meta, false, now) else {
+        panic!("expected the member to fail")
+    };
+    assert_eq!(e.kafka_code(), Some(codes::GROUP_AUTHORIZATION_FAILED));
+    assert!(m.membership.fatal().is_some());
+}
+
+#[test]
+fn a_failed_join_is_tried_again_after_the_backoff() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = member(Cooperative, false, now);
+    m.handle(Event::Subscribed(names(&["a"])), now);
+    step(&mut m, &meta, false, now);
+    // The protocol heard an error answer (the member is out of the join) and gave up.
+    m.membership
+        .on_join_error(codes::COORDINATOR_NOT_AVAILABLE, "");
+    m.handle(
+        Event::JoinFinished(Err(Error::Transport("connection reset".into()))),
+        now,
+    );
+    assert!(matches!(step(&mut m, &meta, false, now), Effect::Again));
+    assert!(matches!(step(&mut m, &meta, false, now), Effect::Wait));
+    let later = now + BACKOFF / 2;
+    assert!(matches!(step(&mut m, &meta, false, later), Effect::Wait));
+    assert!(matches!(
+        step(&mut m, &meta, false, now + BACKOFF),
+        Effect::StartJoin(_)
+    ));
+}
+
+#[test]
+fn a_join_task_that_ended_without_an_answer_is_started_again() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = member(Cooperative, false, now);
+    m.handle(Event::Subscribed(names(&["a"])), now);
+    step(&mut m, &meta, false, now);
+    m.handle(Event::JoinDropped, now);
+    // The member is still due to join (PreparingRebalance without a generation).
+    m.membership.request_rejoin("the join was dropped");
+    assert!(matches!(
+        step(&mut m, &meta, false, now),
+        Effect::StartJoin(_)
+    ));
+    // An answer of a task the member no longer waits for is not taken in.
+    m.handle(Event::JoinDropped, now);
+    m.handle(
+        Event::JoinFinished(Ok(outcome(1, Cooperative, &[("a", 0)], &[]))),
+        now,
+    );
+    m.membership.request_rejoin("again");
+    assert!(matches!(
+        step(&mut m, &meta, false, now),
+        Effect::StartJoin(_)
+    ));
+}
+
+#[test]
+fn the_background_takes_only_the_steps_that_call_no_listener() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    // A new member joins at its first poll(), never in the background.
+    let mut new = member(Cooperative, false, now);
+    new.handle(Event::Subscribed(names(&["a"])), now);
+    assert!(matches!(step(&mut new, &meta, true, now), Effect::Wait));
+    // A member in a generation rejoins in the background (cooperative: nothing to revoke).
+    let mut m = owning(Cooperative, &[("a", 0)], now);
+    m.handle(Event::RejoinRequested("a new member".into()), now);
+    assert!(matches!(
+        step(&mut m, &meta, true, now),
+        Effect::StartJoin(_)
+    ));
+    joined(&mut m, 2);
+    // A join that changes nothing it owns is applied there too, the assignment callback owed.
+    m.handle(
+        Event::JoinFinished(Ok(outcome(2, Cooperative, &[("a", 0)], &[]))),
+        now,
+    );
+    assert!(matches!(step(&mut m, &meta, true, now), Effect::Again));
+    assert!(matches!(step(&mut m, &meta, true, now), Effect::Wait));
+    let owed = m.handle(Event::TakeOwedAssignment, now);
+    assert!(matches!(owed.as_slice(), [Effect::CallAssignedOwed]));
+    assert!(
+        m.handle(Event::TakeOwedAssignment, now).is_empty(),
+        "owed once"
+    );
+    // One that adds a partition waits for poll(), which applies it.
+    m.handle(Event::RejoinRequested("another member".into()), now);
+    step(&mut m, &meta, true, now);
+    joined(&mut m, 3);
+    m.handle(
+        Event::JoinFinished(Ok(outcome(3, Cooperative, &[("a", 0), ("a", 1)], &[]))),
+        now,
+    );
+    assert!(matches!(step(&mut m, &meta, true, now), Effect::Wait));
+    let Effect::ApplyJoin(plan) = step(&mut m, &meta, false, now) else {
+        panic!("poll() applies it")
+    };
+    assert_eq!(plan.add, tps(&[("a", 1)]));
+    // An eager member's revocation before the join is poll()'s too.
+    let mut eager = owning(Eager, &[("a", 0)], now);
+    eager.handle(Event::RejoinRequested("x".into()), now);
+    assert!(matches!(step(&mut eager, &meta, true, now), Effect::Wait));
+    assert!(matches!(
+        step(&mut eager, &meta, false, now),
+        Effect::Revoke(_)
+    ));
+}
+
+#[test]
+fn a_pattern_subscription_joins_with_the_topics_that_match_and_follows_new_ones() {
+    let now = Instant::now();
+    let mut m = member(Cooperative, false, now);
+    m.handle(
+        Event::Subscribed(Topics::Pattern(Regex::new("^(?:t-.*)$").unwrap())),
+        now,
+    );
+    // Nothing matches yet: wait for metadata rather than join with no topics.
+    let none = metadata(&[("other", 1)], now);
+    assert!(matches!(step(&mut m, &none, false, now), Effect::Wait));
+    let one = metadata(&[("other", 1), ("t-1", 2)], now);
+    let Effect::StartJoin(input) = step(&mut m, &one, false, now) else {
+        panic!("expected a join")
+    };
+    assert_eq!(input.topics, vec!["t-1".to_string()]);
+    joined(&mut m, 1);
+    m.handle(
+        Event::JoinFinished(Ok(outcome(1, Cooperative, &[("t-1", 0), ("t-1", 1)], &[]))),
+        now,
+    );
+    let Effect::ApplyJoin(plan) = step(&mut m, &one, false, now) else {
+        panic!("expected the join applied")
+    };
+    m.handle(
+        Event::Assigned {
+            added: &plan.add,
+            assigned_from: None,
+        },
+        now,
+    );
+    assert!(matches!(step(&mut m, &one, false, now), Effect::Wait));
+    // A topic created later that matches: the member rejoins with it.
+    let two = metadata(&[("other", 1), ("t-1", 2), ("t-2", 1)], now);
+    let Effect::StartJoin(input) = step(&mut m, &two, false, now) else {
+        panic!("expected a rejoin")
+    };
+    assert_eq!(input.topics, vec!["t-1".to_string(), "t-2".to_string()]);
+    assert_eq!(
+        input.reason,
+        "the topics matching the subscribed pattern changed"
+    );
+}
+
+#[test]
+fn partitions_added_to_a_subscribed_topic_make_the_member_rejoin() {
+    let now = Instant::now();
+    let at_join = metadata(&[("a", 2)], now);
+    let mut m = member(Cooperative, false, now);
+    m.handle(Event::Subscribed(names(&["a"])), now);
+    step(&mut m, &at_join, false, now);
+    joined(&mut m, 1);
+    let mut answer = outcome(1, Cooperative, &[("a", 0), ("a", 1)], &[]);
+    answer.assigned_from = Some(MetadataSnapshot::observed(&at_join, ["a"]));
+    m.handle(Event::JoinFinished(Ok(answer)), now);
+    let Effect::ApplyJoin(plan) = step(&mut m, &at_join, false, now) else {
+        panic!("expected the join applied")
+    };
+    m.handle(
+        Event::Assigned {
+            added: &plan.add,
+            assigned_from: plan.assigned_from,
+        },
+        now,
+    );
+    let later = now + Duration::from_millis(1);
+    assert!(matches!(
+        step(&mut m, &metadata(&[("a", 2)], later), false, later),
+        Effect::Wait
+    ));
+    // Each metadata answer is looked at once: the next one is fetched later.
+    let later = later + Duration::from_millis(1);
+    let grown = metadata(&[("a", 4)], later);
+    let Effect::StartJoin(input) = step(&mut m, &grown, false, later) else {
+        panic!("expected a rejoin for the new partitions")
+    };
+    assert_eq!(
+        input.reason,
+        "the partition count of subscribed topic `a` changed from 2 to 4"
+    );
+    assert_eq!(input.owned, tps(&[("a", 0), ("a", 1)]));
+}
+
+#[test]
+fn learned_partitions_warm_up_then_the_member_rejoins_ready_to_own_them() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = owning(Cooperative, &[("a", 0)], now);
+    let effects = m.handle(Event::LearningAssigned(tps(&[("a", 1), ("a", 2)])), now);
+    let [Effect::WarmUp(new)] = effects.as_slice() else {
+        panic!("expected a warm-up: {effects:?}")
+    };
+    assert_eq!(
+        new,
+        &vec![TopicPartition::new("a", 1), TopicPartition::new("a", 2)]
+    );
+    // The same learning again: nothing new to warm up.
+    assert!(m
+        .handle(Event::LearningAssigned(tps(&[("a", 1), ("a", 2)])), now)
+        .is_empty());
+    m.handle(
+        Event::WarmedUp {
+            partitions: new.clone(),
+            ok: true,
+        },
+        now,
+    );
+    assert_eq!(
+        m.membership.rejoin_reason(),
+        "learned partitions are ready to be handed over"
+    );
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("expected a rejoin")
+    };
+    assert_eq!(input.ready, tps(&[("a", 1), ("a", 2)]));
+    // A partition the member learns no more is not ready any more either.
+    joined(&mut m, 2);
+    m.handle(Event::LearningAssigned(tps(&[("a", 2)])), now);
+    m.membership.request_rejoin("x");
+    m.handle(Event::JoinDropped, now);
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("expected a join")
+    };
+    assert_eq!(input.ready, tps(&[("a", 2)]));
+}
+
+#[test]
+fn a_failed_warm_up_is_called_again_after_its_backoff_for_what_is_still_learned() {
+    let now = Instant::now();
+    let mut m = owning(Cooperative, &[("a", 0)], now);
+    m.handle(Event::LearningAssigned(tps(&[("a", 1), ("a", 2)])), now);
+    m.handle(
+        Event::WarmedUp {
+            partitions: vec![TopicPartition::new("a", 1), TopicPartition::new("a", 2)],
+            ok: false,
+        },
+        now,
+    );
+    assert!(!m.membership.rejoin_needed(), "not ready: no rejoin");
+    assert!(
+        m.handle(Event::LearningDue, now).is_empty(),
+        "backoff first"
+    );
+    // The group moved a-2 elsewhere meanwhile.
+    m.handle(Event::LearningAssigned(tps(&[("a", 1)])), now);
+    // The backoff is 100 ms with a jitter of at most 20% (capped at the maximum, 100 ms).
+    let due = m.handle(Event::LearningDue, now + BACKOFF);
+    let [Effect::WarmUp(again)] = due.as_slice() else {
+        panic!("expected the warm-up again: {due:?}")
+    };
+    assert_eq!(again, &vec![TopicPartition::new("a", 1)]);
+    m.handle(
+        Event::WarmedUp {
+            partitions: again.clone(),
+            ok: true,
+        },
+        now + BACKOFF,
+    );
+    assert!(m.handle(Event::LearningDue, now + 10 * BACKOFF).is_empty());
+    assert!(m.membership.rejoin_needed());
+}
+
+#[test]
+fn with_explicit_readiness_learned_partitions_are_ready_only_when_the_application_says() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4)], now);
+    let mut m = {
+        let mut m = member(Cooperative, true, now);
+        m.handle(Event::Subscribed(names(&["a"])), now);
+        step(&mut m, &meta, false, now);
+        joined(&mut m, 1);
+        m.handle(
+            Event::JoinFinished(Ok(outcome(1, Cooperative, &[], &[]))),
+            now,
+        );
+        step(&mut m, &meta, false, now);
+        m
+    };
+    m.handle(Event::LearningAssigned(tps(&[("a", 1), ("a", 2)])), now);
+    m.handle(
+        Event::WarmedUp {
+            partitions: vec![TopicPartition::new("a", 1), TopicPartition::new("a", 2)],
+            ok: true,
+        },
+        now,
+    );
+    assert!(
+        !m.membership.rejoin_needed(),
+        "the callback only started it"
+    );
+    let taken = m.handle(
+        Event::LearnerReady(&[TopicPartition::new("a", 1), TopicPartition::new("b", 0)]),
+        now,
+    );
+    assert!(matches!(taken.as_slice(), [Effect::ReadyTaken(1)]));
+    assert!(m.membership.rejoin_needed());
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("expected a rejoin")
+    };
+    assert_eq!(input.ready, tps(&[("a", 1)]));
+    // Ready already, or not learned: nothing taken, no rejoin asked.
+    joined(&mut m, 2);
+    m.handle(Event::JoinDropped, now);
+    let taken = m.handle(Event::LearnerReady(&[TopicPartition::new("a", 1)]), now);
+    assert!(matches!(taken.as_slice(), [Effect::ReadyTaken(0)]));
+    assert!(!m.membership.rejoin_needed());
+}
+
+#[test]
+fn a_subscription_change_asks_for_a_rejoin_with_the_new_topics() {
+    let now = Instant::now();
+    let meta = metadata(&[("a", 4), ("b", 1)], now);
+    let mut m = owning(Cooperative, &[("a", 0), ("a", 1)], now);
+    m.handle(Event::Subscribed(names(&["b"])), now);
+    assert_eq!(m.subscribed().iter().collect::<Vec<_>>(), vec!["b"]);
+    // Partitions of a topic no longer subscribed are revoked first, even cooperatively.
+    let Effect::Revoke(parts) = step(&mut m, &meta, false, now) else {
+        panic!("expected the old topic's partitions revoked")
+    };
+    assert_eq!(parts, tps(&[("a", 0), ("a", 1)]));
+    m.handle(Event::Released(&parts), now);
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("expected a join")
+    };
+    assert_eq!(input.topics, vec!["b".to_string()]);
+    assert_eq!(input.reason, "the subscription changed");
+}
