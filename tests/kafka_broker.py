@@ -1038,6 +1038,12 @@ share.coordinator.state.topic.replication.factor={n}
 share.coordinator.state.topic.min.isr={min_isr}
 group.initial.rebalance.delay.ms=0
 group.min.session.timeout.ms=1000
+# KIP-848 groups (group.protocol=consumer) take their liveness from the broker: test-sized, as
+# the classic members' session 6 s / heartbeat 0.5 s of the tests.
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=500
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=6000
 num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1

@@ -41,6 +41,9 @@ pub struct PartitionInfo {
 #[derive(Debug, Clone)]
 pub struct TopicInfo {
     pub name: String,
+    /// The topic's id (KIP-516; nil from a broker too old to say): KIP-848 assignments name
+    /// topics by it.
+    pub topic_id: uuid::Uuid,
     pub error_code: i16,
     pub is_internal: bool,
     pub partitions: Vec<PartitionInfo>,
@@ -442,6 +445,7 @@ impl Cluster {
                 name.0.to_string(),
                 TopicInfo {
                     name: name.0.to_string(),
+                    topic_id: t.topic_id,
                     error_code: t.error_code,
                     is_internal: t.is_internal,
                     partitions,
@@ -586,6 +590,7 @@ mod tests {
                 name.to_string(),
                 TopicInfo {
                     name: name.to_string(),
+                    topic_id: uuid::Uuid::nil(),
                     error_code: *error_code,
                     is_internal: false,
                     partitions: Vec::new(),

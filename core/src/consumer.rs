@@ -18,13 +18,14 @@ use bytes::Bytes;
 
 use crate::backoff::Deadline;
 use crate::cluster::Cluster;
-use crate::config::{Config, ConsumerConfig};
+use crate::config::{Config, ConsumerConfig, GroupProtocolKind};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::fetch::{
     self, drain_records, take_ready, BufferLimits, PartitionState, PositionLookup, Shared, Streams,
 };
 use crate::group::classic::Classic;
+use crate::group::consumer_group::ConsumerGroup;
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_protocol::GroupProtocol;
 use crate::offsets::{self, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
@@ -164,6 +165,10 @@ impl Consumer {
     /// A consumer whose I/O tasks run on `engine`: its own runtime, or the application's (the
     /// async front).
     pub(crate) fn on_engine(config: ConsumerConfig, engine: Engine) -> Result<Consumer> {
+        let group_protocol: Arc<dyn GroupProtocol> = match config.group_protocol {
+            GroupProtocolKind::Classic => Arc::new(Classic),
+            GroupProtocolKind::Consumer => Arc::new(ConsumerGroup::new()),
+        };
         let buffers = crate::buffers::FetchBuffers::new();
         let cluster = Cluster::with_answers(config.common.clone(), buffers.answers.clone());
         let shared = Shared::new(cluster, config, buffers);
@@ -179,7 +184,7 @@ impl Consumer {
             commits_done: Mutex::new(commits_done),
             recovery_wakeup: AtomicBool::new(false),
             idle_steps: Default::default(),
-            group_protocol: Arc::new(Classic),
+            group_protocol,
         })
     }
 

@@ -450,6 +450,14 @@ pub mod codes {
     pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
     /// The broker does not know the topic id: stale metadata.
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    /// KIP-848: the member's epoch is fenced (it fell behind the group): it rejoins with epoch 0.
+    pub const FENCED_MEMBER_EPOCH: i16 = 110;
+    /// KIP-848: a static member's `group.instance.id` is still held by a member that has not left.
+    pub const UNRELEASED_INSTANCE_ID: i16 = 111;
+    /// KIP-848: the broker has no assignor of the name `group.remote.assignor` gave.
+    pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
+    /// KIP-848: an OffsetCommit's member epoch is older than the member's current one.
+    pub const STALE_MEMBER_EPOCH: i16 = 113;
 }
 
 /// Kafka's name for an error code, or "UNKNOWN" for a code this table does not know.

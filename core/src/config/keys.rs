@@ -502,12 +502,15 @@ pub(super) static KEYS: &[KeyInfo] = &[
         "group.protocol",
         Some("classic"),
         Consumer,
-        Restricted {
-            known: &["classic", "consumer"],
-            accepted: &["classic"],
-            why: "only the classic group protocol is supported (not the KIP-848 `consumer` protocol)",
-        },
-        "Group membership protocol; only classic is supported.",
+        OneOf(&["classic", "consumer"]),
+        "Group membership protocol: classic (JoinGroup/SyncGroup, client-side assignors) or consumer (KIP-848: the coordinator assigns, rebalances are incremental per member, ConsumerGroupHeartbeat). With consumer, partition.assignment.strategy, session.timeout.ms and heartbeat.interval.ms are the broker's (group.consumer.*) and refused here, as the Java client refuses them.",
+    ),
+    key(
+        "group.remote.assignor",
+        None,
+        Consumer,
+        NonEmpty,
+        "With group.protocol=consumer: the broker-side assignor to ask for (uniform or range on Kafka 4.x); unset lets the broker choose (group.consumer.assignors, uniform first).",
     ),
     // Producer.
     key(

@@ -24,7 +24,10 @@ mod typed;
 
 use keys::*;
 pub use keys::{key_info, keys, KeyInfo, Scope};
-pub use typed::{AutoOffsetReset, CommonConfig, ConsumerConfig, IsolationLevel, ProducerConfig};
+pub use typed::{
+    AutoOffsetReset, CommonConfig, ConsumerConfig, GroupProtocolKind, IsolationLevel,
+    ProducerConfig,
+};
 
 const HIDDEN: &str = "[hidden]";
 
@@ -300,6 +303,50 @@ mod tests {
     }
 
     #[test]
+    fn the_consumer_group_protocol_refuses_what_the_broker_decides() {
+        let consumer = |extra: &[(&str, &str)]| {
+            let mut pairs = vec![
+                ("bootstrap.servers", "localhost:9092"),
+                ("group.id", "g"),
+                ("group.protocol", "consumer"),
+            ];
+            pairs.extend_from_slice(extra);
+            ConsumerConfig::from_config(&config(&pairs))
+        };
+        let c = consumer(&[("group.remote.assignor", "range")]).unwrap();
+        assert_eq!(c.group_protocol, GroupProtocolKind::Consumer);
+        assert_eq!(c.group_remote_assignor.as_deref(), Some("range"));
+        for key in ["session.timeout.ms", "heartbeat.interval.ms"] {
+            let (k, m) = config_err(consumer(&[(key, "3000")]).unwrap_err());
+            assert_eq!(k, key);
+            assert!(
+                m.contains("not supported with `group.protocol=consumer`"),
+                "{m}"
+            );
+        }
+        let (k, m) = config_err(
+            consumer(&[("partition.assignment.strategy", "learner-sticky")]).unwrap_err(),
+        );
+        assert_eq!(k, "partition.assignment.strategy");
+        assert!(
+            m.contains("learner-sticky") && m.contains("group.remote.assignor"),
+            "{m}"
+        );
+        // The classic protocol has no broker-side assignor to ask for.
+        let (k, _) = config_err(
+            ConsumerConfig::from_config(&config(&[
+                ("bootstrap.servers", "localhost:9092"),
+                ("group.id", "g"),
+                ("group.remote.assignor", "range"),
+            ]))
+            .unwrap_err(),
+        );
+        assert_eq!(k, "group.remote.assignor");
+        let (k, _) = set_err("group.protocol", "streams");
+        assert_eq!(k, "group.protocol");
+    }
+
+    #[test]
     fn table_names_are_unique_and_defaults_pass_their_check() {
         for (i, k) in KEYS.iter().enumerate() {
             assert!(
@@ -482,8 +529,6 @@ mod tests {
         );
         let (_, m) = set_err("allow.auto.create.topics", "true");
         assert!(m.contains("never creates topics"), "{m}");
-        let (_, m) = set_err("group.protocol", "consumer");
-        assert!(m.contains("only the classic group protocol"), "{m}");
         let (_, m) = set_err("enable.idempotence", "true");
         assert!(m.contains("not supported yet"), "{m}");
 

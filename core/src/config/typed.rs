@@ -159,6 +159,19 @@ pub struct ConsumerConfig {
     /// `internal.leave.group.on.close`: send LeaveGroup on close so the group rebalances at once
     /// rather than after `session.timeout.ms` (default true).
     pub leave_group_on_close: bool,
+    /// `group.protocol`: classic, or KIP-848's consumer protocol.
+    pub group_protocol: GroupProtocolKind,
+    /// `group.remote.assignor`: the broker-side assignor asked for (consumer protocol).
+    pub group_remote_assignor: Option<String>,
+}
+
+/// `group.protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupProtocolKind {
+    /// JoinGroup/SyncGroup with client-side assignors.
+    Classic,
+    /// KIP-848: ConsumerGroupHeartbeat, the coordinator assigns.
+    Consumer,
 }
 
 impl ConsumerConfig {
@@ -198,6 +211,43 @@ impl ConsumerConfig {
             return Err(Error::config(
                 "group.instance.id",
                 "`group.instance.id` requires `group.id`",
+            ));
+        }
+
+        let group_protocol = match c.lower("group.protocol")?.as_str() {
+            "consumer" => GroupProtocolKind::Consumer,
+            _ => GroupProtocolKind::Classic,
+        };
+        if group_protocol == GroupProtocolKind::Consumer {
+            // As the Java client (ConsumerConfig): under KIP-848 these belong to the broker
+            // (group.consumer.*), and a value set here would silently not apply.
+            for key in [
+                "partition.assignment.strategy",
+                "session.timeout.ms",
+                "heartbeat.interval.ms",
+            ] {
+                if c.is_set(key) {
+                    return Err(Error::config(
+                        key,
+                        format!(
+                            "`{key}` is not supported with `group.protocol=consumer`: the broker \
+                             decides it (its group.consumer.* settings){}",
+                            if key == "partition.assignment.strategy" {
+                                "; choose a broker-side assignor with `group.remote.assignor`. \
+                                 Learner assignments (learner-sticky) need a client-side \
+                                 assignor and so the classic protocol"
+                            } else {
+                                ""
+                            }
+                        ),
+                    ));
+                }
+            }
+        } else if c.is_set("group.remote.assignor") {
+            return Err(Error::config(
+                "group.remote.assignor",
+                "`group.remote.assignor` needs `group.protocol=consumer`; the classic protocol \
+                 assigns with `partition.assignment.strategy`",
             ));
         }
 
@@ -255,6 +305,8 @@ impl ConsumerConfig {
                 .is_some_and(|v| v.eq_ignore_ascii_case("explicit")),
             exclude_internal_topics: c.bool("exclude.internal.topics")?,
             leave_group_on_close: c.bool("internal.leave.group.on.close")?,
+            group_protocol,
+            group_remote_assignor: c.string("group.remote.assignor")?,
         })
     }
 }

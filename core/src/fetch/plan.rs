@@ -522,6 +522,7 @@ mod tests {
                 .map(|&(name, error_code, partitions)| {
                     let info = TopicInfo {
                         name: name.to_string(),
+                        topic_id: uuid::Uuid::nil(),
                         error_code,
                         is_internal: false,
                         partitions: partitions

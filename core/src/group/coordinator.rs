@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::{Deadline, Retry};
 use crate::cluster::{Cluster, Lane};
-use crate::config::ConsumerConfig;
+use crate::config::{ConsumerConfig, GroupProtocolKind};
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, RebalanceProtocol};
 use crate::group::classic::Classic;
@@ -146,8 +146,13 @@ impl GroupDriver {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let protocol =
-            rebalance_protocol(&assignors.iter().map(|a| a.protocol()).collect::<Vec<_>>());
+        let protocol = match config.group_protocol {
+            // KIP-848: the coordinator's assignments are incremental per member.
+            GroupProtocolKind::Consumer => RebalanceProtocol::Cooperative,
+            GroupProtocolKind::Classic => {
+                rebalance_protocol(&assignors.iter().map(|a| a.protocol()).collect::<Vec<_>>())
+            }
+        };
         let member = GroupMember::new(
             MemberSettings {
                 group_id: group_id.clone(),
@@ -310,13 +315,20 @@ impl GroupDriver {
     pub async fn heartbeat_loop(self: Arc<Self>) {
         let mut retry = Retry::new(self.cluster.backoff());
         let mut clock = HeartbeatClock::new(Instant::now());
-        let liveness = Liveness {
+        let mut liveness = Liveness {
             heartbeat_interval: self.config.heartbeat_interval,
             session_timeout: self.config.session_timeout,
             max_poll_interval: self.config.max_poll_interval,
         };
         let tick = Duration::from_millis(50).min(self.config.heartbeat_interval);
         while !self.closed.load(Ordering::Acquire) {
+            // KIP-848: the coordinator says how often (never less often than configured).
+            liveness.heartbeat_interval = self
+                .group_protocol
+                .heartbeat_interval()
+                .map_or(self.config.heartbeat_interval, |i| {
+                    i.min(self.config.heartbeat_interval)
+                });
             // While a follow-up rebalance is expected the heartbeats are 40 ms apart: ticks of
             // half that, so one is not late by a whole tick.
             let follow_up = self
@@ -387,7 +399,11 @@ impl GroupDriver {
                 .await;
             let outcome = match answer {
                 Ok(code) => {
-                    let next = self.membership().on_heartbeat(&generation, code);
+                    let next = self.group_protocol.heartbeat_answered(
+                        &mut self.membership(),
+                        &generation,
+                        code,
+                    );
                     let outcome = match next {
                         Next::Continue | Next::JoinAgain => {
                             retry.succeeded();

@@ -30,6 +30,7 @@ fn metadata(topics: &[(&str, i32)], at: Instant) -> Metadata {
             name.to_string(),
             TopicInfo {
                 name: name.to_string(),
+                topic_id: uuid::Uuid::nil(),
                 error_code: codes::NONE,
                 is_internal: false,
                 partitions: (0..*partitions)

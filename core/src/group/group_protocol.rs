@@ -18,7 +18,7 @@ use std::pin::Pin;
 use crate::backoff::Deadline;
 use crate::error::{Error, Result};
 use crate::group::coordinator::GroupDriver;
-use crate::group::member::Generation;
+use crate::group::member::{Generation, Membership, Next};
 use crate::group::step::{JoinInput, JoinOutcome};
 
 /// What a protocol's verbs return: a future that may run on the I/O runtime.
@@ -71,6 +71,18 @@ pub(crate) trait GroupProtocol: Send + Sync {
         generation: &'a Generation,
         deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<i16>>;
+
+    /// What the member does with a heartbeat's answer `code`: the protocol's own error table
+    /// (the classic one by default).
+    fn heartbeat_answered(&self, m: &mut Membership, sent: &Generation, code: i16) -> Next {
+        m.on_heartbeat(sent, code)
+    }
+
+    /// The heartbeat interval the coordinator asks for, where the protocol lets it decide
+    /// (KIP-848); `None`: `heartbeat.interval.ms`.
+    fn heartbeat_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
 
     /// Tells the coordinator that `member_id` leaves the group, once, without retry: the error
     /// code answered (`Err`: no answer).

@@ -467,6 +467,56 @@ impl Membership {
         }
     }
 
+    /// KIP-848: a ConsumerGroupHeartbeat answered `code` (not NONE) to a request sent with
+    /// epoch `sent_epoch`: as the member's join (`joining`) or as one of its heartbeats. The Java
+    /// client's table (its ConsumerMembershipManager and HeartbeatRequestManager): a fenced or
+    /// unknown member gives up what it owns as lost and rejoins with epoch 0, keeping its member
+    /// id (KIP-1082: the client made it); a coordinator error finds the coordinator again; the
+    /// rest fails, fatally where the error table says so.
+    pub fn on_member_heartbeat_error(&mut self, sent_epoch: i32, code: i16, joining: bool) -> Next {
+        let next = match code {
+            codes::UNKNOWN_MEMBER_ID | codes::FENCED_MEMBER_EPOCH
+                if !joining && sent_epoch != self.generation.generation_id =>
+            {
+                // About an epoch the member has left behind already.
+                Next::Continue
+            }
+            codes::UNKNOWN_MEMBER_ID | codes::FENCED_MEMBER_EPOCH => {
+                let reason = if code == codes::FENCED_MEMBER_EPOCH {
+                    "the coordinator fenced the member's epoch"
+                } else {
+                    "the coordinator no longer knows the member"
+                };
+                self.reset_generation(true, reason);
+                Next::JoinAgain
+            }
+            codes::COORDINATOR_NOT_AVAILABLE | codes::NOT_COORDINATOR => {
+                Next::RediscoverCoordinator
+            }
+            codes::COORDINATOR_LOAD_IN_PROGRESS => Next::RetryAfterBackoff,
+            _ => match kafka_error_action(code) {
+                Action::Retry | Action::RefreshMetadata => Next::RetryAfterBackoff,
+                _ => self.fail(code, "ConsumerGroupHeartbeat"),
+            },
+        };
+        if joining && !matches!(next, Next::Fatal(_)) {
+            self.state = MemberState::Unjoined;
+        }
+        next
+    }
+
+    /// KIP-848: a heartbeat of epoch `sent_epoch` answered with the member's epoch `epoch`: the
+    /// coordinator moved the member to a newer epoch (its assignment changed). Commits go out
+    /// with it from now on.
+    pub fn on_member_epoch(&mut self, sent_epoch: i32, epoch: i32) {
+        if self.state == MemberState::Stable
+            && sent_epoch == self.generation.generation_id
+            && epoch > self.generation.generation_id
+        {
+            self.generation.generation_id = epoch;
+        }
+    }
+
     /// An OffsetCommit error for one partition, turned into what the committer reports.
     pub fn on_commit_error(&mut self, sent: &Generation, code: i16) -> (Next, Error) {
         let e = Error::kafka(code, "OffsetCommit");
@@ -492,6 +542,16 @@ impl Membership {
                     ),
                 )
             }
+            codes::STALE_MEMBER_EPOCH => (
+                // KIP-848: the member's epoch moved on since the commit went out; it keeps
+                // the partitions it still owns (commit_outlived_by_own_join sends them again).
+                Next::Continue,
+                Error::CommitFailed(format!(
+                    "the member epoch {} of the commit is stale (the group's assignment moved on); \
+                     commit again",
+                    sent.generation_id
+                )),
+            ),
             codes::UNKNOWN_MEMBER_ID | codes::ILLEGAL_GENERATION => {
                 // Only a stable member learns here that it left its generation: one whose own
                 // join is under way hears it from the JoinGroup answer (the group may simply
@@ -529,7 +589,7 @@ impl Membership {
     pub fn commit_outlived_by_own_join(&self, sent: &Generation, code: i16) -> bool {
         matches!(
             code,
-            codes::REBALANCE_IN_PROGRESS | codes::ILLEGAL_GENERATION
+            codes::REBALANCE_IN_PROGRESS | codes::ILLEGAL_GENERATION | codes::STALE_MEMBER_EPOCH
         ) && !sent.member_id.is_empty()
             && self.generation.member_id == sent.member_id
             && !self.partitions_lost
@@ -1034,5 +1094,99 @@ mod tests {
         m.set_fatal(Error::kafka(codes::GROUP_AUTHORIZATION_FAILED, "JoinGroup"));
         assert!(m.fatal().is_some());
         assert!(m.fatal().is_some());
+    }
+
+    /// KIP-848's ConsumerGroupHeartbeat errors, as the Java client's consumer membership
+    /// manager takes them: (code, what follows, member id kept, partitions lost, fatal).
+    #[test]
+    fn member_heartbeat_errors_follow_the_java_table() {
+        let cases: &[(i16, &str, bool, bool, bool)] = &[
+            (codes::FENCED_MEMBER_EPOCH, "JoinAgain", true, true, false),
+            (codes::UNKNOWN_MEMBER_ID, "JoinAgain", true, true, false),
+            (
+                codes::COORDINATOR_NOT_AVAILABLE,
+                "RediscoverCoordinator",
+                true,
+                false,
+                false,
+            ),
+            (
+                codes::NOT_COORDINATOR,
+                "RediscoverCoordinator",
+                true,
+                false,
+                false,
+            ),
+            (
+                codes::COORDINATOR_LOAD_IN_PROGRESS,
+                "RetryAfterBackoff",
+                true,
+                false,
+                false,
+            ),
+            (codes::UNRELEASED_INSTANCE_ID, "Fatal", true, false, true),
+            (codes::UNSUPPORTED_ASSIGNOR, "Fatal", true, false, true),
+            (
+                codes::GROUP_AUTHORIZATION_FAILED,
+                "Fatal",
+                true,
+                false,
+                true,
+            ),
+        ];
+        for &(code, next, keeps_id, lost, fatal) in cases {
+            let mut m = stable();
+            let got = m.on_member_heartbeat_error(5, code, false);
+            let name = match &got {
+                Next::Continue => "Continue",
+                Next::JoinAgain => "JoinAgain",
+                Next::RetryAfterBackoff => "RetryAfterBackoff",
+                Next::RediscoverCoordinator => "RediscoverCoordinator",
+                Next::Fatal(_) => "Fatal",
+            };
+            assert_eq!(name, next, "code {code}");
+            assert_eq!(m.generation.member_id == "m-1", keeps_id, "code {code}");
+            assert_eq!(m.partitions_lost(), lost, "code {code}");
+            assert_eq!(m.fatal().is_some(), fatal, "code {code}");
+            if lost {
+                // Fenced: rejoin with epoch 0 (no generation) under the same member id.
+                assert_eq!(m.generation.generation_id, -1, "code {code}");
+                assert!(m.rejoin_needed());
+                assert!(m.commit_generation(false).is_err());
+            }
+        }
+        // An answer about an epoch the member has left behind changes nothing.
+        let mut m = stable();
+        assert_eq!(
+            m.on_member_heartbeat_error(4, codes::FENCED_MEMBER_EPOCH, false),
+            Next::Continue
+        );
+        assert!(!m.partitions_lost());
+        // A failed join attempt leaves the member out of the join, to try again.
+        let mut m = Membership::new(None);
+        m.join_sent();
+        assert_eq!(
+            m.on_member_heartbeat_error(0, codes::COORDINATOR_LOAD_IN_PROGRESS, true),
+            Next::RetryAfterBackoff
+        );
+        assert_eq!(m.state(), MemberState::Unjoined);
+    }
+
+    #[test]
+    fn a_heartbeat_moves_a_stable_member_to_a_newer_epoch_only() {
+        let mut m = stable();
+        m.on_member_epoch(5, 7);
+        assert_eq!(m.commit_generation(false).unwrap().generation_id, 7);
+        // Older, or an answer to a heartbeat of an epoch left behind: ignored.
+        m.on_member_epoch(7, 6);
+        m.on_member_epoch(5, 9);
+        assert_eq!(m.generation().generation_id, 7);
+        // A commit refused as STALE_MEMBER_EPOCH goes again with the newer epoch.
+        let sent = Generation {
+            generation_id: 6,
+            member_id: "m-1".into(),
+            protocol: Some("range".into()),
+        };
+        assert!(m.commit_outlived_by_own_join(&sent, codes::STALE_MEMBER_EPOCH));
     }
 }

@@ -194,6 +194,7 @@ mod tests {
                 name.to_string(),
                 TopicInfo {
                     name: name.to_string(),
+                    topic_id: uuid::Uuid::nil(),
                     error_code: *error_code,
                     is_internal: false,
                     partitions: (0..*partitions)

@@ -5,6 +5,7 @@
 //! assignors.
 pub mod assignor;
 pub(crate) mod classic;
+pub(crate) mod consumer_group;
 pub(crate) mod coordinator;
 pub(crate) mod group_member;
 pub(crate) mod group_protocol;

@@ -578,6 +578,7 @@ mod tests {
                 name.to_string(),
                 TopicInfo {
                     name: name.to_string(),
+                    topic_id: uuid::Uuid::nil(),
                     error_code: codes::NONE,
                     is_internal: *is_internal,
                     partitions: Vec::new(),

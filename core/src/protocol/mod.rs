@@ -5,6 +5,7 @@
 //! lagless' internal batch layout. The `unstable-fuzzing` feature makes them public for the fuzz
 //! targets (fuzz/) and the integration tests' fake broker.
 pub(crate) mod commit;
+pub(crate) mod consumer_group;
 pub(crate) mod consumer_protocol;
 pub(crate) mod fetch;
 pub(crate) mod group;

@@ -33,6 +33,7 @@ macro_rules! apis {
 
 apis! {
     ApiVersions: ApiVersionsRequest => ApiVersionsResponse,
+    ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse,
     CreatePartitions: CreatePartitionsRequest => CreatePartitionsResponse,
     CreateTopics: CreateTopicsRequest => CreateTopicsResponse,
     DescribeConfigs: DescribeConfigsRequest => DescribeConfigsResponse,
@@ -74,6 +75,8 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
         ApiKey::SyncGroup => 5,
         ApiKey::Heartbeat => 4,
         ApiKey::LeaveGroup => 5,
+        // KIP-848; v1 (KIP-1082): the member makes its own member id.
+        ApiKey::ConsumerGroupHeartbeat => 1,
         ApiKey::ApiVersions => 3,
         ApiKey::CreateTopics => 7,
         ApiKey::DeleteTopics => 6,

@@ -1,0 +1,286 @@
+//! KIP-848's consumer group protocol (`group.protocol=consumer`) behind [`GroupProtocol`]: the
+//! coordinator assigns, and one request, ConsumerGroupHeartbeat, carries the member's
+//! subscription, its owned partitions, its epoch and the assignment back.
+//!
+//! How it maps onto the member's three verbs, so that the member, `poll()` and the listener work
+//! as under the classic protocol (callbacks on the polling thread, lost vs revoked, commits
+//! with the member's epoch in place of a generation):
+//! - `join_once`: a ConsumerGroupHeartbeat with the member's whole state; epoch 0 for a new (or
+//!   fenced) member, its current epoch otherwise. Its answer ends the "join" at once (there is
+//!   no SyncGroup): the member is stable in the answer's epoch with the assignment the
+//!   coordinator gave (or, when the answer leaves it out as unchanged, the last one it gave).
+//! - `heartbeat`: the same request at the heartbeat interval. When its answer brings an
+//!   assignment that differs from what the member owns, the member is asked to rejoin: its next
+//!   step sends the request at once and applies the assignment as a cooperative join (revoke
+//!   what is gone, then add what is new). A revocation asks for a rejoin in turn, whose request
+//!   tells the coordinator the partitions are released, so it can hand them on.
+//! - `leave`: epoch -1.
+//!
+//! Requests always carry the member's whole state (see `protocol::consumer_group`).
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use base64::Engine;
+use uuid::Uuid;
+
+use crate::backoff::Deadline;
+use crate::error::{codes, Error, Result};
+use crate::group::assignor::RebalanceProtocol;
+use crate::group::coordinator::GroupDriver;
+use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolFuture};
+use crate::group::member::{Generation, Membership, Next};
+use crate::group::step::{JoinInput, JoinOutcome};
+use crate::protocol::consumer_group::{
+    consumer_group_heartbeat, name_assignment, read_answer, MemberHeartbeat, MemberHeartbeatAnswer,
+    JOIN_EPOCH, LEAVE_EPOCH,
+};
+use crate::sync::Unpoisoned;
+use crate::types::TopicPartition;
+
+/// The name the member's generation carries for this protocol (where the classic protocol
+/// names the assignor the group chose).
+pub(crate) const CONSUMER_PROTOCOL: &str = "consumer";
+
+/// What the protocol remembers between requests.
+#[derive(Debug, Default)]
+struct State {
+    /// The member's last assignment from the coordinator, by topic id (answers that leave it
+    /// out mean it did not change).
+    assignment: BTreeMap<Uuid, BTreeSet<i32>>,
+    /// The heartbeat interval the coordinator asks for (`group.consumer.heartbeat.interval.ms`).
+    heartbeat_interval: Option<Duration>,
+}
+
+/// The consumer group protocol of KIP-848.
+pub(crate) struct ConsumerGroup {
+    /// The member id this member makes for itself (KIP-1082), kept for its whole life: it
+    /// rejoins under it after being fenced or leaving on a poll timeout.
+    member_id: String,
+    state: Mutex<State>,
+}
+
+impl ConsumerGroup {
+    pub fn new() -> ConsumerGroup {
+        // Kafka's own text form of a random UUID (base64 URL-safe, no padding), as the Java
+        // client's member ids.
+        let bytes: [u8; 16] = rand::random();
+        let id = uuid::Builder::from_random_bytes(bytes).into_uuid();
+        ConsumerGroup {
+            member_id: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes()),
+            state: Mutex::default(),
+        }
+    }
+
+    /// Sends one ConsumerGroupHeartbeat of `member_id` at `epoch` with the member's state.
+    async fn send(
+        &self,
+        d: &GroupDriver,
+        member_id: &str,
+        epoch: i32,
+        input: Option<&JoinInput>,
+        deadline: Deadline,
+    ) -> Result<MemberHeartbeatAnswer> {
+        let conn = d.coordinator(deadline).await?;
+        let (subscribed, owned) = match input {
+            Some(i) => (i.topics.clone(), i.owned.clone()),
+            None => {
+                let m = d.group_member();
+                (m.subscribed().iter().cloned().collect(), m.owned().clone())
+            }
+        };
+        let meta = d.cluster.metadata();
+        let req = consumer_group_heartbeat(
+            &MemberHeartbeat {
+                member: d.member(member_id),
+                epoch,
+                rebalance_timeout_ms: i32::try_from(d.config.max_poll_interval.as_millis())
+                    .unwrap_or(i32::MAX),
+                subscribed: &subscribed,
+                server_assignor: d.config.group_remote_assignor.as_deref(),
+                owned: &owned,
+            },
+            &meta,
+        );
+        let resp = conn
+            .call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1)))
+            .await?;
+        let answer = read_answer(resp);
+        if answer.error_code == codes::NONE {
+            let mut st = self.state.lock().unpoisoned();
+            if answer.heartbeat_interval_ms > 0 {
+                st.heartbeat_interval =
+                    Some(Duration::from_millis(answer.heartbeat_interval_ms as u64));
+            }
+            if let Some(a) = &answer.assignment {
+                st.assignment = a.clone();
+            }
+        }
+        Ok(answer)
+    }
+
+    /// The last assignment in names; a topic the metadata does not know yet is looked up once
+    /// (the coordinator may assign a topic created after the consumer last asked about it).
+    async fn assignment(&self, d: &GroupDriver, topics: &[String]) -> BTreeSet<TopicPartition> {
+        let by_id = self.state.lock().unpoisoned().assignment.clone();
+        let (named, unknown) = name_assignment(&by_id, &d.cluster.metadata());
+        if unknown.is_empty() {
+            return named;
+        }
+        let deadline = Deadline::after(d.config.common.request_timeout);
+        match d.cluster.refresh(topics, deadline).await {
+            Ok(meta) => {
+                let (named, unknown) = name_assignment(&by_id, &meta);
+                if !unknown.is_empty() {
+                    tracing::warn!(group = %d.group_id, topics = ?unknown, "assigned topics not in metadata yet; they are taken once metadata names them");
+                }
+                named
+            }
+            Err(_) => named,
+        }
+    }
+
+    /// Whether the coordinator's last assignment differs from what the member owns.
+    fn assignment_differs(&self, d: &GroupDriver) -> bool {
+        let by_id = self.state.lock().unpoisoned().assignment.clone();
+        let (named, _) = name_assignment(&by_id, &d.cluster.metadata());
+        named != *d.group_member().owned()
+    }
+}
+
+impl GroupProtocol for ConsumerGroup {
+    fn name(&self) -> &'static str {
+        CONSUMER_PROTOCOL
+    }
+
+    fn join_once<'a>(
+        &'a self,
+        d: &'a GroupDriver,
+        input: &'a JoinInput,
+    ) -> ProtocolFuture<'a, JoinAttempt> {
+        Box::pin(async move {
+            let deadline = Deadline::after(d.config.common.default_api_timeout);
+            let (member_id, epoch) = d.membership().join_sent();
+            let member_id = if member_id.is_empty() {
+                self.member_id.clone()
+            } else {
+                member_id
+            };
+            // A new member, or one fenced or gone: epoch 0 joins (again).
+            let epoch = epoch.max(JOIN_EPOCH);
+            if epoch == JOIN_EPOCH {
+                self.state.lock().unpoisoned().assignment.clear();
+            }
+            let answer = match self.send(d, &member_id, epoch, Some(input), deadline).await {
+                Ok(a) => a,
+                Err(e) => {
+                    d.coordinator_unknown("ConsumerGroupHeartbeat failed");
+                    return JoinAttempt::failed(e);
+                }
+            };
+            if answer.error_code != codes::NONE {
+                let next = d
+                    .membership()
+                    .on_member_heartbeat_error(epoch, answer.error_code, true);
+                return follow(d, next, &answer);
+            }
+            {
+                let mut m = d.membership();
+                m.on_join_success(
+                    answer.epoch,
+                    answer.member_id.as_deref().unwrap_or(&member_id),
+                    Some(CONSUMER_PROTOCOL.into()),
+                );
+                m.on_sync_success();
+            }
+            let assigned = self.assignment(d, &input.topics).await;
+            let generation = d.membership().generation().clone();
+            tracing::debug!(group = %d.group_id, epoch = answer.epoch, assigned = assigned.len(), "ConsumerGroupHeartbeat answered");
+            JoinAttempt::Joined(Box::new(JoinOutcome {
+                generation,
+                assigned,
+                learning: BTreeSet::new(),
+                // Under KIP-848 partitions that stay are never revoked.
+                protocol: RebalanceProtocol::Cooperative,
+                assigned_from: None,
+            }))
+        })
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        d: &'a GroupDriver,
+        generation: &'a Generation,
+        deadline: Deadline,
+    ) -> ProtocolFuture<'a, Result<i16>> {
+        Box::pin(async move {
+            let answer = self
+                .send(
+                    d,
+                    &generation.member_id,
+                    generation.generation_id,
+                    None,
+                    deadline,
+                )
+                .await?;
+            if answer.error_code == codes::NONE {
+                d.membership()
+                    .on_member_epoch(generation.generation_id, answer.epoch);
+                if self.assignment_differs(d) {
+                    d.membership()
+                        .request_rejoin("the coordinator changed the member's assignment");
+                    (d.on_change)();
+                }
+            }
+            Ok(answer.error_code)
+        })
+    }
+
+    fn heartbeat_answered(&self, m: &mut Membership, sent: &Generation, code: i16) -> Next {
+        if code == codes::NONE {
+            return Next::Continue;
+        }
+        m.on_member_heartbeat_error(sent.generation_id, code, false)
+    }
+
+    fn heartbeat_interval(&self) -> Option<Duration> {
+        self.state.lock().unpoisoned().heartbeat_interval
+    }
+
+    fn leave<'a>(
+        &'a self,
+        d: &'a GroupDriver,
+        member_id: &'a str,
+        _reason: &'a str,
+        deadline: Deadline,
+    ) -> ProtocolFuture<'a, Result<i16>> {
+        Box::pin(async move {
+            let answer = self.send(d, member_id, LEAVE_EPOCH, None, deadline).await?;
+            Ok(answer.error_code)
+        })
+    }
+}
+
+fn follow(d: &GroupDriver, next: Next, answer: &MemberHeartbeatAnswer) -> JoinAttempt {
+    let e = || {
+        Error::kafka(
+            answer.error_code,
+            match &answer.error_message {
+                Some(m) => format!("ConsumerGroupHeartbeat: {m}"),
+                None => "ConsumerGroupHeartbeat".to_string(),
+            },
+        )
+    };
+    match next {
+        Next::JoinAgain | Next::Continue => JoinAttempt::Again,
+        Next::RetryAfterBackoff => JoinAttempt::Backoff(e()),
+        Next::RediscoverCoordinator => {
+            d.coordinator_unknown("ConsumerGroupHeartbeat answered a coordinator error");
+            JoinAttempt::Backoff(e())
+        }
+        Next::Fatal(fatal) => JoinAttempt::Fatal(match &answer.error_message {
+            Some(_) if fatal.kafka_code() == Some(answer.error_code) => e(),
+            _ => fatal,
+        }),
+    }
+}
