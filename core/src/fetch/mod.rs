@@ -25,10 +25,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::backoff::Backoff;
-use crate::buffers::FetchBuffers;
 use crate::cluster::Cluster;
 use crate::config::ConsumerConfig;
 use crate::error::Error;
+use crate::protocol::records::FetchBuffers;
 use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
