@@ -44,6 +44,8 @@ pub mod recovery;
 pub(crate) mod recovery;
 pub mod sasl;
 pub mod secret;
+// `security.protocol`: the TLS setup and SASL credentials, built from the config's settings.
+pub(crate) mod security;
 // For lagless' own C and Python layers (the same lock rule everywhere); not part of the API.
 #[doc(hidden)]
 pub mod sync;

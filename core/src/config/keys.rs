@@ -260,7 +260,7 @@ pub(super) static KEYS: &[KeyInfo] = &[
         Restricted {
             known: &["PKCS12", "PEM", "JKS"],
             accepted: &["PKCS12", "PEM"],
-            why: crate::net::tls::JKS_HINT,
+            why: crate::security::JKS_HINT,
         },
         "PKCS12 or PEM; unset, it is read from the file (JKS is refused with how to convert it).",
     ),
@@ -273,7 +273,7 @@ pub(super) static KEYS: &[KeyInfo] = &[
         Restricted {
             known: &["PKCS12", "PEM", "JKS"],
             accepted: &["PKCS12", "PEM"],
-            why: crate::net::tls::JKS_HINT,
+            why: crate::security::JKS_HINT,
         },
         "PEM or PKCS12; unset, it is read from the file (JKS is refused with how to convert it).",
     ),

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::group::assignor::{assignor_entry, ASSIGNORS};
-use crate::net::Security;
 use crate::sasl::OAuthBearerTokenProvider;
+use crate::security::{Security, SecuritySettings};
 
 mod keys;
 mod typed;
@@ -244,12 +244,31 @@ impl Config {
     }
 
     /// The keys set whose names start with one of `prefixes`, with their values.
-    pub(crate) fn set_with_prefixes(&self, prefixes: &[&str]) -> Vec<(String, String)> {
+    fn set_with_prefixes(&self, prefixes: &[&str]) -> Vec<(String, String)> {
         self.values
             .iter()
             .filter(|(k, _)| prefixes.iter().any(|p| k.starts_with(p)))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+
+    /// What the client's security is built from ([`Security::from_settings`]): every
+    /// `security.protocol`, `ssl.*` and `sasl.*` key with its value as [`Config::opt`] reads it,
+    /// the `ssl.*` and `sasl.*` keys set, and the OAUTHBEARER token provider.
+    pub(crate) fn security_settings(&self) -> Result<SecuritySettings> {
+        let mut values = BTreeMap::new();
+        for info in KEYS.iter().filter(|i| {
+            i.name == "security.protocol"
+                || i.name.starts_with("ssl.")
+                || i.name.starts_with("sasl.")
+        }) {
+            values.insert(info.name, self.opt(info.name)?);
+        }
+        Ok(SecuritySettings {
+            values,
+            set: self.set_with_prefixes(&["ssl.", "sasl."]),
+            oauthbearer_token_provider: self.oauthbearer_token_provider(),
+        })
     }
 
     fn string(&self, name: &str) -> Result<Option<String>> {
@@ -376,6 +395,14 @@ mod tests {
         assert_eq!(p.buffer_memory, 33_554_432);
         assert!(!p.partitioner_ignore_keys);
         assert_eq!(p.max_in_flight_requests_per_connection, 5);
+    }
+
+    #[test]
+    fn every_key_the_sasl_module_reads_is_in_the_config_table() {
+        for (name, sensitive) in crate::sasl::CONFIG_KEYS {
+            let info = key_info(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(info.sensitive, *sensitive, "{name}");
+        }
     }
 
     #[test]
