@@ -15,7 +15,6 @@ use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::group::assignor::{assignor_entry, ASSIGNORS};
 use crate::sasl::OAuthBearerTokenProvider;
 use crate::security::{Security, SecuritySettings};
 
@@ -582,6 +581,58 @@ mod tests {
         )
         .1
         .contains("twice"));
+    }
+
+    /// The whole message of a bad assignor name: the key, the names known, the one refused.
+    #[test]
+    fn an_unknown_assignor_is_refused_with_the_names_known() {
+        let (key, m) = set_err("partition.assignment.strategy", "range, sticky");
+        assert_eq!(key, "partition.assignment.strategy");
+        assert_eq!(
+            m,
+            "`partition.assignment.strategy` must be a comma-separated list of assignors from \
+             `range`, `roundrobin`, `cooperative-sticky`, `learner-sticky`: `sticky` is not a \
+             known assignor"
+        );
+        // Any case of a protocol name, the exact Java class name; not another case of the class.
+        let c = config(&[
+            ("bootstrap.servers", "b:1"),
+            (
+                "partition.assignment.strategy",
+                "Cooperative-Sticky,LEARNER-STICKY,org.apache.kafka.clients.consumer.RangeAssignor",
+            ),
+        ]);
+        let c = ConsumerConfig::from_config(&c).unwrap();
+        assert_eq!(
+            c.partition_assignment_strategy,
+            vec!["cooperative-sticky", "learner-sticky", "range"]
+        );
+        let (_, m) = set_err(
+            "partition.assignment.strategy",
+            "org.apache.kafka.clients.consumer.rangeassignor",
+        );
+        assert!(
+            m.ends_with(
+                "`org.apache.kafka.clients.consumer.rangeassignor` is not a known assignor"
+            ),
+            "{m}"
+        );
+    }
+
+    /// The config's list of assignor names is the group layer's registry, name for name.
+    #[test]
+    fn the_known_assignors_are_the_ones_the_group_implements() {
+        let implemented: Vec<(&str, Option<&str>)> = crate::group::assignor::ASSIGNORS
+            .iter()
+            .map(|a| (a.name, a.java_class))
+            .collect();
+        assert_eq!(keys::KNOWN_ASSIGNORS, implemented.as_slice());
+        for (name, _) in keys::KNOWN_ASSIGNORS {
+            assert!(
+                crate::group::assignor::assignor_by_name(name).is_some(),
+                "{name}"
+            );
+        }
     }
 
     #[test]
