@@ -44,8 +44,7 @@ mod txn;
 mod validate;
 
 pub(crate) use deliver::{drain_records, take_one_ready, take_ready, BufferLimits, Streams};
-pub(crate) use lookup::PositionLookup;
-pub(crate) use state::{PartitionState, StreamKind};
+pub(crate) use state::{PartitionState, PositionLookup, StreamKind};
 pub(crate) use task::run;
 
 /// What the user's thread and the fetch task share.

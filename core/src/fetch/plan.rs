@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::apply::Asked;
 use super::budget::{self, Budget, Decision};
-use super::lookup::PositionLookup;
-use super::state::{fetch_target, PartitionState, Stream, StreamKind};
+use super::state::{fetch_target, PartitionState, PositionLookup, Stream, StreamKind};
 use super::validate::{self, ValidationAsked};
 use crate::cluster::Metadata;
 use crate::config::ConsumerConfig;
