@@ -5,9 +5,10 @@
 //!
 //! The crate speaks the Kafka wire protocol itself. `kafka-protocol` supplies the message schemas and
 //! is reached only through the crate-private `protocol::{msg, wire}`; everything a user sees is
-//! lagless' own types. The connections (`net`), the cluster view (`cluster`), the consumer group
-//! state machine and assignors (`group`), backoff and deadlines (`backoff`) and the recovery
-//! token's bookkeeping (`recovery`) are crate-private too. The `unstable-fuzzing` feature makes
+//! lagless' own types. The connections (`net`), their TLS setup and SASL credentials
+//! (`security`, built from the config's settings), the cluster view (`cluster`), the consumer
+//! group state machine and assignors (`group`), backoff and deadlines (`backoff`) and the
+//! recovery token's bookkeeping (`recovery`) are crate-private too. The `unstable-fuzzing` feature makes
 //! the wire-level readers and the recovery token public for the fuzz targets and the tests' fake
 //! broker, with no stability promise. The cargo features are in the table above.
 #![deny(unsafe_code)]

@@ -115,7 +115,7 @@ pub(super) const fn secret(
 }
 
 // Most TLS and SASL keys have one shape: no default, for consumers and producers alike, any
-// string (files, PEM text, names); their checks come when the settings meet (net::security).
+// string (files, PEM text, names); their checks come when the settings meet (`security`).
 pub(super) const fn tls_sasl_key(name: &'static str, doc: &'static str) -> KeyInfo {
     key(name, None, Scope::Common, Kind::Str, doc)
 }
