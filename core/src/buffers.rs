@@ -32,8 +32,11 @@
 //! not an estimate per record, is what `fetch.buffer.max.bytes` bounds (see `fetch::budget`),
 //! and kept buffers are freed when the budget needs their room ([`FetchBuffers::trim`]). A
 //! producer's or an admin client's cluster has an uncounted answer pool; batches decoded outside
-//! a consumer use the process' pools ([`PROCESS_BATCH_POOLS`]), as the message arrays of the C
-//! layer's batches have one.
+//! a consumer use the process' pools (the record decoder's `PROCESS_BATCH_POOLS`), as the message
+//! arrays of the C layer's batches have one.
+//!
+//! Nothing here knows what a record is: the span vectors' element is a type parameter (`S`), the
+//! record layer's `RecordSpans`.
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -42,7 +45,6 @@ use bytes::Bytes;
 use memmap2::MmapMut;
 use tokio::sync::Notify;
 
-use crate::protocol::records::RecordSpans;
 use crate::sync::Unpoisoned;
 
 /// Buffers below this many bytes are ordinary allocations (heartbeat and offset answers). Low
@@ -60,13 +62,9 @@ const TOO_LARGE: usize = 4;
 const KEEPS_BYTES: usize = 64 << 20;
 
 /// The buffers compressed batches are inflated into when decoded outside a consumer (see
-/// [`PROCESS_BATCH_POOLS`]).
+/// the record decoder's `PROCESS_BATCH_POOLS`).
 #[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(dead_code))]
 pub(crate) static INFLATED: LazyLock<Arc<Pool<u8>>> = LazyLock::new(|| Arc::new(Pool::new()));
-
-/// The span vectors of batches decoded outside a consumer (see [`PROCESS_BATCH_POOLS`]).
-#[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(dead_code))]
-pub(crate) static SPANS: LazyLock<Arc<Pool<RecordSpans>>> = LazyLock::new(|| Arc::new(Pool::new()));
 
 /// The bytes of the buffers of one consumer's pools: lent and still alive, and kept for reuse.
 /// Updated from any thread (a record handed out is dropped on the application's), read by the
@@ -126,15 +124,15 @@ impl Ledger {
 
 /// A consumer's pools, counted in one [`Ledger`]: the buffers its fetch answers are read into
 /// (on every connection of its cluster), those compressed batches are inflated into, and the
-/// span vectors of decoded batches.
-pub struct FetchBuffers {
+/// span vectors of decoded batches, of `S` (the record layer's spans of one record).
+pub struct FetchBuffers<S> {
     pub ledger: Arc<Ledger>,
     pub answers: Arc<AnswerPool>,
-    pub batches: BatchPools,
+    pub batches: BatchPools<S>,
 }
 
-impl FetchBuffers {
-    pub fn new() -> FetchBuffers {
+impl<S> FetchBuffers<S> {
+    pub fn new() -> FetchBuffers<S> {
         let ledger = Arc::new(Ledger::default());
         FetchBuffers {
             answers: Arc::new(AnswerPool::counted(ledger.clone())),
@@ -156,26 +154,28 @@ impl FetchBuffers {
     }
 }
 
-impl Default for FetchBuffers {
+impl<S> Default for FetchBuffers<S> {
     fn default() -> Self {
         FetchBuffers::new()
     }
 }
 
 /// The pools a decoded batch takes its buffers from: its inflated records (a compressed batch)
-/// and its span vector.
-#[derive(Clone)]
-pub struct BatchPools {
+/// and its span vector, of `S`.
+pub struct BatchPools<S> {
     pub inflated: Arc<Pool<u8>>,
-    pub spans: Arc<Pool<RecordSpans>>,
+    pub spans: Arc<Pool<S>>,
 }
 
-/// The process' pools, for batches decoded outside a consumer (the tests, the fuzz targets).
-#[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(dead_code))]
-pub(crate) static PROCESS_BATCH_POOLS: LazyLock<BatchPools> = LazyLock::new(|| BatchPools {
-    inflated: INFLATED.clone(),
-    spans: SPANS.clone(),
-});
+// Not derived: a derived `Clone` would ask `S: Clone`, and only the `Arc`s are cloned.
+impl<S> Clone for BatchPools<S> {
+    fn clone(&self) -> Self {
+        BatchPools {
+            inflated: self.inflated.clone(),
+            spans: self.spans.clone(),
+        }
+    }
+}
 
 /// Kept buffers of `T`.
 pub struct Pool<T> {
@@ -808,11 +808,14 @@ mod tests {
         assert_eq!((again.as_ptr(), again.len()), (at, 0));
     }
 
+    /// A stand-in for the record layer's spans of one record: the pools only see its size.
+    type Spans = [u64; 6];
+
     /// A consumer's pools count every buffer from when it holds an answer, a batch or its spans
     /// until it comes back, then as kept until trimmed; small answers count while alive too.
     #[test]
     fn a_consumers_ledger_counts_every_buffer_lent_and_kept() {
-        let buffers = FetchBuffers::new();
+        let buffers = FetchBuffers::<Spans>::new();
         let ledger = &buffers.ledger;
         let read = |len: usize, byte: u8| {
             let mut buf = buffers.answers.take(len).unwrap();
@@ -844,7 +847,7 @@ mod tests {
 
         // Span vectors and inflated batches of the same consumer.
         let spans = Pool::hold(&buffers.batches.spans, buffers.batches.spans.take(1000));
-        let spans_bytes = rounded(1000) * std::mem::size_of::<RecordSpans>();
+        let spans_bytes = rounded(1000) * std::mem::size_of::<Spans>();
         let mut inflated = buffers.batches.inflated.take(100_000);
         inflated.resize(100_000, 0);
         let inflated = Pool::bytes(&buffers.batches.inflated, inflated);
@@ -866,7 +869,7 @@ mod tests {
     /// The fetch task waiting for room hears of the next buffer that comes back.
     #[tokio::test]
     async fn a_buffer_coming_back_wakes_the_fetch_task_waiting_for_room() {
-        let buffers = FetchBuffers::new();
+        let buffers = FetchBuffers::<Spans>::new();
         let spans = Pool::hold(&buffers.batches.spans, buffers.batches.spans.take(1000));
         buffers.ledger.want_room();
         let waiting = buffers.ledger.room_freed();

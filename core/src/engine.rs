@@ -29,7 +29,7 @@ pub(crate) enum Engine {
 impl Engine {
     /// The client's own runtime: two worker threads named `thread_name`.
     pub fn owned(thread_name: &str) -> Result<Engine> {
-        crate::io_runtime(thread_name).map(Engine::Owned)
+        io_runtime(thread_name).map(Engine::Owned)
     }
 
     /// The runtime the caller runs on. Outside a runtime this is an error naming what to do.
@@ -144,6 +144,25 @@ fn park_on<F: Future>(f: F) -> F::Output {
     }
 }
 
+/// Starts the I/O runtime a consumer or producer owns: two worker threads named `thread_name`.
+pub(crate) fn io_runtime(thread_name: &str) -> Result<tokio::runtime::Runtime> {
+    io_runtime_started(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(thread_name)
+            .enable_all()
+            .build(),
+    )
+}
+
+/// A runtime that cannot start (the OS refuses threads) is one error, whichever client asked:
+/// nothing was sent to a broker, so it is not a transport failure, and retrying will not help.
+fn io_runtime_started(
+    built: std::io::Result<tokio::runtime::Runtime>,
+) -> Result<tokio::runtime::Runtime> {
+    built.map_err(|e| Error::IllegalState(format!("cannot start the I/O runtime: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +205,20 @@ mod tests {
     fn a_shared_engine_needs_a_runtime() {
         let e = Engine::current("an async consumer").err().unwrap();
         assert!(e.to_string().contains("inside a tokio runtime"), "{e}");
+    }
+
+    #[test]
+    fn a_runtime_that_cannot_start_is_illegal_state_for_consumer_and_producer() {
+        let e = io_runtime_started(Err(std::io::Error::other(
+            "Resource temporarily unavailable",
+        )))
+        .unwrap_err();
+        assert!(matches!(e, Error::IllegalState(_)), "{e:?}");
+        assert!(!e.is_retriable());
+        assert_eq!(
+            e.to_string(),
+            "illegal state: cannot start the I/O runtime: Resource temporarily unavailable"
+        );
+        assert!(io_runtime("lagless-test").is_ok());
     }
 }

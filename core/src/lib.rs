@@ -5,9 +5,10 @@
 //!
 //! The crate speaks the Kafka wire protocol itself. `kafka-protocol` supplies the message schemas and
 //! is reached only through the crate-private `protocol::{msg, wire}`; everything a user sees is
-//! lagless' own types. The connections (`net`), the cluster view (`cluster`), the consumer group
-//! state machine and assignors (`group`), backoff and deadlines (`backoff`) and the recovery
-//! token's bookkeeping (`recovery`) are crate-private too. The `unstable-fuzzing` feature makes
+//! lagless' own types. The connections (`net`), their TLS setup and SASL credentials
+//! (`security`, built from the config's settings), the cluster view (`cluster`), the consumer
+//! group state machine and assignors (`group`), backoff and deadlines (`backoff`) and the
+//! recovery token's bookkeeping (`recovery`) are crate-private too. The `unstable-fuzzing` feature makes
 //! the wire-level readers and the recovery token public for the fuzz targets and the tests' fake
 //! broker, with no stability promise. The cargo features are in the table above.
 #![deny(unsafe_code)]
@@ -44,6 +45,8 @@ pub mod recovery;
 pub(crate) mod recovery;
 pub mod sasl;
 pub mod secret;
+// `security.protocol`: the TLS setup and SASL credentials, built from the config's settings.
+pub(crate) mod security;
 // For lagless' own C and Python layers (the same lock rule everywhere); not part of the API.
 #[doc(hidden)]
 pub mod sync;
@@ -61,41 +64,5 @@ pub use protocol::records::{Compression, Header};
 pub use types::OffsetAndMetadata;
 pub use types::TopicPartition;
 
-/// Starts the I/O runtime a consumer or producer owns: two worker threads named `thread_name`.
-pub(crate) fn io_runtime(thread_name: &str) -> Result<tokio::runtime::Runtime> {
-    io_runtime_started(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name(thread_name)
-            .enable_all()
-            .build(),
-    )
-}
-
-/// A runtime that cannot start (the OS refuses threads) is one error, whichever client asked:
-/// nothing was sent to a broker, so it is not a transport failure, and retrying will not help.
-fn io_runtime_started(
-    built: std::io::Result<tokio::runtime::Runtime>,
-) -> Result<tokio::runtime::Runtime> {
-    built.map_err(|e| Error::IllegalState(format!("cannot start the I/O runtime: {e}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_runtime_that_cannot_start_is_illegal_state_for_consumer_and_producer() {
-        let e = io_runtime_started(Err(std::io::Error::other(
-            "Resource temporarily unavailable",
-        )))
-        .unwrap_err();
-        assert!(matches!(e, Error::IllegalState(_)), "{e:?}");
-        assert!(!e.is_retriable());
-        assert_eq!(
-            e.to_string(),
-            "illegal state: cannot start the I/O runtime: Resource temporarily unavailable"
-        );
-        assert!(io_runtime("lagless-test").is_ok());
-    }
-}
+// The runtime a client owns is the engine's; the producer reaches it by this path.
+pub(crate) use engine::io_runtime;

@@ -5,7 +5,7 @@
 //! id. A caller's future that is dropped mid-request therefore never leaves half a frame on the
 //! socket: the writer finishes the frame, and the reader discards the orphaned response.
 //!
-//! The socket is plain TCP or TLS ([`tls`]), per `security.protocol`; with SASL the connection
+//! The socket is plain TCP or TLS ([`tls`]), per `security.protocol` ([`Security`]); with SASL the connection
 //! authenticates right after ApiVersions and, when the broker bounds the session (KIP-368),
 //! authenticates again on the same socket before the session expires. Nothing above this module
 //! knows which protocol a connection speaks.
@@ -28,17 +28,8 @@ use crate::protocol::msg::{
 };
 use crate::protocol::wire::{self, client_versions, Api, MAX_FRAME_BYTES};
 use crate::sasl::{self, SaslCredentials};
+use crate::security::{tls, Security};
 use crate::sync::Unpoisoned;
-
-pub mod security;
-#[cfg(feature = "tls")]
-pub mod tls;
-// Without the `tls` feature: the same names, refusing SSL and SASL_SSL when a client is created.
-#[cfg(not(feature = "tls"))]
-#[path = "net/no_tls.rs"]
-pub mod tls;
-
-pub use security::Security;
 
 type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<Result<Bytes>>>>>;
 

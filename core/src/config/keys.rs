@@ -115,7 +115,7 @@ pub(super) const fn secret(
 }
 
 // Most TLS and SASL keys have one shape: no default, for consumers and producers alike, any
-// string (files, PEM text, names); their checks come when the settings meet (net::security).
+// string (files, PEM text, names); their checks come when the settings meet (`security`).
 pub(super) const fn tls_sasl_key(name: &'static str, doc: &'static str) -> KeyInfo {
     key(name, None, Scope::Common, Kind::Str, doc)
 }
@@ -260,7 +260,7 @@ pub(super) static KEYS: &[KeyInfo] = &[
         Restricted {
             known: &["PKCS12", "PEM", "JKS"],
             accepted: &["PKCS12", "PEM"],
-            why: crate::net::tls::JKS_HINT,
+            why: crate::security::JKS_HINT,
         },
         "PKCS12 or PEM; unset, it is read from the file (JKS is refused with how to convert it).",
     ),
@@ -273,7 +273,7 @@ pub(super) static KEYS: &[KeyInfo] = &[
         Restricted {
             known: &["PKCS12", "PEM", "JKS"],
             accepted: &["PKCS12", "PEM"],
-            why: crate::net::tls::JKS_HINT,
+            why: crate::security::JKS_HINT,
         },
         "PEM or PKCS12; unset, it is read from the file (JKS is refused with how to convert it).",
     ),
@@ -612,7 +612,7 @@ impl Kind {
             HostPorts => "a comma-separated list of host:port".to_string(),
             Assignors => format!(
                 "a comma-separated list of assignors from {}",
-                quoted(&ASSIGNORS.iter().map(|a| a.name).collect::<Vec<_>>())
+                quoted(&KNOWN_ASSIGNORS.iter().map(|(n, _)| *n).collect::<Vec<_>>())
             ),
             InstanceId => "1 to 249 characters from a-z, A-Z, 0-9, `.`, `_` and `-`".to_string(),
         }
@@ -727,13 +727,43 @@ pub(super) fn parse_host_ports(value: &str) -> std::result::Result<Vec<String>, 
     Ok(out)
 }
 
+/// The assignors a consumer may name in `partition.assignment.strategy`: the protocol name
+/// spoken in JoinGroup, and the Java class name users copy from Java configs (none for
+/// learner-sticky, which is lagless only). Plain data, so that checking a config needs nothing
+/// of the group layer, which implements each of them (`group::assignor::ASSIGNORS`; a test
+/// keeps the two lists equal).
+pub(crate) const KNOWN_ASSIGNORS: &[(&str, Option<&str>)] = &[
+    (
+        "range",
+        Some("org.apache.kafka.clients.consumer.RangeAssignor"),
+    ),
+    (
+        "roundrobin",
+        Some("org.apache.kafka.clients.consumer.RoundRobinAssignor"),
+    ),
+    (
+        "cooperative-sticky",
+        Some("org.apache.kafka.clients.consumer.CooperativeStickyAssignor"),
+    ),
+    ("learner-sticky", None),
+];
+
+/// The protocol name a configured assignor name means: a protocol name in any case, or the
+/// exact Java class name (so Java configurations can be reused as they are).
+fn known_assignor(name: &str) -> Option<&'static str> {
+    let name = name.trim();
+    KNOWN_ASSIGNORS
+        .iter()
+        .find(|(n, java_class)| n.eq_ignore_ascii_case(name) || *java_class == Some(name))
+        .map(|(n, _)| *n)
+}
+
 /// Assignor names, normalised to the protocol names lagless speaks ("range", ...).
 pub(super) fn parse_assignors(value: &str) -> std::result::Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
     for entry in split_list(value) {
-        let name = assignor_entry(entry)
-            .map(|a| a.name)
-            .ok_or_else(|| format!("`{entry}` is not a known assignor"))?;
+        let name =
+            known_assignor(entry).ok_or_else(|| format!("`{entry}` is not a known assignor"))?;
         // Two entries for one assignor would offer one protocol twice in JoinGroup.
         if out.iter().any(|n| n == name) {
             return Err(format!("`{name}` is listed twice"));

@@ -15,9 +15,8 @@ use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::group::assignor::{assignor_entry, ASSIGNORS};
-use crate::net::Security;
 use crate::sasl::OAuthBearerTokenProvider;
+use crate::security::{Security, SecuritySettings};
 
 mod keys;
 mod typed;
@@ -247,12 +246,31 @@ impl Config {
     }
 
     /// The keys set whose names start with one of `prefixes`, with their values.
-    pub(crate) fn set_with_prefixes(&self, prefixes: &[&str]) -> Vec<(String, String)> {
+    fn set_with_prefixes(&self, prefixes: &[&str]) -> Vec<(String, String)> {
         self.values
             .iter()
             .filter(|(k, _)| prefixes.iter().any(|p| k.starts_with(p)))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+
+    /// What the client's security is built from ([`Security::from_settings`]): every
+    /// `security.protocol`, `ssl.*` and `sasl.*` key with its value as [`Config::opt`] reads it,
+    /// the `ssl.*` and `sasl.*` keys set, and the OAUTHBEARER token provider.
+    pub(crate) fn security_settings(&self) -> Result<SecuritySettings> {
+        let mut values = BTreeMap::new();
+        for info in KEYS.iter().filter(|i| {
+            i.name == "security.protocol"
+                || i.name.starts_with("ssl.")
+                || i.name.starts_with("sasl.")
+        }) {
+            values.insert(info.name, self.opt(info.name)?);
+        }
+        Ok(SecuritySettings {
+            values,
+            set: self.set_with_prefixes(&["ssl.", "sasl."]),
+            oauthbearer_token_provider: self.oauthbearer_token_provider(),
+        })
     }
 
     fn string(&self, name: &str) -> Result<Option<String>> {
@@ -423,6 +441,14 @@ mod tests {
         assert_eq!(p.buffer_memory, 33_554_432);
         assert!(!p.partitioner_ignore_keys);
         assert_eq!(p.max_in_flight_requests_per_connection, 5);
+    }
+
+    #[test]
+    fn every_key_the_sasl_module_reads_is_in_the_config_table() {
+        for (name, sensitive) in crate::sasl::CONFIG_KEYS {
+            let info = key_info(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(info.sensitive, *sensitive, "{name}");
+        }
     }
 
     #[test]
@@ -600,6 +626,58 @@ mod tests {
         )
         .1
         .contains("twice"));
+    }
+
+    /// The whole message of a bad assignor name: the key, the names known, the one refused.
+    #[test]
+    fn an_unknown_assignor_is_refused_with_the_names_known() {
+        let (key, m) = set_err("partition.assignment.strategy", "range, sticky");
+        assert_eq!(key, "partition.assignment.strategy");
+        assert_eq!(
+            m,
+            "`partition.assignment.strategy` must be a comma-separated list of assignors from \
+             `range`, `roundrobin`, `cooperative-sticky`, `learner-sticky`: `sticky` is not a \
+             known assignor"
+        );
+        // Any case of a protocol name, the exact Java class name; not another case of the class.
+        let c = config(&[
+            ("bootstrap.servers", "b:1"),
+            (
+                "partition.assignment.strategy",
+                "Cooperative-Sticky,LEARNER-STICKY,org.apache.kafka.clients.consumer.RangeAssignor",
+            ),
+        ]);
+        let c = ConsumerConfig::from_config(&c).unwrap();
+        assert_eq!(
+            c.partition_assignment_strategy,
+            vec!["cooperative-sticky", "learner-sticky", "range"]
+        );
+        let (_, m) = set_err(
+            "partition.assignment.strategy",
+            "org.apache.kafka.clients.consumer.rangeassignor",
+        );
+        assert!(
+            m.ends_with(
+                "`org.apache.kafka.clients.consumer.rangeassignor` is not a known assignor"
+            ),
+            "{m}"
+        );
+    }
+
+    /// The config's list of assignor names is the group layer's registry, name for name.
+    #[test]
+    fn the_known_assignors_are_the_ones_the_group_implements() {
+        let implemented: Vec<(&str, Option<&str>)> = crate::group::assignor::ASSIGNORS
+            .iter()
+            .map(|a| (a.name, a.java_class))
+            .collect();
+        assert_eq!(keys::KNOWN_ASSIGNORS, implemented.as_slice());
+        for (name, _) in keys::KNOWN_ASSIGNORS {
+            assert!(
+                crate::group::assignor::assignor_by_name(name).is_some(),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl CommonConfig {
             socket_connection_setup_timeout: c.ms("socket.connection.setup.timeout.ms")?,
             metadata_max_age: c.ms("metadata.max.age.ms")?,
             task_timeout: c.ms("task.timeout.ms")?,
-            security: Security::from_config(c)?,
+            security: Security::from_settings(&c.security_settings()?)?,
         })
     }
 }

@@ -4,8 +4,7 @@
 //! the lock covers only the hand-over of records that are ready.
 use std::time::{Duration, Instant};
 
-use super::lookup::PositionLookup;
-use super::state::{record_size, BufferedBatch, PartitionState, StreamKind};
+use super::state::{record_size, BufferedBatch, PartitionState, PositionLookup, StreamKind};
 use super::txn::{BatchHeader, ControlType, TxnFilter, Verdict};
 use crate::error::{codes, kafka_error_action, Action, Error, ErrorPartition, Result};
 use crate::protocol::records::{Batch, DecodedRecords};

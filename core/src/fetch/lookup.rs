@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::apply::EpochEndOffset;
+use super::state::PositionLookup;
 use super::validate::{apply_validation, ValidationAnswer, ValidationAsked};
 use super::Shared;
 use crate::backoff::Deadline;
@@ -19,17 +20,6 @@ use crate::protocol::leader_epoch::{self, EpochOf};
 use crate::protocol::msg::OffsetForLeaderEpochRequest;
 use crate::recovery::RecoveryState;
 use crate::types::TopicPartition;
-
-/// How a partition without a position gets one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PositionLookup {
-    /// The group's committed offset, else `auto.offset.reset`.
-    Committed,
-    /// `auto.offset.reset` alone (no group, or the offset was out of range).
-    ResetPolicy,
-    Earliest,
-    Latest,
-}
 
 pub(crate) enum LookupOutcome {
     /// The offset; the leader epoch of the record before it where known (a committed offset's,

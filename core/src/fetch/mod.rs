@@ -25,10 +25,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::backoff::Backoff;
-use crate::buffers::FetchBuffers;
 use crate::cluster::Cluster;
 use crate::config::ConsumerConfig;
 use crate::error::Error;
+use crate::protocol::records::FetchBuffers;
 use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
@@ -44,8 +44,7 @@ mod txn;
 mod validate;
 
 pub(crate) use deliver::{drain_records, take_one_ready, take_ready, BufferLimits, Streams};
-pub(crate) use lookup::PositionLookup;
-pub(crate) use state::{PartitionState, StreamKind};
+pub(crate) use state::{PartitionState, PositionLookup, StreamKind};
 pub(crate) use task::run;
 
 /// What the user's thread and the fetch task share.

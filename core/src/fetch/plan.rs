@@ -13,13 +13,12 @@ use std::time::{Duration, Instant};
 
 use super::apply::Asked;
 use super::budget::{self, Budget, Decision};
-use super::lookup::PositionLookup;
-use super::state::{fetch_target, PartitionState, Stream, StreamKind};
+use super::state::{fetch_target, PartitionState, PositionLookup, Stream, StreamKind};
 use super::validate::{self, ValidationAsked};
-use crate::buffers::FetchBuffers;
 use crate::cluster::Metadata;
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, ErrorPartition};
+use crate::protocol::records::FetchBuffers;
 use crate::types::TopicPartition;
 
 /// What the budget reads of the consumer's pools, and the one thing it asks of them: to free the

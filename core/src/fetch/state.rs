@@ -8,13 +8,23 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::lookup::PositionLookup;
 use crate::backoff::{Backoff, Retry};
 use crate::buffers::Held;
 use crate::cluster::Lane;
 use crate::protocol::records::{Record, RecordSpans};
 use crate::recovery::{self, RecoveryRange, RecoveryState, UnprocessedRecovery};
 use crate::types::OffsetAndMetadata;
+
+/// How a partition without a position gets one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PositionLookup {
+    /// The group's committed offset, else `auto.offset.reset`.
+    Committed,
+    /// `auto.offset.reset` alone (no group, or the offset was out of range).
+    ResetPolicy,
+    Earliest,
+    Latest,
+}
 
 pub(crate) struct PartitionState {
     pub topic: Arc<str>,

@@ -20,14 +20,13 @@ use super::txn::TxnFilter;
 use super::validate::{ValidationAnswer, ValidationAsked};
 use super::Shared;
 use crate::backoff::{Deadline, Retry};
-use crate::buffers::BatchPools;
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, ErrorPartition, Result};
 use crate::protocol;
 use crate::protocol::fetch::{FetchFrom, FetchLimits};
 use crate::protocol::msg::fetch_response::EpochEndOffset as EpochEndOffsetField;
 use crate::protocol::msg::{FetchRequest, FetchResponse};
-use crate::protocol::records::{decode_batches_in, DecodedRecords, RecordSpans};
+use crate::protocol::records::{decode_batches_in, BatchPools, DecodedRecords, RecordSpans};
 use crate::types::TopicPartition;
 
 /// One Fetch request: to one broker, for one kind of stream. A Fetch names each partition once,

@@ -237,7 +237,7 @@ mod tests {
         batch_in, decoded, main_asked, ok, read_to_120, recovering, tp,
     };
     use crate::fetch::apply::{apply, select_all, Asked};
-    use crate::fetch::lookup::PositionLookup;
+    use crate::fetch::state::PositionLookup;
     use crate::fetch::state::StreamKind;
     use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! Decoding the records field of a fetch answer: batch framing, the fixed batch header, CRC
 //! checks, and the records inside (after decompression).
+use std::sync::LazyLock;
+
 use super::*;
 
 /// Decodes the record batches of a fetch response's records field.
@@ -10,8 +12,15 @@ use super::*;
 // Used by the tests and the fuzz targets (public with `unstable-fuzzing`).
 #[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(dead_code))]
 pub fn decode_batches(data: Bytes, check_crcs: bool) -> Result<DecodedRecords> {
-    decode_batches_in(data, check_crcs, &crate::buffers::PROCESS_BATCH_POOLS)
+    decode_batches_in(data, check_crcs, &PROCESS_BATCH_POOLS)
 }
+
+/// The process' pools, for batches decoded outside a consumer (the tests, the fuzz targets).
+#[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(dead_code))]
+pub(crate) static PROCESS_BATCH_POOLS: LazyLock<BatchPools> = LazyLock::new(|| BatchPools {
+    inflated: crate::buffers::INFLATED.clone(),
+    spans: Arc::new(Pool::new()),
+});
 
 /// [`decode_batches`] into buffers of `pools` (a consumer's, counted against its
 /// `fetch.buffer.max.bytes`).

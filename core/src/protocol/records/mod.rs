@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::buffers::{BatchPools, Held, Pool};
+use crate::buffers::{Held, Pool};
 use crate::error::{Error, Result};
 
 /// baseOffset and batchLength: the part of a batch that batchLength does not count.
@@ -135,6 +135,13 @@ pub struct RecordSpans {
     /// Headers are rare and small: decoded into `Bytes` at once.
     pub headers: Vec<Header>,
 }
+
+/// The pools a batch of records is decoded with: its inflated bytes and its [`RecordSpans`].
+pub type BatchPools = crate::buffers::BatchPools<RecordSpans>;
+
+/// A consumer's pools (see [`crate::buffers::FetchBuffers`]), with span vectors of
+/// [`RecordSpans`].
+pub type FetchBuffers = crate::buffers::FetchBuffers<RecordSpans>;
 
 impl RecordSpans {
     /// The record, its key and value slices of `data` (the data of the batch it was decoded from).

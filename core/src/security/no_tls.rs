@@ -5,14 +5,8 @@ use std::io;
 
 use tokio::net::TcpStream;
 
-use crate::config::Config;
+use super::SecuritySettings;
 use crate::error::{Error, Result};
-
-/// What `keytool` users must do with a JKS store (the `ssl.*` keys are still checked as they are
-/// set, so a config stays portable between builds).
-pub(crate) const JKS_HINT: &str = "JKS stores are not supported: convert it to PKCS#12 with \
-     `keytool -importkeystore -srckeystore store.jks -destkeystore store.p12 -deststoretype PKCS12` \
-     and set the store type to PKCS12 (or use PEM files)";
 
 /// No TLS setup can be made in this build: the type has no values.
 #[derive(Clone)]
@@ -23,7 +17,7 @@ pub(crate) enum NoTlsError {}
 
 impl Tls {
     /// Refuses: this build has no TLS.
-    pub(crate) fn from_config(c: &Config) -> Result<Tls> {
+    pub(crate) fn from_settings(c: &SecuritySettings) -> Result<Tls> {
         let protocol = c.opt("security.protocol")?.unwrap_or_default();
         Err(Error::config(
             "security.protocol",

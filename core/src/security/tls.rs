@@ -20,13 +20,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use crate::config::Config;
+use super::{SecuritySettings, JKS_HINT};
 use crate::error::{Error, Result};
-
-/// What `keytool` users must do with a JKS store: the one format lagless cannot read.
-pub(crate) const JKS_HINT: &str = "JKS stores are not supported: convert it to PKCS#12 with \
-     `keytool -importkeystore -srckeystore store.jks -destkeystore store.p12 -deststoretype PKCS12` \
-     and set the store type to PKCS12 (or use PEM files)";
 
 /// The first four bytes of a JKS store.
 const JKS_MAGIC: [u8; 4] = [0xfe, 0xed, 0xfe, 0xed];
@@ -41,8 +36,8 @@ pub struct Tls {
 }
 
 impl Tls {
-    /// The TLS setup the `ssl.*` keys of `c` describe.
-    pub(crate) fn from_config(c: &Config) -> Result<Tls> {
+    /// The TLS setup the `ssl.*` settings of `c` describe.
+    pub(crate) fn from_settings(c: &SecuritySettings) -> Result<Tls> {
         let roots = trust(c)?;
         let verify_hostname = match c.opt("ssl.endpoint.identification.algorithm")? {
             // The Java client disables the check with an empty value, librdkafka with `none`.
@@ -187,7 +182,7 @@ fn pem_certs(key: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>> {
 }
 
 /// The trusted CAs: every CA the config names, else the system's roots.
-fn trust(c: &Config) -> Result<RootCertStore> {
+fn trust(c: &SecuritySettings) -> Result<RootCertStore> {
     let mut sources: Vec<(&str, Vec<CertificateDer<'static>>)> = Vec::new();
     // librdkafka's `probe` means the system's CAs, which is what no CA setting means here.
     let ca_location = c
@@ -288,7 +283,12 @@ enum StoreType {
 }
 
 /// The type of a store file: as configured, else guessed from its content (PEM is text).
-fn store_type(c: &Config, type_key: &str, location_key: &str, bytes: &[u8]) -> Result<StoreType> {
+fn store_type(
+    c: &SecuritySettings,
+    type_key: &str,
+    location_key: &str,
+    bytes: &[u8],
+) -> Result<StoreType> {
     if bytes.starts_with(&JKS_MAGIC) {
         return Err(Error::config(
             location_key,
@@ -326,7 +326,7 @@ type Identity = (
 );
 
 /// The client certificate chain and key, for mutual TLS, from whichever keys give them.
-fn identity(c: &Config) -> Result<Option<Identity>> {
+fn identity(c: &SecuritySettings) -> Result<Option<Identity>> {
     let key_password = c.opt("ssl.key.password")?;
     if let Some(path) = c.opt("ssl.keystore.location")? {
         let bytes = read_file("ssl.keystore.location", &path)?;
@@ -549,6 +549,8 @@ fn handshake_error(addr: &str, e: &io::Error, client_certificate: bool) -> Error
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The tests go through real configs: their defaults and checks as keys are set.
+    use crate::config::Config;
     use std::path::PathBuf;
 
     /// A CA and a client certificate it signed, made fresh, with their files in a directory of
@@ -631,6 +633,10 @@ mod tests {
         }
     }
 
+    fn from_config(c: &Config) -> Result<Tls> {
+        Tls::from_settings(&c.security_settings()?)
+    }
+
     fn config(pairs: &[(&str, &str)]) -> Config {
         let mut c = Config::new();
         c.set("security.protocol", "SSL").unwrap();
@@ -641,7 +647,7 @@ mod tests {
     }
 
     fn err(c: &Config) -> (String, String) {
-        match Tls::from_config(c) {
+        match from_config(c) {
             Err(Error::Config { key, message }) => (key, message),
             Err(other) => panic!("not a config error: {other}"),
             Ok(_) => panic!("accepted"),
@@ -679,7 +685,7 @@ mod tests {
         ];
         // `probe` (librdkafka) is the system's CAs; this machine may have none, and then the
         // error says how to name a CA.
-        match Tls::from_config(&config(&[("ssl.ca.location", "probe")])) {
+        match from_config(&config(&[("ssl.ca.location", "probe")])) {
             Ok(_) => {}
             Err(Error::Config { key, message }) => {
                 assert_eq!(key, "ssl.ca.location");
@@ -688,7 +694,7 @@ mod tests {
             Err(other) => panic!("{other}"),
         }
         for trust in trusts {
-            let t = Tls::from_config(&config(trust)).unwrap();
+            let t = from_config(&config(trust)).unwrap();
             assert!(!t.has_client_certificate());
         }
         let identities: [&[(&str, &str)]; 7] = [
@@ -727,7 +733,7 @@ mod tests {
         for identity in identities {
             let mut pairs = vec![("ssl.ca.location", ca.as_str())];
             pairs.extend_from_slice(identity);
-            let t = Tls::from_config(&config(&pairs)).unwrap_or_else(|e| {
+            let t = from_config(&config(&pairs)).unwrap_or_else(|e| {
                 panic!(
                     "{:?}: {e}",
                     identity.iter().map(|p| p.0).collect::<Vec<_>>()
