@@ -34,7 +34,6 @@ use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
-mod background_steps;
 mod commits;
 mod group;
 mod idle_steps;

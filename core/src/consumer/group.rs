@@ -13,8 +13,8 @@
 //! (`engine.rs`), the async front ([`crate::aio`]) awaits them inside `recv()`. Which listener
 //! they call is a [`Dispatch`]: the blocking [`RebalanceListener`] or an async one.
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use regex::Regex;
 
@@ -29,7 +29,6 @@ use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
-use super::background_steps::run_background_steps;
 pub(crate) use super::idle_steps::IdleSteps;
 use super::rebalance_listener::{
     BlockingListener, Callback, Dispatch, GroupMetadata, RebalanceListener,
@@ -633,6 +632,54 @@ impl Drop for CallerSteps<'_> {
                 // What the caller left (a join it started, a rebalance heard meanwhile) may be
                 // the background's to take on now.
                 l.background.notify_one();
+            }
+        }
+    }
+}
+
+// ---- the group steps taken while the application is away from `poll()` ----
+//
+// Those that need no callback (see [`taken_in_background`](crate::group::step::taken_in_background)).
+// A finished join that changes nothing the member owns or learns is applied there too
+// ([`join_applies_in_background`](crate::group::step::join_applies_in_background)), by the
+// member itself.
+
+/// How long the background task sleeps when nothing wakes it: a failed join is tried again
+/// after its backoff, and the task ends within this of the consumer going away.
+const BACKGROUND_IDLE: Duration = Duration::from_secs(1);
+
+/// The group steps that need no callback, taken while the application is away from `poll()`
+/// (see [`taken_in_background`](crate::group::step::taken_in_background)). Woken by the heartbeat (a rebalance began) and by finished
+/// joins; ends when the consumer or its subscription goes away.
+pub(super) async fn run_background_steps(
+    group: Weak<Mutex<Option<GroupLocal>>>,
+    shared: Arc<Shared>,
+    runtime: tokio::runtime::Handle,
+    wake: Arc<tokio::sync::Notify>,
+) {
+    loop {
+        let _ = tokio::time::timeout(BACKGROUND_IDLE, wake.notified()).await;
+        let Some(group) = group.upgrade() else { return };
+        for _ in 0..MAX_STEPS_PER_POLL {
+            let mut g = group.lock().unpoisoned();
+            let Some(local) = g.as_mut() else { return };
+            if !Arc::ptr_eq(&local.background, &wake) {
+                return; // unsubscribed and subscribed again: a newer task serves that group
+            }
+            if local.driver.is_closed() {
+                break;
+            }
+            if local.caller_steps > 0 {
+                // The application's steps are under way: their end wakes this task again.
+                local.background_due = true;
+                break;
+            }
+            let driver = local.driver.clone();
+            match take_step_locked(local, &driver, &shared, &runtime, true) {
+                Ok(Effect::Again) => continue,
+                Ok(_) => break,
+                // A fatal join error: never taken here (`taken_in_background`); poll() reports it.
+                Err(_) => break,
             }
         }
     }

@@ -25,6 +25,7 @@ use base64::Engine;
 use uuid::Uuid;
 
 use crate::backoff::Deadline;
+use crate::cluster::Metadata;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::GroupDriver;
@@ -33,7 +34,7 @@ use crate::group::member::{Generation, Membership, Next};
 use crate::group::step::{JoinInput, JoinOutcome};
 use crate::protocol::consumer_group::{
     consumer_group_heartbeat, name_assignment, read_answer, MemberHeartbeat, MemberHeartbeatAnswer,
-    JOIN_EPOCH, LEAVE_EPOCH,
+    TopicIds, JOIN_EPOCH, LEAVE_EPOCH,
 };
 use crate::sync::Unpoisoned;
 use crate::types::TopicPartition;
@@ -89,7 +90,7 @@ impl ConsumerGroup {
                 (m.subscribed().iter().cloned().collect(), m.owned().clone())
             }
         };
-        let meta = d.cluster.metadata();
+        let ids = topic_ids(&d.cluster.metadata());
         let req = consumer_group_heartbeat(
             &MemberHeartbeat {
                 member: d.member(member_id),
@@ -100,7 +101,7 @@ impl ConsumerGroup {
                 server_assignor: d.config.group_remote_assignor.as_deref(),
                 owned: &owned,
             },
-            &meta,
+            &ids,
         );
         let resp = conn
             .call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1)))
@@ -123,14 +124,14 @@ impl ConsumerGroup {
     /// (the coordinator may assign a topic created after the consumer last asked about it).
     async fn assignment(&self, d: &GroupDriver, topics: &[String]) -> BTreeSet<TopicPartition> {
         let by_id = self.state.lock().unpoisoned().assignment.clone();
-        let (named, unknown) = name_assignment(&by_id, &d.cluster.metadata());
+        let (named, unknown) = name_assignment(&by_id, &topic_ids(&d.cluster.metadata()));
         if unknown.is_empty() {
             return named;
         }
         let deadline = Deadline::after(d.config.common.request_timeout);
         match d.cluster.refresh(topics, deadline).await {
             Ok(meta) => {
-                let (named, unknown) = name_assignment(&by_id, &meta);
+                let (named, unknown) = name_assignment(&by_id, &topic_ids(&meta));
                 if !unknown.is_empty() {
                     tracing::warn!(group = %d.group_id, topics = ?unknown, "assigned topics not in metadata yet; they are taken once metadata names them");
                 }
@@ -143,7 +144,7 @@ impl ConsumerGroup {
     /// Whether the coordinator's last assignment differs from what the member owns.
     fn assignment_differs(&self, d: &GroupDriver) -> bool {
         let by_id = self.state.lock().unpoisoned().assignment.clone();
-        let (named, _) = name_assignment(&by_id, &d.cluster.metadata());
+        let (named, _) = name_assignment(&by_id, &topic_ids(&d.cluster.metadata()));
         named != *d.group_member().owned()
     }
 }
@@ -259,6 +260,14 @@ impl GroupProtocol for ConsumerGroup {
             Ok(answer.error_code)
         })
     }
+}
+
+/// The topic ids metadata knows, by name.
+fn topic_ids(meta: &Metadata) -> TopicIds {
+    meta.topics
+        .values()
+        .map(|t| (t.name.clone(), t.topic_id))
+        .collect()
 }
 
 fn follow(d: &GroupDriver, next: Next, answer: &MemberHeartbeatAnswer) -> JoinAttempt {

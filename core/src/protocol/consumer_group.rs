@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
-use crate::cluster::Metadata;
 use crate::protocol::group::Member;
 use crate::protocol::msg::consumer_group_heartbeat_request::TopicPartitions;
 use crate::protocol::msg::{
@@ -33,22 +32,20 @@ pub(crate) struct MemberHeartbeat<'a> {
     pub owned: &'a BTreeSet<TopicPartition>,
 }
 
-/// The request. Owned partitions of a topic whose id the metadata does not know (yet) are left
-/// out: the coordinator names topics by id only.
+/// The topic ids the consumer knows, by topic name (from metadata; a nil id is unknown).
+pub(crate) type TopicIds = BTreeMap<String, Uuid>;
+
+/// The request. Owned partitions of a topic whose id is not known (yet) are left out: the
+/// coordinator names topics by id only.
 pub(crate) fn consumer_group_heartbeat(
     hb: &MemberHeartbeat<'_>,
-    meta: &Metadata,
+    ids: &TopicIds,
 ) -> ConsumerGroupHeartbeatRequest {
     let text = |s: &str| StrBytes::from_string(s.to_string());
     let leaving = hb.epoch < 0;
     let mut owned: BTreeMap<Uuid, Vec<i32>> = BTreeMap::new();
     for tp in hb.owned {
-        if let Some(id) = meta
-            .topics
-            .get(&tp.topic)
-            .map(|t| t.topic_id)
-            .filter(|id| !id.is_nil())
-        {
+        if let Some(id) = ids.get(&tp.topic).copied().filter(|id| !id.is_nil()) {
             owned.entry(id).or_default().push(tp.partition);
         }
     }
@@ -109,17 +106,16 @@ pub(crate) fn read_answer(resp: ConsumerGroupHeartbeatResponse) -> MemberHeartbe
     }
 }
 
-/// An assignment by topic id in names: the partitions whose topic the metadata knows, and the
-/// ids it does not know yet.
+/// An assignment by topic id in names: the partitions whose topic id is known, and the ids that
+/// are not known yet.
 pub(crate) fn name_assignment(
     by_id: &BTreeMap<Uuid, BTreeSet<i32>>,
-    meta: &Metadata,
+    ids: &TopicIds,
 ) -> (BTreeSet<TopicPartition>, BTreeSet<Uuid>) {
-    let names: BTreeMap<Uuid, &str> = meta
-        .topics
-        .values()
-        .filter(|t| !t.topic_id.is_nil())
-        .map(|t| (t.topic_id, t.name.as_str()))
+    let names: BTreeMap<Uuid, &str> = ids
+        .iter()
+        .filter(|(_, id)| !id.is_nil())
+        .map(|(name, id)| (*id, name.as_str()))
         .collect();
     let mut named = BTreeSet::new();
     let mut unknown = BTreeSet::new();
@@ -137,7 +133,6 @@ pub(crate) fn name_assignment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::TopicInfo;
     use crate::protocol::msg::consumer_group_heartbeat_response::{
         Assignment, TopicPartitions as AnswerTopic,
     };
@@ -146,21 +141,11 @@ mod tests {
         Uuid::from_u128(n)
     }
 
-    fn meta(topics: &[(&str, u128)]) -> Metadata {
-        let mut m = Metadata::default();
-        for (name, n) in topics {
-            m.topics.insert(
-                name.to_string(),
-                TopicInfo {
-                    name: name.to_string(),
-                    topic_id: id(*n),
-                    error_code: 0,
-                    is_internal: false,
-                    partitions: Vec::new(),
-                },
-            );
-        }
-        m
+    fn meta(topics: &[(&str, u128)]) -> TopicIds {
+        topics
+            .iter()
+            .map(|(name, n)| (name.to_string(), id(*n)))
+            .collect()
     }
 
     fn tps(list: &[(&str, i32)]) -> BTreeSet<TopicPartition> {
