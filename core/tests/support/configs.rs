@@ -29,7 +29,20 @@ pub fn producer(pairs: &[(&str, &str)]) -> Producer {
 /// A member of `group` reading from the earliest offset, with liveness timeouts short enough for
 /// tests: session 6 s (the broker's `group.min.session.timeout.ms` in tests/kafka_broker.py is
 /// 1 s), heartbeat 0.5 s, poll interval 30 s.
+///
+/// With `LAGLESS_TEST_GROUP_PROTOCOL=consumer` (tests/suites runs the recovery tests so) the
+/// member speaks KIP-848's consumer protocol instead: the broker's `group.consumer.*` settings
+/// (tests/kafka_broker.py: session 6 s, heartbeat 0.5 s) stand for the two liveness keys, which
+/// that protocol refuses.
 pub fn group_member_settings(group: &str) -> Vec<(&str, &str)> {
+    if std::env::var("LAGLESS_TEST_GROUP_PROTOCOL").is_ok_and(|v| v == "consumer") {
+        return vec![
+            ("group.id", group),
+            ("group.protocol", "consumer"),
+            ("auto.offset.reset", "earliest"),
+            ("max.poll.interval.ms", "30000"),
+        ];
+    }
     vec![
         ("group.id", group),
         ("auto.offset.reset", "earliest"),
