@@ -93,8 +93,18 @@ struct Running {
 
 /// Runs `name` in a thread: subscribe, poll, log every record; close when stopped.
 fn run(name: &'static str, group: &str, topic: &str, log: &Log) -> Running {
+    run_with(name, group, topic, log, &[])
+}
+
+fn run_with(
+    name: &'static str,
+    group: &str,
+    topic: &str,
+    log: &Log,
+    extra: &[(&str, &str)],
+) -> Running {
     let stop = Arc::new(AtomicBool::new(false));
-    let c = member(group, &[]);
+    let c = member(group, extra);
     let (s, l, topic) = (stop.clone(), log.clone(), topic.to_string());
     let thread = std::thread::spawn(move || {
         c.subscribe(
@@ -303,4 +313,95 @@ fn a_member_past_max_poll_interval_is_told_its_partitions_are_lost_and_rejoins()
         "assigned again after the loss: {log:?}"
     );
     c.close(Some(Duration::from_secs(10))).unwrap();
+}
+
+/// The partitions `member` owns, replaying the log.
+fn owned_by(log: &Log, member: &str) -> BTreeSet<i32> {
+    owners(&log.lock().unwrap())
+        .into_iter()
+        .filter(|(_, m)| *m == member)
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Static membership (KIP-345) under KIP-848: a static member that closes leaves with epoch -2,
+/// so the broker keeps its assignment for the member that comes back with the same
+/// `group.instance.id` within the session (6 s here): the other member's assignment does not
+/// change, and the one back gets the same partitions. A second member with the instance id of
+/// one that is still in the group is refused (UNRELEASED_INSTANCE_ID, fatal for the new one,
+/// where the classic protocol fences the old one), and the member in the group reads on.
+#[test]
+#[ignore = "needs a Kafka broker: run through tests/run"]
+fn a_static_member_back_within_its_session_gets_its_partitions_and_a_duplicate_is_refused() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "kip848-static", 4);
+    let group = unique_name("kip848-static-group");
+    let log: Log = Arc::default();
+    let statik = [("group.instance.id", "kip848-static-1")];
+    let b = run("b", &group, &topic, &log);
+    wait_owners(&log, &[("b", 4)], "b owns all four partitions");
+    let a = run_with("a", &group, &topic, &log, &statik);
+    wait_owners(&log, &[("a", 2), ("b", 2)], "a and b own two each");
+    let (a_parts, b_parts) = (owned_by(&log, "a"), owned_by(&log, "b"));
+    a.stop();
+    let closed_at = log.lock().unwrap().len();
+    let a2 = run_with("a2", &group, &topic, &log, &statik);
+    wait_owners(&log, &[("a2", 2), ("b", 2)], "a2 owns two again");
+    assert_eq!(
+        owned_by(&log, "a2"),
+        a_parts,
+        "the static member got its partitions back"
+    );
+    assert_eq!(owned_by(&log, "b"), b_parts);
+    let b_changes: Vec<Event> = log.lock().unwrap()[closed_at..]
+        .iter()
+        .filter(|e| matches!(e, Event::Revoked("b", p) | Event::Assigned("b", p) | Event::Lost("b", p) if !p.is_empty()))
+        .cloned()
+        .collect();
+    assert!(
+        b_changes.is_empty(),
+        "b's assignment changed while a was away: {b_changes:?}"
+    );
+
+    // The same instance id while a2 is in the group: the newcomer is refused.
+    let dup = member(&group, &statik);
+    dup.subscribe(&[topic.as_str()], None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let e = loop {
+        assert!(Instant::now() < deadline, "the duplicate was never refused");
+        match dup.poll(Duration::from_millis(100)) {
+            Ok(records) => assert!(records.is_empty(), "the duplicate read records"),
+            Err(e) => break e,
+        }
+    };
+    assert!(e.is_fatal(), "{e}");
+    assert!(
+        e.to_string().contains("UNRELEASED_INSTANCE_ID")
+            && e.to_string()
+                .contains("`kip848-static-1` is still in the group"),
+        "{e}"
+    );
+    assert!(dup.assignment().is_empty());
+    dup.close(Some(Duration::from_secs(5))).ok();
+    let (_, read_before) = (
+        0,
+        read_offsets(&log)
+            .0
+            .values()
+            .map(|o| o.len())
+            .sum::<usize>(),
+    );
+    produce(&bs, &topic, 4, 25);
+    wait_until("a2 and b read on", Duration::from_secs(30), || {
+        read_offsets(&log)
+            .0
+            .values()
+            .map(|o| o.len())
+            .sum::<usize>()
+            >= read_before + 100
+    });
+    assert_eq!(owned_by(&log, "a2"), a_parts);
+    a2.stop();
+    b.stop();
 }

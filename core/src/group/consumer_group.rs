@@ -34,7 +34,7 @@ use crate::group::member::{Generation, Membership, Next};
 use crate::group::step::{JoinInput, JoinOutcome};
 use crate::protocol::consumer_group::{
     consumer_group_heartbeat, name_assignment, read_answer, MemberHeartbeat, MemberHeartbeatAnswer,
-    TopicIds, JOIN_EPOCH, LEAVE_EPOCH,
+    TopicIds, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
 };
 use crate::sync::Unpoisoned;
 use crate::types::TopicPartition;
@@ -248,6 +248,28 @@ impl GroupProtocol for ConsumerGroup {
         self.state.lock().unpoisoned().heartbeat_interval
     }
 
+    fn leave_for_restart<'a>(
+        &'a self,
+        d: &'a GroupDriver,
+        generation: &'a Generation,
+        deadline: Deadline,
+    ) -> ProtocolFuture<'a, Result<()>> {
+        Box::pin(async move {
+            // Epoch -2: the coordinator keeps the member's assignment until its session
+            // expires, for the member that comes back with the same group.instance.id.
+            let answer = self
+                .send(d, &generation.member_id, STATIC_LEAVE_EPOCH, None, deadline)
+                .await?;
+            match answer.error_code {
+                codes::NONE => Ok(()),
+                code => Err(Error::kafka(
+                    code,
+                    "ConsumerGroupHeartbeat (static member leaving)",
+                )),
+            }
+        })
+    }
+
     fn leave<'a>(
         &'a self,
         d: &'a GroupDriver,
@@ -287,9 +309,11 @@ fn follow(d: &GroupDriver, next: Next, answer: &MemberHeartbeatAnswer) -> JoinAt
             d.coordinator_unknown("ConsumerGroupHeartbeat answered a coordinator error");
             JoinAttempt::Backoff(e())
         }
-        Next::Fatal(fatal) => JoinAttempt::Fatal(match &answer.error_message {
-            Some(_) if fatal.kafka_code() == Some(answer.error_code) => e(),
-            _ => fatal,
-        }),
+        Next::Fatal(fatal) => {
+            if let Some(m) = &answer.error_message {
+                tracing::warn!(group = %d.group_id, error = %fatal, broker_says = %m, "joining the group failed");
+            }
+            JoinAttempt::Fatal(fatal)
+        }
     }
 }

@@ -509,9 +509,27 @@ impl GroupDriver {
     /// stay until the session expires, so a restart causes no rebalance, unless they prepared
     /// to leave (scale-down).
     pub async fn leave_group(&self, reason: &str, deadline: Deadline) {
-        let member_id = self.membership().leave(self.is_leaving());
-        if let Some(member_id) = member_id {
-            self.leave(&member_id, reason, deadline).await;
+        let (leaving, staying) = {
+            let mut m = self.membership();
+            let in_group = (m.generation().generation_id >= 0)
+                .then(|| m.generation().clone())
+                .filter(|g| !g.member_id.is_empty());
+            (m.leave(self.is_leaving()), in_group)
+        };
+        match (leaving, staying) {
+            (Some(member_id), _) => self.leave(&member_id, reason, deadline).await,
+            // A static member that stays: the protocol may say so (KIP-848's epoch -2 keeps its
+            // assignment for its restart); the classic protocol sends nothing.
+            (None, Some(generation)) => {
+                if let Err(e) = self
+                    .group_protocol
+                    .leave_for_restart(self, &generation, deadline)
+                    .await
+                {
+                    tracing::debug!(group = %self.group_id, error = %e, "telling the coordinator a static member will be back failed");
+                }
+            }
+            (None, None) => {}
         }
     }
 }

@@ -84,6 +84,18 @@ pub(crate) trait GroupProtocol: Send + Sync {
         None
     }
 
+    /// A static member (`group.instance.id`) of `generation` closes and will be back: what the
+    /// protocol tells the coordinator, once (the classic protocol: nothing, the member's
+    /// session keeps its place).
+    fn leave_for_restart<'a>(
+        &'a self,
+        _driver: &'a GroupDriver,
+        _generation: &'a Generation,
+        _deadline: Deadline,
+    ) -> ProtocolFuture<'a, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// Tells the coordinator that `member_id` leaves the group, once, without retry: the error
     /// code answered (`Err`: no answer).
     fn leave<'a>(

@@ -607,6 +607,14 @@ impl Membership {
                     self.group_instance_id.as_deref().unwrap_or("")
                 ),
             ),
+            codes::UNRELEASED_INSTANCE_ID => Error::kafka(
+                code,
+                format!(
+                    "{what}: another consumer with group.instance.id `{}` is still in the group; \
+                     this one cannot join until that one leaves or its session expires",
+                    self.group_instance_id.as_deref().unwrap_or("")
+                ),
+            ),
             codes::INCONSISTENT_GROUP_PROTOCOL => Error::kafka(
                 code,
                 format!("{what}: the group's members share no assignor (partition.assignment.strategy) or protocol type"),

@@ -17,6 +17,9 @@ use crate::types::TopicPartition;
 pub(crate) const JOIN_EPOCH: i32 = 0;
 /// The epoch a member leaves with.
 pub(crate) const LEAVE_EPOCH: i32 = -1;
+/// The epoch a static member leaves with when it will be back (its assignment is kept until its
+/// session expires).
+pub(crate) const STATIC_LEAVE_EPOCH: i32 = -2;
 
 /// What one ConsumerGroupHeartbeat says of the member. The request always carries the member's
 /// whole state (subscription, rebalance timeout, assignor, owned partitions), which the
