@@ -99,6 +99,7 @@ impl ConsumerGroup {
                     .unwrap_or(i32::MAX),
                 subscribed: &subscribed,
                 server_assignor: d.config.group_remote_assignor.as_deref(),
+                rack_id: d.config.common.client_rack.as_deref(),
                 owned: &owned,
             },
             &ids,

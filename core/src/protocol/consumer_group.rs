@@ -32,6 +32,8 @@ pub(crate) struct MemberHeartbeat<'a> {
     pub rebalance_timeout_ms: i32,
     pub subscribed: &'a [String],
     pub server_assignor: Option<&'a str>,
+    /// `client.rack`: rack-aware broker-side assignors place partitions by it.
+    pub rack_id: Option<&'a str>,
     pub owned: &'a BTreeSet<TopicPartition>,
 }
 
@@ -64,6 +66,7 @@ pub(crate) fn consumer_group_heartbeat(
                 hb.subscribed.iter().map(|t| TopicName(text(t))).collect(),
             ))
             .with_server_assignor(hb.server_assignor.map(text))
+            .with_rack_id(hb.rack_id.map(text))
             .with_topic_partitions(Some(
                 owned
                     .into_iter()
@@ -174,6 +177,7 @@ mod tests {
                 rebalance_timeout_ms: 300_000,
                 subscribed: &subscribed,
                 server_assignor: Some("range"),
+                rack_id: Some("rack-b"),
                 owned: &owned,
             },
             &meta(&[("a", 1), ("b", 2), ("unknown", 0)]),
@@ -183,6 +187,7 @@ mod tests {
         assert_eq!(req.member_epoch, 7);
         assert_eq!(req.rebalance_timeout_ms, 300_000);
         assert_eq!(req.server_assignor.as_deref(), Some("range"));
+        assert_eq!(req.rack_id.as_deref(), Some("rack-b"));
         let names: Vec<&str> = req
             .subscribed_topic_names
             .as_ref()
@@ -211,6 +216,7 @@ mod tests {
                 rebalance_timeout_ms: 300_000,
                 subscribed: &["a".to_string()],
                 server_assignor: None,
+                rack_id: None,
                 owned: &owned,
             },
             &meta(&[("a", 1)]),
