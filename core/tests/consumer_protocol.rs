@@ -405,3 +405,28 @@ fn a_static_member_back_within_its_session_gets_its_partitions_and_a_duplicate_i
     a2.stop();
     b.stop();
 }
+
+/// A topic created after the member subscribed to it: the broker assigns its partitions (by topic
+/// id) before the consumer's metadata knows the topic, and the member still reads them.
+#[test]
+#[ignore = "needs a Kafka broker: run through tests/run"]
+fn a_topic_created_after_subscribing_is_assigned_and_read() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = unique_name("kip848-late");
+    let group = unique_name("kip848-late-group");
+    let log: Log = Arc::default();
+    let a = run("a", &group, &topic, &log);
+    // Subscribed to a topic that does not exist yet: nothing to own.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(owners(&log.lock().unwrap()).is_empty());
+    lagless::admin::create_topic(&bs, &topic, 3, 1).expect("create the topic");
+    let written = produce(&bs, &topic, 3, 20);
+    wait_until(
+        "every record of the new topic read",
+        Duration::from_secs(30),
+        || read_offsets(&log).0 == written,
+    );
+    assert_eq!(owned_by(&log, "a"), BTreeSet::from([0, 1, 2]));
+    a.stop();
+}

@@ -142,11 +142,13 @@ impl ConsumerGroup {
         }
     }
 
-    /// Whether the coordinator's last assignment differs from what the member owns.
+    /// Whether the coordinator's last assignment differs from what the member owns, or names a
+    /// topic the consumer's metadata does not know yet (created since it last asked): the
+    /// rejoin that follows looks it up (franz-go 1.21.6 missed such partitions until restart).
     fn assignment_differs(&self, d: &GroupDriver) -> bool {
         let by_id = self.state.lock().unpoisoned().assignment.clone();
-        let (named, _) = name_assignment(&by_id, &topic_ids(&d.cluster.metadata()));
-        named != *d.group_member().owned()
+        let (named, unknown) = name_assignment(&by_id, &topic_ids(&d.cluster.metadata()));
+        !unknown.is_empty() || named != *d.group_member().owned()
     }
 }
 
