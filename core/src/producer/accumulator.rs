@@ -499,6 +499,7 @@ impl Accumulator {
                     on_wire: q.in_flight,
                     max_on_wire,
                     stale: q.seq.pid.is_some() && q.seq.pid != idem.pid,
+                    window_full: q.seq.window_full(max_on_wire),
                     unresolved: q.seq.unresolved.is_some(),
                     rewrite: q.seq.rewrite,
                 };

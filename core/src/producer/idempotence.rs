@@ -73,9 +73,11 @@ pub(super) struct PartitionSequences {
     pub(super) next: i32,
     /// The last sequence the broker acknowledged under `pid`.
     pub(super) last_acked: Option<i32>,
-    /// Base sequence -> record count of every batch sent and not yet completed: on the wire or
-    /// waiting for its retry.
-    pub(super) unfinished: BTreeMap<i32, i32>,
+    /// Base sequence -> (record count, number in `assigned`) of every batch sent and not yet
+    /// completed: on the wire or waiting for its retry.
+    pub(super) unfinished: BTreeMap<i32, (i32, u64)>,
+    /// Batches given a sequence so far (under any epoch): numbers them.
+    pub(super) assigned: u64,
     /// A batch expired after it was sent: whether the broker has it is unknown. The sequence
     /// after it (Java's `partitionsWithUnresolvedSequences`). No new batch goes until resolved.
     pub(super) unresolved: Option<i32>,
@@ -94,7 +96,8 @@ impl PartitionSequences {
         }
         let base = self.next;
         self.next = increment(base, count);
-        self.unfinished.insert(base, count);
+        self.unfinished.insert(base, (count, self.assigned));
+        self.assigned += 1;
         BatchSequence {
             pid: self.pid.unwrap_or(current),
             base,
@@ -117,6 +120,19 @@ impl PartitionSequences {
             Some(last) => increment(last, 1) == base,
             None => base == 0,
         }
+    }
+
+    /// Whether `window` batches were given a sequence since the oldest unfinished one (that one
+    /// included): the broker keeps the last five batches of a producer and partition to
+    /// recognise a retry, so a new batch must not push an unfinished one out of them. (An answer
+    /// lost while later ones arrive, and more batches sent meanwhile, would otherwise leave the
+    /// lost one unrecognisable: refused as out of order on every retry.)
+    pub(super) fn window_full(&self, window: usize) -> bool {
+        self.unfinished
+            .values()
+            .map(|&(_, n)| n)
+            .min()
+            .is_some_and(|oldest| self.assigned - oldest >= window as u64)
     }
 
     /// The broker acknowledged `batch`.
@@ -175,7 +191,8 @@ impl PartitionSequences {
             .map(|&count| {
                 let base = self.next;
                 self.next = increment(base, count);
-                self.unfinished.insert(base, count);
+                self.unfinished.insert(base, (count, self.assigned));
+                self.assigned += 1;
                 base
             })
             .collect()
@@ -222,6 +239,9 @@ pub(super) struct PartitionView {
     pub(super) max_on_wire: usize,
     /// The partition's sequences belong to an older producer id or epoch.
     pub(super) stale: bool,
+    /// `max_on_wire` batches were sent since the oldest unfinished one
+    /// ([`PartitionSequences::window_full`]).
+    pub(super) window_full: bool,
     /// An expired batch left the partition's sequences unresolved.
     pub(super) unresolved: bool,
     /// An epoch bump waits to restart the partition's sequences.
@@ -270,7 +290,7 @@ pub(super) fn may_send(v: PartitionView) -> Result<(), Hold> {
         Head::Retry if v.on_wire == 0 => Ok(()),
         Head::Retry => Err(Hold::RetryAlone),
         Head::New if v.unresolved || (v.stale && v.on_wire > 0) => Err(Hold::Restart),
-        Head::New if v.on_wire >= v.max_on_wire => Err(Hold::InFlight),
+        Head::New if v.on_wire >= v.max_on_wire || v.window_full => Err(Hold::InFlight),
         Head::New => Ok(()),
     }
 }
@@ -418,6 +438,26 @@ mod tests {
         assert_eq!((d.pid, d.base, p.last_acked), (P1, 0, None));
     }
 
+    /// The broker recognises a retry among the last five batches it appended: no more than five
+    /// go out from the oldest one still unanswered, whatever was answered after it.
+    #[test]
+    fn the_window_counts_from_the_oldest_unfinished_batch() {
+        let mut p = PartitionSequences::default();
+        let batches: Vec<BatchSequence> = (0..5).map(|_| p.assign(P0, 1)).collect();
+        assert!(p.window_full(5));
+        // Its answer lost, the first stays unfinished while the next four are acknowledged.
+        for b in &batches[1..] {
+            p.acknowledged(b);
+        }
+        assert!(p.window_full(5), "one unfinished, but four sent after it");
+        p.acknowledged(&batches[0]);
+        assert!(!p.window_full(5));
+        let b = p.assign(P0, 1);
+        assert!(!p.window_full(5));
+        p.acknowledged(&b);
+        assert!(!p.window_full(1), "nothing unfinished");
+    }
+
     #[test]
     fn an_answer_out_of_order_never_lowers_the_last_acknowledged_sequence() {
         let mut p = PartitionSequences::default();
@@ -492,6 +532,7 @@ mod tests {
             on_wire: 0,
             max_on_wire: 5,
             stale: false,
+            window_full: false,
             unresolved: false,
             rewrite: false,
         };
@@ -514,6 +555,11 @@ mod tests {
             ("new, stale with 1 on the wire", Err(Hold::Restart)),
             ("new, stale, nothing on the wire", Ok(())),
             ("rewrite pending", Err(Hold::Restart)),
+            (
+                "new, 1 on the wire but the window full",
+                Err(Hold::InFlight),
+            ),
+            ("retry, window full", Ok(())),
         ];
         let got = [
             v(|_| {}),
@@ -538,6 +584,14 @@ mod tests {
             }),
             v(|v| v.stale = true),
             v(|v| v.rewrite = true),
+            v(|v| {
+                v.on_wire = 1;
+                v.window_full = true;
+            }),
+            v(|v| {
+                v.head = Head::Retry;
+                v.window_full = true;
+            }),
         ];
         assert_eq!(got.len(), table.len());
         for ((case, want), got) in table.iter().zip(got) {
