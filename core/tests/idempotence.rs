@@ -353,3 +353,73 @@ fn without_idempotence_the_same_disruptions_write_duplicates() {
         assert_eq!(c.2, 0, "nothing is lost: {counts:?}");
     }
 }
+
+/// The leader of a partition is killed (SIGKILL) while numbered records are produced to it with
+/// batches in flight, and comes back later: the records move to the new leader, retried where
+/// their answers never came, and each is read back once, in order.
+#[test]
+#[ignore = "starts a Kafka cluster of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn a_killed_leader_leaves_each_record_once_in_order() {
+    let _one = one_cluster();
+    let cluster = OwnBroker::start(3);
+    let b = cluster.bootstrap.clone();
+    const PARTITIONS: i32 = 3;
+    const PER_PARTITION: usize = 4000;
+    let topic = "killed-leader";
+    lagless::admin::create_topic(&b, topic, PARTITIONS, 3).unwrap();
+    let victim = cluster.leader_of(topic, 0);
+    let producer = configs::producer(&[
+        ("bootstrap.servers", b.as_str()),
+        ("batch.size", "4000"),
+        ("linger.ms", "1"),
+        ("request.timeout.ms", "5000"),
+        ("delivery.timeout.ms", "100000"),
+        ("metadata.max.age.ms", "5000"),
+        ("retry.backoff.ms", "50"),
+        ("retry.backoff.max.ms", "500"),
+    ]);
+    producer.partitions_for(topic).unwrap();
+    let started = Instant::now();
+    let errors = std::thread::scope(|s| {
+        let sending = s.spawn(|| {
+            let mut deliveries = Vec::new();
+            for i in 0..PER_PARTITION {
+                for p in 0..PARTITIONS {
+                    let record = ProducerRecord::new(topic, format!("{p}:{i}")).with_partition(p);
+                    deliveries.push(producer.send(record).unwrap());
+                }
+                // About eight seconds of sending: the kill lands in the middle.
+                if i % 50 == 0 {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            deliveries
+                .into_iter()
+                .filter_map(|d| d.wait().err().map(|e| e.to_string()))
+                .collect::<Vec<_>>()
+        });
+        std::thread::sleep(Duration::from_secs(3));
+        cluster.kill_node(victim);
+        std::thread::sleep(Duration::from_secs(4));
+        cluster.start_node(victim);
+        sending.join().unwrap()
+    });
+    let produced_in = started.elapsed();
+    producer.close(Duration::from_secs(10)).unwrap();
+    assert!(
+        errors.is_empty(),
+        "{} failed: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
+    let total = PARTITIONS as usize * PER_PARTITION;
+    let seen = read_back(&b, topic, PARTITIONS, total);
+    let counts = count(&seen, PER_PARTITION);
+    eprintln!(
+        "killed leader {victim}: {total} records sent in {produced_in:?}; per partition (read, \
+         duplicates, missing, out of order): {counts:?}"
+    );
+    for (p, c) in counts.iter().enumerate() {
+        assert_eq!(*c, (PER_PARTITION, 0, 0, 0), "partition {p}");
+    }
+}
