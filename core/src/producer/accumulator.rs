@@ -965,6 +965,165 @@ mod tests {
         assert_eq!(d1.wait().unwrap().offset, 42);
     }
 
+    /// A harness for an idempotent producer: a batch per record (batch.size 0), five batches
+    /// of a partition on the wire at most.
+    fn idempotent_harness() -> Harness {
+        let mut h = Harness::new(0, 0, 1);
+        h.acc = Accumulator::new(0, Duration::ZERO, Compression::None).idempotent(5);
+        h
+    }
+
+    const PID: ProducerIdEpoch = ProducerIdEpoch { id: 42, epoch: 0 };
+
+    /// Drains until nothing more goes: the batches taken, each with its sequence.
+    fn drain_all(h: &mut Harness, now: Instant) -> Vec<(Drained, BatchSequence)> {
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            let r = h.drain(now, false);
+            let again = r.again;
+            for (_, _, d) in r.batches {
+                let seq = match &d {
+                    Drained::Open(_, s) => s.expect("an idempotent batch has a sequence"),
+                    Drained::Sealed(s) => s.seq.expect("an idempotent batch has a sequence"),
+                };
+                out.push((d, seq));
+            }
+            if !again {
+                break;
+            }
+        }
+        out
+    }
+
+    /// What the sender does with a drained batch before sending it: encode, stamp.
+    fn seal(d: Drained) -> Sealed {
+        match d {
+            Drained::Sealed(s) => s,
+            Drained::Open(b, seq) => {
+                let s = seq.unwrap();
+                let data =
+                    set_producer_state(&b.builder.finish().unwrap(), s.pid.id, s.pid.epoch, s.base)
+                        .unwrap();
+                Sealed {
+                    data,
+                    pending: b.pending,
+                    created: b.created,
+                    retry: Retry::new(crate::backoff::Backoff::new(Duration::ZERO, Duration::ZERO)),
+                    seq: Some(s),
+                    retry_at: None,
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn idempotent_batches_wait_for_a_producer_id_then_go_five_at_a_time_in_sequence() {
+        let mut h = idempotent_harness();
+        let t0 = Instant::now();
+        for _ in 0..7 {
+            h.append(Target::Partition(0), b"r", t0);
+        }
+        let r = h.drain(t0, true);
+        assert!(r.batches.is_empty() && r.need_producer_id);
+        h.acc.idem.as_mut().unwrap().pid = Some(PID);
+        let sent = drain_all(&mut h, t0);
+        let seqs: Vec<(ProducerIdEpoch, i32)> = sent.iter().map(|(_, s)| (s.pid, s.base)).collect();
+        assert_eq!(seqs, (0..5).map(|b| (PID, b)).collect::<Vec<_>>());
+        // Four answered, the oldest not: nothing more goes (the broker keeps five batches).
+        for (_, s) in &sent[1..] {
+            h.acc.done("t", 0);
+            h.acc.partition_mut("t", 0).unwrap().seq.acknowledged(s);
+        }
+        assert!(drain_all(&mut h, t0).is_empty(), "the window is full");
+        h.acc.done("t", 0);
+        h.acc
+            .partition_mut("t", 0)
+            .unwrap()
+            .seq
+            .acknowledged(&sent[0].1);
+        let next = drain_all(&mut h, t0);
+        assert_eq!(
+            next.iter().map(|(_, s)| s.base).collect::<Vec<_>>(),
+            vec![5, 6]
+        );
+    }
+
+    #[test]
+    fn a_failed_batch_bumps_the_epoch_and_the_waiting_ones_restart_at_zero() {
+        let mut h = idempotent_harness();
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            h.append(Target::Partition(0), b"r", t0);
+        }
+        h.acc.idem.as_mut().unwrap().pid = Some(PID);
+        let sent: Vec<Sealed> = drain_all(&mut h, t0)
+            .into_iter()
+            .map(|(d, _)| seal(d))
+            .collect();
+        assert_eq!(sent.len(), 3);
+        let mut sent = sent.into_iter();
+        // The first fails for good; the two behind it come back out of order, to be retried.
+        let first = sent.next().unwrap();
+        h.acc.done("t", 0);
+        let q = h.acc.partition_mut("t", 0).unwrap();
+        q.seq.failed(first.seq.as_ref().unwrap());
+        for b in sent {
+            h.acc.done("t", 0);
+            h.acc.requeue(b, t0);
+        }
+        // First round: the partition asks for a bump; second: the epoch is 1 and the two
+        // waiting batches restart at 0 and 1, their headers rewritten.
+        let again = drain_all(&mut h, t0);
+        assert_eq!(
+            h.acc.idem.as_ref().unwrap().pid,
+            Some(ProducerIdEpoch { id: 42, epoch: 1 })
+        );
+        let q = &h.acc.topics["t"].parts[0];
+        let restarted: Vec<(i16, i32, bool)> = q
+            .retry
+            .iter()
+            .chain(again.iter().filter_map(|(d, _)| match d {
+                Drained::Sealed(s) => Some(s),
+                _ => None,
+            }))
+            .map(|r| {
+                let s = r.seq.unwrap();
+                let stored = crate::protocol::records::producer_states(&r.data)[0];
+                assert_eq!(
+                    (
+                        stored.producer_id,
+                        stored.producer_epoch,
+                        stored.base_sequence
+                    ),
+                    (42, s.pid.epoch, s.base)
+                );
+                (s.pid.epoch, s.base, s.reset)
+            })
+            .collect();
+        let mut restarted = restarted;
+        restarted.sort();
+        assert_eq!(restarted, vec![(1, 0, true), (1, 1, true)]);
+        // A retry goes alone.
+        assert_eq!(again.len(), 1);
+    }
+
+    #[test]
+    fn a_fatal_error_fails_every_queued_batch_with_it() {
+        let mut h = idempotent_harness();
+        let t0 = Instant::now();
+        let (_, d) = h.append(Target::Partition(0), b"r", t0);
+        let e = Error::kafka(31, "InitProducerId");
+        h.acc.idem.as_mut().unwrap().fatal = Some(e.clone());
+        let r = h.drain(t0, true);
+        assert!(r.batches.is_empty() && !r.need_producer_id);
+        assert_eq!(r.fatal.len(), 1);
+        for (d, e) in r.fatal {
+            let Drained::Open(mut b, _) = d else { panic!() };
+            b.pending.fail(e);
+        }
+        assert_eq!(d.wait().unwrap_err(), e);
+    }
+
     #[test]
     fn buffer_memory_blocks_then_times_out() {
         let c = Counters::default();
