@@ -500,6 +500,7 @@ impl Accumulator {
                     max_on_wire,
                     stale: q.seq.pid.is_some() && q.seq.pid != idem.pid,
                     window_full: q.seq.window_full(max_on_wire),
+                    unacknowledged: q.seq.last_acked.is_none(),
                     unresolved: q.seq.unresolved.is_some(),
                     rewrite: q.seq.rewrite,
                 };
@@ -1020,15 +1021,26 @@ mod tests {
     fn idempotent_batches_wait_for_a_producer_id_then_go_five_at_a_time_in_sequence() {
         let mut h = idempotent_harness();
         let t0 = Instant::now();
-        for _ in 0..7 {
+        for _ in 0..8 {
             h.append(Target::Partition(0), b"r", t0);
         }
         let r = h.drain(t0, true);
         assert!(r.batches.is_empty() && r.need_producer_id);
         h.acc.idem.as_mut().unwrap().pid = Some(PID);
+        // The first batch goes alone: a broker without state for the producer would take a
+        // later one first.
+        let first = drain_all(&mut h, t0);
+        assert_eq!(first.len(), 1);
+        assert_eq!((first[0].1.pid, first[0].1.base), (PID, 0));
+        h.acc.done("t", 0);
+        h.acc
+            .partition_mut("t", 0)
+            .unwrap()
+            .seq
+            .acknowledged(&first[0].1);
         let sent = drain_all(&mut h, t0);
         let seqs: Vec<(ProducerIdEpoch, i32)> = sent.iter().map(|(_, s)| (s.pid, s.base)).collect();
-        assert_eq!(seqs, (0..5).map(|b| (PID, b)).collect::<Vec<_>>());
+        assert_eq!(seqs, (1..6).map(|b| (PID, b)).collect::<Vec<_>>());
         // Four answered, the oldest not: nothing more goes (the broker keeps five batches).
         for (_, s) in &sent[1..] {
             h.acc.done("t", 0);
@@ -1044,7 +1056,7 @@ mod tests {
         let next = drain_all(&mut h, t0);
         assert_eq!(
             next.iter().map(|(_, s)| s.base).collect::<Vec<_>>(),
-            vec![5, 6]
+            vec![6, 7]
         );
     }
 
@@ -1052,10 +1064,17 @@ mod tests {
     fn a_failed_batch_bumps_the_epoch_and_the_waiting_ones_restart_at_zero() {
         let mut h = idempotent_harness();
         let t0 = Instant::now();
-        for _ in 0..3 {
+        for _ in 0..4 {
             h.append(Target::Partition(0), b"r", t0);
         }
         h.acc.idem.as_mut().unwrap().pid = Some(PID);
+        let acked = drain_all(&mut h, t0);
+        h.acc.done("t", 0);
+        h.acc
+            .partition_mut("t", 0)
+            .unwrap()
+            .seq
+            .acknowledged(&acked[0].1);
         let sent: Vec<Sealed> = drain_all(&mut h, t0)
             .into_iter()
             .map(|(d, _)| seal(d))

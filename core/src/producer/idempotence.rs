@@ -242,6 +242,8 @@ pub(super) struct PartitionView {
     /// `max_on_wire` batches were sent since the oldest unfinished one
     /// ([`PartitionSequences::window_full`]).
     pub(super) window_full: bool,
+    /// No batch of the partition was acknowledged under its producer id and epoch yet.
+    pub(super) unacknowledged: bool,
     /// An expired batch left the partition's sequences unresolved.
     pub(super) unresolved: bool,
     /// An epoch bump waits to restart the partition's sequences.
@@ -291,6 +293,12 @@ pub(super) fn may_send(v: PartitionView) -> Result<(), Hold> {
         Head::Retry => Err(Hold::RetryAlone),
         Head::New if v.unresolved || (v.stale && v.on_wire > 0) => Err(Hold::Restart),
         Head::New if v.on_wire >= v.max_on_wire || v.window_full => Err(Hold::InFlight),
+        // A broker without state for the producer on the partition (its first batch, or state
+        // lost) appends whatever sequence comes first: a later batch landing before an earlier
+        // one that failed (NOT_LEADER_OR_FOLLOWER on a new topic) would be out of order, and
+        // the earlier one refused as OUT_OF_ORDER_SEQUENCE_NUMBER on every retry. So the first
+        // batch goes alone; once acknowledged, the broker checks every sequence.
+        Head::New if v.unacknowledged && v.on_wire > 0 => Err(Hold::InFlight),
         Head::New => Ok(()),
     }
 }
@@ -533,6 +541,7 @@ mod tests {
             max_on_wire: 5,
             stale: false,
             window_full: false,
+            unacknowledged: false,
             unresolved: false,
             rewrite: false,
         };
@@ -560,6 +569,11 @@ mod tests {
                 Err(Hold::InFlight),
             ),
             ("retry, window full", Ok(())),
+            (
+                "new, nothing acknowledged yet, 1 on the wire",
+                Err(Hold::InFlight),
+            ),
+            ("new, nothing acknowledged yet, nothing on the wire", Ok(())),
         ];
         let got = [
             v(|_| {}),
@@ -592,6 +606,11 @@ mod tests {
                 v.head = Head::Retry;
                 v.window_full = true;
             }),
+            v(|v| {
+                v.unacknowledged = true;
+                v.on_wire = 1;
+            }),
+            v(|v| v.unacknowledged = true),
         ];
         assert_eq!(got.len(), table.len());
         for ((case, want), got) in table.iter().zip(got) {
