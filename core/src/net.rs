@@ -301,6 +301,29 @@ impl Connection {
         version: i16,
         timeout: Duration,
     ) -> Result<R::Response> {
+        let sent = self.write::<R>(req, version)?;
+        self.answer::<R>(sent, version, timeout).await
+    }
+
+    /// Sends `req` at the negotiated version now, before returning, and gives the wait for its
+    /// answer (up to `request.timeout.ms`). Requests sent this way leave the connection in the
+    /// order of the calls, which the idempotent producer relies on for the batches of one
+    /// partition.
+    pub fn send_now<R: Api>(
+        self: &Arc<Self>,
+        req: &R,
+    ) -> Result<impl std::future::Future<Output = Result<R::Response>> + Send + 'static> {
+        let version = self.version::<R>()?;
+        let sent = self.write::<R>(req, version)?;
+        let conn = self.clone();
+        Ok(async move {
+            let timeout = conn.request_timeout;
+            conn.answer::<R>(sent, version, timeout).await
+        })
+    }
+
+    /// Puts `req`'s frame in the connection's outgoing queue.
+    fn write<R: Api>(&self, req: &R, version: i16) -> Result<Sent> {
         if !self.is_alive() {
             return Err(self.closed_error());
         }
@@ -314,6 +337,25 @@ impl Connection {
             self.pending.lock().unpoisoned().remove(&id);
             return Err(self.closed_error());
         }
+        Ok(Sent {
+            id,
+            rx,
+            received_before,
+        })
+    }
+
+    /// Waits up to `timeout` for the answer to a request `write` sent.
+    async fn answer<R: Api>(
+        &self,
+        sent: Sent,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response> {
+        let Sent {
+            id,
+            rx,
+            received_before,
+        } = sent;
         let body = match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(r)) => r?,
             Ok(Err(_)) => return Err(self.closed_error()),
@@ -355,6 +397,13 @@ impl Connection {
             Error::Transport(format!("broker {}: connection closed", self.addr)),
         );
     }
+}
+
+/// A request written to a connection, waiting for its answer.
+struct Sent {
+    id: i32,
+    rx: oneshot::Receiver<Result<Bytes>>,
+    received_before: u64,
 }
 
 impl Drop for Connection {

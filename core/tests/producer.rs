@@ -29,6 +29,7 @@ fn keyed_records_land_on_the_java_partition_with_increasing_offsets() {
     let topic = new_topic(&bs, "producer-keyed", 6);
     let mut cfg = config(&bs);
     cfg.acks = 1;
+    cfg.enable_idempotence = false;
     let producer = Producer::new(cfg).unwrap();
     assert_eq!(
         producer.partitions_for(&topic).unwrap(),
@@ -144,6 +145,7 @@ fn callbacks_acks_zero_and_argument_errors() {
     let topic = new_topic(&bs, "producer-misc", 3);
     let mut cfg = config(&bs);
     cfg.acks = 0;
+    cfg.enable_idempotence = false;
     let producer = Producer::new(cfg).unwrap();
     let e = producer
         .send(ProducerRecord::new(&topic, "v").with_partition(3))

@@ -165,6 +165,23 @@ static void bad_config(void) {
     CHECK(p == NULL);
     lagless_error_destroy(e);
     lagless_config_destroy(cfg);
+
+    /* enable.idempotence=true needs acks=all: the error names acks and its value; set to
+     * false, the same acks is taken. */
+    cfg = lagless_config_new();
+    CHECK_OK(lagless_config_set(cfg, "bootstrap.servers", "127.0.0.1:1"));
+    CHECK_OK(lagless_config_set(cfg, "enable.idempotence", "true"));
+    CHECK_OK(lagless_config_set(cfg, "acks", "1"));
+    e = lagless_producer_new(cfg, &p);
+    CHECK(lagless_error_code(e) == LAGLESS_ERR_CONFIG);
+    CHECK(message_contains(e, "acks") && message_contains(e, "enable.idempotence"));
+    CHECK(p == NULL);
+    lagless_error_destroy(e);
+    CHECK_OK(lagless_config_set(cfg, "enable.idempotence", "false"));
+    CHECK_OK(lagless_producer_new(cfg, &p));
+    lagless_producer_destroy(p);
+    p = NULL;
+    lagless_config_destroy(cfg);
 }
 
 static void unknown_topic(const char *bootstrap) {

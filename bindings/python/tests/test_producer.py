@@ -39,3 +39,22 @@ def test_bad_payload_and_partition_are_rejected(bootstrap, make_topic):
     with pytest.raises(lagless.ConfigError) as e:
         lagless.Producer({"bootstrap.servers": bootstrap, "group.id": "consumers-only"})
     assert e.value.key == "group.id"
+
+
+def test_enable_idempotence_both_ways(bootstrap, make_topic):
+    topic = make_topic(1)
+    # Asked for with acks=1: the config error names acks and its value, as Java's does.
+    with pytest.raises(lagless.ConfigError) as e:
+        lagless.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": "true", "acks": "1"})
+    assert e.value.key == "acks"
+    assert "enable.idempotence" in str(e.value) and "1" in str(e.value)
+    # On (the default) and off, records are delivered with their offsets.
+    for settings in ({}, {"enable.idempotence": "true"}, {"enable.idempotence": "false", "acks": "1"}):
+        seen = []
+        with lagless.Producer({"bootstrap.servers": bootstrap, **settings}) as p:
+            for i in range(5):
+                p.produce(topic, value=b"v%d" % i, on_delivery=lambda err, meta: seen.append((err, meta)))
+            p.flush(30)
+        assert [err for err, _ in seen] == [None] * 5, settings
+        offsets = [m[2] for _, m in seen]
+        assert offsets == sorted(offsets) and len(set(offsets)) == 5, settings

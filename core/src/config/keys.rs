@@ -578,14 +578,10 @@ pub(super) static KEYS: &[KeyInfo] = &[
     ),
     key(
         "enable.idempotence",
-        Some("false"),
+        Some("true"),
         Producer,
-        Restricted {
-            known: &["true", "false"],
-            accepted: &["false"],
-            why: "idempotent production is not supported yet; only `false` is accepted",
-        },
-        "Idempotent production is not supported yet, so only false.",
+        Bool,
+        "Write each record exactly once per partition, in order, whatever the retries (a producer id and per-partition sequence numbers the broker checks). Needs acks=all and max.in.flight.requests.per.connection <= 5; left unset, a config with other acks or more in flight turns it off, as the Java client does.",
     ),
 ];
 

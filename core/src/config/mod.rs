@@ -23,9 +23,10 @@ mod typed;
 
 use keys::*;
 pub use keys::{key_info, keys, KeyInfo, Scope};
+pub(crate) use typed::idempotence;
 pub use typed::{
     AutoOffsetReset, CommonConfig, ConsumerConfig, GroupProtocolKind, IsolationLevel,
-    ProducerConfig,
+    ProducerConfig, MAX_IN_FLIGHT_IDEMPOTENT,
 };
 
 const HIDDEN: &str = "[hidden]";
@@ -441,6 +442,73 @@ mod tests {
         assert_eq!(p.buffer_memory, 33_554_432);
         assert!(!p.partitioner_ignore_keys);
         assert_eq!(p.max_in_flight_requests_per_connection, 5);
+        assert!(p.enable_idempotence);
+    }
+
+    /// `enable.idempotence` against `acks` and `max.in.flight.requests.per.connection`, as the
+    /// Java producer (3.2+) decides: set to true, a conflict is an error naming the other key and
+    /// its value; left unset, a conflict turns idempotence off.
+    #[test]
+    fn idempotence_follows_acks_and_max_in_flight_as_in_java() {
+        // (enable.idempotence, acks, max.in.flight, idempotent, or the key of the error)
+        type Row<'a> = (
+            Option<&'a str>,
+            &'a str,
+            &'a str,
+            std::result::Result<bool, &'a str>,
+        );
+        let table: &[Row] = &[
+            (None, "all", "5", Ok(true)),
+            (None, "-1", "1", Ok(true)),
+            (None, "1", "5", Ok(false)),
+            (None, "0", "5", Ok(false)),
+            (None, "all", "6", Ok(false)),
+            (Some("true"), "all", "5", Ok(true)),
+            (Some("true"), "1", "5", Err("acks")),
+            (Some("true"), "0", "1", Err("acks")),
+            (
+                Some("true"),
+                "all",
+                "6",
+                Err("max.in.flight.requests.per.connection"),
+            ),
+            (Some("false"), "all", "5", Ok(false)),
+            (Some("false"), "1", "100", Ok(false)),
+        ];
+        for (set, acks, in_flight, want) in table {
+            let mut pairs = vec![
+                ("bootstrap.servers", "b:1"),
+                ("acks", *acks),
+                ("max.in.flight.requests.per.connection", *in_flight),
+            ];
+            if let Some(v) = set {
+                pairs.push(("enable.idempotence", *v));
+            }
+            let got = ProducerConfig::from_config(&config(&pairs));
+            let case = format!("{set:?} acks={acks} in.flight={in_flight}");
+            match (got, want) {
+                (Ok(p), Ok(idempotent)) => assert_eq!(p.enable_idempotence, *idempotent, "{case}"),
+                (Err(Error::Config { key, message }), Err(k)) => {
+                    assert_eq!(key, *k, "{case}");
+                    // The message names the key and the value that conflict.
+                    let value = if key == "acks" {
+                        if *acks == "0" {
+                            "0"
+                        } else {
+                            "1"
+                        }
+                    } else {
+                        in_flight
+                    };
+                    assert!(
+                        message.contains(k) && message.contains(value),
+                        "{case}: {message}"
+                    );
+                    assert!(message.contains("enable.idempotence"), "{case}: {message}");
+                }
+                (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]
@@ -555,8 +623,8 @@ mod tests {
         );
         let (_, m) = set_err("allow.auto.create.topics", "true");
         assert!(m.contains("never creates topics"), "{m}");
-        let (_, m) = set_err("enable.idempotence", "true");
-        assert!(m.contains("not supported yet"), "{m}");
+        let (_, m) = set_err("enable.idempotence", "maybe");
+        assert!(m.contains("`true` or `false`"), "{m}");
 
         let c = config(&[
             ("bootstrap.servers", "b:1"),

@@ -341,6 +341,10 @@ pub struct ProducerConfig {
     /// `max.in.flight.requests.per.connection`: the most unanswered produce requests per broker
     /// connection (default 5).
     pub max_in_flight_requests_per_connection: usize,
+    /// `enable.idempotence`: a producer id and per-partition sequence numbers, so that retries
+    /// write no duplicates and keep the order (default true, with `acks=all` and at most 5
+    /// requests in flight; see [`ProducerConfig::from_config`]).
+    pub enable_idempotence: bool,
 }
 
 impl ProducerConfig {
@@ -372,6 +376,14 @@ impl ProducerConfig {
             }
             delivery_timeout = minimum;
         }
+        let max_in_flight = c.size("max.in.flight.requests.per.connection")?;
+        let enable_idempotence = idempotence(
+            c.is_set("enable.idempotence")
+                .then(|| c.bool("enable.idempotence"))
+                .transpose()?,
+            acks,
+            max_in_flight,
+        )?;
         Ok(ProducerConfig {
             common,
             acks,
@@ -388,8 +400,43 @@ impl ProducerConfig {
             delivery_timeout,
             buffer_memory: c.size("buffer.memory")?,
             partitioner_ignore_keys: c.bool("partitioner.ignore.keys")?,
-            max_in_flight_requests_per_connection: c
-                .size("max.in.flight.requests.per.connection")?,
+            max_in_flight_requests_per_connection: max_in_flight,
+            enable_idempotence,
         })
+    }
+}
+
+/// The most produce requests in flight per connection an idempotent producer may have: the
+/// broker keeps the last five batches of each producer and partition to recognise a retried one.
+pub const MAX_IN_FLIGHT_IDEMPOTENT: usize = 5;
+
+/// Whether the producer is idempotent, from `enable.idempotence` (`None`: not set), `acks` and
+/// `max.in.flight.requests.per.connection`, as the Java producer decides it (Kafka 3.2+): set
+/// to true, a conflicting setting is an error naming that setting; left unset, a conflicting
+/// setting turns idempotence off.
+pub(crate) fn idempotence(set: Option<bool>, acks: i16, max_in_flight: usize) -> Result<bool> {
+    let conflict = if acks != -1 {
+        Some(Error::config(
+            "acks",
+            format!(
+                "`acks` must be all (-1) to use the idempotent producer (enable.idempotence=true), got {}",
+                acks
+            ),
+        ))
+    } else if max_in_flight > MAX_IN_FLIGHT_IDEMPOTENT {
+        Some(Error::config(
+            "max.in.flight.requests.per.connection",
+            format!(
+                "`max.in.flight.requests.per.connection` must be at most {MAX_IN_FLIGHT_IDEMPOTENT} to use the idempotent producer (enable.idempotence=true), got {max_in_flight}"
+            ),
+        ))
+    } else {
+        None
+    };
+    match (set, conflict) {
+        (Some(false), _) => Ok(false),
+        (Some(true), Some(e)) => Err(e),
+        (None, Some(_)) => Ok(false),
+        (_, None) => Ok(true),
     }
 }

@@ -207,20 +207,41 @@ pub(super) struct Sealed {
     pub(super) pending: Pending,
     pub(super) created: Instant,
     pub(super) retry: Retry,
+    /// The producer id, epoch and sequence it was sent with (an idempotent producer's).
+    pub(super) seq: Option<BatchSequence>,
+    /// Not sent again before this (its backoff).
+    pub(super) retry_at: Option<Instant>,
 }
 
 pub(super) enum Drained {
-    Open(OpenBatch),
+    /// A batch sent for the first time, with the sequence it gets (idempotent producer).
+    Open(OpenBatch, Option<BatchSequence>),
     Sealed(Sealed),
 }
 
 #[derive(Default)]
 pub(super) struct PartitionQueue {
-    /// A batch that failed and waits for `retry_at`; it goes before everything in `open`.
-    pub(super) retry: Option<Sealed>,
-    pub(super) retry_at: Option<Instant>,
+    /// Batches that failed and wait for their retry, in sequence order (a producer that is not
+    /// idempotent has at most one); they go before everything in `open`.
+    pub(super) retry: VecDeque<Sealed>,
     pub(super) open: VecDeque<OpenBatch>,
-    pub(super) in_flight: bool,
+    /// Batches on the wire.
+    pub(super) in_flight: usize,
+    /// The idempotent producer's sequences of the partition.
+    pub(super) seq: PartitionSequences,
+}
+
+/// The idempotent producer's state beyond its partitions (Java's `TransactionManager`).
+#[derive(Default)]
+pub(super) struct Idempotence {
+    /// The producer id and epoch new batches get; `None` until InitProducerId answers.
+    pub(super) pid: Option<ProducerIdEpoch>,
+    /// Some partition's sequences must restart: the epoch goes up first (KIP-360).
+    pub(super) bump: bool,
+    /// The producer can not go on: every batch fails with this, and so does `send`.
+    pub(super) fatal: Option<Error>,
+    /// Why the last InitProducerId failed, for the error of batches that expire meanwhile.
+    pub(super) init_error: Option<Error>,
 }
 
 #[derive(Default)]
@@ -243,8 +264,14 @@ pub(super) struct DrainResult {
     pub(super) batches: Vec<(i32, usize, Drained)>,
     /// Batches whose delivery timeout passed before they could be sent.
     pub(super) expired: Vec<Drained>,
+    /// Batches that fail with the idempotent producer's fatal error.
+    pub(super) fatal: Vec<(Drained, Error)>,
     pub(super) next_wake: Option<Instant>,
     pub(super) need_metadata: bool,
+    /// A partition has more to send at once: drain again without waiting.
+    pub(super) again: bool,
+    /// The idempotent producer needs a producer id (InitProducerId).
+    pub(super) need_producer_id: bool,
 }
 
 pub(super) fn earliest(a: &mut Option<Instant>, t: Instant) {
@@ -261,6 +288,10 @@ pub(super) struct Accumulator {
     pub(super) linger: Duration,
     pub(super) compression: Compression,
     pub(super) next_id: u64,
+    /// `Some` for an idempotent producer.
+    pub(super) idem: Option<Idempotence>,
+    /// The most batches of one partition on the wire at once (idempotent producer).
+    pub(super) max_on_wire: usize,
 }
 
 impl Accumulator {
@@ -275,7 +306,17 @@ impl Accumulator {
             linger,
             compression,
             next_id: 1,
+            idem: None,
+            max_on_wire: 1,
         }
+    }
+
+    /// The same, for an idempotent producer with at most `max_on_wire` batches of a partition
+    /// on the wire at once.
+    pub(super) fn idempotent(mut self, max_on_wire: usize) -> Accumulator {
+        self.idem = Some(Idempotence::default());
+        self.max_on_wire = max_on_wire.max(1);
+        self
     }
 
     /// Appends a record; returns its partition and whether the sender should look (a batch
@@ -358,9 +399,10 @@ impl Accumulator {
         (p, wake)
     }
 
-    /// Takes the batches that are ready and whose partition has nothing in flight. `leader_of`
-    /// says where a partition's leader is; `admit(leader, bytes)` assigns the batch to a request
-    /// (by slot number) or refuses it (no request may be started to that broker now).
+    /// Takes the batches that are ready and whose partition allows one more on the wire
+    /// ([`may_send`]). `leader_of` says where a partition's leader is; `admit(leader, bytes)`
+    /// assigns the batch to a request (by slot number) or refuses it (no request may be started
+    /// to that broker now).
     pub(super) fn drain(
         &mut self,
         now: Instant,
@@ -370,19 +412,38 @@ impl Accumulator {
         mut admit: impl FnMut(i32, usize) -> Option<usize>,
     ) -> DrainResult {
         let mut out = DrainResult::default();
+        if let Some(idem) = &mut self.idem {
+            if idem.bump {
+                idem.bump = false;
+                // At the epoch's maximum a new producer id is needed: InitProducerId.
+                idem.pid = idem.pid.and_then(bumped);
+            }
+            out.need_producer_id = idem.pid.is_none() && idem.fatal.is_none();
+        }
+        let max_on_wire = self.max_on_wire;
+        let mut bump = false;
         for (topic, tq) in self.topics.iter_mut() {
             for (p, q) in tq.parts.iter_mut().enumerate() {
                 let p = p as i32;
-                if q.in_flight {
+                if let Some(e) = self.idem.as_ref().and_then(|i| i.fatal.clone()) {
+                    for r in q.retry.drain(..) {
+                        out.fatal.push((Drained::Sealed(r), e.clone()));
+                    }
+                    for b in q.open.drain(..) {
+                        out.fatal.push((Drained::Open(b, None), e.clone()));
+                    }
                     continue;
                 }
-                // Batches that waited too long (no leader, broker down) fail here.
+                // Batches that waited too long (no leader, broker down) fail here; one sent
+                // before leaves the broker's sequences of the partition unknown.
                 loop {
-                    if let Some(r) = &q.retry {
+                    if let Some(r) = q.retry.front() {
                         if now >= r.created + delivery_timeout {
-                            out.expired
-                                .push(Drained::Sealed(q.retry.take().expect("some")));
-                            q.retry_at = None;
+                            let r = q.retry.pop_front().expect("some");
+                            if let Some(seq) = &r.seq {
+                                q.seq.expired(seq);
+                            }
+                            out.expired.push(Drained::Sealed(r));
                             continue;
                         }
                         break;
@@ -390,71 +451,215 @@ impl Accumulator {
                     match q.open.front() {
                         Some(b) if now >= b.created + delivery_timeout => {
                             out.expired
-                                .push(Drained::Open(q.open.pop_front().expect("some")));
+                                .push(Drained::Open(q.open.pop_front().expect("some"), None));
                         }
                         _ => break,
                     }
                 }
-                let (ready, size, at, created) = if let Some(r) = &q.retry {
-                    let at = q.retry_at.unwrap_or(now);
-                    (at <= now, r.data.len(), at, r.created)
-                } else if let Some(b) = q.open.front() {
-                    let at = b.created + self.linger;
-                    let ready = force || b.full || q.open.len() > 1 || at <= now;
-                    (ready, b.builder.estimated_size(), at, b.created)
-                } else {
+                let Some(idem) = &mut self.idem else {
+                    if q.in_flight > 0 {
+                        continue;
+                    }
+                    drain_one(
+                        topic,
+                        p,
+                        q,
+                        now,
+                        force,
+                        self.linger,
+                        delivery_timeout,
+                        None,
+                        &leader_of,
+                        &mut admit,
+                        &mut out,
+                    );
                     continue;
                 };
-                earliest(&mut out.next_wake, created + delivery_timeout);
-                if !ready {
-                    earliest(&mut out.next_wake, at);
+                q.seq.resolve();
+                if q.seq.rewrite {
+                    match idem.pid {
+                        // A partition restarts under an epoch it has not used yet, once none
+                        // of its batches is on the wire.
+                        Some(pid) if q.seq.pid != Some(pid) && q.in_flight == 0 => restart(q, pid),
+                        Some(pid) if q.seq.pid != Some(pid) => {}
+                        Some(_) => bump = true,
+                        None => {}
+                    }
+                }
+                let head = match (q.retry.front(), q.open.front()) {
+                    (Some(_), _) => Head::Retry,
+                    (None, Some(_)) => Head::New,
+                    (None, None) => continue,
+                };
+                let view = PartitionView {
+                    idempotent: true,
+                    have_pid: idem.pid.is_some(),
+                    fatal: false,
+                    head,
+                    on_wire: q.in_flight,
+                    max_on_wire,
+                    stale: q.seq.pid.is_some() && q.seq.pid != idem.pid,
+                    window_full: q.seq.window_full(max_on_wire),
+                    unacknowledged: q.seq.last_acked.is_none(),
+                    unresolved: q.seq.unresolved.is_some(),
+                    rewrite: q.seq.rewrite,
+                };
+                if may_send(view).is_err() {
+                    // Still expires in time.
+                    if let Some(created) = q
+                        .retry
+                        .front()
+                        .map(|r| r.created)
+                        .or(q.open.front().map(|b| b.created))
+                    {
+                        earliest(&mut out.next_wake, created + delivery_timeout);
+                    }
                     continue;
                 }
-                let Some(leader) = leader_of(topic, p) else {
-                    out.need_metadata = true;
-                    continue;
-                };
-                let Some(slot) = admit(leader, size) else {
-                    continue;
-                };
-                let d = match q.retry.take() {
-                    Some(r) => {
-                        q.retry_at = None;
-                        Drained::Sealed(r)
-                    }
-                    None => Drained::Open(q.open.pop_front().expect("checked above")),
-                };
-                q.in_flight = true;
-                out.batches.push((leader, slot, d));
+                let sent = drain_one(
+                    topic,
+                    p,
+                    q,
+                    now,
+                    force,
+                    self.linger,
+                    delivery_timeout,
+                    idem.pid,
+                    &leader_of,
+                    &mut admit,
+                    &mut out,
+                );
+                // One batch of a partition per request: more go in the next round.
+                out.again |= sent && (!q.open.is_empty() || !q.retry.is_empty());
             }
         }
+        if let Some(idem) = &mut self.idem {
+            idem.bump |= bump;
+        }
+        out.again |= bump;
         out
     }
 
-    /// Puts a batch back for a retry at `at`, before everything else of its partition.
-    pub(super) fn requeue(&mut self, batch: Sealed, at: Instant) {
+    /// Puts a batch back for a retry at `at`, before everything else of its partition, in
+    /// sequence order among the other retries.
+    pub(super) fn requeue(&mut self, mut batch: Sealed, at: Instant) {
         let (topic, p) = (batch.pending.topic.clone(), batch.pending.partition);
-        if let Some(q) = self
-            .topics
-            .get_mut(&*topic)
-            .and_then(|t| t.parts.get_mut(p as usize))
-        {
-            q.retry = Some(batch);
-            q.retry_at = Some(at);
+        batch.retry_at = Some(at);
+        if let Some(q) = self.partition_mut(&topic, p) {
+            let base = batch.seq.map(|s| s.base);
+            let at = match base {
+                Some(base) => q
+                    .retry
+                    .iter()
+                    .position(|r| r.seq.is_some_and(|s| sequence_after(s.base, base)))
+                    .unwrap_or(q.retry.len()),
+                None => 0,
+            };
+            q.retry.insert(at, batch);
         }
         // A partition that vanished from the accumulator cannot happen; if it did, dropping the
         // batch fails its records with Error::Closed.
     }
 
-    pub(super) fn done(&mut self, topic: &str, partition: i32) {
-        if let Some(q) = self
-            .topics
+    pub(super) fn partition_mut(&mut self, topic: &str, p: i32) -> Option<&mut PartitionQueue> {
+        self.topics
             .get_mut(topic)
-            .and_then(|t| t.parts.get_mut(partition as usize))
-        {
-            q.in_flight = false;
+            .and_then(|t| t.parts.get_mut(p as usize))
+    }
+
+    /// A batch of the partition is off the wire (answered, or never sent).
+    pub(super) fn done(&mut self, topic: &str, partition: i32) {
+        if let Some(q) = self.partition_mut(topic, partition) {
+            q.in_flight = q.in_flight.saturating_sub(1);
         }
     }
+}
+
+/// Restarts a partition's sequences under `pid` (an epoch it has not used): the batches
+/// waiting for a retry get sequences from 0, written into their headers.
+fn restart(q: &mut PartitionQueue, pid: ProducerIdEpoch) {
+    let counts: Vec<i32> = q
+        .retry
+        .iter()
+        .map(|r| r.pending.entries.len() as i32)
+        .collect();
+    let bases = q.seq.restart_under(pid, &counts);
+    for (r, base) in q.retry.iter_mut().zip(bases) {
+        let count = r.pending.entries.len() as i32;
+        r.seq = Some(BatchSequence {
+            pid,
+            base,
+            count,
+            reset: true,
+        });
+        // Our own batches always have the v2 header; a failure here would be a bug, and the
+        // broker would refuse the old header as out of order rather than take it twice.
+        match set_producer_state(&r.data, pid.id, pid.epoch, base) {
+            Ok(data) => r.data = data,
+            Err(e) => tracing::error!(error = %e, "rewriting a batch's sequence failed"),
+        }
+    }
+    tracing::debug!(
+        "restarted the sequences of {}-{} under producer id {} epoch {}",
+        q.retry
+            .front()
+            .map(|r| r.pending.topic.to_string())
+            .unwrap_or_default(),
+        q.retry.front().map(|r| r.pending.partition).unwrap_or(-1),
+        pid.id,
+        pid.epoch
+    );
+}
+
+/// Takes the head of a partition's queue if it is ready and its leader takes a request now;
+/// a new batch gets its sequence under `pid` (idempotent producer). Returns whether it did.
+#[allow(clippy::too_many_arguments)]
+fn drain_one(
+    topic: &Arc<str>,
+    p: i32,
+    q: &mut PartitionQueue,
+    now: Instant,
+    force: bool,
+    linger: Duration,
+    delivery_timeout: Duration,
+    pid: Option<ProducerIdEpoch>,
+    leader_of: &impl Fn(&str, i32) -> Option<i32>,
+    admit: &mut impl FnMut(i32, usize) -> Option<usize>,
+    out: &mut DrainResult,
+) -> bool {
+    let (ready, size, at, created) = if let Some(r) = q.retry.front() {
+        let at = r.retry_at.unwrap_or(now);
+        (at <= now, r.data.len(), at, r.created)
+    } else if let Some(b) = q.open.front() {
+        let at = b.created + linger;
+        let ready = force || b.full || q.open.len() > 1 || at <= now;
+        (ready, b.builder.estimated_size(), at, b.created)
+    } else {
+        return false;
+    };
+    earliest(&mut out.next_wake, created + delivery_timeout);
+    if !ready {
+        earliest(&mut out.next_wake, at);
+        return false;
+    }
+    let Some(leader) = leader_of(topic, p) else {
+        out.need_metadata = true;
+        return false;
+    };
+    let Some(slot) = admit(leader, size) else {
+        return false;
+    };
+    let d = match q.retry.pop_front() {
+        Some(r) => Drained::Sealed(r),
+        None => {
+            let b = q.open.pop_front().expect("checked above");
+            let seq = pid.map(|pid| q.seq.assign(pid, b.pending.entries.len() as i32));
+            Drained::Open(b, seq)
+        }
+    };
+    q.in_flight += 1;
+    out.batches.push((leader, slot, d));
+    true
 }
 
 /// An upper bound of the bytes a record takes in a batch.
@@ -540,7 +745,7 @@ mod tests {
 
     fn records_of(d: &Drained) -> usize {
         match d {
-            Drained::Open(b) => b.builder.len(),
+            Drained::Open(b, _) => b.builder.len(),
             Drained::Sealed(s) => s.pending.entries.len(),
         }
     }
@@ -561,7 +766,7 @@ mod tests {
             assert!(appended < 20, "never ready");
         };
         assert_eq!(r.batches.len(), 1);
-        let Drained::Open(b) = &r.batches[0].2 else {
+        let Drained::Open(b, _) = &r.batches[0].2 else {
             panic!()
         };
         let (n, est) = (b.builder.len(), b.builder.estimated_size());
@@ -635,7 +840,7 @@ mod tests {
         let mut h = Harness::new(16384, 0, 1);
         let t0 = Instant::now();
         h.append(Target::Partition(0), b"a", t0);
-        let Drained::Open(b) = h.drain(t0, false).batches.pop().unwrap().2 else {
+        let Drained::Open(b, _) = h.drain(t0, false).batches.pop().unwrap().2 else {
             panic!("expected an open batch")
         };
         h.append(Target::Partition(0), b"b", t0);
@@ -647,6 +852,8 @@ mod tests {
                 Duration::from_millis(100),
                 Duration::from_secs(1),
             )),
+            seq: None,
+            retry_at: None,
         };
         h.acc.done("t", 0);
         h.acc.requeue(sealed, t0 + Duration::from_millis(100));
@@ -675,7 +882,7 @@ mod tests {
             |_, _| None,
         );
         assert_eq!(r.expired.len(), 1);
-        let Drained::Open(mut b) = r.expired.pop().unwrap() else {
+        let Drained::Open(mut b, _) = r.expired.pop().unwrap() else {
             panic!()
         };
         b.pending.fail(Error::Timeout("x".into()));
@@ -749,7 +956,7 @@ mod tests {
         let (_, mut d0) = h.append(Target::Partition(0), b"a", t0);
         let (_, d1) = h.append(Target::Partition(0), b"b", t0);
         assert!(d0.try_get().is_none());
-        let Drained::Open(mut b) = h.drain(t0, false).batches.pop().unwrap().2 else {
+        let Drained::Open(mut b, _) = h.drain(t0, false).batches.pop().unwrap().2 else {
             panic!()
         };
         b.pending.complete(Ok((41, -1)));
@@ -757,6 +964,183 @@ mod tests {
         assert_eq!((m0.topic.as_str(), m0.partition, m0.offset), ("t", 0, 41));
         assert_eq!(d0.wait().unwrap().offset, 41, "still there after try_get");
         assert_eq!(d1.wait().unwrap().offset, 42);
+    }
+
+    /// A harness for an idempotent producer: a batch per record (batch.size 0), five batches
+    /// of a partition on the wire at most.
+    fn idempotent_harness() -> Harness {
+        let mut h = Harness::new(0, 0, 1);
+        h.acc = Accumulator::new(0, Duration::ZERO, Compression::None).idempotent(5);
+        h
+    }
+
+    const PID: ProducerIdEpoch = ProducerIdEpoch { id: 42, epoch: 0 };
+
+    /// Drains until nothing more goes: the batches taken, each with its sequence.
+    fn drain_all(h: &mut Harness, now: Instant) -> Vec<(Drained, BatchSequence)> {
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            let r = h.drain(now, false);
+            let again = r.again;
+            for (_, _, d) in r.batches {
+                let seq = match &d {
+                    Drained::Open(_, s) => s.expect("an idempotent batch has a sequence"),
+                    Drained::Sealed(s) => s.seq.expect("an idempotent batch has a sequence"),
+                };
+                out.push((d, seq));
+            }
+            if !again {
+                break;
+            }
+        }
+        out
+    }
+
+    /// What the sender does with a drained batch before sending it: encode, stamp.
+    fn seal(d: Drained) -> Sealed {
+        match d {
+            Drained::Sealed(s) => s,
+            Drained::Open(b, seq) => {
+                let s = seq.unwrap();
+                let data =
+                    set_producer_state(&b.builder.finish().unwrap(), s.pid.id, s.pid.epoch, s.base)
+                        .unwrap();
+                Sealed {
+                    data,
+                    pending: b.pending,
+                    created: b.created,
+                    retry: Retry::new(crate::backoff::Backoff::new(Duration::ZERO, Duration::ZERO)),
+                    seq: Some(s),
+                    retry_at: None,
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn idempotent_batches_wait_for_a_producer_id_then_go_five_at_a_time_in_sequence() {
+        let mut h = idempotent_harness();
+        let t0 = Instant::now();
+        for _ in 0..8 {
+            h.append(Target::Partition(0), b"r", t0);
+        }
+        let r = h.drain(t0, true);
+        assert!(r.batches.is_empty() && r.need_producer_id);
+        h.acc.idem.as_mut().unwrap().pid = Some(PID);
+        // The first batch goes alone: a broker without state for the producer would take a
+        // later one first.
+        let first = drain_all(&mut h, t0);
+        assert_eq!(first.len(), 1);
+        assert_eq!((first[0].1.pid, first[0].1.base), (PID, 0));
+        h.acc.done("t", 0);
+        h.acc
+            .partition_mut("t", 0)
+            .unwrap()
+            .seq
+            .acknowledged(&first[0].1);
+        let sent = drain_all(&mut h, t0);
+        let seqs: Vec<(ProducerIdEpoch, i32)> = sent.iter().map(|(_, s)| (s.pid, s.base)).collect();
+        assert_eq!(seqs, (1..6).map(|b| (PID, b)).collect::<Vec<_>>());
+        // Four answered, the oldest not: nothing more goes (the broker keeps five batches).
+        for (_, s) in &sent[1..] {
+            h.acc.done("t", 0);
+            h.acc.partition_mut("t", 0).unwrap().seq.acknowledged(s);
+        }
+        assert!(drain_all(&mut h, t0).is_empty(), "the window is full");
+        h.acc.done("t", 0);
+        h.acc
+            .partition_mut("t", 0)
+            .unwrap()
+            .seq
+            .acknowledged(&sent[0].1);
+        let next = drain_all(&mut h, t0);
+        assert_eq!(
+            next.iter().map(|(_, s)| s.base).collect::<Vec<_>>(),
+            vec![6, 7]
+        );
+    }
+
+    #[test]
+    fn a_failed_batch_bumps_the_epoch_and_the_waiting_ones_restart_at_zero() {
+        let mut h = idempotent_harness();
+        let t0 = Instant::now();
+        for _ in 0..4 {
+            h.append(Target::Partition(0), b"r", t0);
+        }
+        h.acc.idem.as_mut().unwrap().pid = Some(PID);
+        let acked = drain_all(&mut h, t0);
+        h.acc.done("t", 0);
+        h.acc
+            .partition_mut("t", 0)
+            .unwrap()
+            .seq
+            .acknowledged(&acked[0].1);
+        let sent: Vec<Sealed> = drain_all(&mut h, t0)
+            .into_iter()
+            .map(|(d, _)| seal(d))
+            .collect();
+        assert_eq!(sent.len(), 3);
+        let mut sent = sent.into_iter();
+        // The first fails for good; the two behind it come back out of order, to be retried.
+        let first = sent.next().unwrap();
+        h.acc.done("t", 0);
+        let q = h.acc.partition_mut("t", 0).unwrap();
+        q.seq.failed(first.seq.as_ref().unwrap());
+        for b in sent {
+            h.acc.done("t", 0);
+            h.acc.requeue(b, t0);
+        }
+        // First round: the partition asks for a bump; second: the epoch is 1 and the two
+        // waiting batches restart at 0 and 1, their headers rewritten.
+        let again = drain_all(&mut h, t0);
+        assert_eq!(
+            h.acc.idem.as_ref().unwrap().pid,
+            Some(ProducerIdEpoch { id: 42, epoch: 1 })
+        );
+        let q = &h.acc.topics["t"].parts[0];
+        let restarted: Vec<(i16, i32, bool)> = q
+            .retry
+            .iter()
+            .chain(again.iter().filter_map(|(d, _)| match d {
+                Drained::Sealed(s) => Some(s),
+                _ => None,
+            }))
+            .map(|r| {
+                let s = r.seq.unwrap();
+                let stored = crate::protocol::records::producer_states(&r.data)[0];
+                assert_eq!(
+                    (
+                        stored.producer_id,
+                        stored.producer_epoch,
+                        stored.base_sequence
+                    ),
+                    (42, s.pid.epoch, s.base)
+                );
+                (s.pid.epoch, s.base, s.reset)
+            })
+            .collect();
+        let mut restarted = restarted;
+        restarted.sort();
+        assert_eq!(restarted, vec![(1, 0, true), (1, 1, true)]);
+        // A retry goes alone.
+        assert_eq!(again.len(), 1);
+    }
+
+    #[test]
+    fn a_fatal_error_fails_every_queued_batch_with_it() {
+        let mut h = idempotent_harness();
+        let t0 = Instant::now();
+        let (_, d) = h.append(Target::Partition(0), b"r", t0);
+        let e = Error::kafka(31, "InitProducerId");
+        h.acc.idem.as_mut().unwrap().fatal = Some(e.clone());
+        let r = h.drain(t0, true);
+        assert!(r.batches.is_empty() && !r.need_producer_id);
+        assert_eq!(r.fatal.len(), 1);
+        for (d, e) in r.fatal {
+            let Drained::Open(mut b, _) = d else { panic!() };
+            b.pending.fail(e);
+        }
+        assert_eq!(d.wait().unwrap_err(), e);
     }
 
     #[test]

@@ -4,10 +4,18 @@
 //! accumulator and returns a [`Delivery`] at once. A sender task on the producer's own I/O
 //! runtime drains ready batches (full, lingered long enough, or flushed), groups them by leader
 //! broker into one Produce request per broker, and completes each record's delivery from the
-//! broker's answer. At most one batch per partition is in flight, so records of a partition are
-//! written in the order they were sent, retries included.
+//! broker's answer.
 //!
-//! Retries are bounded by time, not counts: a batch is retried with backoff until
+//! Idempotent (`enable.idempotence`, the default, as in the Java producer since Kafka 3.0): the
+//! producer gets a producer id (InitProducerId) before its first batch, and each batch carries
+//! it with the sequence number of its first record in its partition. The broker appends a
+//! batch only if its sequence follows the last one appended, and answers a retried batch it has
+//! already appended as a success: retries write no duplicates, and up to five batches per
+//! partition are in flight without reordering. The decisions are in [`idempotence`]. Otherwise
+//! at most one batch per partition is in flight, so records of a partition are written in the
+//! order they were sent, retries included (but a retry after a lost answer may write twice).
+//!
+//! Retries are bounded by time, not counts (KIP-91): a batch is retried with backoff until
 //! `delivery.timeout.ms` after it was created, then its records fail with [`Error::Timeout`].
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -24,14 +32,16 @@ use crate::cluster::{Cluster, PartitionInfo};
 use crate::config::ProducerConfig;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 pub use crate::protocol::records::Header;
-use crate::protocol::records::{BatchBuilder, Compression};
+use crate::protocol::records::{set_producer_state, BatchBuilder, Compression};
 use crate::sync::Unpoisoned;
 
 mod accumulator;
+mod idempotence;
 mod partitioner;
 mod sender;
 
 use accumulator::*;
+use idempotence::*;
 use partitioner::*;
 pub use partitioner::{murmur2, partition_for_key};
 use sender::*;
@@ -167,6 +177,8 @@ struct Shared {
     closed: AtomicBool,
     refresh_wanted: AtomicBool,
     refreshing: AtomicBool,
+    /// InitProducerId is under way (idempotent producer).
+    initializing: AtomicBool,
 }
 
 /// A Kafka producer. `Send + Sync`: share it between threads behind an `Arc`.
@@ -253,11 +265,23 @@ impl Producer {
                 "must be at least 1",
             ));
         }
+        if config.enable_idempotence {
+            // A typed config set by hand skips ProducerConfig::from_config's check.
+            crate::config::idempotence(
+                Some(true),
+                config.acks,
+                config.max_in_flight_requests_per_connection,
+            )?;
+        }
         // batch.size=0 disables batching, as in Java: every record is a full batch of its own.
         let batch_size = config.batch_size.min(config.max_request_size.max(1));
+        let mut acc = Accumulator::new(batch_size, config.linger, compression);
+        if config.enable_idempotence {
+            acc = acc.idempotent(config.max_in_flight_requests_per_connection);
+        }
         let shared = Arc::new(Shared {
             cluster: Cluster::new(config.common.clone()),
-            acc: Mutex::new(Accumulator::new(batch_size, config.linger, compression)),
+            acc: Mutex::new(acc),
             counters: Arc::new(Counters::default()),
             config,
             wake: Notify::new(),
@@ -265,6 +289,7 @@ impl Producer {
             closed: AtomicBool::new(false),
             refresh_wanted: AtomicBool::new(false),
             refreshing: AtomicBool::new(false),
+            initializing: AtomicBool::new(false),
         });
         handle.spawn(sender_loop(shared.clone()));
         Ok(Producer {
@@ -438,6 +463,12 @@ impl Producer {
             drop(acc);
             shared.counters.release(size, 1);
             return Err(Error::Closed);
+        }
+        // After a fatal error (Java's FATAL_ERROR state) every send fails with it.
+        if let Some(e) = acc.idem.as_ref().and_then(|i| i.fatal.clone()) {
+            drop(acc);
+            shared.counters.release(size, 1);
+            return Err(e);
         }
         let (_, wake) = acc.append(
             &record.topic,

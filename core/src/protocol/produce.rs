@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use crate::protocol::msg::produce_request::{PartitionProduceData, TopicProduceData};
-use crate::protocol::msg::ProduceRequest;
+use crate::protocol::msg::{InitProducerIdRequest, ProduceRequest, ProducerId};
 use crate::protocol::{group_by_topic, topic_name};
 
 /// Produce of `batches` (topic, partition, one encoded record batch) with `acks` (0, 1 or -1
@@ -32,9 +32,28 @@ pub(crate) fn produce<'a>(
         .with_topic_data(topics)
 }
 
+/// InitProducerId of an idempotent producer: no transactional id, so any broker answers with a
+/// new producer id and epoch 0 (the broker ignores a current id and epoch without a
+/// transactional id). The transaction timeout is the Java producer's for this case.
+pub(crate) fn init_producer_id() -> InitProducerIdRequest {
+    InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(i32::MAX)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn init_producer_id_asks_for_a_new_id_without_a_transactional_id() {
+        let req = init_producer_id();
+        assert!(req.transactional_id.is_none());
+        assert_eq!((req.producer_id.0, req.producer_epoch), (-1, -1));
+        assert_eq!(req.transaction_timeout_ms, i32::MAX);
+    }
 
     #[test]
     fn batches_are_grouped_by_topic_with_acks_and_timeout() {

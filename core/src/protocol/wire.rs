@@ -40,6 +40,7 @@ apis! {
     Fetch: FetchRequest => FetchResponse,
     FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse,
     Heartbeat: HeartbeatRequest => HeartbeatResponse,
+    InitProducerId: InitProducerIdRequest => InitProducerIdResponse,
     JoinGroup: JoinGroupRequest => JoinGroupResponse,
     LeaveGroup: LeaveGroupRequest => LeaveGroupResponse,
     ListOffsets: ListOffsetsRequest => ListOffsetsResponse,
@@ -82,6 +83,9 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
         ApiKey::DeleteTopics => 6,
         ApiKey::CreatePartitions => 3,
         ApiKey::DescribeConfigs => 4,
+        // v3+ carries the current producer id and epoch (KIP-360); v6 adds two-phase commit
+        // (KIP-939), which an idempotent producer does not use.
+        ApiKey::InitProducerId => 5,
         // v1: Kafka-framed authentication (KIP-152); SaslAuthenticate v1+ carries the session
         // lifetime of KIP-368.
         ApiKey::SaslHandshake => 1,

@@ -41,10 +41,11 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
-    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, RequestHeader, ResponseHeader, SyncGroupRequest,
+    InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProducerId, RequestHeader, ResponseHeader, SyncGroupRequest,
     SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
@@ -129,6 +130,10 @@ struct State {
     epoch_requests: std::sync::Mutex<Vec<(i32, i32, i32)>>,
     /// Metadata requests answered.
     metadata_requests: AtomicUsize,
+    /// The error code InitProducerId is answered with (0: producer id 1000, epoch 0).
+    init_producer_id_error: AtomicI16,
+    /// InitProducerId requests answered.
+    init_producer_id_requests: AtomicUsize,
 }
 
 impl State {
@@ -226,6 +231,8 @@ impl FakeBroker {
             epoch_error: AtomicI16::new(0),
             epoch_requests: std::sync::Mutex::new(Vec::new()),
             metadata_requests: AtomicUsize::new(0),
+            init_producer_id_error: AtomicI16::new(0),
+            init_producer_id_requests: AtomicUsize::new(0),
         });
         let st = state.clone();
         runtime.spawn(async move {
@@ -341,6 +348,20 @@ impl FakeBroker {
     }
 }
 
+impl FakeBroker {
+    /// Answers InitProducerId with `code` from now on.
+    pub fn set_init_producer_id_error(&self, code: i16) {
+        self.state
+            .init_producer_id_error
+            .store(code, Ordering::Relaxed);
+    }
+
+    /// InitProducerId requests answered so far.
+    pub fn init_producer_id_requests(&self) -> usize {
+        self.state.init_producer_id_requests.load(Ordering::Relaxed)
+    }
+}
+
 impl Drop for FakeBroker {
     fn drop(&mut self) {
         if let Some(rt) = self.runtime.take() {
@@ -427,6 +448,17 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
                 LeaveGroupRequest::decode(&mut buf, version)?;
                 LeaveGroupResponse::default().encode(&mut body, version)?;
             }
+            ApiKey::InitProducerId => {
+                InitProducerIdRequest::decode(&mut buf, version)?;
+                st.init_producer_id_requests.fetch_add(1, Ordering::Relaxed);
+                let code = st.init_producer_id_error.load(Ordering::Relaxed);
+                let (id, epoch) = if code == 0 { (1000, 0) } else { (-1, -1) };
+                InitProducerIdResponse::default()
+                    .with_error_code(code)
+                    .with_producer_id(ProducerId(id))
+                    .with_producer_epoch(epoch)
+                    .encode(&mut body, version)?;
+            }
             other => anyhow::bail!("the fake broker does not serve {other:?}"),
         }
         let mut out = BytesMut::new();
@@ -470,6 +502,7 @@ fn api_versions(
         v::<SyncGroupRequest>(ApiKey::SyncGroup),
         v::<HeartbeatRequest>(ApiKey::Heartbeat),
         v::<LeaveGroupRequest>(ApiKey::LeaveGroup),
+        v::<InitProducerIdRequest>(ApiKey::InitProducerId),
         match fetch_max_version {
             Some(max) => ApiVersion::default()
                 .with_api_key(ApiKey::Fetch as i16)

@@ -84,7 +84,8 @@ impl BatchBuilder {
     }
 
     /// The encoded batch: producer id, producer epoch, base sequence and partition leader epoch
-    /// are -1 (no idempotence), the attributes give only the compression.
+    /// are -1 (no idempotence; [`set_producer_state`] writes the first three of an idempotent
+    /// batch), the attributes give only the compression.
     pub fn finish(self) -> Result<Bytes> {
         if self.records.is_empty() {
             return Err(Error::InvalidArgument(
@@ -184,6 +185,32 @@ impl BatchBuilder {
             }
         }
     }
+}
+
+/// `batch` (one encoded v2 batch, as [`BatchBuilder::finish`] gives it) with producer id
+/// `producer_id`, epoch `producer_epoch` and base sequence `base_sequence` in its header, and its
+/// CRC computed again (it covers them). An idempotent batch gets them when it is first sent, and
+/// new ones when an epoch bump restarts its partition's sequences, as the Java producer rewrites
+/// a batch's header (`ProducerBatch.resetProducerState`).
+pub fn set_producer_state(
+    batch: &[u8],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Result<Bytes> {
+    if batch.len() < RECORDS_AT || batch[MAGIC_AT] as i8 != MAGIC_V2 {
+        return Err(Error::InvalidArgument(format!(
+            "a v2 record batch of at least {RECORDS_AT} bytes was expected, got {} bytes",
+            batch.len()
+        )));
+    }
+    let mut out = batch.to_vec();
+    out[PRODUCER_ID_AT..PRODUCER_EPOCH_AT].copy_from_slice(&producer_id.to_be_bytes());
+    out[PRODUCER_EPOCH_AT..BASE_SEQUENCE_AT].copy_from_slice(&producer_epoch.to_be_bytes());
+    out[BASE_SEQUENCE_AT..RECORD_COUNT_AT].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&out[ATTRIBUTES_AT..]);
+    out[CRC_AT..ATTRIBUTES_AT].copy_from_slice(&crc.to_be_bytes());
+    Ok(Bytes::from(out))
 }
 
 pub(super) fn zigzag32(v: i32) -> u64 {

@@ -31,6 +31,8 @@ const LAST_OFFSET_DELTA_AT: usize = 23;
 const BASE_TIMESTAMP_AT: usize = 27;
 const MAX_TIMESTAMP_AT: usize = 35;
 const PRODUCER_ID_AT: usize = 43;
+const PRODUCER_EPOCH_AT: usize = 51;
+const BASE_SEQUENCE_AT: usize = 53;
 const RECORD_COUNT_AT: usize = 57;
 const RECORDS_AT: usize = LOG_OVERHEAD + MIN_BATCH_LENGTH;
 
@@ -56,6 +58,53 @@ use compression::*;
 #[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(unused_imports))]
 pub use decode::decode_batches;
 pub use decode::decode_batches_in;
+pub use encode::set_producer_state;
+
+/// The idempotence fields of a v2 record batch's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerState {
+    /// The offset of the batch's first record.
+    pub base_offset: i64,
+    /// The producer id; -1 for none.
+    pub producer_id: i64,
+    /// Its epoch; -1 for none.
+    pub producer_epoch: i16,
+    /// The sequence of the batch's first record; -1 for none.
+    pub base_sequence: i32,
+    /// The records in the batch.
+    pub records: i32,
+}
+
+/// The producer id, epoch and base sequence of each complete batch in `records` (a records
+/// field of a Fetch answer, or batches back to back), without decoding their records: what the
+/// tests read to see what an idempotent producer wrote. A truncated or non-v2 batch ends the list.
+// Read by the unit tests and the broker tests (public with `unstable-fuzzing`).
+#[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(dead_code))]
+pub fn producer_states(mut records: &[u8]) -> Vec<ProducerState> {
+    let mut out = Vec::new();
+    while records.len() >= RECORDS_AT {
+        let length = decode::be_i32(records, 8);
+        let Some(end) = usize::try_from(length)
+            .ok()
+            .and_then(|l| l.checked_add(LOG_OVERHEAD))
+            .filter(|&e| e >= RECORDS_AT && e <= records.len())
+        else {
+            break;
+        };
+        if records[MAGIC_AT] as i8 != MAGIC_V2 {
+            break;
+        }
+        out.push(ProducerState {
+            base_offset: decode::be_i64(records, 0),
+            producer_id: decode::be_i64(records, PRODUCER_ID_AT),
+            producer_epoch: decode::be_i16(records, PRODUCER_EPOCH_AT),
+            base_sequence: decode::be_i32(records, BASE_SEQUENCE_AT),
+            records: decode::be_i32(records, RECORD_COUNT_AT),
+        });
+        records = &records[end..];
+    }
+    out
+}
 // The byte readers, for the snappy reader (and the tests).
 #[cfg_attr(not(feature = "snappy"), allow(unused_imports))]
 use decode::*;
@@ -370,6 +419,52 @@ mod tests {
         }
     }
 
+    /// An idempotent batch carries its producer id, epoch and base sequence, under a CRC that
+    /// still checks (a broker refuses a batch whose CRC does not match as CORRUPT_MESSAGE).
+    #[test]
+    fn producer_state_is_written_under_a_valid_crc() {
+        for compression in built_in() {
+            let plain = build(compression);
+            let stamped = set_producer_state(&plain, 4711, 3, 2_147_483_000).unwrap();
+            assert_eq!(stamped.len(), plain.len());
+            // The CRC checks: the batch decodes with check.crcs.
+            let decoded = decode(at_offset(&stamped, 7), true).unwrap();
+            let b = &decoded.batches[0];
+            assert_eq!(b.producer_id, 4711, "{compression:?}");
+            assert_eq!(b.records().len(), sample_records().len());
+            // Stamped again (an epoch bump), the last values win; two batches back to back
+            // are read one after the other.
+            let again = set_producer_state(&stamped, 4711, 4, 0).unwrap();
+            let mut two = at_offset(&stamped, 7);
+            two.extend_from_slice(&at_offset(&again, 20));
+            decode(at_offset(&again, 7), true).unwrap();
+            let n = sample_records().len() as i32;
+            assert_eq!(
+                producer_states(&two),
+                vec![
+                    ProducerState {
+                        base_offset: 7,
+                        producer_id: 4711,
+                        producer_epoch: 3,
+                        base_sequence: 2_147_483_000,
+                        records: n,
+                    },
+                    ProducerState {
+                        base_offset: 20,
+                        producer_id: 4711,
+                        producer_epoch: 4,
+                        base_sequence: 0,
+                        records: n,
+                    }
+                ],
+                "{compression:?}"
+            );
+            // A truncated tail is left out.
+            assert_eq!(producer_states(&two[..two.len() - 1]).len(), 1);
+        }
+        assert!(set_producer_state(&[0u8; 10], 1, 0, 0).is_err());
+    }
+
     #[test]
     fn round_trip_every_codec() {
         for compression in built_in() {
@@ -384,6 +479,16 @@ mod tests {
             assert_eq!(b.last_offset, 1000 + expected.len() as i64 - 1);
             assert_eq!(b.partition_leader_epoch, -1);
             assert_eq!(b.producer_id, -1);
+            assert_eq!(
+                producer_states(&at_offset(&build(compression), 1000)),
+                vec![ProducerState {
+                    base_offset: 1000,
+                    producer_id: -1,
+                    producer_epoch: -1,
+                    base_sequence: -1,
+                    records: expected.len() as i32,
+                }]
+            );
             assert_eq!(b.timestamp_type, TimestampType::CreateTime);
             assert!(!b.is_control && !b.is_transactional);
             assert_eq!(b.records().len(), expected.len());
