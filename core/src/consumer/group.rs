@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 
 use crate::backoff::Deadline;
+use crate::config::GroupProtocolKind;
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::fetch::{PositionLookup, Shared};
@@ -238,9 +239,18 @@ impl Consumer {
         })
     }
 
-    /// Asks for a rebalance; the next `poll()` starts it.
+    /// Asks for a rebalance; the next `poll()` starts it. With `group.protocol=consumer`
+    /// (KIP-848) the broker alone decides when assignments change, so the call is refused rather
+    /// than left without effect.
     pub fn enforce_rebalance(&self, reason: &str) -> Result<()> {
         self.check_open()?;
+        if self.shared.config.group_protocol == GroupProtocolKind::Consumer {
+            return Err(Error::IllegalState(
+                "enforce_rebalance() has no effect with group.protocol=consumer: the broker \
+                 decides when assignments change (KIP-848)"
+                    .into(),
+            ));
+        }
         let g = self.group.lock().unpoisoned();
         let local = g.as_ref().ok_or_else(|| {
             Error::IllegalState("enforce_rebalance() needs a subscription".into())

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::rebalance_listener::RebalanceListener;
 use super::Consumer;
 use crate::config::Config;
-use crate::error::{codes, Result};
+use crate::error::{codes, Error, Result};
 use crate::group::group_protocol::fake::{names, FakeJoin, FakeProtocol};
 use crate::sync::Unpoisoned;
 use crate::types::TopicPartition;
@@ -238,4 +238,26 @@ fn a_fatal_heartbeat_answer_through_the_seam_comes_out_of_poll_and_ends_the_memb
         log.lock().unwrap()[before - 1..],
         ["heartbeat generation=1 answered GROUP_AUTHORIZATION_FAILED"]
     );
+}
+
+/// KIP-848: the broker decides when assignments change; a client's call to start a rebalance is
+/// refused with an error saying so, not left without effect.
+#[test]
+fn enforce_rebalance_is_refused_under_the_consumer_protocol() {
+    let c = Consumer::from_config(
+        &Config::from_pairs([
+            ("bootstrap.servers", "127.0.0.1:9"),
+            ("group.id", "g"),
+            ("group.protocol", "consumer"),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    c.subscribe(&["t"], None).unwrap();
+    let e = c.enforce_rebalance("test").unwrap_err();
+    assert!(
+        matches!(&e, Error::IllegalState(m) if m.contains("group.protocol=consumer")),
+        "{e}"
+    );
+    c.close(Some(Duration::from_millis(100))).ok();
 }
