@@ -249,6 +249,38 @@ def test_two_processes_share_a_group_and_listeners_see_the_rebalance(bootstrap, 
         other.stop()
 
 
+def test_two_processes_share_a_consumer_protocol_group(bootstrap, make_topic, group, consumers):
+    """KIP-848 (`group.protocol=consumer`): the broker splits the partitions between the two
+    processes once the first has revoked what moves, and the settings the broker decides under
+    that protocol are refused naming the key."""
+    topic = make_topic(4)
+    rec = Recorder()
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer"}
+    c = lagless.Consumer(config)
+    consumers.append(c)
+    c.subscribe([topic], rec)
+    poll_until(c, lambda: rec.owned == {0, 1, 2, 3}, 30, "the first member to own every partition")
+    other = Member(bootstrap, topic, group, {"group.protocol": "consumer"})
+    try:
+        poll_until(
+            c,
+            lambda: len(rec.owned) == 2 and len(other.owned) == 2,
+            45,
+            "the partitions to be split between the two processes",
+        )
+        assert rec.owned.isdisjoint(other.owned)
+        assert rec.owned | other.owned == {0, 1, 2, 3}
+        revoked = {p for e in rec.events if e[0] == "revoked" for p in e[1]}
+        assert revoked == {0, 1, 2, 3} - rec.owned, rec.events
+        assert sorted(p.partition for p in c.assignment()) == sorted(rec.owned)
+    finally:
+        other.stop()
+    with pytest.raises(lagless.ConfigError) as e:
+        lagless.Consumer({**config, "session.timeout.ms": 10000})
+    assert e.value.key == "session.timeout.ms"
+    assert "group.protocol=consumer" in str(e.value)
+
+
 def test_commit_inside_on_partitions_revoked(bootstrap, make_topic, group):
     topic = make_topic(1)
     produce(bootstrap, topic, 10)
