@@ -92,6 +92,7 @@ pub fn run_member(
         let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
         let mut last_commit = Instant::now();
         while !stop.load(Ordering::SeqCst) {
+            let events_before = l.lock().unwrap().events.len();
             let batch = match c.poll(Duration::from_millis(100)) {
                 Ok(b) => b,
                 Err(e) => {
@@ -105,6 +106,19 @@ pub fn run_member(
             {
                 let mut log = l.lock().unwrap();
                 log.assignment = assignment.clone();
+                // A partition given up in this poll (revoked or lost) is no longer this
+                // member's: what it processed of it before says nothing once it comes back,
+                // when it resumes at the group's committed offset. Committing that old position
+                // would move the group's offset back below what the partition's owner meanwhile
+                // committed (an application bug, which lagless, as the Java client, carries
+                // out as told), and the records in between would be processed again.
+                for (_, e) in &log.events[events_before..] {
+                    if let Event::Revoked(p) | Event::Lost(p) = e {
+                        for tp in p {
+                            positions.remove(&tp.partition);
+                        }
+                    }
+                }
                 for r in &batch {
                     log.processed.push((r.partition, r.offset, now));
                     offsets.insert(r.partition, r.offset + 1);
