@@ -97,6 +97,12 @@ fn joined(m: &mut GroupMember, generation_id: i32) {
     m.membership.on_sync_success();
 }
 
+/// The protocol reports the join of `answer`'s generation, and the join task answers with it.
+fn answer_join(m: &mut GroupMember, answer: JoinOutcome, now: Instant) {
+    joined(m, answer.generation.generation_id);
+    m.handle(Event::JoinFinished(Ok(answer)), now);
+}
+
 /// A member subscribed to `a` that joined generation 1 and owns `owned`.
 fn owning(protocol: RebalanceProtocol, owned: &[(&str, i32)], now: Instant) -> GroupMember {
     let meta = metadata(&[("a", 4)], now);
@@ -106,11 +112,7 @@ fn owning(protocol: RebalanceProtocol, owned: &[(&str, i32)], now: Instant) -> G
         step(&mut m, &meta, false, now),
         Effect::StartJoin(_)
     ));
-    joined(&mut m, 1);
-    m.handle(
-        Event::JoinFinished(Ok(outcome(1, protocol, owned, &[]))),
-        now,
-    );
+    answer_join(&mut m, outcome(1, protocol, owned, &[]), now);
     let Effect::ApplyJoin(plan) = step(&mut m, &meta, false, now) else {
         panic!("expected the join applied")
     };
@@ -153,9 +155,9 @@ fn a_finished_join_is_applied_in_order_and_the_member_owns_what_it_was_given() {
     let mut m = member(Cooperative, false, now);
     m.handle(Event::Subscribed(names(&["a"])), now);
     step(&mut m, &meta, false, now);
-    joined(&mut m, 1);
-    m.handle(
-        Event::JoinFinished(Ok(outcome(1, Cooperative, &[("a", 0), ("a", 1)], &[]))),
+    answer_join(
+        &mut m,
+        outcome(1, Cooperative, &[("a", 0), ("a", 1)], &[]),
         now,
     );
     let Effect::ApplyJoin(plan) = step(&mut m, &meta, false, now) else {
@@ -192,11 +194,7 @@ fn a_cooperative_member_revokes_what_it_lost_after_the_join_and_rejoins() {
     };
     assert_eq!(input.owned, tps(&[("a", 0), ("a", 1)]));
     assert_eq!(input.reason, "a new member");
-    joined(&mut m, 2);
-    m.handle(
-        Event::JoinFinished(Ok(outcome(2, Cooperative, &[("a", 1)], &[]))),
-        now,
-    );
+    answer_join(&mut m, outcome(2, Cooperative, &[("a", 1)], &[]), now);
     let Effect::ApplyJoin(plan) = step(&mut m, &meta, false, now) else {
         panic!("expected the join applied")
     };
@@ -244,11 +242,7 @@ fn partitions_kept_through_an_eager_assignment_are_lost_not_revoked() {
     let mut m = owning(Cooperative, &[("a", 0), ("a", 1)], now);
     m.handle(Event::RejoinRequested("a new member".into()), now);
     step(&mut m, &meta, false, now);
-    joined(&mut m, 2);
-    m.handle(
-        Event::JoinFinished(Ok(outcome(2, Eager, &[("a", 1), ("a", 2)], &[]))),
-        now,
-    );
+    answer_join(&mut m, outcome(2, Eager, &[("a", 1), ("a", 2)], &[]), now);
     let Effect::ApplyJoin(plan) = step(&mut m, &meta, false, now) else {
         panic!("expected the join applied")
     };
@@ -414,9 +408,9 @@ fn the_background_takes_only_the_steps_that_call_no_listener() {
     // One that adds a partition waits for poll(), which applies it.
     m.handle(Event::RejoinRequested("another member".into()), now);
     step(&mut m, &meta, true, now);
-    joined(&mut m, 3);
-    m.handle(
-        Event::JoinFinished(Ok(outcome(3, Cooperative, &[("a", 0), ("a", 1)], &[]))),
+    answer_join(
+        &mut m,
+        outcome(3, Cooperative, &[("a", 0), ("a", 1)], &[]),
         now,
     );
     assert!(matches!(step(&mut m, &meta, true, now), Effect::Wait));
@@ -450,9 +444,9 @@ fn a_pattern_subscription_joins_with_the_topics_that_match_and_follows_new_ones(
         panic!("expected a join")
     };
     assert_eq!(input.topics, vec!["t-1".to_string()]);
-    joined(&mut m, 1);
-    m.handle(
-        Event::JoinFinished(Ok(outcome(1, Cooperative, &[("t-1", 0), ("t-1", 1)], &[]))),
+    answer_join(
+        &mut m,
+        outcome(1, Cooperative, &[("t-1", 0), ("t-1", 1)], &[]),
         now,
     );
     let Effect::ApplyJoin(plan) = step(&mut m, &one, false, now) else {
@@ -604,11 +598,7 @@ fn with_explicit_readiness_learned_partitions_are_ready_only_when_the_applicatio
         let mut m = member(Cooperative, true, now);
         m.handle(Event::Subscribed(names(&["a"])), now);
         step(&mut m, &meta, false, now);
-        joined(&mut m, 1);
-        m.handle(
-            Event::JoinFinished(Ok(outcome(1, Cooperative, &[], &[]))),
-            now,
-        );
+        answer_join(&mut m, outcome(1, Cooperative, &[], &[]), now);
         step(&mut m, &meta, false, now);
         m
     };
