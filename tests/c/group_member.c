@@ -83,9 +83,13 @@ static int on_lost(void *opaque, lagless_consumer *c, const lagless_tplist *part
 }
 
 int main(int argc, char **argv) {
+    /* LAGLESS_GROUP_PROTOCOL=consumer runs the member with KIP-848's protocol, where the
+     * session and heartbeat are the broker's (group.consumer.* of the test broker) and these two
+     * keys are refused: the last four entries are replaced then. */
     const char *cfgv[] = {"bootstrap.servers", NULL, "group.id", NULL,
                           "enable.auto.commit", "false", "auto.offset.reset", "earliest",
                           "session.timeout.ms", "6000", "heartbeat.interval.ms", "500", NULL};
+    const char *protocol = getenv("LAGLESS_GROUP_PROTOCOL");
     char path[4096];
     struct member m;
     lagless_rebalance_listener listener;
@@ -99,6 +103,11 @@ int main(int argc, char **argv) {
     m.poller = pthread_self();
     cfgv[1] = test_bootstrap();
     cfgv[3] = argv[2];
+    if (protocol != NULL && strcmp(protocol, "consumer") == 0) {
+        cfgv[8] = "group.protocol";
+        cfgv[9] = "consumer";
+        cfgv[10] = NULL;
+    }
     topics[0] = argv[1];
     snprintf(path, sizeof path, "%s/%s.records", argv[4], argv[3]);
     records = fopen(path, "w");
@@ -131,6 +140,15 @@ int main(int argc, char **argv) {
         }
         consumed += (long)n;
         if (n > 0) fflush(records);
+    }
+    {
+        /* The member id says which protocol the member spoke: the broker makes a classic one
+         * (client.id, '-', a UUID); a KIP-848 member makes its own (a 22-character UUID). */
+        int32_t generation = -1;
+        char *member_id = NULL;
+        CHECK_OK(lagless_consumer_group_metadata(m.consumer, &generation, &member_id));
+        fprintf(m.events, "member %d %s\n", (int)generation, member_id);
+        lagless_string_destroy(member_id);
     }
     /* close runs on_revoked (which commits) on this thread, then leaves the group. */
     CHECK_OK(lagless_consumer_close(m.consumer, 15000));

@@ -6,7 +6,8 @@
 #   recovery-stream / learner-assignment / learner hand-over (readiness reported later, prepare
 #   to leave) / batch hand-over tests and the TLS/SASL round trips
 #   (over the security listeners of `kafka_broker.py --security`) plainly, under
-#   AddressSanitizer and (produce, errors, lookups, batch) under valgrind;
+#   AddressSanitizer and (produce, errors, lookups, batch) under valgrind; the two-process group
+#   again under group.protocol=consumer (KIP-848);
 #   the C++ consumer; the example; the Python ctypes test.
 # Usage: python3 tests/kafka_broker.py run --security -- bash tests/c/run.sh
 # LAGLESS_C_SKIP_VALGRIND=1 skips the valgrind runs; LAGLESS_VALGRIND_GROUP=1 adds the group test.
@@ -78,9 +79,9 @@ group_test() {
   wait "$pb" || rc=1
   cat "$dir/A.out" "$dir/B.out"
   if [[ $rc != 0 ]]; then echo "--- A.events"; cat "$dir/A.events"; echo "--- B.events"; cat "$dir/B.events"; return 1; fi
-  python3 - "$dir" "$n1" "$n2" <<'PY'
+  python3 - "$dir" "$n1" "$n2" "$label" <<'PY'
 import sys
-d, n1, n2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d, n1, n2, label = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 recs = {m: [tuple(map(int, l.split())) for l in open(f"{d}/{m}.records")] for m in "AB"}
 ev = {m: open(f"{d}/{m}.events").read().splitlines() for m in "AB"}
 allr = recs["A"] + recs["B"]
@@ -93,8 +94,13 @@ assert len(recs["B"]) > 0, "B consumed nothing after the rebalance"
 assert any(e.startswith("committed-in-revoked") for e in ev["A"]), ev["A"]
 assert ev["A"][0].startswith("assigned 4"), ev["A"]
 assert any(e.startswith("assigned ") and not e.startswith("assigned 0") for e in ev["B"]), ev["B"]
+# A KIP-848 member makes its own id (22 characters); a classic one gets client.id-UUID.
+for m in "AB":
+    ids = [e.split()[2] for e in ev[m] if e.startswith("member ")]
+    assert len(ids) == 1, ev[m]
+    assert (len(ids[0]) == 22) == (label == "kip848"), f"{m}: member id {ids[0]!r} under {label}"
 print(f"group: A {len(recs['A'])}, B {len(recs['B'])} records, no duplicates; A events: "
-      + "; ".join(e for e in ev["A"] if not e.startswith("position")))
+      + "; ".join(e for e in ev["A"] if not e.startswith(("position", "member"))))
 PY
 }
 
@@ -113,6 +119,8 @@ step "error paths"
 "$work/test_errors" "$topic"
 step "two-process group with rebalance"
 group_test group_member plain
+step "two-process group under group.protocol=consumer (KIP-848)"
+group_test group_member kip848 env LAGLESS_GROUP_PROTOCOL=consumer
 step "recovery streams (KIP-333)"
 "$work/test_recovery" "lagless-c-recovery-$run_id" "lagless-c-recovery-g-$run_id"
 step "recovery streams on a thread of their own"
