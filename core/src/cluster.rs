@@ -28,6 +28,49 @@ fn reconnect_wait(retry: &mut Retry, served: bool) -> Duration {
     retry.failed()
 }
 
+/// How often at most a broker that cannot be reached is reported at WARN while the failures go on.
+const CONNECT_WARNING_INTERVAL: Duration = Duration::from_secs(30);
+
+/// What is said of one broker's failed connection attempts. A client pointed at nothing must say
+/// so at the default level at once, as the Java client and librdkafka do; but it retries every
+/// `reconnect.backoff.max.ms`, and a line per attempt would bury everything else. So: the first
+/// failure of a run at WARN, then at most one WARN per [`CONNECT_WARNING_INTERVAL`] counting the
+/// attempts since the last one (the others at DEBUG), and the connection that ends a warned run at
+/// INFO with its count.
+#[derive(Debug, Default)]
+struct ConnectFailures {
+    /// Failed attempts since the last connection that succeeded.
+    in_row: u32,
+    /// Failed attempts since the last warning.
+    since_warned: u32,
+    last_warned: Option<Instant>,
+}
+
+impl ConnectFailures {
+    /// A failed attempt at `now`: `Some(attempts since the last warning, this one included)` if
+    /// it is to be reported at WARN.
+    fn failed(&mut self, now: Instant) -> Option<u32> {
+        self.in_row += 1;
+        self.since_warned += 1;
+        let due = self
+            .last_warned
+            .is_none_or(|at| now.saturating_duration_since(at) >= CONNECT_WARNING_INTERVAL);
+        if !due {
+            return None;
+        }
+        self.last_warned = Some(now);
+        Some(std::mem::take(&mut self.since_warned))
+    }
+
+    /// A connection made: `Some(failed attempts before it)` if the run was reported at WARN.
+    fn connected(&mut self) -> Option<u32> {
+        let warned = self.last_warned.take().is_some();
+        let in_row = std::mem::take(&mut self.in_row);
+        self.since_warned = 0;
+        warned.then_some(in_row)
+    }
+}
+
 /// A partition's place in the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionInfo {
@@ -72,6 +115,7 @@ struct Slot {
     conn: Option<Arc<Connection>>,
     retry: Retry,
     next_attempt: Instant,
+    failures: ConnectFailures,
 }
 
 /// Which of the connections to a broker a request goes on. A broker answers the requests of one
@@ -175,6 +219,7 @@ impl Cluster {
                     self.config.reconnect_backoff_max,
                 )),
                 next_attempt: Instant::now(),
+                failures: ConnectFailures::default(),
             }))
         });
         slot.clone()
@@ -255,12 +300,26 @@ impl Cluster {
                 // (`reconnect_wait`), not here: a broker that accepts connections and cuts each
                 // one right after the setup would otherwise be reconnected to at once, forever.
                 Ok(c) => {
+                    if let Some(failed) = s.failures.connected() {
+                        tracing::info!(
+                            broker = %addr,
+                            "connected to broker {addr} after {failed} failed attempts"
+                        );
+                    }
                     let c = Arc::new(c);
                     s.conn = Some(c.clone());
                     Ok(c)
                 }
                 Err(e) => {
-                    s.next_attempt = Instant::now() + s.retry.failed();
+                    let now = Instant::now();
+                    s.next_attempt = now + s.retry.failed();
+                    match s.failures.failed(now) {
+                        Some(1) => tracing::warn!("{e} (retrying with reconnect.backoff.ms)"),
+                        Some(n) => tracing::warn!(
+                            "{e} ({n} failed attempts since the last warning; still retrying)"
+                        ),
+                        None => tracing::debug!("{e} (retrying)"),
+                    }
                     Err(e)
                 }
             }
@@ -626,6 +685,41 @@ mod tests {
                 "loss {i} (served: {served}): waited {wait:?}, want {low:?}..={high:?}"
             );
         }
+    }
+
+    /// Attempts at (seconds from the start, failed?): which are warned of, with the count of
+    /// attempts since the last warning, and which connection reports the run it ends.
+    #[test]
+    fn an_unreachable_broker_is_warned_of_at_once_then_at_most_every_thirty_seconds() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut f = ConnectFailures::default();
+        assert_eq!(
+            f.failed(at(0)),
+            Some(1),
+            "the first failure is warned of at once"
+        );
+        for s in 1..30 {
+            assert_eq!(f.failed(at(s)), None, "second {s}: within the interval");
+        }
+        assert_eq!(
+            f.failed(at(30)),
+            Some(30),
+            "thirty attempts since the first warning"
+        );
+        assert_eq!(f.failed(at(31)), None);
+        assert_eq!(
+            f.connected(),
+            Some(32),
+            "the run ends: 32 failed attempts before it"
+        );
+        assert_eq!(f.connected(), None, "nothing to report twice");
+        // A new run after a connection is warned of at once again, its count from 1.
+        assert_eq!(f.failed(at(32)), Some(1));
+        assert_eq!(f.connected(), Some(1));
+        // Connections that never failed report nothing.
+        let mut quiet = ConnectFailures::default();
+        assert_eq!(quiet.connected(), None);
     }
 
     fn names(topics: &[&str]) -> BTreeSet<String> {

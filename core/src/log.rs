@@ -94,17 +94,23 @@ struct CallbackLayer;
 
 impl<S: Subscriber> Layer<S> for CallbackLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let sink = SINK.read().unpoisoned();
-        let Some(sink) = sink.as_ref() else { return };
         let level = LogLevel::of(event.metadata().level());
-        if level > sink.max_level {
-            return;
-        }
+        // The sink's lock is not held while the callback runs: a callback may wait for a lock of
+        // its own (Python's logging lock), which a thread replacing the callback may hold while it
+        // waits for this one (Python's `dictConfig` sets levels under that lock, and the package
+        // follows level changes).
+        let cb = {
+            let sink = SINK.read().unpoisoned();
+            let Some(sink) = sink.as_ref() else { return };
+            if level > sink.max_level {
+                return;
+            }
+            sink.callback.clone()
+        };
         let mut v = MessageVisitor::default();
         event.record(&mut v);
         let target = event.metadata().target();
         // A panicking callback must not take an I/O thread down.
-        let cb = sink.callback.clone();
         let message = v.message + &v.fields;
         let _ =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(level, target, &message)));

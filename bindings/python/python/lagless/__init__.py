@@ -6,8 +6,10 @@
 ...     for msg in c.consume(500, timeout=1.0):
 ...         print(msg.offset, msg.value)
 
-Logs of the core go to the ``logging`` logger ``lagless``. Which levels the core forwards is
-set at import from that logger's effective level; call :func:`set_log_level` after changing it.
+Logs of the core go to the ``logging`` logger ``lagless``. Which levels the core forwards
+follows that logger's effective level, whenever a level is set (on it or an ancestor,
+``basicConfig(level=...)``, ``dictConfig``); :func:`set_log_level` overrides it until the next
+change.
 """
 
 from __future__ import annotations
@@ -81,11 +83,43 @@ def set_log_level(level: "int | None" = None) -> None:
     _set_log_level(int(level))
 
 
+def _follow_logger_levels() -> None:
+    """Calls :func:`set_log_level` whenever a logger's level changes.
+
+    Every change of a level (``Logger.setLevel`` on any logger, so ``basicConfig(level=...)``
+    and ``dictConfig`` too, and ``logging.disable``) ends in the logging manager clearing its
+    level caches; that is the one place to hear of them all. Only a change of the ``lagless``
+    logger's effective level reaches the core, so a :func:`set_log_level` call stays in force
+    until that level changes. Should a Python lack that method, the level is read at import and
+    by :func:`set_log_level` only.
+    """
+    manager = logging.Logger.manager
+    clear_cache = getattr(manager, "_clear_cache", None)
+    if clear_cache is None:
+        return
+    seen = [_logger.getEffectiveLevel()]
+
+    def clear_cache_and_follow() -> None:
+        clear_cache()
+        level = _logger.getEffectiveLevel()
+        if level != seen[0] and not _stopped[0]:
+            seen[0] = level
+            _set_log_level(level)
+
+    manager._clear_cache = clear_cache_and_follow  # type: ignore[method-assign]
+
+
+_stopped = [False]
+
+
 def _stop_logging() -> None:
     # Past this point the interpreter is going away: log events from I/O threads are dropped
-    # instead of waiting for a GIL that finalization may never hand back.
+    # instead of waiting for a GIL that finalization may never hand back (and a level set during
+    # shutdown does not start them again).
+    _stopped[0] = True
     _set_log_level(None)
 
 
 set_log_level()
+_follow_logger_levels()
 atexit.register(_stop_logging)
