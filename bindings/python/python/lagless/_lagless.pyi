@@ -224,7 +224,9 @@ class Consumer:
         self, partitions: Iterable[TopicPartition], timeout: Optional[float] = None
     ) -> List[TopicPartition]:
         """The high watermark of each partition (the offset the next record gets), in the order
-        given. The partitions need not be assigned. Errors as ``offsets_for_times``."""
+        given; at ``isolation.level=read_committed`` the last stable offset (the first offset of
+        the oldest open transaction, else the high watermark), as ``get_watermark_offsets``'
+        high. The partitions need not be assigned. Errors as ``offsets_for_times``."""
     def partitions_for(self, topic: str, timeout: Optional[float] = None) -> List[int]: ...
     def member_id(self) -> Optional[str]: ...
     def enforce_rebalance(self, reason: Optional[str] = None) -> None:
