@@ -438,6 +438,10 @@ pub mod codes {
     pub const UNSUPPORTED_VERSION: i16 = 35;
     /// CreateTopics: the topic exists already.
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    /// Fetch (KIP-227): the broker does not know the fetch session (evicted, or restarted).
+    pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+    /// Fetch (KIP-227): the request's session epoch is not the one the broker expects.
+    pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
     /// The request's leader epoch is older than the broker's: stale metadata.
     pub const FENCED_LEADER_EPOCH: i16 = 74;
     /// The request's leader epoch is newer than the broker's: the broker has not caught up yet.

@@ -38,6 +38,7 @@ mod budget;
 mod deliver;
 mod lookup;
 mod plan;
+mod session;
 mod state;
 mod task;
 mod txn;

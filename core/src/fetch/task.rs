@@ -15,6 +15,7 @@ use super::lookup::{
     handle_validation, lookup_positions, reset_policy, validate_positions, LookupOutcome,
 };
 use super::plan::{plan_fetches, Fetch, Settings, Turn};
+use super::session::{is_session_error, FetchSession};
 use super::state::{Recovery, StreamKind};
 use super::txn::TxnFilter;
 use super::validate::{ValidationAnswer, ValidationAsked};
@@ -62,6 +63,8 @@ enum TaskDone {
         partitions: Vec<(TopicPartition, Asked)>,
         reserved: usize,
         result: Result<Answer>,
+        /// The fetch session with that broker, handed back for the next request.
+        session: FetchSession,
     },
     Lookup(
         Vec<(TopicPartition, u64)>,
@@ -76,6 +79,9 @@ enum TaskDone {
 pub(crate) async fn run(shared: Arc<Shared>) {
     let mut tasks: JoinSet<TaskDone> = JoinSet::new();
     let mut busy_brokers: HashSet<(i32, StreamKind)> = HashSet::new();
+    // One fetch session per broker and stream kind (KIP-227), taken by the one request in
+    // flight there (`busy_brokers`) and handed back with its answer.
+    let mut sessions: HashMap<(i32, StreamKind), FetchSession> = HashMap::new();
     let mut metadata_in_flight = false;
     let mut lookup_in_flight = false;
     let mut metadata_wanted = true;
@@ -130,6 +136,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             busy_brokers.insert((plan.broker, plan.kind));
             let shared2 = shared.clone();
             let reserved = plan.reserved;
+            let mut session = sessions
+                .remove(&(plan.broker, plan.kind))
+                .unwrap_or_default();
             tasks.spawn(async move {
                 let timeout = shared2.config.common.request_timeout + shared2.config.fetch_max_wait;
                 let deadline = Deadline::after(timeout);
@@ -139,10 +148,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         .cluster
                         .broker_on(plan.broker, plan.kind.lane(), deadline)
                         .await?;
-                    protocol::fetch::fit_to_version(&mut request, conn.version::<FetchRequest>()?);
+                    let version = conn.version::<FetchRequest>()?;
+                    protocol::fetch::fit_to_version(&mut request, version);
+                    session.prepare(&mut request, version);
                     conn.call_with_timeout(&request, timeout).await
                 }
                 .await;
+                match &result {
+                    Ok(resp) => session.answered(resp.error_code, resp.session_id),
+                    Err(_) => session.failed(),
+                }
                 let result = match result {
                     Ok(resp) => Ok(decode_answer(
                         resp,
@@ -159,6 +174,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     partitions: plan.partitions,
                     reserved,
                     result,
+                    session,
                 }
             });
         }
@@ -204,8 +220,10 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 partitions,
                 reserved,
                 result,
+                session,
             }) => {
                 busy_brokers.remove(&(plan_broker, kind));
+                sessions.insert((plan_broker, kind), session);
                 if handle_fetch(&shared, plan_broker, kind, partitions, reserved, result) {
                     metadata_wanted = true;
                 }
@@ -431,6 +449,17 @@ fn handle_fetch(
         }) => {
             st.expansion.answered(records_bytes, decoded_bytes);
             answers
+        }
+        Ok(Answer::RequestError(code)) if is_session_error(code) => {
+            // The session is reset (`FetchSession::answered`): the next request is a full one,
+            // at once and with no error counted against the partitions.
+            tracing::debug!(broker, error = %Error::kafka(code, "fetch session"), "fetch session reset");
+            for (tp, _) in &sent {
+                if let Some(s) = st.partitions.get_mut(tp).and_then(|p| p.stream_mut(kind)) {
+                    s.in_flight = false;
+                }
+            }
+            return false;
         }
         Ok(Answer::RequestError(code)) => {
             let e = Error::kafka(code, format!("fetch from broker {broker}"));

@@ -60,7 +60,8 @@ pub(crate) fn fetch<'a>(
         .with_min_bytes(limits.min_bytes)
         .with_max_bytes(limits.max_bytes)
         .with_isolation_level(isolation_level(limits.isolation_level))
-        // Session 0, epoch -1: a full fetch that opens no fetch session (KIP-227).
+        // Session 0, epoch -1: a full fetch that opens no fetch session (KIP-227); the fetch
+        // task's `FetchSession` turns it into its session's request.
         .with_session_id(0)
         .with_session_epoch(-1)
         .with_topics(topics)

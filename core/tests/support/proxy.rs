@@ -50,6 +50,8 @@ struct Route {
     mode: watch::Sender<Mode>,
     accepted: AtomicUsize,
     open: AtomicUsize,
+    /// Bytes forwarded: requests (client to broker), answers (broker to client).
+    forwarded: [AtomicUsize; 2],
 }
 
 /// The proxy: its routes run on a runtime of its own (one thread), stopped on drop.
@@ -77,6 +79,7 @@ impl Proxy {
                     mode: watch::channel(Mode::Pass).0,
                     accepted: AtomicUsize::new(0),
                     open: AtomicUsize::new(0),
+                    forwarded: [AtomicUsize::new(0), AtomicUsize::new(0)],
                 })
             })
             .collect();
@@ -113,6 +116,12 @@ impl Proxy {
     /// Connections on `route` open now.
     pub fn open(&self, route: usize) -> usize {
         self.routes[route].open.load(Ordering::SeqCst)
+    }
+
+    /// Bytes forwarded on `route` so far, all connections: (requests, answers).
+    pub fn forwarded(&self, route: usize) -> (usize, usize) {
+        let f = &self.routes[route].forwarded;
+        (f[0].load(Ordering::SeqCst), f[1].load(Ordering::SeqCst))
     }
 
     /// The addresses the routes listen on, comma-separated: a bootstrap.servers.
@@ -162,8 +171,8 @@ async fn serve(client: TcpStream, route: &Route) {
     let (broker_read, broker_write) = broker.into_split();
     // Whichever pump ends first ends the connection: the other is dropped with its halves.
     tokio::select! {
-        _ = pump(client_read, broker_write, route.mode.subscribe(), Direction::Requests) => {}
-        _ = pump(broker_read, client_write, route.mode.subscribe(), Direction::Answers) => {}
+        _ = pump(client_read, broker_write, route.mode.subscribe(), Direction::Requests, &route.forwarded[0]) => {}
+        _ = pump(broker_read, client_write, route.mode.subscribe(), Direction::Answers, &route.forwarded[1]) => {}
     }
 }
 
@@ -208,6 +217,7 @@ async fn pump(
     mut to: OwnedWriteHalf,
     mut mode: watch::Receiver<Mode>,
     dir: Direction,
+    forwarded: &AtomicUsize,
 ) {
     let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
     let mut written = 0usize;
@@ -252,6 +262,7 @@ async fn pump(
                     return;
                 }
                 written += n;
+                forwarded.fetch_add(n, Ordering::SeqCst);
                 if n < chunk.len() {
                     return; // CutAfter reached mid-chunk
                 }
