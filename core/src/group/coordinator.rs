@@ -22,7 +22,9 @@ use crate::group::heartbeat::{
     heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, FOLLOW_UP_HEARTBEAT,
     FOLLOW_UP_WINDOW,
 };
-use crate::group::member::{poll_timeout_consequence, Membership, Next};
+use crate::group::member::{
+    poll_timeout_consequence, Generation, Membership, Next, ProtocolAnswer, Reply,
+};
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
 use crate::group::step::{JoinInput, JoinOutcome};
@@ -200,6 +202,26 @@ impl GroupDriver {
     /// [`GroupDriver::group_member`].
     pub fn membership(&self) -> MembershipGuard<'_> {
         MembershipGuard(self.group_member())
+    }
+
+    /// Hands what the group protocol heard to the member ([`Membership::on_answer`]): the one
+    /// way a protocol's answers change the member's state.
+    pub(crate) fn report(&self, answer: ProtocolAnswer) -> Reply {
+        let wakes = answer.wakes_poll();
+        let reply = self.membership().on_answer(answer);
+        if wakes {
+            (self.on_change)();
+        }
+        reply
+    }
+
+    /// The member id and generation a join request goes out with, as the member says
+    /// ([`ProtocolAnswer::JoinSending`]).
+    pub(crate) fn join_sending(&self) -> Generation {
+        match self.report(ProtocolAnswer::JoinSending) {
+            Reply::Generation(g) => g,
+            Reply::Next(_) | Reply::Outlived => Generation::none(),
+        }
     }
 
     /// Called by every `poll()`: restarts the max.poll.interval.ms timer.
@@ -471,7 +493,13 @@ impl GroupDriver {
                 return Err(Error::Closed);
             }
             match self.group_protocol.join_once(&self, &input).await {
-                JoinAttempt::Joined(outcome) => return Ok(*outcome),
+                JoinAttempt::Joined(outcome) => {
+                    // A follow-up rebalance is coming (partitions were left out to move):
+                    // heartbeat often until it starts, so this member notices it in tens of
+                    // milliseconds rather than up to heartbeat.interval.ms.
+                    self.expect_follow_up(outcome.follow_up);
+                    return Ok(*outcome);
+                }
                 JoinAttempt::Again => continue,
                 JoinAttempt::Backoff(e) => {
                     let wait = retry.failed();
