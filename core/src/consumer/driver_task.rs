@@ -68,7 +68,27 @@ pub(crate) fn turn(command: &Command, joining: bool) -> Turn {
     }
 }
 
-type JoinFuture = Pin<Box<dyn Future<Output = Result<JoinOutcome>> + Send>>;
+type JoinFuture = Caught<Pin<Box<dyn Future<Output = Result<JoinOutcome>> + Send>>>;
+
+/// A sub-future whose panic ends it (`Err`) rather than the task that drives it: a defect in
+/// the join must not take the heartbeat with it (as when each ran in a task of its own).
+pub(crate) struct Caught<F>(F);
+
+impl<F: Future + Unpin> Future for Caught<F> {
+    type Output = std::thread::Result<F::Output>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let inner = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
+    }
+}
 
 /// The sending half the application's side keeps, and the task it serves: the task is spawned
 /// on `runtime` and runs until [`Command::Stop`], the member closes, or the consumer goes away.
@@ -92,19 +112,26 @@ async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
     me: mpsc::UnboundedSender<Command>,
 ) {
-    let heartbeats = driver.clone().heartbeat_loop();
-    tokio::pin!(heartbeats);
+    let mut heartbeats = Caught(Box::pin(driver.clone().heartbeat_loop()));
+    let mut heartbeating = true;
     let mut join: Option<JoinFuture> = None;
     loop {
         let steps = tokio::select! {
-            // The heartbeat loop ends only when the member closes: so does the task.
-            () = &mut heartbeats => return,
+            ended = &mut heartbeats, if heartbeating => {
+                if ended.is_ok() {
+                    // The heartbeat loop ends only when the member closes: so does the task.
+                    return;
+                }
+                tracing::error!(group = %driver.group_id, "the heartbeat loop panicked; no more heartbeats are sent");
+                heartbeating = false;
+                false
+            }
             command = commands.recv() => {
                 let Some(command) = command else { return };
                 match turn(&command, join.is_some()) {
                     Turn::Start => {
                         if let Command::StartJoin(input) = command {
-                            join = Some(Box::pin(driver.clone().join(input)));
+                            join = Some(Caught(Box::pin(driver.clone().join(input))));
                         }
                         false
                     }
@@ -124,9 +151,14 @@ async fn run(
             }
             outcome = async { join.as_mut().expect("guarded").await }, if join.is_some() => {
                 join = None;
-                driver
-                    .group_member()
-                    .handle(Event::JoinFinished(outcome), Instant::now());
+                let event = match outcome {
+                    Ok(answer) => Event::JoinFinished(answer),
+                    Err(_) => {
+                        tracing::error!(group = %driver.group_id, "the join panicked; the member joins again");
+                        Event::JoinDropped
+                    }
+                };
+                driver.group_member().handle(event, Instant::now());
                 shared.data_ready.notify_all();
                 true
             }
@@ -187,6 +219,29 @@ mod tests {
             ready: Default::default(),
             reason: "the consumer subscribed".into(),
         }
+    }
+
+    #[test]
+    fn a_sub_future_that_panics_ends_alone() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let fine = rt.block_on(Caught(Box::pin(async { 7 })));
+        assert_eq!(fine.ok(), Some(7));
+        let panicked = rt.block_on(Caught(Box::pin(async {
+            if fine_or_not() {
+                panic!("a defect in the join");
+            }
+            7
+        })));
+        assert!(
+            panicked.is_err(),
+            "the panic ends the sub-future, not the caller"
+        );
+    }
+
+    fn fine_or_not() -> bool {
+        true
     }
 
     #[test]
