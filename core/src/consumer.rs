@@ -35,6 +35,7 @@ use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
 mod commits;
+mod driver_task;
 mod group;
 mod idle_steps;
 mod learners;
@@ -130,9 +131,9 @@ pub struct Consumer {
     pub(crate) shared: Arc<Shared>,
     engine: Option<Engine>,
     closed: AtomicBool,
-    /// The group member's state, once `subscribe()` was called. Shared with the task that
-    /// takes the group steps needing no callback while the application is busy
-    /// (`consumer/group.rs`, `run_background_steps`).
+    /// The group member's state, once `subscribe()` was called. Shared with the member's driver
+    /// task, which takes the group steps needing no callback while the application is busy
+    /// (`consumer/driver_task.rs`).
     pub(crate) group: Arc<Mutex<Option<GroupLocal>>>,
     /// Commits of a manually assigned consumer with a `group.id`.
     pub(crate) simple_committer: Mutex<Option<Arc<GroupDriver>>>,

@@ -2,7 +2,8 @@
 //! `poll()` carries out on the caller's thread (report lost partitions, revoke, start a join,
 //! apply a finished one, learner warm-up). What the member does next, and every change of its
 //! state, is decided by [`GroupMember::handle`] (`group/group_member.rs`); this file only
-//! carries the effects out. The join and the heartbeat run in `group::coordinator`; commits,
+//! carries the effects out. The join and the heartbeat run in the member's driver task
+//! (`consumer/driver_task.rs`, with their I/O in `group::coordinator`); commits,
 //! auto-commit included, are in `consumer/commits.rs`.
 //!
 //! Listener callbacks run only here, on the thread that called `poll()`, `close()` or
@@ -13,8 +14,8 @@
 //! (`engine.rs`), the async front ([`crate::aio`]) awaits them inside `recv()`. Which listener
 //! they call is a [`Dispatch`]: the blocking [`RebalanceListener`] or an async one.
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use regex::Regex;
 
@@ -25,24 +26,25 @@ use crate::error::{Error, Result};
 use crate::fetch::{PositionLookup, Shared};
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_member::{Effect, Event, JoinPlan, Topics};
-use crate::group::step::{JoinInput, JoinOutcome};
 use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
+use tokio::sync::mpsc;
+
+use super::driver_task::{self, Command};
 pub(crate) use super::idle_steps::IdleSteps;
 use super::rebalance_listener::{
     BlockingListener, Callback, Dispatch, GroupMetadata, RebalanceListener,
 };
 
 /// The consumer's side of the group: the driver (which holds the member's state, a
-/// [`crate::group::group_member::GroupMember`]), the listener, the join task, the commit
-/// bookkeeping, and how the application's steps and the background task take turns.
+/// [`crate::group::group_member::GroupMember`]), the listener, the commit bookkeeping, the
+/// channel to the member's driver task (which runs the join and the heartbeat), and how the
+/// application's steps and that task's background steps take turns.
 pub(crate) struct GroupLocal {
     pub driver: Arc<GroupDriver>,
     pub listener: Option<Box<dyn RebalanceListener>>,
-    /// The join task the member asked for ([`Effect::StartJoin`]), until its answer is taken in.
-    pub join: Option<JoinTask>,
     pub next_auto_commit: Instant,
     pub last_committed: HashMap<TopicPartition, OffsetAndMetadata>,
     /// Group steps under way on the application's side (`poll()`, `recv()`, `close()`): while
@@ -54,36 +56,14 @@ pub(crate) struct GroupLocal {
     /// Only then does their end wake it, so a `poll()` that finds nothing to do wakes no other
     /// thread (a `poll()` per record would otherwise pay a wake-up per record).
     pub background_due: bool,
-    /// Wakes the background task (the heartbeat heard of a rebalance, a join finished).
-    pub background: Arc<tokio::sync::Notify>,
-}
-
-/// A join task on the I/O runtime. Its answer comes through a channel, so taking it in never
-/// blocks on the runtime (an async front can take the same steps).
-pub(crate) struct JoinTask {
-    task: tokio::task::JoinHandle<()>,
-    answer: tokio::sync::oneshot::Receiver<Result<JoinOutcome>>,
-}
-
-impl JoinTask {
-    /// What the member hears of the task: its answer, that it ended without one (aborted), or
-    /// nothing while it runs.
-    fn event(&mut self) -> Option<Event<'static>> {
-        match self.answer.try_recv() {
-            Ok(r) => Some(Event::JoinFinished(r)),
-            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => None,
-            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Some(Event::JoinDropped),
-        }
-    }
-
-    fn abort(self) {
-        self.task.abort();
-    }
+    /// The member's driver task ([`driver_task`](super::driver_task)): it runs the join and the
+    /// heartbeat and takes the background steps; this side asks through these commands.
+    pub commands: mpsc::UnboundedSender<Command>,
 }
 
 /// At most this many steps per `poll()` (lost, a finished join, revocations, a new join): each
 /// step brings the member closer to waiting, this only bounds a `poll()` in any case.
-pub(super) const MAX_STEPS_PER_POLL: usize = 8;
+pub(crate) const MAX_STEPS_PER_POLL: usize = 8;
 
 impl Consumer {
     /// Joins the consumer group `group.id` and reads the partitions the group assigns, of
@@ -135,36 +115,37 @@ impl Consumer {
                 ));
             }
             let shared = self.shared.clone();
-            let background = Arc::new(tokio::sync::Notify::new());
-            let wake = background.clone();
+            let (commands, inbox) = mpsc::unbounded_channel();
+            let wake = commands.downgrade();
             let driver = GroupDriver::new(
                 self.shared.cluster.clone(),
                 self.shared.config.clone(),
                 self.group_protocol.clone(),
                 Arc::new(move || {
                     shared.data_ready.notify_all();
-                    wake.notify_one();
+                    if let Some(task) = wake.upgrade() {
+                        let _ = task.send(Command::Wake);
+                    }
                 }),
                 self.idle_steps.membership_accesses.clone(),
             )?;
             self.give_leader_epochs(&driver);
-            let runtime = self.runtime()?;
-            runtime.spawn(driver.clone().heartbeat_loop());
-            runtime.spawn(run_background_steps(
+            driver_task::spawn(
+                self.runtime()?,
+                driver.clone(),
                 Arc::downgrade(&self.group),
                 self.shared.clone(),
-                runtime.clone(),
-                background.clone(),
-            ));
+                inbox,
+                commands.clone(),
+            );
             *g = Some(GroupLocal {
                 driver,
                 listener: None,
-                join: None,
                 next_auto_commit: Instant::now() + self.shared.config.auto_commit_interval,
                 last_committed: HashMap::new(),
                 caller_steps: 0,
                 background_due: false,
-                background,
+                commands,
             });
         }
         let local = g.as_mut().expect("created above");
@@ -216,10 +197,8 @@ impl Consumer {
         let mut g = self.group.lock().unpoisoned();
         if let Some(local) = g.take() {
             local.driver.close();
-            if let Some(join) = local.join {
-                join.abort();
-            }
-            local.background.notify_one();
+            // The task drops the join in flight with itself.
+            let _ = local.commands.send(Command::Stop);
         }
         self.shared.cluster.set_interest(BTreeSet::new(), false);
     }
@@ -405,7 +384,7 @@ impl Consumer {
         let Some(local) = g.as_mut() else {
             return Ok(Effect::Wait);
         };
-        take_step_locked(local, driver, &self.shared, self.runtime()?, false)
+        take_step_locked(local, driver, &self.shared, false)
     }
 
     /// Carries out one of the member's effects that calls the listener, on the caller's thread.
@@ -532,19 +511,14 @@ impl Consumer {
             // members have rejoined. Drop the join with its connection (Lane::Join, so the
             // LeaveGroup, on the coordinator's own connection, does not wait behind it): the
             // rebalance goes on without this member.
-            let join = {
-                let mut g = self.group.lock().unpoisoned();
-                g.as_mut().and_then(|l| l.join.take())
+            let (tx, dropped) = tokio::sync::oneshot::channel();
+            let asked = {
+                let g = self.group.lock().unpoisoned();
+                g.as_ref()
+                    .is_some_and(|l| l.commands.send(Command::DropJoin(tx)).is_ok())
             };
-            if let Some(join) = join {
-                let running = !join.task.is_finished();
-                join.abort();
-                driver
-                    .group_member()
-                    .handle(Event::JoinDropped, Instant::now());
-                if running {
-                    driver.coordinator_unknown("leaving the group while a join is in flight");
-                }
+            if asked && dropped.await.unwrap_or(false) {
+                driver.coordinator_unknown("leaving the group while a join is in flight");
             }
             let _ = driver.leave_group(reason, deadline).await;
         }
@@ -554,24 +528,20 @@ impl Consumer {
 }
 
 /// The next group step under the group lock, as [`Consumer::take_group_step`] takes it for the
-/// application's thread (`background: false`) or [`run_background_steps`] while the
+/// application's thread (`background: false`) or the driver task (`driver_task.rs`) while the
 /// application is away (`background: true`: the member then takes only the steps that call no
-/// listener). Takes in the join task's answer first; starts the join the member asks for.
-/// Returns what is left to carry out on the caller's thread.
+/// listener). The driver task hands the join's answer to the member when it comes; the join the
+/// member asks for is started by sending it to that task. Returns what is left to carry out on
+/// the caller's thread.
 pub(super) fn take_step_locked(
     local: &mut GroupLocal,
     driver: &Arc<GroupDriver>,
     shared: &Arc<Shared>,
-    runtime: &tokio::runtime::Handle,
     background: bool,
 ) -> Result<Effect> {
     let meta = shared.cluster.metadata();
     let now = Instant::now();
     let mut member = driver.group_member();
-    if let Some(answer) = local.join.as_mut().and_then(JoinTask::event) {
-        local.join = None;
-        member.handle(answer, now);
-    }
     let effect = member
         .handle(
             Event::Step {
@@ -587,38 +557,15 @@ pub(super) fn take_step_locked(
     }
     match effect {
         Effect::StartJoin(input) => {
-            drop(member);
-            local.join = Some(spawn_join(
-                shared,
-                runtime,
-                driver,
-                input,
-                local.background.clone(),
-            ));
+            if local.commands.send(Command::StartJoin(input)).is_err() {
+                // The task ended (the member closed): no join will answer.
+                member.handle(Event::JoinDropped, now);
+            }
             Ok(Effect::Again)
         }
         Effect::Fatal(e) => Err(e),
         effect => Ok(effect),
     }
-}
-
-/// Starts the join task on the I/O runtime; its answer wakes `poll()` and the background task.
-pub(super) fn spawn_join(
-    shared: &Arc<Shared>,
-    runtime: &tokio::runtime::Handle,
-    driver: &Arc<GroupDriver>,
-    input: JoinInput,
-    background: Arc<tokio::sync::Notify>,
-) -> JoinTask {
-    let (tx, answer) = tokio::sync::oneshot::channel();
-    let shared = shared.clone();
-    let d = driver.clone();
-    let task = runtime.spawn(async move {
-        let _ = tx.send(d.join(input).await);
-        shared.data_ready.notify_all();
-        background.notify_one();
-    });
-    JoinTask { task, answer }
 }
 
 /// Marks group steps under way on the application's side for as long as it lives (dropped at
@@ -641,55 +588,7 @@ impl Drop for CallerSteps<'_> {
             if l.caller_steps == 0 && std::mem::take(&mut l.background_due) {
                 // What the caller left (a join it started, a rebalance heard meanwhile) may be
                 // the background's to take on now.
-                l.background.notify_one();
-            }
-        }
-    }
-}
-
-// ---- the group steps taken while the application is away from `poll()` ----
-//
-// Those that need no callback (see [`taken_in_background`](crate::group::step::taken_in_background)).
-// A finished join that changes nothing the member owns or learns is applied there too
-// ([`join_applies_in_background`](crate::group::step::join_applies_in_background)), by the
-// member itself.
-
-/// How long the background task sleeps when nothing wakes it: a failed join is tried again
-/// after its backoff, and the task ends within this of the consumer going away.
-const BACKGROUND_IDLE: Duration = Duration::from_secs(1);
-
-/// The group steps that need no callback, taken while the application is away from `poll()`
-/// (see [`taken_in_background`](crate::group::step::taken_in_background)). Woken by the heartbeat (a rebalance began) and by finished
-/// joins; ends when the consumer or its subscription goes away.
-pub(super) async fn run_background_steps(
-    group: Weak<Mutex<Option<GroupLocal>>>,
-    shared: Arc<Shared>,
-    runtime: tokio::runtime::Handle,
-    wake: Arc<tokio::sync::Notify>,
-) {
-    loop {
-        let _ = tokio::time::timeout(BACKGROUND_IDLE, wake.notified()).await;
-        let Some(group) = group.upgrade() else { return };
-        for _ in 0..MAX_STEPS_PER_POLL {
-            let mut g = group.lock().unpoisoned();
-            let Some(local) = g.as_mut() else { return };
-            if !Arc::ptr_eq(&local.background, &wake) {
-                return; // unsubscribed and subscribed again: a newer task serves that group
-            }
-            if local.driver.is_closed() {
-                break;
-            }
-            if local.caller_steps > 0 {
-                // The application's steps are under way: their end wakes this task again.
-                local.background_due = true;
-                break;
-            }
-            let driver = local.driver.clone();
-            match take_step_locked(local, &driver, &shared, &runtime, true) {
-                Ok(Effect::Again) => continue,
-                Ok(_) => break,
-                // A fatal join error: never taken here (`taken_in_background`); poll() reports it.
-                Err(_) => break,
+                let _ = l.commands.send(Command::Wake);
             }
         }
     }

@@ -10,6 +10,7 @@ use super::Consumer;
 use crate::config::Config;
 use crate::error::{codes, Error, Result};
 use crate::group::group_protocol::fake::{names, FakeJoin, FakeProtocol};
+use crate::group::member::MemberState;
 use crate::sync::Unpoisoned;
 use crate::types::TopicPartition;
 
@@ -260,4 +261,36 @@ fn enforce_rebalance_is_refused_under_the_consumer_protocol() {
         "{e}"
     );
     c.close(Some(Duration::from_millis(100))).ok();
+}
+
+/// The join runs inside the member's driver task: closing while one is in flight (the
+/// coordinator keeps the rebalance open) has the task drop it, and the member revokes what it
+/// owns and leaves; the dropped join never answers, so nothing is assigned after the leave.
+#[test]
+fn closing_during_a_join_drops_it_in_the_driver_task_then_revokes_and_leaves() {
+    let (log, fake, c) = joined("cooperative-sticky", &[0]);
+    // The rebalance the heartbeat hears gets no scripted join: it stays in flight, retrying.
+    fake.script_heartbeat(codes::REBALANCE_IN_PROGRESS);
+    poll_until(&c, &log, 3);
+    let d = c.driver().expect("a driver");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while d.membership().state() != MemberState::PreparingRebalance {
+        assert!(
+            Instant::now() < deadline,
+            "no join started: {:?}",
+            d.membership().state()
+        );
+        let _ = c.poll(Duration::from_millis(20));
+    }
+    c.close(Some(Duration::from_secs(5))).expect("close");
+    let got = log.lock().unpoisoned().clone();
+    assert_eq!(
+        got[2..],
+        [
+            "heartbeat generation=1 answered REBALANCE_IN_PROGRESS",
+            "revoked [t-0]",
+            "leave member=\"m-1\" reason=the consumer is being closed",
+        ]
+    );
+    assert!(d.is_closed());
 }

@@ -1,8 +1,9 @@
 //! The classic group protocol behind [`GroupProtocol`]: JoinGroup, the leader's assignment
 //! (this member computes it when the coordinator makes it the leader), SyncGroup, Heartbeat
-//! and LeaveGroup. Every answer goes to the member's state (`driver.membership()`), whose pure
-//! transitions ([`Membership`](crate::group::member::Membership)) follow the Java client's
-//! error table; this module only builds the requests and carries their answers.
+//! and LeaveGroup. Every answer goes to the member as a value ([`ProtocolAnswer`], handed to
+//! `driver.report`), whose pure transitions ([`Membership`](crate::group::member::Membership))
+//! follow the Java client's error table; this module only builds the requests and carries
+//! their answers.
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use crate::error::{codes, Error, Result};
 use crate::group::assignor::{Assignor, LearnerIntent, MemberSubscription};
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolFuture};
-use crate::group::member::{Generation, Next};
+use crate::group::member::{Generation, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::step::{JoinInput, JoinOutcome};
 use crate::net::Connection;
@@ -106,7 +107,8 @@ async fn join_once(
         .join_connection(deadline)
         .await
         .map_err(JoinAttempt::failed)?;
-    let (member_id, generation_id) = d.membership().join_sent();
+    let sent = d.join_sending();
+    let (member_id, generation_id) = (sent.member_id, sent.generation_id);
     let v = conn
         .version::<JoinGroupRequest>()
         .map_err(JoinAttempt::Fatal)?;
@@ -170,21 +172,26 @@ async fn join_once(
                     d.config.session_timeout.as_millis()
                 ),
             );
-            let mut m = d.membership();
-            m.on_join_error(resp.error_code, resp.member_id.as_str());
-            m.set_fatal(e.clone());
-            return Err(JoinAttempt::Fatal(e));
+            let reply = d.report(ProtocolAnswer::JoinGroupFatal {
+                code: resp.error_code,
+                member_id: resp.member_id.to_string(),
+                error: e,
+            });
+            return follow(d, reply, resp.error_code, "JoinGroup");
         }
-        let next = d
-            .membership()
-            .on_join_error(resp.error_code, resp.member_id.as_str());
-        return follow(d, next, resp.error_code, "JoinGroup");
+        let reply = d.report(ProtocolAnswer::JoinGroupFailed {
+            code: resp.error_code,
+            member_id: resp.member_id.to_string(),
+        });
+        return follow(d, reply, resp.error_code, "JoinGroup");
     }
     let protocol = resp.protocol_name.as_ref().map(|p| p.to_string());
     let my_id = resp.member_id.to_string();
-    d.membership()
-        .on_join_success(resp.generation_id, &my_id, protocol.clone());
-    (d.on_change)();
+    d.report(ProtocolAnswer::Joined(Generation {
+        generation_id: resp.generation_id,
+        member_id: my_id.clone(),
+        protocol: protocol.clone(),
+    }));
     let protocol_name = protocol.clone().unwrap_or_default();
     let assignor = d.assignor(&protocol_name).ok_or_else(|| {
         JoinAttempt::Fatal(Error::Corrupt(format!(
@@ -243,17 +250,22 @@ async fn join_once(
         JoinAttempt::failed(e)
     })?;
     if sresp.error_code != codes::NONE {
-        let next = d.membership().on_sync_error(sresp.error_code);
-        return follow(d, next, sresp.error_code, "SyncGroup");
+        let reply = d.report(ProtocolAnswer::SyncGroupFailed {
+            code: sresp.error_code,
+        });
+        return follow(d, reply, sresp.error_code, "SyncGroup");
     }
     let assignment = decode_assignment(sresp.assignment.clone()).map_err(|e| {
         JoinAttempt::Fatal(Error::Corrupt(format!(
             "the assignment from the group leader: {e}"
         )))
     })?;
-    let Some(generation) = d.membership().on_sync_success_for(resp.generation_id) else {
+    let generation = match d.report(ProtocolAnswer::Synced {
+        generation_id: resp.generation_id,
+    }) {
+        Reply::Generation(g) => g,
         // The heartbeat reset the generation while SyncGroup was in flight.
-        return Ok(None);
+        Reply::Outlived | Reply::Next(_) => return Ok(None),
     };
     let assigned: BTreeSet<TopicPartition> = assignment
         .partitions
@@ -278,12 +290,6 @@ async fn join_once(
             tracing::warn!(group = %d.group_id, error = %e, "malformed user data in the assignment; learning nothing from it");
             LearnerAssignmentData::default()
         });
-    // A follow-up rebalance is coming (partitions were left out to move): heartbeat often
-    // until it starts, so this member notices it in tens of milliseconds rather than up to
-    // heartbeat.interval.ms, and the partitions in transit are without an owner that much
-    // less.
-    let follow_up = notes.follow_up;
-    d.expect_follow_up(follow_up);
     let learning: BTreeSet<TopicPartition> = notes
         .learning
         .iter()
@@ -300,6 +306,9 @@ async fn join_once(
         learning,
         protocol: assignor.protocol(),
         assigned_from,
+        // The driver heartbeats often until the follow-up rebalance starts, so the partitions
+        // in transit are without an owner that much less.
+        follow_up: notes.follow_up,
     }))
 }
 
@@ -337,12 +346,17 @@ async fn session_timeout_range(d: &GroupDriver, conn: &Connection) -> String {
     }
 }
 
+/// What a join does after the member's reply to an error answer.
 fn follow(
     d: &GroupDriver,
-    next: Next,
+    reply: Reply,
     code: i16,
     what: &str,
 ) -> std::result::Result<Option<JoinOutcome>, JoinAttempt> {
+    let next = match reply {
+        Reply::Next(next) => next,
+        Reply::Generation(_) | Reply::Outlived => Next::JoinAgain,
+    };
     match next {
         Next::JoinAgain | Next::Continue => Ok(None),
         Next::RetryAfterBackoff => Err(JoinAttempt::Backoff(Error::kafka(code, what))),

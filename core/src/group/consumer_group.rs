@@ -30,7 +30,7 @@ use crate::error::{codes, Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolFuture};
-use crate::group::member::{Generation, Membership, Next};
+use crate::group::member::{Generation, Membership, Next, ProtocolAnswer, Reply};
 use crate::group::step::{JoinInput, JoinOutcome};
 use crate::protocol::consumer_group::{
     consumer_group_heartbeat, name_assignment, read_answer, MemberHeartbeat, MemberHeartbeatAnswer,
@@ -164,7 +164,8 @@ impl GroupProtocol for ConsumerGroup {
     ) -> ProtocolFuture<'a, JoinAttempt> {
         Box::pin(async move {
             let deadline = Deadline::after(d.config.common.default_api_timeout);
-            let (member_id, epoch) = d.membership().join_sent();
+            let sent = d.join_sending();
+            let (member_id, epoch) = (sent.member_id, sent.generation_id);
             let member_id = if member_id.is_empty() {
                 self.member_id.clone()
             } else {
@@ -183,22 +184,22 @@ impl GroupProtocol for ConsumerGroup {
                 }
             };
             if answer.error_code != codes::NONE {
-                let next = d
-                    .membership()
-                    .on_member_heartbeat_error(epoch, answer.error_code, true);
-                return follow(d, next, &answer);
+                let reply = d.report(ProtocolAnswer::MemberHeartbeatFailed {
+                    sent_epoch: epoch,
+                    code: answer.error_code,
+                    joining: true,
+                });
+                return follow(d, reply, &answer);
             }
-            {
-                let mut m = d.membership();
-                m.on_join_success(
-                    answer.epoch,
-                    answer.member_id.as_deref().unwrap_or(&member_id),
-                    Some(CONSUMER_PROTOCOL.into()),
-                );
-                m.on_sync_success();
-            }
+            let reply = d.report(ProtocolAnswer::MemberJoined(Generation {
+                generation_id: answer.epoch,
+                member_id: answer.member_id.clone().unwrap_or(member_id),
+                protocol: Some(CONSUMER_PROTOCOL.into()),
+            }));
+            let Reply::Generation(generation) = reply else {
+                return JoinAttempt::Again;
+            };
             let assigned = self.assignment(d, &input.topics).await;
-            let generation = d.membership().generation().clone();
             tracing::debug!(group = %d.group_id, epoch = answer.epoch, assigned = assigned.len(), "ConsumerGroupHeartbeat answered");
             JoinAttempt::Joined(Box::new(JoinOutcome {
                 generation,
@@ -207,6 +208,7 @@ impl GroupProtocol for ConsumerGroup {
                 // Under KIP-848 partitions that stay are never revoked.
                 protocol: RebalanceProtocol::Cooperative,
                 assigned_from: None,
+                follow_up: false,
             }))
         })
     }
@@ -228,12 +230,12 @@ impl GroupProtocol for ConsumerGroup {
                 )
                 .await?;
             if answer.error_code == codes::NONE {
-                d.membership()
-                    .on_member_epoch(generation.generation_id, answer.epoch);
+                d.report(ProtocolAnswer::MemberEpoch {
+                    sent_epoch: generation.generation_id,
+                    epoch: answer.epoch,
+                });
                 if self.assignment_differs(d) {
-                    d.membership()
-                        .request_rejoin("the coordinator changed the member's assignment");
-                    (d.on_change)();
+                    d.report(ProtocolAnswer::AssignmentChanged);
                 }
             }
             Ok(answer.error_code)
@@ -295,7 +297,11 @@ fn topic_ids(meta: &Metadata) -> TopicIds {
         .collect()
 }
 
-fn follow(d: &GroupDriver, next: Next, answer: &MemberHeartbeatAnswer) -> JoinAttempt {
+fn follow(d: &GroupDriver, reply: Reply, answer: &MemberHeartbeatAnswer) -> JoinAttempt {
+    let next = match reply {
+        Reply::Next(next) => next,
+        Reply::Generation(_) | Reply::Outlived => Next::JoinAgain,
+    };
     let e = || {
         Error::kafka(
             answer.error_code,

@@ -19,10 +19,12 @@ use crate::group::classic::Classic;
 use crate::group::group_member::{GroupMember, MemberSettings};
 use crate::group::group_protocol::{GroupProtocol, JoinAttempt};
 use crate::group::heartbeat::{
-    heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, FOLLOW_UP_HEARTBEAT,
-    FOLLOW_UP_WINDOW,
+    heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, SharedInstant,
+    FOLLOW_UP_HEARTBEAT, FOLLOW_UP_WINDOW,
 };
-use crate::group::member::{poll_timeout_consequence, Membership, Next};
+use crate::group::member::{
+    poll_timeout_consequence, Generation, Membership, Next, ProtocolAnswer, Reply,
+};
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
 use crate::group::step::{JoinInput, JoinOutcome};
@@ -43,7 +45,8 @@ pub(crate) struct GroupDriver {
     /// while it is unchanged (`consumer::group::IdleSteps`).
     membership_accesses: Arc<AtomicU64>,
     coordinator: Mutex<Option<(i32, Arc<Connection>)>>,
-    last_poll: Mutex<Instant>,
+    /// The last `poll()` (max.poll.interval.ms), written by the application's thread.
+    last_poll: SharedInstant,
     pub assignors: Vec<Box<dyn Assignor>>,
     /// The protocol that carries the membership to the coordinator (`group.protocol`).
     group_protocol: Arc<dyn GroupProtocol>,
@@ -56,7 +59,7 @@ pub(crate) struct GroupDriver {
     /// Woken when the membership changes in a way `poll()` must see.
     pub on_change: Arc<dyn Fn() + Send + Sync>,
     /// Set when the last assignment said a follow-up rebalance is coming (learner-sticky).
-    follow_up_since: Mutex<Option<Instant>>,
+    follow_up_since: SharedInstant,
     /// A committer for manually assigned partitions: it commits outside any generation.
     pub(crate) simple: bool,
     /// Asynchronous commits: one in flight, the others merged (see [`AsyncCommits`]).
@@ -165,6 +168,7 @@ impl GroupDriver {
             Retry::new(cluster.backoff()),
             Instant::now(),
         );
+        let created = Instant::now();
         Ok(Arc::new(GroupDriver {
             group_id,
             protocol,
@@ -173,13 +177,13 @@ impl GroupDriver {
             cluster,
             config,
             coordinator: Mutex::new(None),
-            last_poll: Mutex::new(Instant::now()),
+            last_poll: SharedInstant::new(created, Some(created)),
             assignors,
             group_protocol,
             closed: AtomicBool::new(false),
             leaving: AtomicBool::new(false),
             on_change,
-            follow_up_since: Mutex::new(None),
+            follow_up_since: SharedInstant::new(created, None),
             simple,
             async_commits: Mutex::new(AsyncCommits::default()),
             async_idle: tokio::sync::Notify::new(),
@@ -202,9 +206,29 @@ impl GroupDriver {
         MembershipGuard(self.group_member())
     }
 
+    /// Hands what the group protocol heard to the member ([`Membership::on_answer`]): the one
+    /// way a protocol's answers change the member's state.
+    pub(crate) fn report(&self, answer: ProtocolAnswer) -> Reply {
+        let wakes = answer.wakes_poll();
+        let reply = self.membership().on_answer(answer);
+        if wakes {
+            (self.on_change)();
+        }
+        reply
+    }
+
+    /// The member id and generation a join request goes out with, as the member says
+    /// ([`ProtocolAnswer::JoinSending`]).
+    pub(crate) fn join_sending(&self) -> Generation {
+        match self.report(ProtocolAnswer::JoinSending) {
+            Reply::Generation(g) => g,
+            Reply::Next(_) | Reply::Outlived => Generation::none(),
+        }
+    }
+
     /// Called by every `poll()`: restarts the max.poll.interval.ms timer.
     pub fn touch_poll(&self) {
-        *self.last_poll.lock().unpoisoned() = Instant::now();
+        self.last_poll.set(Some(Instant::now()));
     }
 
     pub fn close(&self) {
@@ -290,7 +314,7 @@ impl GroupDriver {
     /// one is, the heartbeat goes often, so this member notices the rebalance in tens of
     /// milliseconds rather than up to heartbeat.interval.ms.
     pub(crate) fn expect_follow_up(&self, follow_up: bool) {
-        *self.follow_up_since.lock().unpoisoned() = follow_up.then(Instant::now);
+        self.follow_up_since.set(follow_up.then(Instant::now));
     }
 
     pub(crate) fn assignor(&self, name: &str) -> Option<&dyn Assignor> {
@@ -333,8 +357,7 @@ impl GroupDriver {
             // half that, so one is not late by a whole tick.
             let follow_up = self
                 .follow_up_since
-                .lock()
-                .unpoisoned()
+                .get()
                 .is_some_and(|since| since.elapsed() < FOLLOW_UP_WINDOW);
             tokio::time::sleep(if follow_up {
                 tick.min(FOLLOW_UP_HEARTBEAT / 2)
@@ -346,8 +369,9 @@ impl GroupDriver {
                 let m = self.membership();
                 (m.heartbeats_enabled(), m.generation().clone())
             };
-            let last_poll = *self.last_poll.lock().unpoisoned();
-            let follow_up_since = *self.follow_up_since.lock().unpoisoned();
+            // Always set (from the driver's creation on).
+            let last_poll = self.last_poll.get().unwrap_or_else(Instant::now);
+            let follow_up_since = self.follow_up_since.get();
             let now = Instant::now();
             match heartbeat_step(enabled, last_poll, &clock, follow_up_since, &liveness, now) {
                 HeartbeatStep::NotInGeneration => {
@@ -471,7 +495,13 @@ impl GroupDriver {
                 return Err(Error::Closed);
             }
             match self.group_protocol.join_once(&self, &input).await {
-                JoinAttempt::Joined(outcome) => return Ok(*outcome),
+                JoinAttempt::Joined(outcome) => {
+                    // A follow-up rebalance is coming (partitions were left out to move):
+                    // heartbeat often until it starts, so this member notices it in tens of
+                    // milliseconds rather than up to heartbeat.interval.ms.
+                    self.expect_follow_up(outcome.follow_up);
+                    return Ok(*outcome);
+                }
                 JoinAttempt::Again => continue,
                 JoinAttempt::Backoff(e) => {
                     let wait = retry.failed();

@@ -76,9 +76,9 @@ pub(crate) enum Event<'a> {
         meta: &'a Metadata,
         background: bool,
     },
-    /// The join task answered.
+    /// The join answered (the driver task hands its answer in as soon as it comes).
     JoinFinished(Result<JoinOutcome>),
-    /// The join task ended without an answer (aborted: leaving, closing).
+    /// The join was dropped without an answer (leaving, closing).
     JoinDropped,
     /// The listener was told these partitions were revoked or lost, and they are fetched no
     /// more: the member owns them no longer.
@@ -134,7 +134,8 @@ pub(crate) enum Effect {
     Revoke(BTreeSet<TopicPartition>),
     /// Apply a finished join ([`JoinPlan`]).
     ApplyJoin(Box<JoinPlan>),
-    /// Start a join task sending this; its answer comes back as [`Event::JoinFinished`].
+    /// Start a join sending this (the driver task runs it); its answer comes back as
+    /// [`Event::JoinFinished`].
     StartJoin(JoinInput),
     /// The member cannot go on: `poll()` reports this (and every later one).
     Fatal(Error),

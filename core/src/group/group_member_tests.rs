@@ -79,6 +79,7 @@ fn outcome(
         learning: tps(learning),
         protocol,
         assigned_from: None,
+        follow_up: false,
     }
 }
 

@@ -7,8 +7,8 @@
 //! - a second protocol (KIP-848's ConsumerGroupHeartbeat, where the coordinator assigns and a
 //!   heartbeat can carry a new assignment) implements the same three verbs.
 //!
-//! A protocol decides nothing about the member itself: it sends, and reports each answer to the
-//! member's state ([`Membership`](crate::group::member::Membership), reached through the
+//! A protocol decides nothing about the member itself: it sends, and reports each answer as a
+//! value ([`ProtocolAnswer`](crate::group::member::ProtocolAnswer)) to the member's state ([`Membership::on_answer`], through the
 //! [`GroupDriver`] it is given), whose pure transitions say what follows. The retry loop, the
 //! heartbeat clock and `max.poll.interval.ms` stay with the driver, so a new protocol inherits
 //! them (KIP-62's contract and the error table of the Java client do not depend on the wire).
@@ -50,8 +50,9 @@ impl JoinAttempt {
 }
 
 /// A group protocol: the three verbs the group member needs from the wire. Each reports the
-/// answers it gets to `driver.membership()` before it returns, so the member's state (member id,
-/// generation, what is owed) is the same whichever protocol carried it.
+/// answers it gets to the member as values (`driver.report(ProtocolAnswer)`) before it
+/// returns, and never changes the member itself, so the member's state (member id, generation,
+/// what is owed) moves by the same transitions whichever protocol carried it.
 pub(crate) trait GroupProtocol: Send + Sync {
     /// The protocol's name as `group.protocol` spells it.
     fn name(&self) -> &'static str;
@@ -118,6 +119,7 @@ pub(crate) mod fake {
 
     use super::*;
     use crate::error::codes;
+    use crate::group::member::{ProtocolAnswer, Reply};
     use crate::sync::Unpoisoned;
     use crate::types::TopicPartition;
 
@@ -182,7 +184,8 @@ pub(crate) mod fake {
             input: &'a JoinInput,
         ) -> ProtocolFuture<'a, JoinAttempt> {
             Box::pin(async move {
-                let (member_id, generation_id) = driver.membership().join_sent();
+                let sent = driver.join_sending();
+                let (member_id, generation_id) = (sent.member_id, sent.generation_id);
                 let Some(join) = self.joins.lock().unpoisoned().pop_front() else {
                     // Nothing scripted: the coordinator keeps the rebalance open.
                     return JoinAttempt::Backoff(Error::kafka(
@@ -195,19 +198,20 @@ pub(crate) mod fake {
                     input.topics.join(","),
                     names(&input.owned)
                 ));
-                driver.membership().on_join_success(
-                    join.generation_id,
-                    join.member_id,
-                    Some(join.assignor.to_string()),
-                );
+                driver.report(ProtocolAnswer::Joined(Generation {
+                    generation_id: join.generation_id,
+                    member_id: join.member_id.to_string(),
+                    protocol: Some(join.assignor.to_string()),
+                }));
                 let Some(protocol) = driver.assignor(join.assignor).map(|a| a.protocol()) else {
                     return JoinAttempt::Fatal(Error::Corrupt(format!(
                         "assignor {} not offered",
                         join.assignor
                     )));
                 };
-                let Some(generation) = driver.membership().on_sync_success_for(join.generation_id)
-                else {
+                let Reply::Generation(generation) = driver.report(ProtocolAnswer::Synced {
+                    generation_id: join.generation_id,
+                }) else {
                     return JoinAttempt::Again;
                 };
                 JoinAttempt::Joined(Box::new(JoinOutcome {
@@ -216,6 +220,7 @@ pub(crate) mod fake {
                     learning: BTreeSet::new(),
                     protocol,
                     assigned_from: None,
+                    follow_up: false,
                 }))
             })
         }

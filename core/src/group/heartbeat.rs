@@ -1,12 +1,49 @@
 //! When the background heartbeat (KIP-62) does what, decided from the membership's state, the
 //! last `poll()`, the last heartbeats and the time. The loop in `group::coordinator` sleeps a
 //! tick, asks [`heartbeat_step`], and carries the answer out; nothing here sends or waits.
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often a member heartbeats while it expects a follow-up rebalance.
 pub(crate) const FOLLOW_UP_HEARTBEAT: Duration = Duration::from_millis(40);
 /// How long it does so at most (the follow-up normally starts within a second).
 pub(crate) const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(10);
+
+/// An instant that the application's thread writes and the heartbeat reads without a lock
+/// (the last `poll()`, the start of a follow-up window), kept as nanoseconds since `origin`
+/// plus one, 0 meaning none. Instants before `origin` read as `origin`.
+#[derive(Debug)]
+pub(crate) struct SharedInstant {
+    origin: Instant,
+    at: AtomicU64,
+}
+
+impl SharedInstant {
+    /// Holding `at` (none: `None`), counting from `origin`.
+    pub fn new(origin: Instant, at: Option<Instant>) -> SharedInstant {
+        let cell = SharedInstant {
+            origin,
+            at: AtomicU64::new(0),
+        };
+        cell.set(at);
+        cell
+    }
+
+    pub fn set(&self, at: Option<Instant>) {
+        let encoded = at.map_or(0, |t| {
+            let since = t.saturating_duration_since(self.origin).as_nanos();
+            u64::try_from(since).unwrap_or(u64::MAX - 1) + 1
+        });
+        self.at.store(encoded, Ordering::Release);
+    }
+
+    pub fn get(&self) -> Option<Instant> {
+        match self.at.load(Ordering::Acquire) {
+            0 => None,
+            n => Some(self.origin + Duration::from_nanos(n - 1)),
+        }
+    }
+}
 
 /// How the last Heartbeat went, as far as scheduling the next one goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +157,30 @@ pub(crate) fn heartbeat_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_instant_reads_what_was_written() {
+        let origin = Instant::now();
+        let later = origin + Duration::from_millis(1_234);
+        let cell = SharedInstant::new(origin, None);
+        assert_eq!(cell.get(), None);
+        cell.set(Some(later));
+        assert_eq!(cell.get(), Some(later));
+        cell.set(Some(origin));
+        assert_eq!(cell.get(), Some(origin), "the origin itself is not none");
+        cell.set(None);
+        assert_eq!(cell.get(), None);
+        let before = origin.checked_sub(Duration::from_secs(1));
+        if let Some(before) = before {
+            cell.set(Some(before));
+            assert_eq!(
+                cell.get(),
+                Some(origin),
+                "earlier instants read as the origin"
+            );
+        }
+        assert_eq!(SharedInstant::new(origin, Some(later)).get(), Some(later));
+    }
 
     const MS: Duration = Duration::from_millis(1);
 

@@ -72,6 +72,70 @@ pub enum Next {
     Fatal(Error),
 }
 
+/// What a group protocol heard from the coordinator while it carried the member's join or
+/// heartbeat, reported as a value for the member to apply ([`Membership::on_answer`]) rather
+/// than written into the member from inside the protocol's I/O.
+#[derive(Debug, Clone)]
+pub enum ProtocolAnswer {
+    /// A join request is about to go out (the first of a join, or one sent again): it carries
+    /// the member id and generation of [`Reply::Generation`].
+    JoinSending,
+    /// JoinGroup answered `code` (not NONE); `member_id` is the id the answer carried
+    /// (MEMBER_ID_REQUIRED hands one out).
+    JoinGroupFailed { code: i16, member_id: String },
+    /// JoinGroup answered `code`, after which the member cannot go on; `error` is what `poll()`
+    /// reports (INVALID_SESSION_TIMEOUT names the range the broker allows).
+    JoinGroupFatal {
+        code: i16,
+        member_id: String,
+        error: Error,
+    },
+    /// JoinGroup put the member in this generation; it waits for its assignment.
+    Joined(Generation),
+    /// SyncGroup answered `code` (not NONE).
+    SyncGroupFailed { code: i16 },
+    /// SyncGroup of generation `generation_id` answered the member's assignment.
+    Synced { generation_id: i32 },
+    /// KIP-848: the join's ConsumerGroupHeartbeat put the member in this epoch with its
+    /// assignment (there is no SyncGroup).
+    MemberJoined(Generation),
+    /// KIP-848: a ConsumerGroupHeartbeat sent with `sent_epoch` answered `code` (not NONE), as
+    /// the member's join (`joining`) or as one of its heartbeats.
+    MemberHeartbeatFailed {
+        sent_epoch: i32,
+        code: i16,
+        joining: bool,
+    },
+    /// KIP-848: a heartbeat sent with `sent_epoch` answered the member's epoch `epoch`.
+    MemberEpoch { sent_epoch: i32, epoch: i32 },
+    /// KIP-848: the coordinator's assignment differs from what the member owns.
+    AssignmentChanged,
+}
+
+impl ProtocolAnswer {
+    /// Whether `poll()` must look at the member again once this is applied (it was put in a
+    /// generation, or asked to rejoin).
+    pub fn wakes_poll(&self) -> bool {
+        matches!(
+            self,
+            ProtocolAnswer::Joined(_) | ProtocolAnswer::AssignmentChanged
+        )
+    }
+}
+
+/// What the member says to a [`ProtocolAnswer`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// What the protocol does next.
+    Next(Next),
+    /// The member's generation once the answer is applied (for [`ProtocolAnswer::JoinSending`]:
+    /// the one the request carries).
+    Generation(Generation),
+    /// [`ProtocolAnswer::Synced`] for a generation the member left while SyncGroup was in
+    /// flight (the heartbeat reset it): the assignment is stale, join again at once.
+    Outlived,
+}
+
 /// The member's protocol state. Owned by the driver behind a lock; the caller's thread reads it
 /// in `poll()`. Its fields are private: every change is one of the transitions below, so the
 /// member's state moves only the ways this file (and its tests) say.
@@ -514,6 +578,59 @@ impl Membership {
             && epoch > self.generation.generation_id
         {
             self.generation.generation_id = epoch;
+        }
+    }
+
+    /// Applies what a group protocol heard while it carried the member's join or heartbeat
+    /// ([`ProtocolAnswer`]): the one way a protocol's answers change the member, so that a
+    /// protocol only sends and reports, and the member's state moves by the transitions above.
+    pub fn on_answer(&mut self, answer: ProtocolAnswer) -> Reply {
+        match answer {
+            ProtocolAnswer::JoinSending => {
+                self.join_sent();
+                Reply::Generation(self.generation.clone())
+            }
+            ProtocolAnswer::JoinGroupFailed { code, member_id } => {
+                Reply::Next(self.on_join_error(code, &member_id))
+            }
+            ProtocolAnswer::JoinGroupFatal {
+                code,
+                member_id,
+                error,
+            } => {
+                self.on_join_error(code, &member_id);
+                self.set_fatal(error.clone());
+                Reply::Next(Next::Fatal(error))
+            }
+            ProtocolAnswer::Joined(g) => {
+                self.on_join_success(g.generation_id, &g.member_id, g.protocol);
+                Reply::Generation(self.generation.clone())
+            }
+            ProtocolAnswer::SyncGroupFailed { code } => Reply::Next(self.on_sync_error(code)),
+            ProtocolAnswer::Synced { generation_id } => {
+                match self.on_sync_success_for(generation_id) {
+                    Some(g) => Reply::Generation(g),
+                    None => Reply::Outlived,
+                }
+            }
+            ProtocolAnswer::MemberJoined(g) => {
+                self.on_join_success(g.generation_id, &g.member_id, g.protocol);
+                self.on_sync_success();
+                Reply::Generation(self.generation.clone())
+            }
+            ProtocolAnswer::MemberHeartbeatFailed {
+                sent_epoch,
+                code,
+                joining,
+            } => Reply::Next(self.on_member_heartbeat_error(sent_epoch, code, joining)),
+            ProtocolAnswer::MemberEpoch { sent_epoch, epoch } => {
+                self.on_member_epoch(sent_epoch, epoch);
+                Reply::Generation(self.generation.clone())
+            }
+            ProtocolAnswer::AssignmentChanged => {
+                self.request_rejoin("the coordinator changed the member's assignment");
+                Reply::Next(Next::JoinAgain)
+            }
         }
     }
 
@@ -1196,5 +1313,189 @@ mod tests {
             protocol: Some("range".into()),
         };
         assert!(m.commit_outlived_by_own_join(&sent, codes::STALE_MEMBER_EPOCH));
+    }
+
+    fn generation(generation_id: i32, member_id: &str, protocol: &str) -> Generation {
+        Generation {
+            generation_id,
+            member_id: member_id.into(),
+            protocol: Some(protocol.into()),
+        }
+    }
+
+    /// A classic join's answers, reported as values, leave the member where the transitions
+    /// called one by one did: in the generation, heartbeating, then stable and committing with
+    /// it.
+    #[test]
+    fn a_classic_joins_answers_applied_as_values_make_the_member_stable() {
+        let mut m = Membership::new(None);
+        let mut by_hand = Membership::new(None);
+        assert_eq!(
+            m.on_answer(ProtocolAnswer::JoinSending),
+            Reply::Generation(Generation::none())
+        );
+        assert_eq!(
+            m.on_answer(ProtocolAnswer::JoinGroupFailed {
+                code: codes::MEMBER_ID_REQUIRED,
+                member_id: "m-1".into(),
+            }),
+            Reply::Next(Next::JoinAgain)
+        );
+        let Reply::Generation(sent) = m.on_answer(ProtocolAnswer::JoinSending) else {
+            panic!("a join request carries the member's generation")
+        };
+        assert_eq!((sent.member_id.as_str(), sent.generation_id), ("m-1", -1));
+        assert_eq!(
+            m.on_answer(ProtocolAnswer::Joined(generation(4, "m-1", "range"))),
+            Reply::Generation(generation(4, "m-1", "range"))
+        );
+        assert_eq!(m.state(), MemberState::CompletingRebalance);
+        assert!(m.heartbeats_enabled());
+        assert!(m.commit_generation(false).is_err(), "no assignment yet");
+        assert_eq!(
+            m.on_answer(ProtocolAnswer::Synced { generation_id: 4 }),
+            Reply::Generation(generation(4, "m-1", "range"))
+        );
+        assert_eq!(m.state(), MemberState::Stable);
+        assert_eq!(
+            m.commit_generation(false),
+            Ok(generation(4, "m-1", "range"))
+        );
+
+        by_hand.join_sent();
+        by_hand.on_join_error(codes::MEMBER_ID_REQUIRED, "m-1");
+        by_hand.join_sent();
+        by_hand.on_join_success(4, "m-1", Some("range".into()));
+        by_hand.on_sync_success_for(4);
+        assert_eq!(format!("{m:?}"), format!("{by_hand:?}"));
+    }
+
+    /// SyncGroup's answer for a generation the heartbeat reset meanwhile is stale: the member
+    /// says so, and stays out of the generation with its partitions lost.
+    #[test]
+    fn a_sync_answer_for_a_generation_reset_meanwhile_is_outlived() {
+        let mut m = stable();
+        m.on_answer(ProtocolAnswer::JoinSending);
+        m.on_answer(ProtocolAnswer::Joined(generation(6, "m-1", "range")));
+        let sent = m.generation().clone();
+        assert_eq!(
+            m.on_heartbeat(&sent, codes::ILLEGAL_GENERATION),
+            Next::Continue
+        );
+        assert_eq!(
+            m.on_answer(ProtocolAnswer::Synced { generation_id: 6 }),
+            Reply::Outlived
+        );
+        assert_eq!(m.generation().generation_id, -1);
+        assert!(m.partitions_lost());
+        assert!(m.rejoin_needed());
+    }
+
+    /// Error answers to a join, as values: the Java client's table still decides (see
+    /// `join_errors_follow_the_java_table`), and a fatal one keeps the error the protocol made.
+    #[test]
+    fn join_error_answers_as_values_follow_the_table() {
+        let cases: Vec<(ProtocolAnswer, Next, bool)> = vec![
+            (
+                ProtocolAnswer::JoinGroupFailed {
+                    code: codes::REBALANCE_IN_PROGRESS,
+                    member_id: String::new(),
+                },
+                Next::JoinAgain,
+                false,
+            ),
+            (
+                ProtocolAnswer::JoinGroupFailed {
+                    code: codes::NOT_COORDINATOR,
+                    member_id: String::new(),
+                },
+                Next::RediscoverCoordinator,
+                false,
+            ),
+            (
+                ProtocolAnswer::SyncGroupFailed {
+                    code: codes::REBALANCE_IN_PROGRESS,
+                },
+                Next::JoinAgain,
+                true,
+            ),
+            (
+                ProtocolAnswer::SyncGroupFailed {
+                    code: codes::COORDINATOR_NOT_AVAILABLE,
+                },
+                Next::RediscoverCoordinator,
+                false,
+            ),
+        ];
+        for (answer, next, rejoin) in cases {
+            let mut m = stable();
+            m.on_answer(ProtocolAnswer::JoinSending);
+            assert!(!answer.wakes_poll(), "{answer:?}");
+            assert_eq!(m.on_answer(answer.clone()), Reply::Next(next), "{answer:?}");
+            assert_eq!(m.rejoin_needed(), rejoin, "{answer:?}");
+            assert_eq!(m.state(), MemberState::Unjoined, "{answer:?}");
+            assert!(m.fatal().is_none(), "{answer:?}");
+        }
+        let range = Error::kafka(
+            codes::INVALID_SESSION_TIMEOUT,
+            "session.timeout.ms=1000 is outside the range the broker allows: 6000..1800000 ms",
+        );
+        let mut m = Membership::new(None);
+        let reply = m.on_answer(ProtocolAnswer::JoinGroupFatal {
+            code: codes::INVALID_SESSION_TIMEOUT,
+            member_id: String::new(),
+            error: range.clone(),
+        });
+        assert_eq!(reply, Reply::Next(Next::Fatal(range.clone())));
+        assert_eq!(m.fatal(), Some(&range), "poll() names the range");
+    }
+
+    /// KIP-848's answers as values: the join makes the member stable in the coordinator's
+    /// epoch at once; a heartbeat moves it to a newer epoch; a changed assignment asks for a
+    /// rejoin (and wakes `poll()`); a fence loses what it owns.
+    #[test]
+    fn consumer_protocol_answers_as_values() {
+        let mut m = Membership::new(None);
+        let Reply::Generation(sent) = m.on_answer(ProtocolAnswer::JoinSending) else {
+            panic!("a join request carries the member's generation")
+        };
+        assert_eq!(sent.generation_id, -1);
+        let joined = Generation {
+            generation_id: 3,
+            member_id: "x".into(),
+            protocol: Some("consumer".into()),
+        };
+        assert!(!ProtocolAnswer::MemberJoined(joined.clone()).wakes_poll());
+        assert_eq!(
+            m.on_answer(ProtocolAnswer::MemberJoined(joined.clone())),
+            Reply::Generation(joined.clone())
+        );
+        assert_eq!(m.state(), MemberState::Stable);
+        assert!(!m.rejoin_needed());
+        assert_eq!(m.commit_generation(false), Ok(joined.clone()));
+        let Reply::Generation(moved) = m.on_answer(ProtocolAnswer::MemberEpoch {
+            sent_epoch: 3,
+            epoch: 5,
+        }) else {
+            panic!("the member's generation after the answer")
+        };
+        assert_eq!(moved.generation_id, 5);
+        assert!(ProtocolAnswer::AssignmentChanged.wakes_poll());
+        assert_eq!(
+            m.on_answer(ProtocolAnswer::AssignmentChanged),
+            Reply::Next(Next::JoinAgain)
+        );
+        assert!(m.rejoin_needed());
+        assert_eq!(
+            m.on_answer(ProtocolAnswer::MemberHeartbeatFailed {
+                sent_epoch: 5,
+                code: codes::FENCED_MEMBER_EPOCH,
+                joining: false,
+            }),
+            Reply::Next(Next::JoinAgain)
+        );
+        assert!(m.partitions_lost(), "fenced: what it owned is lost");
+        assert_eq!(m.generation().member_id, "x", "KIP-1082: it keeps its id");
+        assert_eq!(m.generation().generation_id, -1);
     }
 }

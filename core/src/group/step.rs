@@ -44,6 +44,8 @@ pub(crate) struct JoinOutcome {
     /// What the assignment was computed from: set here when this member is the leader; for a
     /// follower, what the cluster shows right after the join stands in for it.
     pub assigned_from: Option<MetadataSnapshot>,
+    /// The assignment said a follow-up rebalance is coming (learner-sticky).
+    pub follow_up: bool,
 }
 
 /// Where the join that `poll()` started is.
@@ -237,6 +239,7 @@ mod tests {
             learning: BTreeSet::new(),
             protocol: Eager,
             assigned_from: None,
+            follow_up: false,
         }
     }
 
