@@ -39,6 +39,8 @@ mod accumulator;
 mod idempotence;
 mod partitioner;
 mod sender;
+#[allow(dead_code)] // used by the transactional producer, next
+mod transaction;
 
 use accumulator::*;
 use idempotence::*;

@@ -65,6 +65,7 @@ __all__ = [
     "AuthenticationError",
     "SslError",
     "LogTruncationError",
+    "TransactionAbortableError",
 ]
 
 _logger = logging.getLogger("lagless")
