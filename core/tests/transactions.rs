@@ -87,6 +87,38 @@ fn read_all(bootstrap: &str, topic: &str, isolation: &str) -> Keys {
     got
 }
 
+/// The broker's finalized `transaction.version` feature and its highest EndTxn version, from a
+/// raw ApiVersions v3: lagless speaks the classic protocol (EndTxn v4, AddPartitionsToTxn v3)
+/// either way, which a transaction-version-2 broker serves as version 1 transactions.
+fn transaction_version(addr: &str) -> (Option<i16>, i16) {
+    use lagless::protocol::msg::{ApiVersionsRequest, StrBytes};
+    use lagless::protocol::wire::{decode_response, encode_request};
+    use std::io::{Read, Write};
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(T)).unwrap();
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("lagless-test"))
+        .with_client_software_version(StrBytes::from_static_str("0"));
+    sock.write_all(&encode_request(&req, 3, 1, "transactions-test").unwrap())
+        .unwrap();
+    let mut len = [0u8; 4];
+    sock.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    sock.read_exact(&mut body).unwrap();
+    let resp = decode_response::<ApiVersionsRequest>(bytes::Bytes::from(body), 3).unwrap();
+    let tv = resp
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .map(|f| f.max_version_level);
+    let end_txn = resp
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == 26)
+        .map_or(-1, |k| k.max_version);
+    (tv, end_txn)
+}
+
 fn count(k: &Keys) -> usize {
     k.values().map(Vec::len).sum()
 }
@@ -99,6 +131,8 @@ fn committed_and_aborted_transactions_are_read_committed_exactly() {
     let bootstrap = broker.bootstrap.as_str();
     let topic = "tx-interleaved";
     lagless::admin::create_topic(bootstrap, topic, PARTITIONS, 1).unwrap();
+    let (tv, end_txn) = transaction_version(bootstrap.split(',').next().unwrap());
+    println!("broker: finalized transaction.version {tv:?}, EndTxn up to v{end_txn}");
     let p = transactional(bootstrap, "tx-interleaved-1");
     p.init_transactions(T).unwrap();
     let (mut committed, mut all) = (Keys::new(), Keys::new());
