@@ -342,3 +342,102 @@ fn offsets_sent_to_a_transaction_are_committed_only_with_it() {
     assert!(aborted_rounds > 0);
     assert_eq!(keys, want, "each input record once in the committed output");
 }
+
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn a_member_that_lost_its_partitions_mid_transaction_can_not_commit_their_offsets() {
+    let _one = one_cluster();
+    let broker = OwnBroker::start(1);
+    let bootstrap = broker.bootstrap.as_str();
+    let (input, output) = ("lost-in", "lost-out");
+    lagless::admin::create_topic(bootstrap, input, PARTITIONS, 1).unwrap();
+    lagless::admin::create_topic(bootstrap, output, PARTITIONS, 1).unwrap();
+    let plain = configs::producer(&[("bootstrap.servers", bootstrap)]);
+    for i in 0..30 {
+        let r = ProducerRecord::new(input, "v")
+            .with_key(format!("in-{i}"))
+            .with_partition(i % PARTITIONS);
+        plain.send(r).unwrap();
+    }
+    plain.close(T).unwrap();
+    let member = |poll_interval: &'static str| {
+        let mut settings = configs::group_member_settings("lost");
+        settings.extend([
+            ("bootstrap.servers", bootstrap),
+            ("isolation.level", "read_committed"),
+            ("enable.auto.commit", "false"),
+            ("max.poll.interval.ms", poll_interval),
+        ]);
+        let c = configs::consumer(&settings);
+        c.subscribe(&[input], None).unwrap();
+        c
+    };
+    // A polls its records and the group metadata that goes with them, opens a transaction and
+    // writes its output, then stops polling past max.poll.interval.ms.
+    let a = member("3000");
+    let deadline = Instant::now() + T;
+    let records = loop {
+        let r = a.poll(Duration::from_millis(200)).unwrap();
+        if !r.is_empty() {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "A got no records");
+    };
+    let group = a.group_metadata().expect("a group member");
+    let p = transactional(bootstrap, "lost-1");
+    p.init_transactions(T).unwrap();
+    p.begin_transaction().unwrap();
+    let mut next: HashMap<TopicPartition, OffsetAndMetadata> = HashMap::new();
+    for r in &records {
+        p.send(ProducerRecord::new(output, "out").with_partition(r.partition))
+            .unwrap();
+        next.insert(
+            TopicPartition::new(input, r.partition),
+            OffsetAndMetadata {
+                offset: r.offset + 1,
+                metadata: String::new(),
+            },
+        );
+    }
+    // B joins; A does not poll, so the rebalance goes on without it once its poll interval is
+    // over, and B ends up with every partition.
+    let b = member("30000");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b.assignment().len() < PARTITIONS as usize {
+        b.poll(Duration::from_millis(200)).unwrap();
+        assert!(Instant::now() < deadline, "B has {:?}", b.assignment());
+    }
+    let b_group = b.group_metadata().unwrap();
+    println!(
+        "A: generation {} member {}; B: generation {} with {} partitions",
+        group.generation_id,
+        group.member_id,
+        b_group.generation_id,
+        b.assignment().len()
+    );
+    // A's offsets, sent with its lost generation, are refused: the transaction can not commit.
+    let e = p.send_offsets_to_transaction(&next, &group, T).unwrap_err();
+    println!("A's send_offsets_to_transaction: {e}");
+    assert!(matches!(e, lagless::Error::TransactionAbortable(_)), "{e}");
+    let e = p.commit_transaction(T).unwrap_err();
+    assert!(matches!(e, lagless::Error::TransactionAbortable(_)), "{e}");
+    p.abort_transaction(T).unwrap();
+    // The group's offsets did not move, and nothing of A's transaction is visible.
+    let committed: Vec<i64> = b
+        .committed(&tps(input), Some(T))
+        .unwrap()
+        .into_iter()
+        .map(|(_, o)| o.map_or(-1, |o| o.offset))
+        .collect();
+    assert_eq!(committed, vec![-1, -1, -1]);
+    assert_eq!(count(&read_all(bootstrap, output, "read_committed")), 0);
+    // The producer goes on: the next transaction commits.
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new(output, "after").with_key("after"))
+        .unwrap();
+    p.commit_transaction(T).unwrap();
+    p.close(T).unwrap();
+    assert_eq!(count(&read_all(bootstrap, output, "read_committed")), 1);
+    b.close(None).unwrap();
+    drop(a);
+}
