@@ -141,6 +141,12 @@
 #define LAGLESS_ERR_LOG_TRUNCATION 17
 
 /**
+ * A transactional producer's transaction can not commit (a record or a request of it failed):
+ * abort it, then begin the next one.
+ */
+#define LAGLESS_ERR_TRANSACTION_ABORTABLE 18
+
+/**
  * lagless hit an internal bug (a Rust panic, caught at the C boundary).
  */
 #define LAGLESS_ERR_PANIC 100

@@ -8,7 +8,7 @@
 //! ```text
 //! lagless_tool produce --bootstrap B --topic T --count N
 //!     [--keyed] [--compression none|gzip|snappy|lz4|zstd] [--acks all|1|0|-1]
-//!     [--start I] [--quiet] [--config KEY=VALUE]...
+//!     [--start I] [--quiet] [--transaction-size N [--abort-every K]] [--config KEY=VALUE]...
 //! lagless_tool consume --bootstrap B --topic T
 //!     [--group G] [--assign-all] [--count N] [--timeout-ms MS]
 //!     [--strategy range|cooperative-sticky|roundrobin|LIST]
@@ -19,8 +19,11 @@
 //! `produce` sends records `i = start .. start+count` with value `value-<i>`, a header `h` =
 //! `<i>` and, with `--keyed`, the key `key-<i>` (the default partitioner then places it as the
 //! Java client does). It prints, in send order, one line per record
-//! `{"partition":p,"offset":o,"key":"key-<i>"}` (`"key":null` without `--keyed`), or with
-//! `--quiet` only the summary line `{"event":"produced","count":N,"partitions":{"p":n,...}}`.
+//! `{"partition":p,"offset":o,"key":"key-<i>","aborted":false}` (`"key":null` without
+//! `--keyed`), or with `--quiet` only the summary line
+//! `{"event":"produced","count":N,"partitions":{"p":n,...}}`. With `--transaction-size N` the
+//! producer is transactional and writes N records per transaction; with `--abort-every K` every
+//! K-th transaction is aborted after its records were written (`"aborted":true` on them).
 //!
 //! `consume` with `--group` (and without `--assign-all`) subscribes to the topic as a member of
 //! group G; its rebalance listener prints
@@ -65,6 +68,7 @@ use lagless::{
 const USAGE: &str = "\
 usage: lagless_tool produce --bootstrap B --topic T --count N [--keyed] [--compression C]
                             [--acks A] [--start I] [--quiet] [--config KEY=VALUE]...
+                            [--transaction-size N [--abort-every K]]
        lagless_tool consume --bootstrap B --topic T [--group G] [--assign-all] [--count N]
                             [--timeout-ms MS] [--strategy S] [--session-timeout-ms X]
                             [--max-poll-interval-ms Y] [--commit] [--hex] [--poll-delay-ms D]
@@ -206,6 +210,10 @@ struct Args {
     commit: bool,
     hex: bool,
     poll_delay_ms: u64,
+    /// produce: records per transaction (a transactional producer); 0: no transactions.
+    transaction_size: u64,
+    /// produce: every K-th transaction (the K-th, 2K-th, ...) is aborted; 0: none.
+    abort_every: u64,
     config: Vec<(String, String)>,
 }
 
@@ -228,6 +236,8 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--count" => a.count = Some(number(flag, value(flag)?)?),
             "--start" => a.start = number(flag, value(flag)?)?,
             "--keyed" => a.keyed = true,
+            "--transaction-size" => a.transaction_size = number(flag, value(flag)?)?,
+            "--abort-every" => a.abort_every = number(flag, value(flag)?)?,
             "--quiet" => a.quiet = true,
             "--compression" => a.compression = Some(value(flag)?),
             "--acks" => a.acks = Some(value(flag)?),
@@ -297,35 +307,65 @@ fn produce(a: &Args) -> lagless::Result<()> {
     if let Some(x) = &a.acks {
         pairs.push(("acks", x));
     }
+    let transactional_id = format!("lagless-tool-{}-{}", std::process::id(), a.start);
+    if a.transaction_size > 0 {
+        pairs.push(("transactional.id", &transactional_id));
+    }
     let producer = Producer::from_config(&build_config(&pairs, &a.config)?)?;
     let mut per_partition: BTreeMap<i32, u64> = BTreeMap::new();
-    let mut pending: VecDeque<(Option<String>, Delivery)> = VecDeque::new();
+    // (key, delivery, in an aborted transaction)
+    let mut pending: VecDeque<(Option<String>, Delivery, bool)> = VecDeque::new();
     // Waits for the oldest deliveries until `keep` are left, printing where each record went.
-    let mut settle =
-        |pending: &mut VecDeque<(Option<String>, Delivery)>, keep: usize| -> lagless::Result<()> {
-            while pending.len() > keep {
-                let (key, d) = pending.pop_front().expect("non-empty");
-                let md = d.wait()?;
-                *per_partition.entry(md.partition).or_default() += 1;
-                if !a.quiet {
-                    let key = key.as_deref().map_or("null".to_string(), json_str);
-                    emit(&format!(
-                        "{{\"partition\":{},\"offset\":{},\"key\":{key}}}",
-                        md.partition, md.offset
-                    ));
-                }
+    let mut settle = |pending: &mut VecDeque<(Option<String>, Delivery, bool)>,
+                      keep: usize|
+     -> lagless::Result<()> {
+        while pending.len() > keep {
+            let (key, d, aborted) = pending.pop_front().expect("non-empty");
+            let md = d.wait()?;
+            *per_partition.entry(md.partition).or_default() += 1;
+            if !a.quiet {
+                let key = key.as_deref().map_or("null".to_string(), json_str);
+                emit(&format!(
+                    "{{\"partition\":{},\"offset\":{},\"key\":{key},\"aborted\":{aborted}}}",
+                    md.partition, md.offset
+                ));
             }
-            Ok(())
-        };
+        }
+        Ok(())
+    };
+    let size = a.transaction_size;
+    if size > 0 {
+        producer.init_transactions(CLOSE_TIMEOUT)?;
+    }
     for i in a.start..a.start + count {
+        let n = i - a.start;
+        // The transaction (from 1) record i belongs to, and whether it is aborted.
+        let txn = n.checked_div(size).map_or(0, |t| t + 1);
+        let aborted = size > 0 && a.abort_every > 0 && txn.is_multiple_of(a.abort_every);
+        if size > 0 && n.is_multiple_of(size) {
+            producer.begin_transaction()?;
+        }
         let mut rec = ProducerRecord::new(topic, format!("value-{i}"))
             .with_header("h", Some(i.to_string().into()));
         let key = a.keyed.then(|| format!("key-{i}"));
         if let Some(k) = &key {
             rec = rec.with_key(k.clone());
         }
-        pending.push_back((key, producer.send(rec)?));
-        settle(&mut pending, PRODUCE_WINDOW)?;
+        pending.push_back((key, producer.send(rec)?, aborted));
+        let last_of_txn = size > 0 && (n % size == size - 1 || n + 1 == count);
+        if last_of_txn {
+            // Written before the transaction ends, so that an aborted one's records have
+            // offsets (they stay in the log, invisible to read_committed).
+            producer.flush(CLOSE_TIMEOUT)?;
+            settle(&mut pending, 0)?;
+            if aborted {
+                producer.abort_transaction(CLOSE_TIMEOUT)?;
+            } else {
+                producer.commit_transaction(CLOSE_TIMEOUT)?;
+            }
+        } else if size == 0 {
+            settle(&mut pending, PRODUCE_WINDOW)?;
+        }
     }
     producer.flush(CLOSE_TIMEOUT)?;
     settle(&mut pending, 0)?;

@@ -570,6 +570,35 @@ impl Cluster {
         .await
     }
 
+    /// Finds the transaction coordinator of `transactional_id` and connects to it; retried
+    /// as [`Cluster::find_coordinator`].
+    pub async fn find_transaction_coordinator(
+        &self,
+        transactional_id: &str,
+        deadline: Deadline,
+    ) -> Result<(i32, Arc<Connection>)> {
+        let retriable = |e: &Error| {
+            e.is_retriable()
+                || e.kafka_code().map(kafka_error_action) == Some(Action::RediscoverCoordinator)
+        };
+        let what = format!("transaction coordinator lookup of `{transactional_id}`");
+        retry_until_if(self.backoff(), deadline, &what, retriable, || async {
+            let conn = self.any_broker(deadline).await?;
+            let v = conn.version::<FindCoordinatorRequest>()?;
+            let resp = conn
+                .call_before(
+                    &crate::protocol::txn::find_coordinator(transactional_id, v),
+                    deadline,
+                )
+                .await?;
+            let (id, addr) = crate::protocol::txn::coordinator(&resp, v, transactional_id)?;
+            let slot = self.slot(id, Lane::Coordinator, &addr);
+            let c = self.connect_slot(&slot, &addr, deadline).await?;
+            Ok((id, c))
+        })
+        .await
+    }
+
     /// Creates a topic (an admin operation). Any broker will do: KRaft brokers forward the
     /// request to the controller. A topic that exists already is the broker's
     /// `TOPIC_ALREADY_EXISTS` error (`Error::kafka_code() == Some(codes::TOPIC_ALREADY_EXISTS)`).

@@ -99,6 +99,8 @@ error_kinds! {
     Tls = 16, "SSL", retriable: No, fatal: Yes;
     /// [`Error::LogTruncation`]
     LogTruncation = 17, "LOG_TRUNCATION", retriable: No, fatal: No;
+    /// [`Error::TransactionAbortable`]
+    TransactionAbortable = 18, "TRANSACTION_ABORTABLE", retriable: No, fatal: No;
 }
 
 impl ErrorKind {
@@ -236,6 +238,12 @@ pub enum Error {
         /// That leader epoch.
         divergent_epoch: i32,
     },
+    /// A transactional producer's transaction can not commit: a record of it or a request for
+    /// it failed (the cause says which). Call `abort_transaction()`, then begin the next
+    /// transaction; until then every call but abort fails with this. Not retriable, not fatal.
+    /// (A producer fenced by a newer one with the same `transactional.id` gets the fatal
+    /// broker error `PRODUCER_FENCED` instead: [`Error::is_producer_fenced`].)
+    TransactionAbortable(String),
 }
 
 /// The result of every fallible lagless call.
@@ -462,6 +470,30 @@ pub mod codes {
     pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
     /// KIP-848: an OffsetCommit's member epoch is older than the member's current one.
     pub const STALE_MEMBER_EPOCH: i16 = 113;
+    /// The broker's `CLUSTER_AUTHORIZATION_FAILED`.
+    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    /// The broker's `INVALID_PRODUCER_EPOCH`.
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    /// The broker's `INVALID_TXN_STATE`.
+    pub const INVALID_TXN_STATE: i16 = 48;
+    /// The broker's `INVALID_PRODUCER_ID_MAPPING`.
+    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+    /// The broker's `INVALID_TRANSACTION_TIMEOUT`.
+    pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+    /// The broker's `CONCURRENT_TRANSACTIONS`.
+    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+    /// The broker's `TRANSACTION_COORDINATOR_FENCED`.
+    pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
+    /// The broker's `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`.
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+    /// The broker's `OPERATION_NOT_ATTEMPTED`.
+    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
+    /// The broker's `UNKNOWN_PRODUCER_ID`.
+    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+    /// The broker's `PRODUCER_FENCED`.
+    pub const PRODUCER_FENCED: i16 = 90;
+    /// The broker's `TRANSACTION_ABORTABLE` (KIP-890).
+    pub const TRANSACTION_ABORTABLE: i16 = 120;
 }
 
 /// Kafka's name for an error code, or "UNKNOWN" for a code this table does not know.
@@ -538,6 +570,7 @@ impl Error {
             Error::Authentication(_) => ErrorKind::Authentication,
             Error::Tls(_) => ErrorKind::Tls,
             Error::LogTruncation { .. } => ErrorKind::LogTruncation,
+            Error::TransactionAbortable(_) => ErrorKind::TransactionAbortable,
         }
     }
 
@@ -587,6 +620,12 @@ impl Error {
                     | Action::Rejoin
             )
         })
+    }
+
+    /// Whether a newer producer with the same `transactional.id` fenced this one (the broker's
+    /// `PRODUCER_FENCED`). Fatal: close the producer; the newer one carries on.
+    pub fn is_producer_fenced(&self) -> bool {
+        self.kafka_code() == Some(codes::PRODUCER_FENCED)
     }
 
     /// Whether the client can no longer be used (it should be closed).
@@ -660,6 +699,10 @@ impl fmt::Display for Error {
                 partition.topic,
                 partition.partition,
                 position - 1
+            ),
+            Error::TransactionAbortable(m) => write!(
+                f,
+                "the transaction can not commit and must be aborted (abort_transaction): {m}"
             ),
         }
     }
@@ -826,6 +869,12 @@ mod tests {
                 },
                 ErrorKind::PartitionStuck,
                 true,
+                false,
+            ),
+            (
+                Error::TransactionAbortable(s()),
+                ErrorKind::TransactionAbortable,
+                false,
                 false,
             ),
             (

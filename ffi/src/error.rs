@@ -48,6 +48,9 @@ pub const LAGLESS_ERR_SSL: i32 = 16;
 /// already read) and `auto.offset.reset` is none; the message names the position and the offset
 /// the log diverges at. The partition waits for a seek; the others keep flowing.
 pub const LAGLESS_ERR_LOG_TRUNCATION: i32 = 17;
+/// A transactional producer's transaction can not commit (a record or a request of it failed):
+/// abort it, then begin the next one.
+pub const LAGLESS_ERR_TRANSACTION_ABORTABLE: i32 = 18;
 /// lagless hit an internal bug (a Rust panic, caught at the C boundary).
 pub const LAGLESS_ERR_PANIC: i32 = 100;
 

@@ -395,6 +395,28 @@ def test_lagless_reads_java_transactions_read_committed(clients, make_topic):
     assert ends["lagless"] == ends["java"]
 
 
+def test_java_reads_lagless_transactions_read_committed(clients, make_topic):
+    """lagless' transactional producer writes committed and aborted transactions (aborted ones
+    after their records were written): the Java consumer at read_committed reads exactly the
+    committed records, at read_uncommitted every record, and lagless at read_committed the same
+    as Java."""
+    n = 3000
+    topic = make_topic(PARTITIONS)
+    prod = clients.run("lagless", "produce", topic, "--count", n, "--keyed",
+                       "--transaction-size", 120, "--abort-every", 3)
+    placement = produced_placement(prod, n)
+    aborted = {r["key"] for r in prod.records() if r["aborted"]}
+    assert len(aborted) == 960, len(aborted)  # transactions 3, 6, ..., 24 of 25, 120 records each
+    committed = {k: v for k, v in placement.items() if k not in aborted}
+    readers = {(kind, iso): clients.start(kind, "consume", topic, "--timeout-ms", 4000,
+                                          "--config", f"isolation.level={iso}")
+               for kind, iso in (("java", "read_committed"), ("java", "read_uncommitted"),
+                                 ("lagless", "read_committed"))}
+    for (kind, iso), r in readers.items():
+        r.wait_ok(120)
+        check_text_records(r, committed if iso == "read_committed" else placement)
+
+
 # ---------------------------------------------------------------------------------------------
 # Committed offsets carry over between clients
 # ---------------------------------------------------------------------------------------------

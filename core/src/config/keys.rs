@@ -583,6 +583,20 @@ pub(super) static KEYS: &[KeyInfo] = &[
         Bool,
         "Write each record exactly once per partition, in order, whatever the retries (a producer id and per-partition sequence numbers the broker checks). Needs acks=all and max.in.flight.requests.per.connection <= 5; left unset, a config with other acks or more in flight turns it off, as the Java client does.",
     ),
+    key(
+        "transactional.id",
+        None,
+        Producer,
+        NonEmpty,
+        "Makes the producer transactional: init_transactions, begin/commit/abort_transaction, send_offsets_to_transaction. A later producer with the same id fences this one and aborts its open transaction. Implies enable.idempotence.",
+    ),
+    key(
+        "transaction.timeout.ms",
+        Some("60000"),
+        Producer,
+        Ms { min: 1, max: I32_MAX },
+        "How long the transaction coordinator lets a transaction stay open before it aborts it (the broker caps it at transaction.max.timeout.ms).",
+    ),
 ];
 
 /// Every key lagless accepts, common first, then consumer, then producer.

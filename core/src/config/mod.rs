@@ -511,6 +511,60 @@ mod tests {
         }
     }
 
+    /// `transactional.id` makes the producer idempotent; `enable.idempotence=false` beside it
+    /// is an error naming both keys, and so is a setting idempotence can not work with.
+    #[test]
+    fn a_transactional_id_implies_idempotence() {
+        // (enable.idempotence, acks, transactional id and timeout, or the key of the error)
+        type Row<'a> = (
+            Option<&'a str>,
+            &'a str,
+            std::result::Result<(Option<&'a str>, u64), &'a str>,
+        );
+        let table: &[Row] = &[
+            (None, "all", Ok((Some("tx-1"), 60_000))),
+            (Some("true"), "all", Ok((Some("tx-1"), 60_000))),
+            (Some("false"), "all", Err("enable.idempotence")),
+            // Unset, a conflicting acks would turn idempotence off; with a transactional id
+            // it is an error instead, as in Java.
+            (None, "1", Err("acks")),
+        ];
+        for (set, acks, want) in table {
+            let mut pairs = vec![
+                ("bootstrap.servers", "b:1"),
+                ("acks", *acks),
+                ("transactional.id", "tx-1"),
+            ];
+            if let Some(v) = set {
+                pairs.push(("enable.idempotence", *v));
+            }
+            let case = format!("{set:?} acks={acks}");
+            match (ProducerConfig::from_config(&config(&pairs)), want) {
+                (Ok(p), Ok((id, timeout))) => {
+                    assert!(p.enable_idempotence, "{case}");
+                    assert_eq!(p.transactional_id.as_deref(), *id, "{case}");
+                    assert_eq!(p.transaction_timeout, Duration::from_millis(*timeout));
+                }
+                (Err(Error::Config { key, message }), Err(k)) => {
+                    assert_eq!(key, *k, "{case}");
+                    assert!(message.contains("enable.idempotence"), "{case}: {message}");
+                    if key == "enable.idempotence" {
+                        assert!(message.contains("transactional.id"), "{case}: {message}");
+                    }
+                }
+                (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+            }
+        }
+        let p = ProducerConfig::from_config(&config(&[("bootstrap.servers", "b:1")])).unwrap();
+        assert_eq!(p.transactional_id, None);
+        let p = ProducerConfig::from_config(&config(&[
+            ("bootstrap.servers", "b:1"),
+            ("transaction.timeout.ms", "900"),
+        ]))
+        .unwrap();
+        assert_eq!(p.transaction_timeout, Duration::from_millis(900));
+    }
+
     #[test]
     fn every_key_the_sasl_module_reads_is_in_the_config_table() {
         for (name, sensitive) in crate::sasl::CONFIG_KEYS {

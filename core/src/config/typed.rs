@@ -345,6 +345,12 @@ pub struct ProducerConfig {
     /// write no duplicates and keep the order (default true, with `acks=all` and at most 5
     /// requests in flight; see [`ProducerConfig::from_config`]).
     pub enable_idempotence: bool,
+    /// `transactional.id`: set, the producer is transactional (and idempotent); unset (the
+    /// default), it is not.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms`: how long the coordinator lets a transaction stay open before
+    /// it aborts it (default 60 s, as in Java).
+    pub transaction_timeout: Duration,
 }
 
 impl ProducerConfig {
@@ -377,10 +383,14 @@ impl ProducerConfig {
             delivery_timeout = minimum;
         }
         let max_in_flight = c.size("max.in.flight.requests.per.connection")?;
+        let transactional_id = c.string("transactional.id")?;
         let enable_idempotence = idempotence(
-            c.is_set("enable.idempotence")
-                .then(|| c.bool("enable.idempotence"))
-                .transpose()?,
+            transactional(
+                transactional_id.is_some(),
+                c.is_set("enable.idempotence")
+                    .then(|| c.bool("enable.idempotence"))
+                    .transpose()?,
+            )?,
             acks,
             max_in_flight,
         )?;
@@ -402,7 +412,24 @@ impl ProducerConfig {
             partitioner_ignore_keys: c.bool("partitioner.ignore.keys")?,
             max_in_flight_requests_per_connection: max_in_flight,
             enable_idempotence,
+            transactional_id,
+            transaction_timeout: c.ms("transaction.timeout.ms")?,
         })
+    }
+}
+
+/// The `enable.idempotence` setting a producer goes by: a transactional producer is idempotent
+/// (Java treats `transactional.id` as setting it to true), and setting it to false beside a
+/// `transactional.id` is an error naming both keys.
+pub(crate) fn transactional(transactional: bool, set: Option<bool>) -> Result<Option<bool>> {
+    match (transactional, set) {
+        (true, Some(false)) => Err(Error::config(
+            "enable.idempotence",
+            "`transactional.id` is set, which needs the idempotent producer: \
+             `enable.idempotence` must not be false",
+        )),
+        (true, _) => Ok(Some(true)),
+        (false, set) => Ok(set),
     }
 }
 

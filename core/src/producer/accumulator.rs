@@ -2,6 +2,8 @@
 //! drains, and the completion bookkeeping (buffer memory, outstanding records, callbacks).
 use super::*;
 
+use std::collections::HashSet;
+
 use crate::sync::Unpoisoned;
 
 // ---------------------------------------------------------------------------------------------
@@ -242,6 +244,11 @@ pub(super) struct Idempotence {
     pub(super) fatal: Option<Error>,
     /// Why the last InitProducerId failed, for the error of batches that expire meanwhile.
     pub(super) init_error: Option<Error>,
+    /// A transactional producer's partitions of the open transaction (AddPartitionsToTxn
+    /// answered); a partition's batches wait until it is in. `None`: not transactional.
+    pub(super) txn_added: Option<HashSet<(Arc<str>, i32)>>,
+    /// AddPartitionsToTxn failed: the batches of partitions not added fail with this.
+    pub(super) txn_add_error: Option<Error>,
 }
 
 #[derive(Default)]
@@ -272,6 +279,8 @@ pub(super) struct DrainResult {
     pub(super) again: bool,
     /// The idempotent producer needs a producer id (InitProducerId).
     pub(super) need_producer_id: bool,
+    /// Partitions with batches that must join the open transaction (AddPartitionsToTxn) first.
+    pub(super) need_add: Vec<(Arc<str>, i32)>,
 }
 
 pub(super) fn earliest(a: &mut Option<Instant>, t: Instant) {
@@ -475,6 +484,18 @@ impl Accumulator {
                     );
                     continue;
                 };
+                if let Some(added) = &idem.txn_added {
+                    if !added.contains(&(topic.clone(), p)) {
+                        if let Some(e) = &idem.txn_add_error {
+                            for b in q.open.drain(..) {
+                                out.fatal.push((Drained::Open(b, None), e.clone()));
+                            }
+                        } else if !q.open.is_empty() || !q.retry.is_empty() {
+                            out.need_add.push((topic.clone(), p));
+                        }
+                        continue;
+                    }
+                }
                 q.seq.resolve();
                 if q.seq.rewrite {
                     match idem.pid {
@@ -538,6 +559,31 @@ impl Accumulator {
         }
         out.again |= bump;
         out
+    }
+
+    /// Takes every batch not sent yet (an abort fails them, as Java's `abortUndrainedBatches`).
+    pub(super) fn take_unsent(&mut self) -> Vec<OpenBatch> {
+        self.topics
+            .values_mut()
+            .flat_map(|t| t.parts.iter_mut())
+            .flat_map(|q| q.open.drain(..))
+            .collect()
+    }
+
+    /// A new transaction starts with no partition in it; `pid`, when given, is the producer's
+    /// new id or epoch, under which every partition's sequences restart from 0.
+    pub(super) fn next_transaction(&mut self, pid: Option<ProducerIdEpoch>) {
+        if let Some(idem) = &mut self.idem {
+            idem.txn_added = Some(HashSet::new());
+            idem.txn_add_error = None;
+            if let Some(pid) = pid {
+                idem.pid = Some(pid);
+                idem.init_error = None;
+                for q in self.topics.values_mut().flat_map(|t| t.parts.iter_mut()) {
+                    q.seq = PartitionSequences::default();
+                }
+            }
+        }
     }
 
     /// Puts a batch back for a retry at `at`, before everything else of its partition, in

@@ -32,19 +32,24 @@ use crate::cluster::{Cluster, PartitionInfo};
 use crate::config::ProducerConfig;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
 pub use crate::protocol::records::Header;
-use crate::protocol::records::{set_producer_state, BatchBuilder, Compression};
+use crate::protocol::records::{
+    set_producer_state, set_transactional_state, BatchBuilder, Compression,
+};
 use crate::sync::Unpoisoned;
 
 mod accumulator;
 mod idempotence;
 mod partitioner;
 mod sender;
+mod transaction;
+mod transactional;
 
 use accumulator::*;
 use idempotence::*;
 use partitioner::*;
 pub use partitioner::{murmur2, partition_for_key};
 use sender::*;
+use transactional::*;
 
 /// The bytes a v2 batch spends before its first record.
 const BATCH_OVERHEAD: usize = 61;
@@ -179,6 +184,8 @@ struct Shared {
     refreshing: AtomicBool,
     /// InitProducerId is under way (idempotent producer).
     initializing: AtomicBool,
+    /// The transactional producer's state; `None` without `transactional.id`.
+    txn: Option<Mutex<Txn>>,
 }
 
 /// A Kafka producer. `Send + Sync`: share it between threads behind an `Arc`.
@@ -279,6 +286,26 @@ impl Producer {
         if config.enable_idempotence {
             acc = acc.idempotent(config.max_in_flight_requests_per_connection);
         }
+        if let Some(id) = &config.transactional_id {
+            if !config.enable_idempotence {
+                return Err(Error::config(
+                    "enable.idempotence",
+                    "`transactional.id` is set, which needs the idempotent producer: \
+                     `enable.idempotence` must not be false",
+                ));
+            }
+            if let Some(idem) = &mut acc.idem {
+                // No partition is in a transaction before init_transactions and begin.
+                idem.txn_added = Some(Default::default());
+            }
+            if id.is_empty() {
+                return Err(Error::config("transactional.id", "must not be empty"));
+            }
+        }
+        let txn = config
+            .transactional_id
+            .clone()
+            .map(|id| Mutex::new(Txn::new(id)));
         let shared = Arc::new(Shared {
             cluster: Cluster::new(config.common.clone()),
             acc: Mutex::new(acc),
@@ -290,6 +317,7 @@ impl Producer {
             refresh_wanted: AtomicBool::new(false),
             refreshing: AtomicBool::new(false),
             initializing: AtomicBool::new(false),
+            txn,
         });
         handle.spawn(sender_loop(shared.clone()));
         Ok(Producer {
@@ -340,6 +368,7 @@ impl Producer {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
+        check_send(&self.shared)?;
         if record.topic.is_empty() {
             return Err(Error::InvalidArgument(
                 "the record's topic is empty".to_string(),

@@ -77,13 +77,16 @@ pub(super) async fn sender_loop(shared: Arc<Shared>) {
             if let Some(why) = &init_error {
                 e.push_str(&format!("; the producer got no producer id: {why}"));
             }
-            pending.fail(Error::Timeout(e));
+            let e = Error::Timeout(e);
+            batch_failed(&shared, &e);
+            pending.fail(e);
         }
         for (d, e) in drained.fatal {
             let mut pending = match d {
                 Drained::Open(b, _) => b.pending,
                 Drained::Sealed(s) => s.pending,
             };
+            batch_failed(&shared, &e);
             pending.fail(e);
         }
         for (_, slot, d) in drained.batches {
@@ -97,6 +100,9 @@ pub(super) async fn sender_loop(shared: Arc<Shared>) {
                         ..
                     } = b;
                     let data = builder.finish().and_then(|data| match &seq {
+                        Some(s) if shared.txn.is_some() => {
+                            set_transactional_state(&data, s.pid.id, s.pid.epoch, s.base)
+                        }
                         Some(s) => set_producer_state(&data, s.pid.id, s.pid.epoch, s.base),
                         None => Ok(data),
                     });
@@ -140,8 +146,12 @@ pub(super) async fn sender_loop(shared: Arc<Shared>) {
                 drop(plan);
             }
         }
-        if drained.need_producer_id && !closing {
+        // A transactional producer gets its id from init_transactions.
+        if drained.need_producer_id && !closing && shared.txn.is_none() {
             init_producer_id(&shared);
+        }
+        if !drained.need_add.is_empty() && !closing {
+            add_partitions(&shared, drained.need_add);
         }
         if drained.need_metadata {
             shared.refresh_wanted.store(true, Ordering::Release);
@@ -186,6 +196,7 @@ fn dispatcher(shared: Arc<Shared>, leader: i32) -> mpsc::UnboundedSender<Request
                 .as_millis()
                 .min(i32::MAX as u128) as i32;
             let req = crate::protocol::produce::produce(
+                shared.config.transactional_id.as_deref(),
                 acks,
                 timeout_ms,
                 plan.batches
@@ -393,6 +404,15 @@ pub(super) async fn settle(
                                 Ok((a.base_offset, a.append_time))
                             }
                         }
+                        // A transaction can not restart a partition's sequences under a
+                        // new epoch of its own: the batch fails, the transaction must be
+                        // aborted, and the abort bumps the epoch at the coordinator.
+                        Verdict::Retry { bump: true, .. } if shared.txn.is_some() => {
+                            q.seq.failed(&seq);
+                            Err(Error::TransactionAbortable(format!(
+                                "producing to {topic}-{p}: {error}"
+                            )))
+                        }
                         Verdict::Retry { bump, refresh: r } => {
                             refresh |= r;
                             if bump {
@@ -458,6 +478,9 @@ pub(super) async fn settle(
     }
     shared.wake.notify_one();
     for (mut pending, result) in finished {
+        if let Err(e) = &result {
+            batch_failed(&shared, e);
+        }
         pending.complete(result);
     }
 }

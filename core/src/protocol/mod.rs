@@ -17,6 +17,7 @@ pub(crate) mod produce;
 pub mod records;
 #[cfg(not(feature = "unstable-fuzzing"))]
 pub(crate) mod records;
+pub(crate) mod txn;
 #[cfg(feature = "unstable-fuzzing")]
 pub mod wire;
 #[cfg(not(feature = "unstable-fuzzing"))]

@@ -3,12 +3,14 @@
 use bytes::Bytes;
 
 use crate::protocol::msg::produce_request::{PartitionProduceData, TopicProduceData};
-use crate::protocol::msg::{InitProducerIdRequest, ProduceRequest, ProducerId};
+use crate::protocol::msg::{InitProducerIdRequest, ProduceRequest, ProducerId, StrBytes};
 use crate::protocol::{group_by_topic, topic_name};
 
 /// Produce of `batches` (topic, partition, one encoded record batch) with `acks` (0, 1 or -1
-/// for all in-sync replicas); `timeout_ms` bounds the broker's wait for those replicas.
+/// for all in-sync replicas); `timeout_ms` bounds the broker's wait for those replicas;
+/// `transactional_id` is a transactional producer's.
 pub(crate) fn produce<'a>(
+    transactional_id: Option<&str>,
     acks: i16,
     timeout_ms: i32,
     batches: impl IntoIterator<Item = (&'a str, i32, &'a Bytes)>,
@@ -27,6 +29,10 @@ pub(crate) fn produce<'a>(
     })
     .collect();
     ProduceRequest::default()
+        .with_transactional_id(
+            transactional_id
+                .map(|t| crate::protocol::msg::TransactionalId(StrBytes::from_string(t.into()))),
+        )
         .with_acks(acks)
         .with_timeout_ms(timeout_ms)
         .with_topic_data(topics)
@@ -63,6 +69,7 @@ mod tests {
             Bytes::from_static(b"batch-3"),
         );
         let req = produce(
+            None,
             -1,
             30_000,
             [("t", 2, &one), ("u", 0, &two), ("t", 0, &three)],

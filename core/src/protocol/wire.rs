@@ -32,11 +32,14 @@ macro_rules! apis {
 }
 
 apis! {
+    AddOffsetsToTxn: AddOffsetsToTxnRequest => AddOffsetsToTxnResponse,
+    AddPartitionsToTxn: AddPartitionsToTxnRequest => AddPartitionsToTxnResponse,
     ApiVersions: ApiVersionsRequest => ApiVersionsResponse,
     ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse,
     CreatePartitions: CreatePartitionsRequest => CreatePartitionsResponse,
     CreateTopics: CreateTopicsRequest => CreateTopicsResponse,
     DescribeConfigs: DescribeConfigsRequest => DescribeConfigsResponse,
+    EndTxn: EndTxnRequest => EndTxnResponse,
     Fetch: FetchRequest => FetchResponse,
     FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse,
     Heartbeat: HeartbeatRequest => HeartbeatResponse,
@@ -52,6 +55,7 @@ apis! {
     SaslAuthenticate: SaslAuthenticateRequest => SaslAuthenticateResponse,
     SaslHandshake: SaslHandshakeRequest => SaslHandshakeResponse,
     SyncGroup: SyncGroupRequest => SyncGroupResponse,
+    TxnOffsetCommit: TxnOffsetCommitRequest => TxnOffsetCommitResponse,
 }
 
 /// The largest response frame lagless accepts. A frame length above it means a corrupt stream
@@ -90,6 +94,14 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
         // lifetime of KIP-368.
         ApiKey::SaslHandshake => 1,
         ApiKey::SaslAuthenticate => 2,
+        // The classic transaction protocol (transaction version 1): a client adds partitions
+        // with v3 (v4+ is the brokers' batched form), ends with EndTxn v4 (v5 is KIP-890's
+        // epoch bump per transaction, which needs transaction.version 2 and implicit adds).
+        ApiKey::AddPartitionsToTxn => 3,
+        ApiKey::AddOffsetsToTxn => 3,
+        ApiKey::EndTxn => 4,
+        // v3+ carries the member's generation and id (KIP-447).
+        ApiKey::TxnOffsetCommit => 3,
         _ => -1,
     }
 }

@@ -67,6 +67,7 @@ __all__ = [
     "AuthenticationError",
     "SslError",
     "LogTruncationError",
+    "TransactionAbortableError",
 ]
 
 _logger = logging.getLogger("lagless")

@@ -34,6 +34,7 @@ __all__ = [
     "AuthenticationError",
     "SslError",
     "LogTruncationError",
+    "TransactionAbortableError",
 ]
 
 
@@ -185,6 +186,13 @@ class LogTruncationError(LaglessError):
     a ``seek()`` while the others keep flowing."""
 
     kind = "LOG_TRUNCATION"
+
+
+class TransactionAbortableError(LaglessError):
+    """A transactional producer's transaction can not commit: a record or a request of it
+    failed. Abort the transaction, then begin the next one."""
+
+    kind = "TRANSACTION_ABORTABLE"
 
 
 def _subclasses(cls: Type[LaglessError]) -> List[Type[LaglessError]]:

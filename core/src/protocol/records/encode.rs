@@ -198,6 +198,28 @@ pub fn set_producer_state(
     producer_epoch: i16,
     base_sequence: i32,
 ) -> Result<Bytes> {
+    stamp(batch, producer_id, producer_epoch, base_sequence, false)
+}
+
+/// As [`set_producer_state`], and marks the batch transactional (attribute bit 4): a batch a
+/// transactional producer writes inside a transaction, which read_committed consumers hold back
+/// until the transaction's COMMIT or ABORT marker.
+pub fn set_transactional_state(
+    batch: &[u8],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Result<Bytes> {
+    stamp(batch, producer_id, producer_epoch, base_sequence, true)
+}
+
+fn stamp(
+    batch: &[u8],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    transactional: bool,
+) -> Result<Bytes> {
     if batch.len() < RECORDS_AT || batch[MAGIC_AT] as i8 != MAGIC_V2 {
         return Err(Error::InvalidArgument(format!(
             "a v2 record batch of at least {RECORDS_AT} bytes was expected, got {} bytes",
@@ -208,6 +230,11 @@ pub fn set_producer_state(
     out[PRODUCER_ID_AT..PRODUCER_EPOCH_AT].copy_from_slice(&producer_id.to_be_bytes());
     out[PRODUCER_EPOCH_AT..BASE_SEQUENCE_AT].copy_from_slice(&producer_epoch.to_be_bytes());
     out[BASE_SEQUENCE_AT..RECORD_COUNT_AT].copy_from_slice(&base_sequence.to_be_bytes());
+    if transactional {
+        let attributes = i16::from_be_bytes([out[ATTRIBUTES_AT], out[ATTRIBUTES_AT + 1]]);
+        let attributes = attributes | TRANSACTIONAL_MASK;
+        out[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    }
     let crc = crc32c::crc32c(&out[ATTRIBUTES_AT..]);
     out[CRC_AT..ATTRIBUTES_AT].copy_from_slice(&crc.to_be_bytes());
     Ok(Bytes::from(out))

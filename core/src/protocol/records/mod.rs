@@ -58,7 +58,7 @@ use compression::*;
 #[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(unused_imports))]
 pub use decode::decode_batches;
 pub use decode::decode_batches_in;
-pub use encode::set_producer_state;
+pub use encode::{set_producer_state, set_transactional_state};
 
 /// The idempotence fields of a v2 record batch's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -463,6 +463,27 @@ mod tests {
             assert_eq!(producer_states(&two[..two.len() - 1]).len(), 1);
         }
         assert!(set_producer_state(&[0u8; 10], 1, 0, 0).is_err());
+    }
+
+    /// A transactional batch has attribute bit 4 set under a CRC that checks, keeps its
+    /// compression, and stays transactional when its sequences are stamped again.
+    #[test]
+    fn transactional_batches_are_marked_under_a_valid_crc() {
+        for compression in built_in() {
+            let plain = build(compression);
+            let plain_batch = &decode(at_offset(&plain, 0), false).unwrap().batches[0];
+            assert!(!plain_batch.is_transactional);
+            let marked = set_transactional_state(&plain, 4711, 3, 10).unwrap();
+            let decoded = decode(at_offset(&marked, 7), true).unwrap();
+            let b = &decoded.batches[0];
+            assert!(b.is_transactional && !b.is_control, "{compression:?}");
+            assert_eq!(b.producer_id, 4711);
+            assert_eq!(b.records().len(), sample_records().len(), "{compression:?}");
+            let again = set_producer_state(&marked, 4711, 4, 0).unwrap();
+            let decoded = decode(at_offset(&again, 7), true).unwrap();
+            assert!(decoded.batches[0].is_transactional, "{compression:?}");
+        }
+        assert!(set_transactional_state(&[0u8; 10], 1, 0, 0).is_err());
     }
 
     #[test]

@@ -1,0 +1,443 @@
+//! The transactional producer (`transactional.id`) against a broker of the test's own, read
+//! back by lagless consumers:
+//!
+//! - committed and aborted transactions interleaved over three partitions: read_committed
+//!   delivers exactly the committed records, in order per partition; read_uncommitted all of
+//!   them;
+//! - fencing: a second producer with the same transactional.id fences the first (its next
+//!   commit fails with PRODUCER_FENCED, fatal) and aborts the first one's open transaction;
+//! - consume-transform-produce with `send_offsets_to_transaction`: the group's offsets move
+//!   only when the transaction commits; an aborted one leaves them where they were.
+#[path = "support/configs.rs"]
+mod configs;
+#[path = "support/own_broker.rs"]
+mod own_broker;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use lagless::{Consumer, OffsetAndMetadata, Producer, ProducerRecord, TopicPartition};
+use own_broker::OwnBroker;
+
+const PARTITIONS: i32 = 3;
+const T: Duration = Duration::from_secs(30);
+
+/// Clusters are started one at a time: JVMs on a shared two-core machine.
+static ONE_CLUSTER: Mutex<()> = Mutex::new(());
+
+fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
+    ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Per partition, the keys delivered in offset order.
+type Keys = BTreeMap<i32, Vec<String>>;
+
+fn tps(topic: &str) -> Vec<TopicPartition> {
+    (0..PARTITIONS)
+        .map(|p| TopicPartition::new(topic, p))
+        .collect()
+}
+
+fn transactional(bootstrap: &str, id: &str) -> Producer {
+    configs::producer(&[
+        ("bootstrap.servers", bootstrap),
+        ("transactional.id", id),
+        ("linger.ms", "5"),
+        ("transaction.timeout.ms", "30000"),
+    ])
+}
+
+/// Reads `topic` from the start with `isolation` until the positions reach the end offsets
+/// (the LSO under read_committed); per partition, the keys in the order delivered.
+fn read_all(bootstrap: &str, topic: &str, isolation: &str) -> Keys {
+    let c = configs::consumer(&[
+        ("bootstrap.servers", bootstrap),
+        ("isolation.level", isolation),
+        ("auto.offset.reset", "earliest"),
+        ("fetch.max.wait.ms", "100"),
+    ]);
+    c.assign(&tps(topic)).unwrap();
+    let ends: Vec<i64> = c
+        .end_offsets(&tps(topic), Some(T))
+        .unwrap()
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect();
+    let mut got = Keys::new();
+    let deadline = Instant::now() + T;
+    loop {
+        for r in c.poll(Duration::from_millis(100)).unwrap() {
+            let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
+            got.entry(r.partition).or_default().push(key);
+        }
+        let positions: Vec<i64> = tps(topic)
+            .iter()
+            .map(|tp| c.position(tp, Some(T)).unwrap())
+            .collect();
+        if positions == ends {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{isolation}: positions {positions:?}, not {ends:?}"
+        );
+    }
+    c.close(None).unwrap();
+    got
+}
+
+/// The broker's finalized `transaction.version` feature and its highest EndTxn version, from a
+/// raw ApiVersions v3: lagless speaks the classic protocol (EndTxn v4, AddPartitionsToTxn v3)
+/// either way, which a transaction-version-2 broker serves as version 1 transactions.
+fn transaction_version(addr: &str) -> (Option<i16>, i16) {
+    use lagless::protocol::msg::{ApiVersionsRequest, StrBytes};
+    use lagless::protocol::wire::{decode_response, encode_request};
+    use std::io::{Read, Write};
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(T)).unwrap();
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("lagless-test"))
+        .with_client_software_version(StrBytes::from_static_str("0"));
+    sock.write_all(&encode_request(&req, 3, 1, "transactions-test").unwrap())
+        .unwrap();
+    let mut len = [0u8; 4];
+    sock.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    sock.read_exact(&mut body).unwrap();
+    let resp = decode_response::<ApiVersionsRequest>(bytes::Bytes::from(body), 3).unwrap();
+    let tv = resp
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .map(|f| f.max_version_level);
+    let end_txn = resp
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == 26)
+        .map_or(-1, |k| k.max_version);
+    (tv, end_txn)
+}
+
+fn count(k: &Keys) -> usize {
+    k.values().map(Vec::len).sum()
+}
+
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn committed_and_aborted_transactions_are_read_committed_exactly() {
+    let _one = one_cluster();
+    let broker = OwnBroker::start(1);
+    let bootstrap = broker.bootstrap.as_str();
+    let topic = "tx-interleaved";
+    lagless::admin::create_topic(bootstrap, topic, PARTITIONS, 1).unwrap();
+    let (tv, end_txn) = transaction_version(bootstrap.split(',').next().unwrap());
+    println!("broker: finalized transaction.version {tv:?}, EndTxn up to v{end_txn}");
+    let p = transactional(bootstrap, "tx-interleaved-1");
+    p.init_transactions(T).unwrap();
+    let (mut committed, mut all) = (Keys::new(), Keys::new());
+    // 12 transactions of 30 records (10 per partition, the partitions interleaved); every
+    // third aborted, after its records were written (flushed), so that read_uncommitted sees
+    // them.
+    for t in 0..12 {
+        p.begin_transaction().unwrap();
+        let abort = t % 3 == 2;
+        let mut deliveries = Vec::new();
+        for i in 0..30 {
+            let partition = i % PARTITIONS;
+            let key = format!("t{t}-{i}");
+            let record = ProducerRecord::new(topic, "v")
+                .with_key(key.clone())
+                .with_partition(partition);
+            deliveries.push(p.send(record).unwrap());
+            all.entry(partition).or_default().push(key.clone());
+            if !abort {
+                committed.entry(partition).or_default().push(key);
+            }
+        }
+        if abort {
+            p.flush(T).unwrap();
+            p.abort_transaction(T).unwrap();
+        } else {
+            p.commit_transaction(T).unwrap();
+        }
+        for d in deliveries {
+            d.wait().unwrap();
+        }
+    }
+    p.close(T).unwrap();
+    let rc = read_all(bootstrap, topic, "read_committed");
+    let ru = read_all(bootstrap, topic, "read_uncommitted");
+    println!(
+        "read_committed {} records (expected {}), read_uncommitted {} (expected {})",
+        count(&rc),
+        count(&committed),
+        count(&ru),
+        count(&all)
+    );
+    assert_eq!(count(&committed), 240);
+    assert_eq!(
+        rc, committed,
+        "read_committed: exactly the committed, in order"
+    );
+    assert_eq!(count(&all), 360);
+    assert_eq!(ru, all, "read_uncommitted: every record, in order");
+}
+
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn a_second_producer_fences_the_first_and_aborts_its_transaction() {
+    let _one = one_cluster();
+    let broker = OwnBroker::start(1);
+    let bootstrap = broker.bootstrap.as_str();
+    let topic = "tx-fencing";
+    lagless::admin::create_topic(bootstrap, topic, PARTITIONS, 1).unwrap();
+    let first = transactional(bootstrap, "tx-fenced");
+    first.init_transactions(T).unwrap();
+    first.begin_transaction().unwrap();
+    for i in 0..30 {
+        let r = ProducerRecord::new(topic, "v")
+            .with_key(format!("first-{i}"))
+            .with_partition(i % PARTITIONS);
+        first.send(r).unwrap();
+    }
+    // The first producer's records are in the log, its transaction open.
+    first.flush(T).unwrap();
+    let second = transactional(bootstrap, "tx-fenced");
+    second.init_transactions(T).unwrap();
+    let e = first.commit_transaction(T).unwrap_err();
+    println!("the fenced producer's commit: {e}");
+    assert!(e.is_producer_fenced() && e.is_fatal(), "{e}");
+    // Fatal: every later call fails the same way.
+    let e = first.send(ProducerRecord::new(topic, "v")).err().unwrap();
+    assert!(e.is_producer_fenced(), "{e}");
+    let e = first.abort_transaction(T).unwrap_err();
+    assert!(e.is_producer_fenced(), "{e}");
+    second.begin_transaction().unwrap();
+    let mut committed = Keys::new();
+    for i in 0..12 {
+        let key = format!("second-{i}");
+        let partition = i % PARTITIONS;
+        let r = ProducerRecord::new(topic, "v")
+            .with_key(key.clone())
+            .with_partition(partition);
+        second.send(r).unwrap();
+        committed.entry(partition).or_default().push(key);
+    }
+    second.commit_transaction(T).unwrap();
+    second.close(T).unwrap();
+    let rc = read_all(bootstrap, topic, "read_committed");
+    let ru = read_all(bootstrap, topic, "read_uncommitted");
+    println!(
+        "read_committed {} records, read_uncommitted {}",
+        count(&rc),
+        count(&ru)
+    );
+    assert_eq!(
+        rc, committed,
+        "nothing of the fenced producer's transaction"
+    );
+    assert_eq!(count(&ru), 42, "the aborted 30 are in the log");
+}
+
+/// The group's committed offsets of `topic`, per partition (-1: none).
+fn committed_offsets(c: &Consumer, topic: &str) -> Vec<i64> {
+    c.committed(&tps(topic), Some(T))
+        .unwrap()
+        .into_iter()
+        .map(|(_, o)| o.map_or(-1, |o| o.offset))
+        .collect()
+}
+
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn offsets_sent_to_a_transaction_are_committed_only_with_it() {
+    let _one = one_cluster();
+    let broker = OwnBroker::start(1);
+    let bootstrap = broker.bootstrap.as_str();
+    let (input, output) = ("ctp-in", "ctp-out");
+    lagless::admin::create_topic(bootstrap, input, PARTITIONS, 1).unwrap();
+    lagless::admin::create_topic(bootstrap, output, PARTITIONS, 1).unwrap();
+    let plain = configs::producer(&[("bootstrap.servers", bootstrap)]);
+    const INPUT: usize = 90;
+    for i in 0..INPUT {
+        let r = ProducerRecord::new(input, format!("{i}"))
+            .with_key(format!("in-{i}"))
+            .with_partition(i as i32 % PARTITIONS);
+        plain.send(r).unwrap();
+    }
+    plain.close(T).unwrap();
+    let mut settings = configs::group_member_settings("ctp");
+    settings.extend([
+        ("bootstrap.servers", bootstrap),
+        ("isolation.level", "read_committed"),
+        ("enable.auto.commit", "false"),
+        ("max.poll.records", "20"),
+    ]);
+    let c = configs::consumer(&settings);
+    c.subscribe(&[input], None).unwrap();
+    let p = transactional(bootstrap, "ctp-1");
+    p.init_transactions(T).unwrap();
+    let (mut rounds, mut aborted_rounds, mut consumed) = (0, 0, 0usize);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while consumed < INPUT {
+        assert!(Instant::now() < deadline, "consumed {consumed} of {INPUT}");
+        let records = c.poll(Duration::from_millis(200)).unwrap();
+        if records.is_empty() {
+            continue;
+        }
+        let before = committed_offsets(&c, input);
+        p.begin_transaction().unwrap();
+        let mut next: HashMap<TopicPartition, OffsetAndMetadata> = HashMap::new();
+        for r in &records {
+            let key = String::from_utf8(r.key.clone().unwrap().to_vec()).unwrap();
+            p.send(ProducerRecord::new(output, "out").with_key(key.replace("in-", "out-")))
+                .unwrap();
+            next.insert(
+                TopicPartition::new(input, r.partition),
+                OffsetAndMetadata {
+                    offset: r.offset + 1,
+                    metadata: String::new(),
+                },
+            );
+        }
+        let group = c.group_metadata().expect("a group member");
+        p.send_offsets_to_transaction(&next, &group, T).unwrap();
+        rounds += 1;
+        if rounds % 3 == 1 {
+            // Abort: the offsets stay where they were, and the records are read again.
+            p.abort_transaction(T).unwrap();
+            aborted_rounds += 1;
+            assert_eq!(committed_offsets(&c, input), before, "after an abort");
+            for tp in next.keys() {
+                let at = before[tp.partition as usize].max(0);
+                c.seek(tp, at).unwrap();
+            }
+        } else {
+            p.commit_transaction(T).unwrap();
+            let after = committed_offsets(&c, input);
+            for (tp, o) in &next {
+                assert_eq!(after[tp.partition as usize], o.offset, "after a commit");
+            }
+            consumed += records.len();
+        }
+    }
+    p.close(T).unwrap();
+    let committed = committed_offsets(&c, input);
+    c.close(None).unwrap();
+    assert_eq!(
+        committed,
+        vec![30, 30, 30],
+        "every input record's offset committed"
+    );
+    let out = read_all(bootstrap, output, "read_committed");
+    let mut keys: Vec<String> = out.values().flatten().cloned().collect();
+    keys.sort();
+    let mut want: Vec<String> = (0..INPUT).map(|i| format!("out-{i}")).collect();
+    want.sort();
+    println!(
+        "{rounds} transactions ({aborted_rounds} aborted); {} output records read_committed",
+        keys.len()
+    );
+    assert!(aborted_rounds > 0);
+    assert_eq!(keys, want, "each input record once in the committed output");
+}
+
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn a_member_that_lost_its_partitions_mid_transaction_can_not_commit_their_offsets() {
+    let _one = one_cluster();
+    let broker = OwnBroker::start(1);
+    let bootstrap = broker.bootstrap.as_str();
+    let (input, output) = ("lost-in", "lost-out");
+    lagless::admin::create_topic(bootstrap, input, PARTITIONS, 1).unwrap();
+    lagless::admin::create_topic(bootstrap, output, PARTITIONS, 1).unwrap();
+    let plain = configs::producer(&[("bootstrap.servers", bootstrap)]);
+    for i in 0..30 {
+        let r = ProducerRecord::new(input, "v")
+            .with_key(format!("in-{i}"))
+            .with_partition(i % PARTITIONS);
+        plain.send(r).unwrap();
+    }
+    plain.close(T).unwrap();
+    let member = |poll_interval: &'static str| {
+        let mut settings = configs::group_member_settings("lost");
+        settings.extend([
+            ("bootstrap.servers", bootstrap),
+            ("isolation.level", "read_committed"),
+            ("enable.auto.commit", "false"),
+            ("max.poll.interval.ms", poll_interval),
+        ]);
+        let c = configs::consumer(&settings);
+        c.subscribe(&[input], None).unwrap();
+        c
+    };
+    // A polls its records and the group metadata that goes with them, opens a transaction and
+    // writes its output, then stops polling past max.poll.interval.ms.
+    let a = member("3000");
+    let deadline = Instant::now() + T;
+    let records = loop {
+        let r = a.poll(Duration::from_millis(200)).unwrap();
+        if !r.is_empty() {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "A got no records");
+    };
+    let group = a.group_metadata().expect("a group member");
+    let p = transactional(bootstrap, "lost-1");
+    p.init_transactions(T).unwrap();
+    p.begin_transaction().unwrap();
+    let mut next: HashMap<TopicPartition, OffsetAndMetadata> = HashMap::new();
+    for r in &records {
+        p.send(ProducerRecord::new(output, "out").with_partition(r.partition))
+            .unwrap();
+        next.insert(
+            TopicPartition::new(input, r.partition),
+            OffsetAndMetadata {
+                offset: r.offset + 1,
+                metadata: String::new(),
+            },
+        );
+    }
+    // B joins; A does not poll, so the rebalance goes on without it once its poll interval is
+    // over, and B ends up with every partition.
+    let b = member("30000");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b.assignment().len() < PARTITIONS as usize {
+        b.poll(Duration::from_millis(200)).unwrap();
+        assert!(Instant::now() < deadline, "B has {:?}", b.assignment());
+    }
+    let b_group = b.group_metadata().unwrap();
+    println!(
+        "A: generation {} member {}; B: generation {} with {} partitions",
+        group.generation_id,
+        group.member_id,
+        b_group.generation_id,
+        b.assignment().len()
+    );
+    // A's offsets, sent with its lost generation, are refused: the transaction can not commit.
+    let e = p.send_offsets_to_transaction(&next, &group, T).unwrap_err();
+    println!("A's send_offsets_to_transaction: {e}");
+    assert!(matches!(e, lagless::Error::TransactionAbortable(_)), "{e}");
+    let e = p.commit_transaction(T).unwrap_err();
+    assert!(matches!(e, lagless::Error::TransactionAbortable(_)), "{e}");
+    p.abort_transaction(T).unwrap();
+    // The group's offsets did not move, and nothing of A's transaction is visible.
+    let committed: Vec<i64> = b
+        .committed(&tps(input), Some(T))
+        .unwrap()
+        .into_iter()
+        .map(|(_, o)| o.map_or(-1, |o| o.offset))
+        .collect();
+    assert_eq!(committed, vec![-1, -1, -1]);
+    assert_eq!(count(&read_all(bootstrap, output, "read_committed")), 0);
+    // The producer goes on: the next transaction commits.
+    p.begin_transaction().unwrap();
+    p.send(ProducerRecord::new(output, "after").with_key("after"))
+        .unwrap();
+    p.commit_transaction(T).unwrap();
+    p.close(T).unwrap();
+    assert_eq!(count(&read_all(bootstrap, output, "read_committed")), 1);
+    b.close(None).unwrap();
+    drop(a);
+}
