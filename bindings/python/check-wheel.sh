@@ -49,6 +49,11 @@ for field in ("License-Expression: Apache-2.0", "License-File: LICENSE", "Projec
               "Classifier: Typing :: Typed", "Requires-Python: >=3.9", "Description-Content-Type: text/markdown"):
     if field not in meta:
         sys.exit(f"check-wheel.sh: the wheel's METADATA lacks {field!r}")
+# The command-line tool, as a console script run inside the extension module.
+entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+scripts = {line.replace(" ", "") for line in entry_points.splitlines()}
+if "lagless=lagless._cli:main" not in scripts or "lagless/_cli.py" not in names:
+    sys.exit("check-wheel.sh: the wheel does not install the `lagless` console script")
 if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
     sys.exit("check-wheel.sh: the licence file is not in the wheel")
 so = next(n for n in names if n.startswith("lagless/_lagless") and n.endswith(".so"))

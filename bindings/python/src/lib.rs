@@ -17,6 +17,15 @@ use errors::IntoPyResult;
 
 /// Creates topic `name` with `partitions` partitions and replication factor `rf`, and waits
 /// until every partition has a leader. An existing topic raises KafkaError with kafka_code 36.
+/// The `lagless` command-line tool with `argv` (program name first); returns its exit status.
+/// The GIL is released while it runs; a panic (there should be none) is exit status 1.
+#[pyfunction]
+fn run_cli(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.detach(|| {
+        std::panic::catch_unwind(|| lagless_cli::run(argv.into_iter().map(Into::into))).unwrap_or(1)
+    })
+}
+
 #[pyfunction]
 #[pyo3(signature = (bootstrap, name, partitions=1, rf=1))]
 fn create_topic(
@@ -38,6 +47,7 @@ fn _lagless(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::Message>()?;
     m.add_class::<batch::MessageBatch>()?;
     m.add_function(wrap_pyfunction!(create_topic, m)?)?;
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(log::_set_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_error_kinds, m)?)?;
     m.add("OFFSET_BEGINNING", types::OFFSET_BEGINNING)?;

@@ -40,6 +40,13 @@ apis! {
     CreateTopics: CreateTopicsRequest => CreateTopicsResponse,
     DescribeConfigs: DescribeConfigsRequest => DescribeConfigsResponse,
     EndTxn: EndTxnRequest => EndTxnResponse,
+    DeleteTopics: DeleteTopicsRequest => DeleteTopicsResponse,
+    DescribeCluster: DescribeClusterRequest => DescribeClusterResponse,
+    ListGroups: ListGroupsRequest => ListGroupsResponse,
+    DescribeGroups: DescribeGroupsRequest => DescribeGroupsResponse,
+    ConsumerGroupDescribe: ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse,
+    OffsetDelete: OffsetDeleteRequest => OffsetDeleteResponse,
+    IncrementalAlterConfigs: IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse,
     Fetch: FetchRequest => FetchResponse,
     FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse,
     Heartbeat: HeartbeatRequest => HeartbeatResponse,
@@ -87,6 +94,13 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
         ApiKey::DeleteTopics => 6,
         ApiKey::CreatePartitions => 3,
         ApiKey::DescribeConfigs => 4,
+        // The admin client's (crate::admin).
+        ApiKey::IncrementalAlterConfigs => 1,
+        ApiKey::DescribeCluster => 1,
+        ApiKey::ListGroups => 5,
+        ApiKey::DescribeGroups => 5,
+        ApiKey::ConsumerGroupDescribe => 1,
+        ApiKey::OffsetDelete => 0,
         // v3+ carries the current producer id and epoch (KIP-360); v6 adds two-phase commit
         // (KIP-939), which an idempotent producer does not use.
         ApiKey::InitProducerId => 5,

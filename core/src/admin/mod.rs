@@ -1,4 +1,15 @@
-//! Blocking admin helpers, for tools and tests in every language that need a topic to exist.
+//! Kafka's admin operations: [`AdminClient`] (topics, the cluster, consumer groups and their
+//! offsets, configs), and blocking one-call helpers ([`create_topic`], [`create_partitions`]) for
+//! tools and tests in every language that need a topic to exist.
+mod client;
+mod groups;
+pub mod plan;
+mod types;
+
+pub use client::{AdminClient, ItemResults};
+pub use groups::ResetPlan;
+pub use types::*;
+
 use std::sync::Arc;
 use std::time::Duration;
 
