@@ -202,6 +202,14 @@ typedef struct lagless_consumer lagless_consumer;
 typedef struct lagless_error lagless_error;
 
 /**
+ * A consumer's place in its group at one moment (group id, generation, member id,
+ * `group.instance.id`), for `lagless_producer_send_offsets_to_transaction`. Made by
+ * `lagless_consumer_group_metadata_handle`, freed by `lagless_group_metadata_destroy`.
+ * Immutable: any thread may use it.
+ */
+typedef struct lagless_group_metadata lagless_group_metadata;
+
+/**
  * One consumed record. Owned by the caller, freed with `lagless_message_destroy`, except the
  * messages of a `lagless_batch`, which belong to the batch.
  */
@@ -887,6 +895,70 @@ lagless_error *lagless_tplist_get_metadata(const lagless_tplist *list, size_t in
  * Frees a list the caller owns. NULL is ignored. Never call it on a list a callback received.
  */
 void lagless_tplist_destroy(lagless_tplist *list);
+
+/**
+ * A snapshot of the member's group metadata, for `lagless_producer_send_offsets_to_transaction`:
+ * on success `*out_metadata` receives a new handle, freed by `lagless_group_metadata_destroy`.
+ * Take it right after the `lagless_consumer_poll` that returned the records whose offsets the
+ * transaction sends: one taken later may belong to a later generation (or to none), and then no
+ * longer ties the offsets to the member that owned those records. `LAGLESS_ERR_ILLEGAL_STATE`
+ * without a subscription.
+ */
+lagless_error *lagless_consumer_group_metadata_handle(lagless_consumer *consumer, lagless_group_metadata **out_metadata);
+
+/**
+ * Frees group metadata. NULL is ignored.
+ */
+void lagless_group_metadata_destroy(lagless_group_metadata *metadata);
+
+/**
+ * Gets the producer id of the producer's `transactional.id` from its transaction coordinator,
+ * waiting up to `timeout_ms` (negative: `delivery.timeout.ms`). Call it once, before the first
+ * `lagless_producer_begin_transaction`. It fences every older producer with the same
+ * `transactional.id` (their next call fails with the fatal broker error `PRODUCER_FENCED`,
+ * `lagless_error_kafka_code` 90) and aborts the transaction such a producer left open.
+ * `LAGLESS_ERR_ILLEGAL_STATE` without `transactional.id`; after a timeout it may be called
+ * again.
+ */
+lagless_error *lagless_producer_init_transactions(lagless_producer *producer, int32_t timeout_ms);
+
+/**
+ * Starts a transaction: the records sent until `lagless_producer_commit_transaction` (or
+ * `_abort_transaction`) belong to it. Local only; no request is sent.
+ * `LAGLESS_ERR_ILLEGAL_STATE` before `_init_transactions` or with a transaction open.
+ */
+lagless_error *lagless_producer_begin_transaction(lagless_producer *producer);
+
+/**
+ * Adds consumed offsets to the open transaction: the group of `group_metadata` commits
+ * `offsets` (each entry's offset, the next record to read, must be >= 0; its commit metadata is
+ * sent along) if and only if the transaction commits. `group_metadata` comes from
+ * `lagless_consumer_group_metadata_handle`, taken with the records; a member that lost its
+ * generation since is refused (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and
+ * the transaction becomes abortable (`LAGLESS_ERR_TRANSACTION_ABORTABLE`). Waits up to
+ * `timeout_ms` (negative: `delivery.timeout.ms`) for the coordinators. The list is read during
+ * the call only.
+ */
+lagless_error *lagless_producer_send_offsets_to_transaction(lagless_producer *producer, const lagless_tplist *offsets, const lagless_group_metadata *group_metadata, int32_t timeout_ms);
+
+/**
+ * Flushes every record of the open transaction and commits it (with the offsets sent to it),
+ * waiting up to `timeout_ms` (negative: `delivery.timeout.ms`); after a timeout it may be
+ * called again to finish. `LAGLESS_ERR_TRANSACTION_ABORTABLE` when a record or request of the
+ * transaction failed: call `lagless_producer_abort_transaction`, then begin the next one. A
+ * fatal error (`lagless_error_fatal`; `lagless_error_kafka_code` 90, PRODUCER_FENCED, when a
+ * newer producer with the same `transactional.id` fenced this one) means the producer can no
+ * longer be used: close and destroy it.
+ */
+lagless_error *lagless_producer_commit_transaction(lagless_producer *producer, int32_t timeout_ms);
+
+/**
+ * Aborts the open transaction: records not sent yet fail (`LAGLESS_ERR_TRANSACTION_ABORTABLE`
+ * in their delivery reports), those on the wire are awaited, the transaction's records and
+ * offsets are discarded. Waits up to `timeout_ms` (negative: `delivery.timeout.ms`); after a
+ * timeout it may be called again to finish. Errors as for `_commit_transaction`.
+ */
+lagless_error *lagless_producer_abort_transaction(lagless_producer *producer, int32_t timeout_ms);
 
 #ifdef __cplusplus
 }  // extern "C"

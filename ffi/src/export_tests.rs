@@ -210,6 +210,7 @@ fn every_fallible_export_names_a_null_handle() {
     let t = c"t".as_ptr();
     let consumer = null_mut::<lagless_consumer>();
     let producer = null_mut::<lagless_producer>();
+    let mut gm = untouched();
     let cases = [
         (lagless_config_set(null_mut(), t, t), "config"),
         (lagless_config_get(null(), t, &mut s), "config"),
@@ -339,6 +340,18 @@ fn every_fallible_export_names_a_null_handle() {
         ),
         (lagless_producer_flush(producer, 0), "producer"),
         (lagless_producer_close(producer, 0), "producer"),
+        (lagless_producer_init_transactions(producer, 0), "producer"),
+        (lagless_producer_begin_transaction(producer), "producer"),
+        (lagless_producer_commit_transaction(producer, 0), "producer"),
+        (lagless_producer_abort_transaction(producer, 0), "producer"),
+        (
+            lagless_producer_send_offsets_to_transaction(producer, null(), null(), 0),
+            "producer",
+        ),
+        (
+            lagless_consumer_group_metadata_handle(consumer, &mut gm),
+            "consumer",
+        ),
         (lagless_tplist_add(null_mut(), t, 0), "list"),
         (
             lagless_tplist_get(null(), 0, &mut cs, &mut i32_out, &mut i64_out),
@@ -365,6 +378,7 @@ fn every_fallible_export_names_a_null_handle() {
         (p, producer_out, list, s),
         (untouched(), untouched(), untouched(), untouched())
     );
+    assert_eq!(gm, untouched());
     assert!(cs.is_null() && bs.is_null());
 }
 
@@ -416,6 +430,7 @@ fn every_destroy_ignores_null() {
     lagless_tplist_destroy(null_mut());
     lagless_message_destroy(null_mut());
     lagless_batch_destroy(null_mut());
+    lagless_group_metadata_destroy(null_mut());
     lagless_error_destroy(null_mut());
 }
 
@@ -486,5 +501,84 @@ fn the_lists_handed_out_are_owned_by_the_caller() {
     lagless_tplist_destroy(got);
     lagless_tplist_destroy(list);
     ok(lagless_consumer_close(c, 0));
+    lagless_consumer_destroy(c);
+}
+
+/// A producer of a cluster nobody listens at, with `extra` settings.
+fn producer(extra: &[(&CStr, &CStr)]) -> *mut lagless_producer {
+    let config = lagless_config_new();
+    ok(lagless_config_set(
+        config,
+        c"bootstrap.servers".as_ptr(),
+        c"127.0.0.1:9".as_ptr(),
+    ));
+    for (k, v) in extra {
+        ok(lagless_config_set(config, k.as_ptr(), v.as_ptr()));
+    }
+    let mut p = null_mut();
+    ok(lagless_producer_new(config, &mut p));
+    lagless_config_destroy(config);
+    assert!(!p.is_null());
+    p
+}
+
+#[test]
+fn the_transaction_calls_check_their_state_and_arguments_before_sending_anything() {
+    // Without transactional.id every transaction call is refused.
+    let plain = producer(&[]);
+    for (i, e) in [
+        lagless_producer_init_transactions(plain, 0),
+        lagless_producer_begin_transaction(plain),
+        lagless_producer_commit_transaction(plain, 0),
+        lagless_producer_abort_transaction(plain, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (code, msg) = outcome(e);
+        assert_eq!(code, LAGLESS_ERR_ILLEGAL_STATE, "case {i}: {msg}");
+        assert!(msg.contains("transactional.id"), "case {i}: {msg}");
+    }
+    lagless_producer_destroy(plain);
+
+    let p = producer(&[(c"transactional.id", c"t-1")]);
+    // Before init_transactions.
+    assert_eq!(
+        outcome(lagless_producer_begin_transaction(p)).0,
+        LAGLESS_ERR_ILLEGAL_STATE
+    );
+    let list = lagless_tplist_new();
+    let (code, msg) = outcome(lagless_producer_send_offsets_to_transaction(
+        p,
+        null(),
+        null(),
+        0,
+    ));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "{msg}");
+    assert!(msg.contains("`offsets` is NULL"), "{msg}");
+    let (code, msg) = outcome(lagless_producer_send_offsets_to_transaction(
+        p,
+        list,
+        null(),
+        0,
+    ));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "{msg}");
+    assert!(msg.contains("`group_metadata` is NULL"), "{msg}");
+    lagless_tplist_destroy(list);
+    ok(lagless_producer_close(p, 0));
+    assert_eq!(
+        outcome(lagless_producer_begin_transaction(p)).0,
+        LAGLESS_ERR_CLOSED
+    );
+    lagless_producer_destroy(p);
+
+    // Group metadata needs a subscription; nothing is written on failure.
+    let c = consumer(&[(c"group.id", c"g")]);
+    let mut gm = untouched();
+    assert_eq!(
+        outcome(lagless_consumer_group_metadata_handle(c, &mut gm)).0,
+        LAGLESS_ERR_ILLEGAL_STATE
+    );
+    assert_eq!(gm, untouched());
     lagless_consumer_destroy(c);
 }

@@ -34,6 +34,7 @@ mod poll;
 mod producer;
 mod rebalance;
 mod tplist;
+mod transaction;
 
 #[cfg(test)]
 mod export_tests;
@@ -47,6 +48,7 @@ pub use log::*;
 pub use message::*;
 pub use producer::*;
 pub use tplist::*;
+pub use transaction::*;
 
 use std::ffi::c_char;
 

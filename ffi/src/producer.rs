@@ -58,12 +58,22 @@ struct Reports {
 }
 
 impl CProducer {
-    fn open(&self) -> Result<&Producer> {
+    pub(crate) fn open(&self) -> Result<&Producer> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Closed)
         } else {
             Ok(&self.inner)
         }
+    }
+
+    /// The default of a producer call's timeout (`timeout_ms` negative).
+    pub(crate) fn delivery_timeout(&self) -> Duration {
+        self.delivery_timeout
+    }
+
+    /// Runs the delivery callbacks already queued, without waiting.
+    pub(crate) fn serve_ready(&self) {
+        self.serve(Duration::ZERO);
     }
 
     /// Runs queued delivery callbacks, waiting up to `timeout` for the first. Returns how many ran.
