@@ -107,7 +107,8 @@ def _follow_logger_levels() -> None:
             seen[0] = level
             _set_log_level(level)
 
-    manager._clear_cache = clear_cache_and_follow  # type: ignore[method-assign]
+    # setattr: the method is private to logging, unknown to type checkers.
+    setattr(manager, "_clear_cache", clear_cache_and_follow)
 
 
 _stopped = [False]
