@@ -111,19 +111,12 @@ impl AdminClient {
                 )
                 .with_timeout_ms(timeout_ms(deadline));
             let resp = call_any(&cluster, &req, deadline, "CreateTopics").await?;
-            let answers: BTreeMap<String, Result<()>> = resp
-                .topics
-                .into_iter()
-                .map(|t| {
-                    let name = t.name.0.to_string();
-                    let r = item_error(
-                        t.error_code,
-                        t.error_message.as_deref(),
-                        format!("creating topic `{name}`"),
-                    );
-                    (name, r)
-                })
-                .collect();
+            let answers = topic_answers(
+                resp.topics
+                    .into_iter()
+                    .map(|t| (t.name.0.to_string(), t.error_code, t.error_message)),
+                "creating topic",
+            );
             Ok(in_order(
                 topics.iter().map(|t| t.name.clone()),
                 answers,
@@ -146,19 +139,12 @@ impl AdminClient {
                 .with_topic_names(topics.iter().map(|t| topic_name(t)).collect())
                 .with_timeout_ms(timeout_ms(deadline));
             let resp = call_any(&cluster, &req, deadline, "DeleteTopics").await?;
-            let answers: BTreeMap<String, Result<()>> = resp
-                .responses
-                .into_iter()
-                .filter_map(|t| {
-                    let name = t.name?.0.to_string();
-                    let r = item_error(
-                        t.error_code,
-                        t.error_message.as_deref(),
-                        format!("deleting topic `{name}`"),
-                    );
-                    Some((name, r))
-                })
-                .collect();
+            let answers = topic_answers(
+                resp.responses
+                    .into_iter()
+                    .filter_map(|t| Some((t.name?.0.to_string(), t.error_code, t.error_message))),
+                "deleting topic",
+            );
             Ok(in_order(topics.iter().cloned(), answers, "DeleteTopics"))
         })
     }
@@ -186,19 +172,12 @@ impl AdminClient {
                 )
                 .with_timeout_ms(timeout_ms(deadline));
             let resp = call_any(&cluster, &req, deadline, "CreatePartitions").await?;
-            let answers: BTreeMap<String, Result<()>> = resp
-                .results
-                .into_iter()
-                .map(|t| {
-                    let name = t.name.0.to_string();
-                    let r = item_error(
-                        t.error_code,
-                        t.error_message.as_deref(),
-                        format!("adding partitions to topic `{name}`"),
-                    );
-                    (name, r)
-                })
-                .collect();
+            let answers = topic_answers(
+                resp.results
+                    .into_iter()
+                    .map(|t| (t.name.0.to_string(), t.error_code, t.error_message)),
+                "adding partitions to topic",
+            );
             Ok(in_order(
                 counts.iter().map(|(t, _)| t.clone()),
                 answers,
@@ -511,6 +490,21 @@ pub(crate) fn item_error(code: i16, message: Option<&str>, mut context: String) 
     Err(Error::kafka(code, context))
 }
 
+/// Each topic's answer by name: `Ok`, or the broker's error for `what` (e.g. "deleting topic")
+/// with the topic named.
+fn topic_answers<M: std::ops::Deref<Target = str>>(
+    answers: impl IntoIterator<Item = (String, i16, Option<M>)>,
+    what: &str,
+) -> BTreeMap<String, Result<()>> {
+    answers
+        .into_iter()
+        .map(|(name, code, message)| {
+            let r = item_error(code, message.as_deref(), format!("{what} `{name}`"));
+            (name, r)
+        })
+        .collect()
+}
+
 /// The answers in the order the items were asked for; an item the broker did not answer is a
 /// `Corrupt` error of its own.
 pub(crate) fn in_order<K: Ord + Clone + std::fmt::Debug, T>(
@@ -576,4 +570,53 @@ async fn metadata(
         None => crate::protocol::metadata::metadata(&[], true),
     };
     call_any(cluster, &req, deadline, "Metadata").await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_topic_answer_is_ok_or_its_error_named_and_unanswered_ones_are_corrupt() {
+        let answers = topic_answers(
+            [
+                ("a".to_string(), codes::NONE, None::<&str>),
+                ("b".to_string(), 36, Some("Topic 'b' already exists.")),
+                ("c".to_string(), 41, Some("")),
+            ],
+            "creating topic",
+        );
+        let results = in_order(
+            ["c", "b", "a", "d"].map(String::from),
+            answers,
+            "CreateTopics",
+        );
+        let shown: Vec<(String, String)> = results
+            .iter()
+            .map(|(k, r)| {
+                (
+                    k.clone(),
+                    r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into()),
+                )
+            })
+            .collect();
+        assert_eq!(shown[0].0, "c");
+        assert!(shown[0].1.contains("creating topic `c`"), "{shown:?}");
+        assert!(
+            !shown[0].1.contains(": :"),
+            "an empty message adds nothing: {shown:?}"
+        );
+        assert!(
+            shown[1]
+                .1
+                .contains("creating topic `b`: Topic 'b' already exists."),
+            "{shown:?}"
+        );
+        assert_eq!(shown[2], ("a".to_string(), "ok".to_string()));
+        assert!(
+            shown[3].1.contains("CreateTopics did not answer for \"d\""),
+            "{shown:?}"
+        );
+        assert!(matches!(results[3].1, Err(Error::Corrupt(_))));
+    }
 }
