@@ -8,6 +8,9 @@
 //!   commit fails with PRODUCER_FENCED, fatal) and aborts the first one's open transaction;
 //! - consume-transform-produce with `send_offsets_to_transaction`: the group's offsets move
 //!   only when the transaction commits; an aborted one leaves them where they were.
+//! - a producer SIGKILLed with a transaction open (its records flushed into the log): nothing
+//!   of it is read committed, and a successor with the same transactional.id aborts it at
+//!   init_transactions and goes on.
 #[path = "support/configs.rs"]
 mod configs;
 #[path = "support/own_broker.rs"]
@@ -440,4 +443,140 @@ fn a_member_that_lost_its_partitions_mid_transaction_can_not_commit_their_offset
     assert_eq!(count(&read_all(bootstrap, output, "read_committed")), 1);
     b.close(None).unwrap();
     drop(a);
+}
+
+/// Set in the environment of the producer run as its own process by
+/// `a_producer_killed_mid_transaction_leaves_nothing_visible_and_its_successor_aborts_it`: the
+/// test binary runs again with `--exact <that test>`, whose first line runs the producer and
+/// never returns. The producer is no test of its own, so a normal run cannot pass without it.
+const CHILD_ROLE: &str = "LAGLESS_TXN_CHILD";
+
+/// The producer that is killed: commits one transaction of 30 records ("c-0".."c-29", 10 per
+/// partition), writes 60 more ("open-*") in a second one and flushes them into the log, says so
+/// through the file `LAGLESS_TXN_CHILD_OUT`, and waits to be killed.
+fn killed_producer_if_spawned() {
+    if std::env::var(CHILD_ROLE).as_deref() != Ok("producer") {
+        return;
+    }
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
+    let (bootstrap, topic, out) = (
+        var("LAGLESS_TXN_CHILD_BOOTSTRAP"),
+        var("LAGLESS_TXN_CHILD_TOPIC"),
+        var("LAGLESS_TXN_CHILD_OUT"),
+    );
+    let p = transactional(&bootstrap, "tx-killed");
+    p.init_transactions(T).unwrap();
+    for (prefix, n, commit) in [("c", 30, true), ("open", 60, false)] {
+        p.begin_transaction().unwrap();
+        for i in 0..n {
+            let r = ProducerRecord::new(topic.as_str(), "v")
+                .with_key(format!("{prefix}-{i}"))
+                .with_partition(i % PARTITIONS);
+            p.send(r).unwrap();
+        }
+        p.flush(T).unwrap();
+        if commit {
+            p.commit_transaction(T).unwrap();
+        }
+    }
+    std::fs::write(&out, "open transaction flushed\n").unwrap();
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn a_producer_killed_mid_transaction_leaves_nothing_visible_and_its_successor_aborts_it() {
+    killed_producer_if_spawned();
+    let _one = one_cluster();
+    let broker = OwnBroker::start(1);
+    let bootstrap = broker.bootstrap.as_str();
+    let topic = "tx-killed";
+    lagless::admin::create_topic(bootstrap, topic, PARTITIONS, 1).unwrap();
+    let out = std::env::temp_dir().join(format!("lagless-tx-killed-{}", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_producer_killed_mid_transaction_leaves_nothing_visible_and_its_successor_aborts_it",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ROLE, "producer")
+        .env("LAGLESS_TXN_CHILD_BOOTSTRAP", bootstrap)
+        .env("LAGLESS_TXN_CHILD_TOPIC", topic)
+        .env("LAGLESS_TXN_CHILD_OUT", &out)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !out.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the producer ended before its transaction was open: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the producer never flushed its open transaction"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL: no abort, no EndTxn, the transaction stays open
+    child.wait().unwrap();
+    let _ = std::fs::remove_file(&out);
+
+    // The open transaction holds the last stable offset at its first record: read_committed
+    // sees the committed 30 and stops there; read_uncommitted sees all 90.
+    let rc = read_all(bootstrap, topic, "read_committed");
+    let ru = read_all(bootstrap, topic, "read_uncommitted");
+    println!(
+        "after the kill: read_committed {}, read_uncommitted {}",
+        count(&rc),
+        count(&ru)
+    );
+    assert_eq!(count(&rc), 30, "{rc:?}");
+    assert!(rc.values().flatten().all(|k| k.starts_with("c-")), "{rc:?}");
+    assert_eq!(count(&ru), 90);
+
+    // A successor with the same transactional.id: init_transactions aborts the open
+    // transaction (well before its 30 s transaction.timeout.ms) and the successor goes on.
+    let successor = transactional(bootstrap, "tx-killed");
+    let started = Instant::now();
+    successor.init_transactions(T).unwrap();
+    successor.begin_transaction().unwrap();
+    for i in 0..30 {
+        let r = ProducerRecord::new(topic, "v")
+            .with_key(format!("s-{i}"))
+            .with_partition(i % PARTITIONS);
+        successor.send(r).unwrap();
+    }
+    successor.commit_transaction(T).unwrap();
+    println!(
+        "successor: init and one transaction in {:?}",
+        started.elapsed()
+    );
+    successor.close(T).unwrap();
+
+    let rc = read_all(bootstrap, topic, "read_committed");
+    let ru = read_all(bootstrap, topic, "read_uncommitted");
+    println!(
+        "after the successor: read_committed {}, read_uncommitted {}",
+        count(&rc),
+        count(&ru)
+    );
+    let mut expected = Keys::new();
+    for (prefix, n) in [("c", 30), ("s", 30)] {
+        for i in 0..n {
+            expected
+                .entry(i % PARTITIONS)
+                .or_default()
+                .push(format!("{prefix}-{i}"));
+        }
+    }
+    assert_eq!(
+        rc, expected,
+        "read_committed: the two committed transactions, in order"
+    );
+    assert_eq!(count(&ru), 120, "read_uncommitted: every record");
 }
