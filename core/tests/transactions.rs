@@ -8,6 +8,9 @@
 //!   commit fails with PRODUCER_FENCED, fatal) and aborts the first one's open transaction;
 //! - consume-transform-produce with `send_offsets_to_transaction`: the group's offsets move
 //!   only when the transaction commits; an aborted one leaves them where they were.
+//! - an exactly-once pipeline: three instances (processes) consume, transform and produce in
+//!   transactions carrying their offsets while input flows; three are SIGKILLed inside open
+//!   transactions and restarted: the output read committed holds each input record once;
 //! - a producer SIGKILLed with a transaction open (its records flushed into the log): nothing
 //!   of it is read committed, and a successor with the same transactional.id aborts it at
 //!   init_transactions and goes on.
@@ -455,8 +458,11 @@ const CHILD_ROLE: &str = "LAGLESS_TXN_CHILD";
 /// partition), writes 60 more ("open-*") in a second one and flushes them into the log, says so
 /// through the file `LAGLESS_TXN_CHILD_OUT`, and waits to be killed.
 fn killed_producer_if_spawned() {
-    if std::env::var(CHILD_ROLE).as_deref() != Ok("producer") {
-        return;
+    match std::env::var(CHILD_ROLE).as_deref() {
+        Err(_) => return,
+        Ok("producer") => {}
+        Ok("pipeline") => pipeline_process(),
+        Ok(other) => panic!("unknown {CHILD_ROLE} {other:?}"),
     }
     let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
     let (bootstrap, topic, out) = (
@@ -579,4 +585,256 @@ fn a_producer_killed_mid_transaction_leaves_nothing_visible_and_its_successor_ab
         "read_committed: the two committed transactions, in order"
     );
     assert_eq!(count(&ru), 120, "read_uncommitted: every record");
+}
+
+/// Input partitions of the exactly-once pipeline (two per instance).
+const PIPELINE_INPUT_PARTITIONS: i32 = 6;
+
+/// One instance of the exactly-once pipeline, run as a child process until killed: a member of
+/// the group reads the input and, per poll, writes each record to the output as `<partition>-
+/// <offset>` in one transaction that also carries the member's offsets (send_offsets_to_
+/// transaction with its group metadata). A transaction the broker refuses (the member's
+/// generation is gone) is aborted and its partitions read again from the group's committed
+/// offsets, as Java's exactly-once loop does.
+fn pipeline_process() -> ! {
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
+    let (bootstrap, slot) = (var("LAGLESS_TXN_CHILD_BOOTSTRAP"), var("LAGLESS_TXN_SLOT"));
+    // Present while a transaction with written records is open.
+    let open_marker = var("LAGLESS_TXN_CHILD_OUT");
+    let mut settings = configs::group_member_settings("pipeline");
+    settings.extend([
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("enable.auto.commit", "false"),
+        ("max.poll.records", "50"),
+    ]);
+    let c = configs::consumer(&settings);
+    c.subscribe(&["pipe-in"], None).unwrap();
+    let id = format!("pipe-{slot}");
+    let p = configs::producer(&[
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("transactional.id", id.as_str()),
+        ("linger.ms", "5"),
+        ("transaction.timeout.ms", "10000"),
+    ]);
+    p.init_transactions(T).unwrap();
+    loop {
+        let records = c.poll(Duration::from_millis(100)).unwrap();
+        if records.is_empty() {
+            continue;
+        }
+        p.begin_transaction().unwrap();
+        let mut next: HashMap<TopicPartition, OffsetAndMetadata> = HashMap::new();
+        for r in &records {
+            let key = format!("{}-{}", r.partition, r.offset);
+            let out = ProducerRecord::new("pipe-out", "v")
+                .with_key(key)
+                .with_partition(r.partition % PARTITIONS);
+            p.send(out).unwrap();
+            let offset = OffsetAndMetadata {
+                offset: r.offset + 1,
+                metadata: String::new(),
+            };
+            next.insert(TopicPartition::new("pipe-in", r.partition), offset);
+        }
+        // The records reach the log before the transaction ends, and the "processing" takes a
+        // while: a kill most likely lands in an open transaction whose records are written.
+        p.flush(T).unwrap();
+        std::fs::write(&open_marker, "").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = match c.group_metadata() {
+            Some(group) => p.send_offsets_to_transaction(&next, &group, T),
+            None => Err(lagless::Error::TransactionAbortable(
+                "no group metadata".into(),
+            )),
+        };
+        let ended = sent.and_then(|()| p.commit_transaction(T));
+        let _ = std::fs::remove_file(&open_marker);
+        match ended {
+            Ok(()) => {}
+            Err(lagless::Error::TransactionAbortable(why)) => {
+                eprintln!("pipeline {slot}: aborting a transaction: {why}");
+                p.abort_transaction(T).unwrap();
+                let tps: Vec<TopicPartition> = next.into_keys().collect();
+                for (tp, committed) in c.committed(&tps, Some(T)).unwrap() {
+                    // A partition no longer ours is read again by its new owner.
+                    let _ = c.seek(&tp, committed.map_or(0, |o| o.offset));
+                }
+            }
+            Err(e) => panic!("pipeline {slot}: {e}"),
+        }
+    }
+}
+
+/// Kills the pipeline's processes when the test ends, passed or not.
+struct Instances(Vec<std::process::Child>);
+
+impl Drop for Instances {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The file instance `slot` keeps while it has a transaction open with records written.
+fn open_marker(slot: usize) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("lagless-pipeline-{}-{slot}", std::process::id()))
+}
+
+fn spawn_instance(bootstrap: &str, slot: usize) -> std::process::Child {
+    let _ = std::fs::remove_file(open_marker(slot));
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "an_exactly_once_pipeline_of_three_survives_rolling_kills",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ROLE, "pipeline")
+        .env("LAGLESS_TXN_CHILD_BOOTSTRAP", bootstrap)
+        .env("LAGLESS_TXN_SLOT", slot.to_string())
+        .env("LAGLESS_TXN_CHILD_OUT", open_marker(slot))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn an_exactly_once_pipeline_of_three_survives_rolling_kills() {
+    killed_producer_if_spawned();
+    let _one = one_cluster();
+    let broker = OwnBroker::start(1);
+    let bootstrap = broker.bootstrap.as_str();
+    lagless::admin::create_topic(bootstrap, "pipe-in", PIPELINE_INPUT_PARTITIONS, 1).unwrap();
+    lagless::admin::create_topic(bootstrap, "pipe-out", PARTITIONS, 1).unwrap();
+    let mut instances = Instances((0..3).map(|slot| spawn_instance(bootstrap, slot)).collect());
+    // The input flows in 20 rounds of 150 records, one every 300 ms, from a thread of its own.
+    const ROUNDS: usize = 20;
+    const PER_ROUND: usize = 150;
+    let feeder = {
+        let bootstrap = bootstrap.to_string();
+        std::thread::spawn(move || {
+            let input = configs::producer(&[("bootstrap.servers", &bootstrap), ("linger.ms", "5")]);
+            for round in 0..ROUNDS {
+                for i in 0..PER_ROUND {
+                    let partition = ((round * PER_ROUND + i) as i32) % PIPELINE_INPUT_PARTITIONS;
+                    input
+                        .send(ProducerRecord::new("pipe-in", "v").with_partition(partition))
+                        .unwrap();
+                }
+                input.flush(T).unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            input.close(T).unwrap();
+        })
+    };
+    let all: Vec<TopicPartition> = (0..PIPELINE_INPUT_PARTITIONS)
+        .map(|p| TopicPartition::new("pipe-in", p))
+        .collect();
+    let observer = configs::consumer(&[("bootstrap.servers", bootstrap), ("group.id", "pipeline")]);
+    let committed_sum = || -> i64 {
+        observer
+            .committed(&all, Some(T))
+            .unwrap()
+            .into_iter()
+            .map(|(_, o)| o.map_or(0, |o| o.offset))
+            .sum()
+    };
+    // Once the group has committed 400, 1000 and 1600 records, one instance is SIGKILLed inside
+    // a transaction whose records are written (its marker file says so) and started again at
+    // once with the same transactional.id, whose init_transactions aborts what the killed one
+    // left open.
+    let mut kills = 0;
+    for (slot, threshold) in [(0usize, 400i64), (1, 1000), (2, 1600)] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while committed_sum() < threshold {
+            assert!(
+                Instant::now() < deadline,
+                "the group never committed {threshold}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        while !open_marker(slot).exists() {
+            assert!(
+                Instant::now() < deadline,
+                "instance {slot} never had a transaction open"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let child = &mut instances.0[slot];
+        child.kill().unwrap();
+        child.wait().unwrap();
+        *child = spawn_instance(bootstrap, slot);
+        kills += 1;
+    }
+    feeder.join().unwrap();
+    let ends: Vec<i64> = observer
+        .end_offsets(&all, Some(T))
+        .unwrap()
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect();
+    assert_eq!(ends.iter().sum::<i64>(), (ROUNDS * PER_ROUND) as i64);
+    // Until the group has committed every input offset (or 120 s); an instance that ends by
+    // itself fails the test.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut committed = Vec::new();
+    while Instant::now() < deadline {
+        for (slot, child) in instances.0.iter_mut().enumerate() {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("pipeline instance {slot} ended by itself: {status}");
+            }
+        }
+        committed = observer
+            .committed(&all, Some(T))
+            .unwrap()
+            .into_iter()
+            .map(|(_, o)| o.map_or(-1, |o| o.offset))
+            .collect();
+        if committed == ends {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    drop(instances);
+    observer.close(None).unwrap();
+    assert_eq!(
+        committed, ends,
+        "the group's committed offsets against the input's end"
+    );
+    let out = read_all(bootstrap, "pipe-out", "read_committed");
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for key in out.values().flatten() {
+        *seen.entry(key.clone()).or_default() += 1;
+    }
+    let twice: Vec<&String> = seen
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| k)
+        .collect();
+    let missing: Vec<String> = (0..PIPELINE_INPUT_PARTITIONS)
+        .flat_map(|p| (0..ends[p as usize]).map(move |o| format!("{p}-{o}")))
+        .filter(|k| !seen.contains_key(k))
+        .collect();
+    let uncommitted = count(&read_all(bootstrap, "pipe-out", "read_uncommitted"));
+    println!(
+        "{kills} kills; input {} records; output read_committed {} ({} distinct, {} twice, {} \
+         missing); read_uncommitted {uncommitted}",
+        ends.iter().sum::<i64>(),
+        count(&out),
+        seen.len(),
+        twice.len(),
+        missing.len()
+    );
+    assert_eq!(kills, 3);
+    assert!(
+        uncommitted > ROUNDS * PER_ROUND,
+        "the killed instances' open transactions wrote records: {uncommitted}"
+    );
+    assert!(twice.is_empty(), "read twice: {twice:?}");
+    assert!(missing.is_empty(), "missing: {missing:?}");
+    assert_eq!(count(&out), ROUNDS * PER_ROUND);
 }
