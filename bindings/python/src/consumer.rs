@@ -30,6 +30,7 @@ use pyo3::PyTraverseError;
 use crate::batch::MessageBatch;
 use crate::errors::{to_py, IntoPyResult};
 use crate::listener::{callable, stash_error, Callbacks, PyListener, Stash};
+use crate::transaction::ConsumerGroupMetadata;
 use crate::types::{
     commit_outcome, commit_result_list, extract_partitions, extract_tps, in_given_order,
     partition_list, tp_list, Message, MessageBuilder, TopicPartition, OFFSET_BEGINNING, OFFSET_END,
@@ -670,6 +671,19 @@ impl Consumer {
         self.read(py, CoreConsumer::group_metadata)
             .map(|m| m.member_id)
             .filter(|m| !m.is_empty())
+    }
+
+    /// The member's place in its group now, for `Producer.send_offsets_to_transaction`: take it
+    /// right after the `poll()`/`consume()` that returned the records whose offsets the
+    /// transaction sends. IllegalStateError without a subscription.
+    fn consumer_group_metadata(&self, py: Python<'_>) -> PyResult<ConsumerGroupMetadata> {
+        let inner = self.read(py, CoreConsumer::group_metadata).ok_or_else(|| {
+            to_py(
+                py,
+                &Error::IllegalState("group metadata needs a subscription to a group".into()),
+            )
+        })?;
+        Ok(ConsumerGroupMetadata { inner })
     }
 
     /// Asks the group for a rebalance, which the next `poll()` starts; `reason` goes into the

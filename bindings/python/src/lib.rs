@@ -10,6 +10,7 @@ mod errors;
 mod listener;
 mod log;
 mod producer;
+mod transaction;
 mod types;
 mod wait;
 
@@ -46,6 +47,7 @@ fn _lagless(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::TopicPartition>()?;
     m.add_class::<types::Message>()?;
     m.add_class::<batch::MessageBatch>()?;
+    m.add_class::<transaction::ConsumerGroupMetadata>()?;
     m.add_function(wrap_pyfunction!(create_topic, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(log::_set_log_level, m)?)?;

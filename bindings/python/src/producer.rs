@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use lagless::config::ProducerConfig;
 use lagless::sync::Unpoisoned;
 use lagless::{Error, Producer as CoreProducer, ProducerRecord, RecordMetadata};
 use pyo3::exceptions::PyTypeError;
@@ -15,6 +16,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
 use crate::errors::{exception, to_py, IntoPyResult};
+use crate::transaction::{transaction_offsets, txn_timeout, ConsumerGroupMetadata};
+use crate::types::extract_tps;
 use crate::wait::{deadline, duration, next_slice, passed, SLICE};
 
 type Outcome = (Py<PyAny>, lagless::Result<RecordMetadata>);
@@ -28,6 +31,8 @@ pub struct Producer {
     /// whenever a delivery outcome is queued while none was: how `lagless.aio` wakes its event
     /// loop to run the delivery callbacks without a thread waiting for them.
     notify_fd: Arc<AtomicI64>,
+    /// The transactional calls' timeout when none is given, as in C.
+    delivery_timeout: Duration,
 }
 
 /// Writes one byte to `fd` (non-blocking on the application's side; a full buffer means a
@@ -137,6 +142,15 @@ impl Producer {
             None => Ok(n),
         }
     }
+
+    /// A commit's or abort's outcome, after the delivery callbacks of the transaction's records
+    /// ran (they are due once it ended, as after `flush()`). The transaction's error is raised
+    /// before a callback's: it says what the application must do next (abort, close).
+    fn transaction_ended(&self, py: Python<'_>, r: lagless::Result<()>) -> PyResult<()> {
+        let callbacks = self.run_callbacks(py);
+        r.py(py)?;
+        callbacks.map(drop)
+    }
 }
 
 #[pymethods]
@@ -144,11 +158,14 @@ impl Producer {
     #[new]
     fn py_new(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Self> {
         let config = crate::config::from_mapping(py, config)?;
-        let core = py.detach(|| CoreProducer::from_config(&config)).py(py)?;
+        let typed = ProducerConfig::from_config(&config).py(py)?;
+        let delivery_timeout = typed.delivery_timeout;
+        let core = py.detach(|| CoreProducer::new(typed)).py(py)?;
         Ok(Producer {
             inner: Some(core),
             delivered: Arc::new(Mutex::new(Vec::new())),
             notify_fd: Arc::new(AtomicI64::new(-1)),
+            delivery_timeout,
         })
     }
 
@@ -275,6 +292,65 @@ impl Producer {
     fn partitions_for(&self, py: Python<'_>, topic: String) -> PyResult<Vec<i32>> {
         let core = self.core();
         py.detach(|| core.partitions_for(&topic)).py(py)
+    }
+
+    /// Gets the producer id of `transactional.id` from its transaction coordinator, which fences
+    /// every older producer with the same id and aborts the transaction it left open. Once,
+    /// before the first transaction; after a LaglessTimeout it may be called again. `timeout` in
+    /// seconds; None: `delivery.timeout.ms` (so for every transactional call).
+    #[pyo3(signature = (timeout=None))]
+    fn init_transactions(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let t = txn_timeout(timeout, self.delivery_timeout);
+        let core = self.core();
+        py.detach(|| core.init_transactions(t)).py(py)
+    }
+
+    /// Starts a transaction: the records produced until `commit_transaction()` or
+    /// `abort_transaction()` belong to it. Local: no request is sent.
+    fn begin_transaction(&self, py: Python<'_>) -> PyResult<()> {
+        let core = self.core();
+        py.detach(|| core.begin_transaction()).py(py)
+    }
+
+    /// Adds `offsets` (TopicPartitions whose offset is the next one to read) to the open
+    /// transaction: the group of `group_metadata` (`Consumer.consumer_group_metadata()`) commits
+    /// them if and only if the transaction commits.
+    #[pyo3(signature = (offsets, group_metadata, timeout=None))]
+    fn send_offsets_to_transaction(
+        &self,
+        py: Python<'_>,
+        offsets: &Bound<'_, PyAny>,
+        group_metadata: &Bound<'_, ConsumerGroupMetadata>,
+        timeout: Option<f64>,
+    ) -> PyResult<()> {
+        let offsets = transaction_offsets(extract_tps(offsets)?).py(py)?;
+        let group = group_metadata.get().inner.clone();
+        let t = txn_timeout(timeout, self.delivery_timeout);
+        let core = self.core();
+        py.detach(|| core.send_offsets_to_transaction(&offsets, &group, t))
+            .py(py)
+    }
+
+    /// Flushes the open transaction's records and commits it, with the offsets sent to it.
+    /// TransactionAbortableError: abort, then begin the next one; a `fatal` error (a newer
+    /// producer with the same `transactional.id` fenced this one: KafkaError PRODUCER_FENCED):
+    /// close the producer. After a LaglessTimeout it may be called again to finish.
+    #[pyo3(signature = (timeout=None))]
+    fn commit_transaction(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let t = txn_timeout(timeout, self.delivery_timeout);
+        let core = self.core();
+        let r = py.detach(|| core.commit_transaction(t));
+        self.transaction_ended(py, r)
+    }
+
+    /// Aborts the open transaction: records not sent yet fail (TransactionAbortableError in their
+    /// delivery callbacks), the transaction's records and offsets are discarded.
+    #[pyo3(signature = (timeout=None))]
+    fn abort_transaction(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let t = txn_timeout(timeout, self.delivery_timeout);
+        let core = self.core();
+        let r = py.detach(|| core.abort_transaction(t));
+        self.transaction_ended(py, r)
     }
 
     /// Flushes (up to `timeout` seconds, default 30) and stops the producer.

@@ -23,6 +23,7 @@ from ._lagless import (
     OFFSET_END,
     OFFSET_INVALID,
     Consumer,
+    ConsumerGroupMetadata,
     Message,
     MessageBatch,
     Producer,
@@ -36,6 +37,7 @@ from ._listener import RebalanceListener
 __all__ = [
     "Consumer",
     "Producer",
+    "ConsumerGroupMetadata",
     "Message",
     "MessageBatch",
     "TopicPartition",

@@ -8,6 +8,7 @@ from ._listener import RebalanceListener
 
 __all__ = [
     "Consumer",
+    "ConsumerGroupMetadata",
     "Message",
     "MessageBatch",
     "Producer",
@@ -233,10 +234,20 @@ class Consumer:
     def enforce_rebalance(self, reason: Optional[str] = None) -> None:
         """Asks the group for a rebalance, which the next ``poll()`` starts; ``reason`` goes into
         the log and the JoinGroup request. Raises IllegalStateError without a subscription."""
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The member's place in its group now, for ``Producer.send_offsets_to_transaction``:
+        take it right after the ``poll()``/``consume()`` that returned the records whose offsets
+        the transaction sends. Raises IllegalStateError without a subscription."""
     def wakeup(self) -> None: ...
     def close(self, timeout: Optional[float] = None) -> None: ...
     def __enter__(self) -> "Consumer": ...
     def __exit__(self, *_args: object) -> None: ...
+
+@final
+class ConsumerGroupMetadata:
+    """A consumer's place in its group when it was taken (group id, generation, member id,
+    ``group.instance.id``), from ``Consumer.consumer_group_metadata()``, for
+    ``Producer.send_offsets_to_transaction``. Opaque and immutable."""
 
 @final
 class Producer:
@@ -264,6 +275,34 @@ class Producer:
     def flush(self, timeout: Optional[float] = None) -> None: ...
     def _set_delivery_fd(self, fd: Optional[int]) -> None: ...
     def partitions_for(self, topic: str) -> List[int]: ...
+    def init_transactions(self, timeout: Optional[float] = None) -> None:
+        """Gets the producer id of ``transactional.id`` from its transaction coordinator; fences
+        every older producer with the same id and aborts the transaction it left open. Once,
+        before the first transaction. Every transactional call waits up to ``timeout`` seconds,
+        None: ``delivery.timeout.ms``; after LaglessTimeout it may be called again. Raises
+        IllegalStateError without ``transactional.id``."""
+    def begin_transaction(self) -> None:
+        """Starts a transaction: records produced until ``commit_transaction()`` or
+        ``abort_transaction()`` belong to it."""
+    def send_offsets_to_transaction(
+        self,
+        offsets: Iterable[TopicPartition],
+        group_metadata: ConsumerGroupMetadata,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """Adds ``offsets`` (each partition's next offset to read) to the open transaction: the
+        group of ``group_metadata`` commits them if and only if the transaction commits. An unset
+        offset raises InvalidArgumentError; a member that lost its generation since the metadata
+        was taken makes the transaction abortable (TransactionAbortableError)."""
+    def commit_transaction(self, timeout: Optional[float] = None) -> None:
+        """Flushes the transaction's records and commits it. TransactionAbortableError: call
+        ``abort_transaction()``, then begin the next one. An error with ``fatal`` set (KafkaError
+        PRODUCER_FENCED when a newer producer with the same ``transactional.id`` fenced this one):
+        close the producer. LaglessTimeout: call it again to finish."""
+    def abort_transaction(self, timeout: Optional[float] = None) -> None:
+        """Aborts the open transaction: records not sent yet fail (TransactionAbortableError in
+        their delivery callbacks); read_committed consumers never see its records and its
+        offsets are not committed."""
     def close(self, timeout: Optional[float] = None) -> None: ...
     def __enter__(self) -> "Producer": ...
     def __exit__(self, *_args: object) -> None: ...
