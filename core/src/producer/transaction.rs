@@ -303,6 +303,14 @@ mod tests {
         for (code, want) in table {
             assert_eq!(classify(*code), *want, "{code}");
         }
+        // Every code that ends the producer says so to the caller (Error::is_fatal, the C and
+        // Python `fatal`), not only fencing.
+        for code in 0..=130 {
+            if classify(code) == TxnErrorClass::Fatal {
+                let e = txn_error(code, "EndTxn");
+                assert!(e.is_fatal() && !e.is_retriable(), "{code}: {e}");
+            }
+        }
         // INVALID_PRODUCER_EPOCH reaches the caller as PRODUCER_FENCED; abortable codes as
         // TransactionAbortable naming the code.
         let e = txn_error(codes::INVALID_PRODUCER_EPOCH, "Produce");
