@@ -838,3 +838,213 @@ fn an_exactly_once_pipeline_of_three_survives_rolling_kills() {
     assert!(missing.is_empty(), "missing: {missing:?}");
     assert_eq!(count(&out), ROUNDS * PER_ROUND);
 }
+
+/// The listener of the recommended exactly-once loop: a revocation (or a loss) in the middle of
+/// a transaction aborts it, so the partitions' records are read again (by their new owner, or
+/// by this member from the committed offsets) and the new owner never waits for it.
+struct AbortOnRevoke {
+    producer: std::sync::Arc<Producer>,
+    open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    aborted_in_callback: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl lagless::RebalanceListener for AbortOnRevoke {
+    fn on_partitions_revoked(
+        &mut self,
+        _consumer: &Consumer,
+        _partitions: &[TopicPartition],
+    ) -> lagless::Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.open.swap(false, Ordering::SeqCst) {
+            self.producer.abort_transaction(T)?;
+            self.aborted_in_callback.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// Writes `records` as `<partition>-<offset>` into `p`'s open transaction and sends their
+/// offsets with `c`'s group metadata.
+fn transact_records(c: &Consumer, p: &Producer, records: &[lagless::ConsumerRecord], output: &str) {
+    let mut next: HashMap<TopicPartition, OffsetAndMetadata> = HashMap::new();
+    for r in records {
+        let key = format!("{}-{}", r.partition, r.offset);
+        p.send(ProducerRecord::new(output, "v").with_key(key))
+            .unwrap();
+        let offset = OffsetAndMetadata {
+            offset: r.offset + 1,
+            metadata: String::new(),
+        };
+        next.insert(TopicPartition::new(&*r.topic, r.partition), offset);
+    }
+    p.flush(T).unwrap();
+    let group = c.group_metadata().expect("a group member");
+    p.send_offsets_to_transaction(&next, &group, T).unwrap();
+}
+
+/// One round of the exactly-once loop: `records` polled by `c` go out in one transaction of
+/// `p`, committed at once.
+fn transact_round(
+    c: &Consumer,
+    p: &Producer,
+    open: &std::sync::atomic::AtomicBool,
+    records: &[lagless::ConsumerRecord],
+    output: &str,
+) {
+    use std::sync::atomic::Ordering;
+    if records.is_empty() {
+        return;
+    }
+    p.begin_transaction().unwrap();
+    open.store(true, Ordering::SeqCst);
+    transact_records(c, p, records, output);
+    p.commit_transaction(T).unwrap();
+    open.store(false, Ordering::SeqCst);
+}
+
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn a_revocation_in_the_middle_of_a_transaction_aborts_it_and_nothing_is_read_twice() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let _one = one_cluster();
+    let broker = OwnBroker::start(1);
+    let bootstrap = broker.bootstrap.as_str();
+    let (input, output) = ("revoke-in", "revoke-out");
+    lagless::admin::create_topic(bootstrap, input, 2, 1).unwrap();
+    lagless::admin::create_topic(bootstrap, output, 1, 1).unwrap();
+    let plain = configs::producer(&[("bootstrap.servers", bootstrap)]);
+    for i in 0..40 {
+        plain
+            .send(ProducerRecord::new(input, "v").with_partition(i % 2))
+            .unwrap();
+    }
+    plain.close(T).unwrap();
+    let member = |id: &str| {
+        let mut settings = configs::group_member_settings("revoke");
+        settings.extend([
+            ("bootstrap.servers", bootstrap),
+            ("enable.auto.commit", "false"),
+            ("max.poll.records", "6"),
+            // Eager: every partition is revoked at the rebalance, so the open transaction's
+            // records of both partitions are read again from the committed offsets.
+            ("partition.assignment.strategy", "range"),
+        ]);
+        let c = Arc::new(configs::consumer(&settings));
+        let p = Arc::new(transactional(bootstrap, id));
+        p.init_transactions(T).unwrap();
+        let open = Arc::new(AtomicBool::new(false));
+        let aborted = Arc::new(AtomicUsize::new(0));
+        let listener = AbortOnRevoke {
+            producer: p.clone(),
+            open: open.clone(),
+            aborted_in_callback: aborted.clone(),
+        };
+        c.subscribe(&[input], Some(Box::new(listener))).unwrap();
+        (c, p, open, aborted)
+    };
+    // A owns both partitions and opens a transaction with records written and offsets sent;
+    // then B joins, and the revocation comes in the middle of A's transaction.
+    let (a, pa, a_open, a_aborted) = member("revoke-a");
+    let deadline = Instant::now() + T;
+    let records = loop {
+        let r = a.poll(Duration::from_millis(100)).unwrap();
+        if !r.is_empty() {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "A got no records");
+    };
+    pa.begin_transaction().unwrap();
+    a_open.store(true, Ordering::SeqCst);
+    transact_records(&a, &pa, &records, output);
+    let mut in_open_transaction = records.len();
+    let (b, pb, b_open, _) = member("revoke-b");
+    // Both poll (and transact) until the group has committed all 40 input offsets. A keeps its
+    // transaction open across its polls, adding what they bring, until the revocation aborts
+    // it; after that it commits a transaction per poll like B.
+    let all = [TopicPartition::new(input, 0), TopicPartition::new(input, 1)];
+    let observer = configs::consumer(&[("bootstrap.servers", bootstrap), ("group.id", "revoke")]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let committed = loop {
+        let records = b.poll(Duration::from_millis(100)).unwrap();
+        transact_round(&b, &pb, &b_open, &records, output);
+        let records = a.poll(Duration::from_millis(100)).unwrap();
+        if a_open.load(Ordering::SeqCst) {
+            if !records.is_empty() {
+                transact_records(&a, &pa, &records, output);
+                in_open_transaction += records.len();
+            }
+        } else {
+            transact_round(&a, &pa, &a_open, &records, output);
+        }
+        // The committed offsets are read stable (KIP-447, as Java): while a transaction with
+        // offsets is open they are not given, so the observer asks briefly and asks again.
+        let committed: Vec<i64> = match observer.committed(&all, Some(Duration::from_millis(200))) {
+            Ok(c) => c
+                .into_iter()
+                .map(|(_, o)| o.map_or(-1, |o| o.offset))
+                .collect(),
+            Err(_) => continue,
+        };
+        if committed == [20, 20] || Instant::now() > deadline {
+            break committed;
+        }
+    };
+    observer.close(None).unwrap();
+    let a_partitions = a.assignment();
+    let b_partitions = b.assignment();
+    a.close(None).unwrap();
+    b.close(None).unwrap();
+    let out = read_all_one(bootstrap, output, "read_committed");
+    let uncommitted = read_all_one(bootstrap, output, "read_uncommitted").len();
+    let mut distinct = out.clone();
+    distinct.sort();
+    distinct.dedup();
+    println!(
+        "A held {in_open_transaction} records in its open transaction, aborted in \
+         on_partitions_revoked {} time(s); then A {:?}, B {:?}; committed {committed:?}; output \
+         read_committed {} ({} distinct), read_uncommitted {uncommitted}",
+        a_aborted.load(Ordering::SeqCst),
+        a_partitions,
+        b_partitions,
+        out.len(),
+        distinct.len()
+    );
+    assert_eq!(
+        a_aborted.load(Ordering::SeqCst),
+        1,
+        "the revocation aborted A's transaction"
+    );
+    assert_eq!(committed, [20, 20]);
+    assert_eq!(b_partitions.len(), 1, "B took a partition over");
+    assert_eq!(out.len(), 40, "each input record once: {out:?}");
+    assert_eq!(distinct.len(), 40);
+    assert_eq!(
+        uncommitted,
+        40 + in_open_transaction,
+        "the aborted records were written"
+    );
+}
+
+/// Every key of a one-partition `topic` read from the start with `isolation`.
+fn read_all_one(bootstrap: &str, topic: &str, isolation: &str) -> Vec<String> {
+    let c = configs::consumer(&[
+        ("bootstrap.servers", bootstrap),
+        ("isolation.level", isolation),
+        ("auto.offset.reset", "earliest"),
+        ("fetch.max.wait.ms", "100"),
+    ]);
+    let tp = TopicPartition::new(topic, 0);
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    let end = c.end_offsets(std::slice::from_ref(&tp), Some(T)).unwrap()[0].1;
+    let mut keys = Vec::new();
+    let deadline = Instant::now() + T;
+    while c.position(&tp, Some(T)).unwrap() < end {
+        assert!(Instant::now() < deadline, "{topic} not read to {end}");
+        for r in c.poll(Duration::from_millis(100)).unwrap() {
+            keys.push(String::from_utf8(r.key.unwrap().to_vec()).unwrap());
+        }
+    }
+    c.close(None).unwrap();
+    keys
+}
