@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::error::codes;
 use crate::protocol::msg::fetch_request::ForgottenTopic;
-use crate::protocol::msg::FetchRequest;
+use crate::protocol::msg::{FetchRequest, TopicName};
 
 /// The Fetch version that brought sessions (v7, Kafka 1.1).
 const FIRST_SESSION_VERSION: i16 = 7;
@@ -34,7 +34,10 @@ struct Entry {
     partition_max_bytes: i32,
 }
 
-type Key = (String, i32);
+/// A partition by the request's own topic name: a clone of it shares the name's bytes, so the
+/// maps cost no allocation per partition of each Fetch (thousands at every `fetch.max.wait.ms`
+/// for a consumer of thousands of partitions).
+type Key = (TopicName, i32);
 
 /// One fetch session with one broker, as the client sees it.
 #[derive(Debug, Default)]
@@ -72,7 +75,7 @@ impl FetchSession {
                     log_start_offset: p.log_start_offset,
                     partition_max_bytes: p.partition_max_bytes,
                 };
-                wanted.insert((topic.topic.0.to_string(), p.partition), entry);
+                wanted.insert((topic.topic.clone(), p.partition), entry);
             }
         }
         req.session_id = self.id;
@@ -81,14 +84,14 @@ impl FetchSession {
         if self.epoch > 0 {
             let held = &self.held;
             for topic in &mut req.topics {
-                let name = topic.topic.0.to_string();
+                let name = topic.topic.clone();
                 topic.partitions.retain(|p| {
                     let key = (name.clone(), p.partition);
                     wanted.get(&key) != held.get(&key)
                 });
             }
             req.topics.retain(|t| !t.partitions.is_empty());
-            let mut forgotten: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            let mut forgotten: BTreeMap<&TopicName, Vec<i32>> = BTreeMap::new();
             for (topic, partition) in held.keys().filter(|k| !wanted.contains_key(*k)) {
                 forgotten.entry(topic).or_default().push(*partition);
             }
@@ -97,7 +100,7 @@ impl FetchSession {
                 .map(|(topic, mut partitions)| {
                     partitions.sort_unstable();
                     ForgottenTopic::default()
-                        .with_topic(crate::protocol::topic_name(topic))
+                        .with_topic(topic.clone())
                         .with_partitions(partitions)
                 })
                 .collect();
