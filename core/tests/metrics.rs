@@ -290,3 +290,84 @@ fn a_second_member_joining_counts_one_rebalance_on_the_first() {
     b.close(None).unwrap();
     a.close(None).unwrap();
 }
+
+/// Under read_committed the lag runs to the last stable offset: with a transaction open on the
+/// partition, `ls_offset` stays at its first record while `hi_offset` is past it, and a consumer
+/// that read everything below has no lag; once the transaction commits, it reads the rest.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn under_read_committed_the_lag_runs_to_the_last_stable_offset() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "metrics-lso", 1);
+    produce(&bs, &topic, 1, 10);
+    let p = producer(
+        &bs,
+        &[
+            ("transactional.id", &unique_name("metrics-tx")),
+            ("transaction.timeout.ms", "30000"),
+        ],
+    );
+    let t = Duration::from_secs(30);
+    p.init_transactions(t).unwrap();
+    p.begin_transaction().unwrap();
+    for i in 0..5 {
+        p.send(lagless::ProducerRecord::new(&topic, format!("tx{i}")).with_partition(0))
+            .unwrap();
+    }
+    p.flush(t).unwrap();
+    let c = consumer(
+        &bs,
+        &[
+            ("isolation.level", "read_committed"),
+            ("auto.offset.reset", "earliest"),
+            ("fetch.max.wait.ms", "100"),
+        ],
+    );
+    let tp = TopicPartition::new(&topic, 0);
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    let mut got = 0usize;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // The 10 committed records; then until a fetch answer names the open transaction's end.
+    let open = loop {
+        assert!(
+            Instant::now() < deadline,
+            "{got} records, {:?}",
+            c.metrics()
+        );
+        got += c.poll(Duration::from_millis(100)).unwrap().len();
+        let m = c.metrics();
+        let pm = partition(&m, &tp).clone();
+        if got == 10 && pm.high_watermark == Some(15) {
+            break pm;
+        }
+    };
+    assert_eq!(open.last_stable_offset, Some(10));
+    assert_eq!(open.position, Some(10));
+    assert_eq!(
+        open.lag,
+        Some(0),
+        "read_committed: nothing to read below the LSO"
+    );
+    p.commit_transaction(t).unwrap();
+    // 5 records and the commit marker at offset 15: the LSO and the high watermark reach 16.
+    let done = loop {
+        assert!(
+            Instant::now() < deadline,
+            "{got} records, {:?}",
+            c.metrics()
+        );
+        got += c.poll(Duration::from_millis(100)).unwrap().len();
+        let m = c.metrics();
+        let pm = partition(&m, &tp).clone();
+        if got == 15 && pm.last_stable_offset == Some(16) && pm.position == Some(16) {
+            break pm;
+        }
+    };
+    assert_eq!(done.high_watermark, Some(16));
+    assert_eq!(done.lag, Some(0));
+    assert_eq!(done.records_consumed, 15);
+    eprintln!("open transaction: {open:?}\ncommitted: {done:?}");
+    p.close(t).unwrap();
+    c.close(None).unwrap();
+}
