@@ -61,8 +61,8 @@ pub(crate) fn reset_policy(config: &ConsumerConfig) -> Option<PositionLookup> {
 }
 
 /// Gives each partition a position: the committed offset where the group has one, else the
-/// reset policy.
-/// Also returns the group's committed offsets it fetched (those the group has).
+/// reset policy. Also returns the group's committed offsets it fetched (those the group has),
+/// for the metrics.
 pub(super) async fn lookup_positions(
     shared: &Arc<Shared>,
     wanted: &[(TopicPartition, PositionLookup, u64)],
