@@ -371,3 +371,63 @@ fn under_read_committed_the_lag_runs_to_the_last_stable_offset() {
     p.close(t).unwrap();
     c.close(None).unwrap();
 }
+
+/// KIP-848 (`group.protocol=consumer`): the member's epoch is its generation, and the
+/// reconciliations that change what it owns count as its rebalances.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_consumer_protocol_member_counts_its_rebalances_as_a_second_member_joins() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "metrics-kip848", 3);
+    let group = unique_name("metrics-kip848-g");
+    let settings = [
+        ("group.id", group.as_str()),
+        ("group.protocol", "consumer"),
+        ("auto.offset.reset", "earliest"),
+    ];
+    let a = consumer(&bs, &settings);
+    a.subscribe(&[&topic], None).unwrap();
+    let one = poll_until("the first member owns all 3 partitions", &[&a], |m| {
+        m.group
+            .as_ref()
+            .is_some_and(|g| g.state == "stable" && g.assigned_partitions == 3)
+    });
+    let g1 = one.group.unwrap();
+    assert_eq!(g1.protocol, "consumer");
+    assert!(g1.generation_id.is_some_and(|e| e > 0), "{g1:?}");
+    assert!(g1.member_id.is_some());
+    assert!(g1.rebalance_count >= 1, "{g1:?}");
+    let b = consumer(&bs, &settings);
+    b.subscribe(&[&topic], None).unwrap();
+    let two = poll_until(
+        "the partitions are shared by both members",
+        &[&a, &b],
+        |m| {
+            let bm = b.metrics().group.unwrap();
+            m.group.as_ref().is_some_and(|g| {
+                g.state == "stable"
+                    && bm.state == "stable"
+                    && g.assigned_partitions + bm.assigned_partitions == 3
+                    && bm.assigned_partitions > 0
+            })
+        },
+    );
+    let g2 = two.group.unwrap();
+    assert!(
+        g2.rebalance_count > g1.rebalance_count,
+        "{g1:?} then {g2:?}"
+    );
+    assert!(g2.generation_id > g1.generation_id);
+    eprintln!(
+        "consumer protocol: first member {} rebalances after joining, {} after the second joined \
+         (epoch {:?} -> {:?}, last because {:?})",
+        g1.rebalance_count,
+        g2.rebalance_count,
+        g1.generation_id,
+        g2.generation_id,
+        g2.last_rebalance.as_ref().map(|r| &r.reason)
+    );
+    b.close(None).unwrap();
+    a.close(None).unwrap();
+}
