@@ -398,7 +398,8 @@ lagless_error *lagless_config_dump(const lagless_config *config, char **out_dump
 void lagless_config_destroy(lagless_config *config);
 
 /**
- * Frees a string lagless returned as owned (`lagless_config_get`, `lagless_config_dump`).
+ * Frees a string lagless returned as owned (`lagless_config_get`, `lagless_config_dump`,
+ * `lagless_consumer_metrics_json`).
  * NULL is ignored.
  */
 void lagless_string_destroy(char *s);
@@ -574,6 +575,15 @@ lagless_error *lagless_consumer_recovery_active(lagless_consumer *consumer, cons
  * closed consumer and for NULL. Does not wait.
  */
 bool lagless_consumer_child_consumer_is_alive(lagless_consumer *consumer);
+
+/**
+ * What the consumer is doing now, as one JSON object (README.md's "Metrics" section
+ * names every field): each assigned partition's position, committed offset, watermarks, lag and
+ * deliveries, the group member's state and rebalances, and the totals. A value not known yet is
+ * `null`. A new string the caller frees with `lagless_string_destroy`. `LAGLESS_ERR_CLOSED`
+ * after `lagless_consumer_close`. Does not wait.
+ */
+lagless_error *lagless_consumer_metrics_json(lagless_consumer *consumer, char **out_json);
 
 /**
  * Makes the next record returned for (`topic`, `partition`) the one at `offset` (>= 0). The

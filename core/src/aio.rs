@@ -318,6 +318,12 @@ impl Consumer {
         self.engine().paused()
     }
 
+    /// What the consumer is doing now ([`crate::Consumer::metrics`]). Does not wait: the same
+    /// short lock holds as [`Consumer::assignment`].
+    pub fn metrics(&self) -> crate::metrics::ConsumerMetrics {
+        self.engine().metrics()
+    }
+
     /// KIP-333: whether `tp` has a recovery stream still draining a backlog.
     pub fn recovery_active(&self, tp: &TopicPartition) -> Result<bool> {
         self.engine().recovery_active(tp)

@@ -42,6 +42,7 @@ mod learners;
 #[cfg(test)]
 mod protocol_seam_tests;
 mod rebalance_listener;
+mod snapshot;
 
 pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;

@@ -30,6 +30,7 @@ pub(crate) mod fetch;
 pub(crate) mod group;
 pub mod listener;
 pub mod log;
+pub mod metrics;
 pub(crate) mod net;
 pub mod offsets;
 pub mod producer;
@@ -59,6 +60,7 @@ pub use consumer::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use listener::{RebalanceEvent, RebalanceEventListener};
+pub use metrics::ConsumerMetrics;
 pub use producer::{Producer, ProducerRecord, RecordMetadata};
 pub use protocol::records::{Compression, Header};
 pub use types::OffsetAndMetadata;

@@ -345,6 +345,11 @@ async fn cancelled_recv_loses_no_record() {
     producer.await.unwrap();
     let want: Vec<i64> = (0..n as i64).collect();
     assert_eq!(got, want, "every offset once, in order");
+    // The metrics count what was handed out, once: the cancelled calls' records among them.
+    let m = c.metrics();
+    assert_eq!(m.records_consumed_total, n as u64);
+    assert_eq!(m.partitions[0].records_consumed, n as u64);
+    assert_eq!(m.partitions[0].position, Some(n as i64));
     assert!(
         cancelled > 0,
         "no recv() was ever cancelled: the test proved nothing"

@@ -87,7 +87,8 @@ pub extern "C" fn lagless_config_destroy(config: *mut lagless_config) {
     ffi_panic_boundary! { free_box(config) }
 }
 
-/// Frees a string lagless returned as owned (`lagless_config_get`, `lagless_config_dump`).
+/// Frees a string lagless returned as owned (`lagless_config_get`, `lagless_config_dump`,
+/// `lagless_consumer_metrics_json`).
 /// NULL is ignored.
 #[no_mangle]
 pub extern "C" fn lagless_string_destroy(s: *mut c_char) {

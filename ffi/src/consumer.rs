@@ -541,6 +541,25 @@ pub extern "C" fn lagless_consumer_child_consumer_is_alive(
     })
 }
 
+/// What the consumer is doing now, as one JSON object (README.md's "Metrics" section
+/// names every field): each assigned partition's position, committed offset, watermarks, lag and
+/// deliveries, the group member's state and rebalances, and the totals. A value not known yet is
+/// `null`. A new string the caller frees with `lagless_string_destroy`. `LAGLESS_ERR_CLOSED`
+/// after `lagless_consumer_close`. Does not wait.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_metrics_json(
+    consumer: *mut lagless_consumer,
+    out_json: *mut *mut c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_json);
+        let json = h.open()?.metrics().to_json_string();
+        write_out(out_json, cstring_lossy(&json).into_raw());
+        Ok(())
+    }
+}
+
 /// Makes the next record returned for (`topic`, `partition`) the one at `offset` (>= 0). The
 /// partition must be assigned.
 #[no_mangle]

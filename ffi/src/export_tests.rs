@@ -582,3 +582,52 @@ fn the_transaction_calls_check_their_state_and_arguments_before_sending_anything
     assert_eq!(gm, untouched());
     lagless_consumer_destroy(c);
 }
+
+#[test]
+fn the_metrics_json_is_the_callers_string_with_unknown_values_null() {
+    let c = consumer(&[]);
+    let list = lagless_tplist_new();
+    ok(lagless_tplist_add(list, c"orders".as_ptr(), 3));
+    ok(lagless_consumer_assign(c, list));
+    lagless_tplist_destroy(list);
+    let mut json: *mut c_char = null_mut();
+    ok(lagless_consumer_metrics_json(c, &mut json));
+    assert!(!json.is_null());
+    // SAFETY: a string lagless returned, freed below.
+    let text = unsafe { CStr::from_ptr(json) }
+        .to_str()
+        .unwrap()
+        .to_string();
+    lagless_string_destroy(json);
+    // (The JSON's rendering is tested in the core; here what comes through the export.)
+    assert!(text.contains(r#""assigned_partitions":1"#), "{text}");
+    assert!(text.contains(r#""group":null"#), "{text}");
+    assert!(text.contains(r#""topic":"orders""#), "{text}");
+    // Nobody listens at the bootstrap address: nothing of the partition is known.
+    for key in [
+        "position",
+        "committed_offset",
+        "hi_offset",
+        "ls_offset",
+        "consumer_lag",
+    ] {
+        assert!(
+            text.contains(&format!(r#""{key}":null"#)),
+            "{key} in {text}"
+        );
+    }
+    assert!(text.contains(r#""records_consumed":0"#), "{text}");
+
+    let (code, msg) = outcome(lagless_consumer_metrics_json(null_mut(), &mut json));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    assert!(msg.contains("consumer"), "{msg}");
+    let (code, msg) = outcome(lagless_consumer_metrics_json(c, null_mut()));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    assert!(msg.contains("out_json"), "{msg}");
+    ok(lagless_consumer_close(c, 0));
+    json = null_mut();
+    let (code, _) = outcome(lagless_consumer_metrics_json(c, &mut json));
+    assert_eq!(code, LAGLESS_ERR_CLOSED);
+    assert!(json.is_null(), "written only on success");
+    lagless_consumer_destroy(c);
+}

@@ -528,6 +528,13 @@ impl Consumer {
         self.call(py, |core| core.recovery_active(&tp))
     }
 
+    /// What the consumer is doing now, as plain dicts and lists: the fields of the JSON snapshot
+    /// README.md's "Metrics" names (`None` where a value is not known yet).
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let json = self.read(py, |core| core.metrics().to_json_string());
+        py.import("json")?.call_method1("loads", (json,))
+    }
+
     /// KIP-333: whether any assigned partition has a recovery stream still draining a backlog.
     fn child_consumer_is_alive(&self, py: Python<'_>) -> bool {
         self.read(py, CoreConsumer::child_consumer_is_alive)

@@ -551,3 +551,28 @@ def test_topic_partition_value_semantics():
     a.offset = 9
     assert a.offset == 9
     assert "offset=9" in repr(a)
+
+
+def test_metrics_are_plain_dicts_counting_what_was_consumed_and_committed(bootstrap, make_topic, group, consumers):
+    topic = make_topic(2)
+    produce(bootstrap, topic, 12, partition=0)
+    produce(bootstrap, topic, 5, partition=1)
+    c = lagless.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    )
+    consumers.append(c)
+    tps = [lagless.TopicPartition(topic, p) for p in range(2)]
+    c.assign(tps)
+    msgs = consume_n(c, 17)
+    c.commit(offsets=[lagless.TopicPartition(topic, 0, 7)], asynchronous=False)
+    m = c.metrics()
+    assert type(m) is dict
+    json.dumps(m)  # plain data
+    assert m["group"] is None and m["assigned_partitions"] == 2
+    assert m["records_consumed_total"] == 17
+    assert m["bytes_consumed_total"] == sum(len(x.key or b"") + len(x.value or b"") for x in msgs)
+    parts = {p["partition"]: p for p in m["partitions"]}
+    assert parts[0]["committed_offset"] == 7 and parts[1]["committed_offset"] is None
+    for p, n in ((0, 12), (1, 5)):
+        assert (parts[p]["position"], parts[p]["hi_offset"], parts[p]["consumer_lag"]) == (n, n, 0)
+        assert parts[p]["records_consumed"] == n

@@ -193,8 +193,15 @@ impl Consumer {
         }
     }
 
-    /// Remembers what was committed, so auto-commit sends only what changed since.
+    /// Remembers what was committed, so auto-commit sends only what changed since, and for the
+    /// metrics.
     pub(super) fn note_committed(&self, res: &CommitResults) {
+        // The metrics' committed offsets, for a manual assignment too.
+        self.shared.lock().note_committed(
+            res.iter()
+                .filter(|(_, _, r)| r.is_ok())
+                .map(|(tp, om, _)| (tp, om.offset)),
+        );
         let mut g = self.group.lock().unpoisoned();
         if let Some(l) = g.as_mut() {
             let member = l.driver.group_member();

@@ -47,6 +47,8 @@ pub(crate) struct PartitionAnswer {
     pub error_code: i16,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// -1 when the broker named none.
+    pub last_stable_offset: i64,
     /// KIP-392: the replica the leader names for this client's rack, or -1.
     pub preferred_read_replica: i32,
     /// The records chosen for the stream (none when the answer is an error), or why the records
@@ -294,6 +296,7 @@ pub(crate) fn apply(
         if let Some(end) = answer.diverging_epoch {
             p.high_watermark = answer.high_watermark;
             p.log_start_offset = answer.log_start_offset;
+            p.last_stable_offset = answer.last_stable_offset;
             if let Some(stream) = p.stream_mut(kind) {
                 stream.progressed();
             }
@@ -311,6 +314,7 @@ pub(crate) fn apply(
     if code == codes::NONE {
         p.high_watermark = answer.high_watermark;
         p.log_start_offset = answer.log_start_offset;
+        p.last_stable_offset = answer.last_stable_offset;
         let stream = p.stream_mut(kind).expect("checked above");
         let selected = match answer.records {
             Ok(s) => s,
@@ -574,6 +578,7 @@ pub(crate) mod tests {
             error_code: code,
             high_watermark: 100,
             log_start_offset: 0,
+            last_stable_offset: 100,
             preferred_read_replica: -1,
             records: Ok(records),
             diverging_epoch: None,

@@ -44,6 +44,13 @@ pub(crate) enum LookupOutcome {
     Failed(Error),
 }
 
+/// Each partition's outcome, and the group's committed offsets the lookups fetched (those the
+/// group has).
+pub(crate) type LookedUp = (
+    Vec<(TopicPartition, LookupOutcome)>,
+    Vec<(TopicPartition, i64)>,
+);
+
 /// The policy lookup `auto.offset.reset` asks for, or `None` for `none`.
 pub(crate) fn reset_policy(config: &ConsumerConfig) -> Option<PositionLookup> {
     match config.auto_offset_reset {
@@ -54,11 +61,12 @@ pub(crate) fn reset_policy(config: &ConsumerConfig) -> Option<PositionLookup> {
 }
 
 /// Gives each partition a position: the committed offset where the group has one, else the
-/// reset policy.
+/// reset policy. Also returns the group's committed offsets it fetched (those the group has),
+/// for the metrics.
 pub(super) async fn lookup_positions(
     shared: &Arc<Shared>,
     wanted: &[(TopicPartition, PositionLookup, u64)],
-) -> Result<Vec<(TopicPartition, LookupOutcome)>> {
+) -> Result<LookedUp> {
     let config = &shared.config;
     let deadline = Deadline::after(config.common.default_api_timeout);
     let mut out = Vec::new();
@@ -74,6 +82,13 @@ pub(super) async fn lookup_positions(
         }
         _ => HashMap::new(),
     };
+    let committed_offsets: Vec<(TopicPartition, i64)> = committed
+        .iter()
+        .filter_map(|(tp, c)| match c {
+            Some((c, _)) if c.offset >= 0 => Some((tp.clone(), c.offset)),
+            _ => None,
+        })
+        .collect();
     // KIP-333: committed partitions whose backlog may get a recovery stream need the log end.
     let mut takeovers: Vec<(TopicPartition, OffsetAndMetadata, i32)> = Vec::new();
     for (tp, lookup, _) in wanted {
@@ -208,7 +223,7 @@ pub(super) async fn lookup_positions(
             ));
         }
     }
-    Ok(out)
+    Ok((out, committed_offsets))
 }
 
 /// KIP-320: sends the validations `wanted` with OffsetForLeaderEpoch, one request per leader,

@@ -45,7 +45,7 @@ mod txn;
 mod validate;
 
 pub(crate) use deliver::{drain_records, take_one_ready, take_ready, BufferLimits, Streams};
-pub(crate) use state::{PartitionState, PositionLookup, StreamKind};
+pub(crate) use state::{PartitionState, PositionLookup, Stream, StreamKind};
 pub(crate) use task::run;
 
 /// What the user's thread and the fetch task share.
@@ -69,6 +69,9 @@ pub(crate) struct FetchState {
     reported_unknown: HashSet<String>,
     /// Where the next `poll()` starts, for fairness across partitions.
     rotation: usize,
+    /// Records and key + value bytes handed to the application from partitions no longer
+    /// assigned: with each assigned partition's own counts, the consumer's totals.
+    delivered_before: (u64, u64),
 }
 
 impl FetchState {
@@ -84,6 +87,7 @@ impl FetchState {
             closed: false,
             reported_unknown: HashSet::new(),
             rotation: 0,
+            delivered_before: (0, 0),
         }
     }
 
@@ -95,6 +99,43 @@ impl FetchState {
     /// Records buffered for `poll()` weighing `bytes` left: handed out or dropped.
     fn release(&mut self, bytes: usize) {
         self.buffered_bytes -= bytes;
+    }
+
+    /// A partition's state leaves: what it delivered stays in the consumer's totals.
+    fn departed(&mut self, p: &PartitionState) {
+        self.delivered_before.0 += p.records_delivered;
+        self.delivered_before.1 += p.bytes_delivered;
+    }
+
+    /// Records and key + value bytes handed to the application since the consumer was created.
+    pub(crate) fn delivered_total(&self) -> (u64, u64) {
+        self.partitions
+            .values()
+            .fold(self.delivered_before, |(r, b), p| {
+                (r + p.records_delivered, b + p.bytes_delivered)
+            })
+    }
+
+    /// The partitions fetched and their states, in order.
+    pub(crate) fn partitions(&self) -> impl Iterator<Item = (&TopicPartition, &PartitionState)> {
+        self.partitions.iter()
+    }
+
+    /// What the records buffered for `poll()` weigh ([`state::record_size`]).
+    pub(crate) fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes
+    }
+
+    /// Notes the group's committed offsets this consumer's commits had taken.
+    pub(crate) fn note_committed<'a>(
+        &mut self,
+        committed: impl IntoIterator<Item = (&'a TopicPartition, i64)>,
+    ) {
+        for (tp, offset) in committed {
+            if let Some(p) = self.partitions.get_mut(tp) {
+                p.committed_offset = Some(offset);
+            }
+        }
     }
 
     /// Replaces the partitions fetched by `partitions` (manual assignment): kept ones keep their
@@ -116,6 +157,9 @@ impl FetchState {
         }
         let freed: usize = old.values().map(|p| p.buffered_bytes()).sum();
         self.release(freed);
+        for p in old.values() {
+            self.departed(p);
+        }
         self.partitions = kept;
         self.reported_unknown.clear();
     }
@@ -264,6 +308,7 @@ impl Shared {
         for tp in partitions {
             if let Some(p) = st.partitions.remove(tp) {
                 st.release(p.buffered_bytes());
+                st.departed(&p);
             }
         }
     }

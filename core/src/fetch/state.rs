@@ -56,6 +56,18 @@ pub(crate) struct PartitionState {
     pub cursor: u64,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// The last stable offset the last fetch answer named (-1 before any, or when the broker
+    /// named none): where a read_committed consumer's reading ends.
+    pub last_stable_offset: i64,
+    /// The group's committed offset for this partition as this consumer last knew it: fetched
+    /// by the position lookup, or taken by a commit of this consumer. `None` when the group has
+    /// none (or the consumer has no group).
+    pub committed_offset: Option<i64>,
+    /// Records and key + value bytes handed to the application from this partition (both
+    /// streams) since it was assigned: counted where [`PartitionState::pop`] takes them, under
+    /// the fetch lock it already holds.
+    pub records_delivered: u64,
+    pub bytes_delivered: u64,
     /// The main stream: fetches from `position` on, with no upper bound. Position lookups count
     /// their failures here too.
     pub main: Stream,
@@ -404,6 +416,10 @@ impl PartitionState {
             cursor: 0,
             high_watermark: -1,
             log_start_offset: -1,
+            last_stable_offset: -1,
+            committed_offset: None,
+            records_delivered: 0,
+            bytes_delivered: 0,
             main: Stream::new(backoff),
             recovery: None,
             committed_at_takeover: None,
@@ -638,6 +654,9 @@ impl PartitionState {
                 (r, size)
             }
         };
+        self.records_delivered += 1;
+        self.bytes_delivered += (r.key.as_ref().map_or(0, |k| k.len())
+            + r.value.as_ref().map_or(0, |v| v.len())) as u64;
         Some((r, size))
     }
 

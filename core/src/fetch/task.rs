@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use super::apply::{apply, fetch_failed, select, Asked, EpochEndOffset, PartitionAnswer, Selected};
 use super::lookup::{
-    handle_validation, lookup_positions, reset_policy, validate_positions, LookupOutcome,
+    handle_validation, lookup_positions, reset_policy, validate_positions, LookedUp, LookupOutcome,
 };
 use super::plan::{plan_fetches, Fetch, Settings, Turn};
 use super::session::{is_session_error, FetchSession};
@@ -66,10 +66,7 @@ enum TaskDone {
         /// The fetch session with that broker, handed back for the next request.
         session: FetchSession,
     },
-    Lookup(
-        Vec<(TopicPartition, u64)>,
-        Result<Vec<(TopicPartition, LookupOutcome)>>,
-    ),
+    Lookup(Vec<(TopicPartition, u64)>, Result<LookedUp>),
     Metadata(Result<()>),
     /// KIP-320: validations of positions after a leader change.
     Validation(Vec<(TopicPartition, ValidationAsked, ValidationAnswer)>),
@@ -347,6 +344,7 @@ async fn decode_answer(
                 error_code: pd.error_code,
                 high_watermark: pd.high_watermark,
                 log_start_offset: pd.log_start_offset,
+                last_stable_offset: pd.last_stable_offset,
                 preferred_read_replica: pd.preferred_read_replica.0,
                 records: Ok(Selected::default()),
                 diverging_epoch: diverging_epoch(&pd.diverging_epoch),
@@ -540,7 +538,7 @@ fn handle_fetch(
 fn handle_lookup(
     shared: &Shared,
     keys: Vec<(TopicPartition, u64)>,
-    result: Result<Vec<(TopicPartition, LookupOutcome)>>,
+    result: Result<LookedUp>,
 ) -> bool {
     let mut st = shared.lock();
     let cursors: HashMap<TopicPartition, u64> = keys.iter().cloned().collect();
@@ -550,7 +548,16 @@ fn handle_lookup(
         }
     }
     let outcomes = match result {
-        Ok(o) => o,
+        Ok((o, committed)) => {
+            for (tp, offset) in committed {
+                if let Some(p) = st.partitions.get_mut(&tp) {
+                    if cursors.get(&tp) == Some(&p.cursor) {
+                        p.committed_offset = Some(offset);
+                    }
+                }
+            }
+            o
+        }
         Err(e) => {
             if e.is_fatal() && !matches!(st.errors.back(), Some(last) if *last == e) {
                 shared.push_error(&mut st, e.clone());

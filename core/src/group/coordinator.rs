@@ -199,6 +199,18 @@ impl GroupDriver {
         self.member.lock().unpoisoned()
     }
 
+    /// The member's state for a look that changes nothing (the consumer's metrics): not counted
+    /// as an access, so group steps that found nothing to do still stand after it.
+    pub(crate) fn peek_member(&self) -> MutexGuard<'_, GroupMember> {
+        self.member.lock().unpoisoned()
+    }
+
+    /// When `max.poll.interval.ms`'s timer was last restarted (the last `poll()`, or the
+    /// member's creation by `subscribe()`).
+    pub(crate) fn last_poll(&self) -> Option<Instant> {
+        self.last_poll.get()
+    }
+
     /// The protocol's half of the member's state ([`GroupMember::membership`]), as the group
     /// protocol and the heartbeat report their answers to it; the same lock as
     /// [`GroupDriver::group_member`].

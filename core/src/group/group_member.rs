@@ -173,6 +173,34 @@ pub(crate) struct GroupMember {
     /// The background task applied a join that changed nothing: the application's next steps
     /// still run `on_partitions_assigned` (with no partitions) for it.
     assigned_owed: bool,
+    /// The rebalances the member completed (joins whose assignment it applied), and when and why
+    /// the one under way started (its first join; one tried again keeps it).
+    pub rebalances: RebalanceTally,
+}
+
+/// What the member's metrics say of its rebalances.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RebalanceTally {
+    pub completed: u64,
+    /// Why the last completed one started, and how long it took.
+    pub last: Option<(String, Duration)>,
+    started: Option<(Instant, String)>,
+}
+
+impl RebalanceTally {
+    /// A join starts; a rebalance already under way (a join tried again) keeps its start.
+    fn join_started(&mut self, now: Instant, reason: &str) {
+        self.started
+            .get_or_insert_with(|| (now, reason.to_string()));
+    }
+
+    /// A join's assignment is applied: the rebalance is complete.
+    fn completed(&mut self, now: Instant) {
+        self.completed += 1;
+        if let Some((at, reason)) = self.started.take() {
+            self.last = Some((reason, now.saturating_duration_since(at)));
+        }
+    }
 }
 
 impl GroupMember {
@@ -199,6 +227,7 @@ impl GroupMember {
             join: JoinState::Idle,
             join_retry_at: now,
             assigned_owed: false,
+            rebalances: RebalanceTally::default(),
         }
     }
 
@@ -364,7 +393,10 @@ impl GroupMember {
                 }
             }
             GroupStep::ApplyJoin => match self.take_finished() {
-                Some(Ok(outcome)) => Effect::ApplyJoin(Box::new(self.plan_join(outcome))),
+                Some(Ok(outcome)) => {
+                    self.rebalances.completed(now);
+                    Effect::ApplyJoin(Box::new(self.plan_join(outcome)))
+                }
                 _ => Effect::Again,
             },
             GroupStep::DiscardJoin => {
@@ -403,6 +435,8 @@ impl GroupMember {
             }
             GroupStep::Revoke(parts) => Effect::Revoke(parts),
             GroupStep::Join(input) => {
+                self.rebalances
+                    .join_started(now, self.membership.rejoin_reason());
                 self.membership.start_join();
                 self.assignment_basis = AssignmentBasis::None;
                 self.join = JoinState::Running;
@@ -470,6 +504,7 @@ impl GroupMember {
         self.assignment_basis =
             AssignmentBasis::after_join(outcome.assigned_from, self.subscribed.clone(), now);
         self.assigned_owed = true;
+        self.rebalances.completed(now);
         Effect::Again
     }
 

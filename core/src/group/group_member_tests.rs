@@ -652,3 +652,69 @@ fn a_subscription_change_asks_for_a_rejoin_with_the_new_topics() {
     assert_eq!(input.topics, vec!["b".to_string()]);
     assert_eq!(input.reason, "the subscription changed");
 }
+
+/// The metrics' rebalance count: one per join whose assignment is applied, the reason its
+/// first join was sent with, and the time from that join to the assignment.
+#[test]
+fn a_rebalance_counts_once_its_join_is_applied_with_its_reason_and_duration() {
+    let t0 = Instant::now();
+    let meta = metadata(&[("a", 2)], t0);
+    let mut m = member(Eager, false, t0);
+    m.handle(Event::Subscribed(names(&["a"])), t0);
+    assert!(matches!(
+        step(&mut m, &meta, false, t0),
+        Effect::StartJoin(_)
+    ));
+    assert_eq!(m.rebalances.completed, 0);
+    // A join tried again keeps the rebalance's start and reason.
+    let t1 = t0 + Duration::from_millis(700);
+    m.membership
+        .on_join_error(codes::COORDINATOR_NOT_AVAILABLE, "");
+    m.handle(
+        Event::JoinFinished(Err(Error::Transport("coordinator went away".into()))),
+        t1,
+    );
+    assert!(matches!(step(&mut m, &meta, false, t1), Effect::Again));
+    let t2 = t1 + BACKOFF;
+    assert!(matches!(
+        step(&mut m, &meta, false, t2),
+        Effect::StartJoin(_)
+    ));
+    assert_eq!(m.rebalances.completed, 0, "a failed join completes nothing");
+    let t3 = t0 + Duration::from_millis(2_500);
+    answer_join(&mut m, outcome(1, Eager, &[("a", 0), ("a", 1)], &[]), t3);
+    assert_eq!(m.rebalances.completed, 0, "answered, not applied yet");
+    assert!(matches!(
+        step(&mut m, &meta, false, t3),
+        Effect::ApplyJoin(_)
+    ));
+    assert_eq!(m.rebalances.completed, 1);
+    assert_eq!(
+        m.rebalances.last,
+        Some((
+            "the subscription changed".to_string(),
+            Duration::from_millis(2_500)
+        ))
+    );
+    // The next rebalance has its own reason and start.
+    m.handle(Event::RejoinRequested("asked by the test".into()), t3);
+    let t4 = t3 + Duration::from_millis(10);
+    let mut effect = step(&mut m, &meta, false, t4);
+    while let Effect::Revoke(parts) = &effect {
+        let parts = parts.clone();
+        m.handle(Event::Released(&parts), t4);
+        effect = step(&mut m, &meta, false, t4);
+    }
+    assert!(matches!(effect, Effect::StartJoin(_)), "{effect:?}");
+    let t5 = t4 + Duration::from_millis(40);
+    answer_join(&mut m, outcome(2, Eager, &[("a", 0)], &[]), t5);
+    assert!(matches!(
+        step(&mut m, &meta, false, t5),
+        Effect::ApplyJoin(_)
+    ));
+    assert_eq!(m.rebalances.completed, 2);
+    assert_eq!(
+        m.rebalances.last,
+        Some(("asked by the test".to_string(), Duration::from_millis(40)))
+    );
+}

@@ -190,6 +190,11 @@ class Consumer:
         over with (KIP-333, ``enable.parallel.rebalance``): while True, messages with
         ``from_recovery`` set may still come for it. Always False with the mode off. Raises
         IllegalStateError if the partition is not assigned, ClosedError after ``close()``."""
+    def metrics(self) -> Dict[str, Any]:
+        """What the consumer is doing now: each assigned partition's position, committed offset,
+        watermarks, lag and deliveries, the group member's state and rebalances, and the totals,
+        as plain dicts and lists (README.md, "Metrics", names every field); None where a value
+        is not known yet."""
     def child_consumer_is_alive(self) -> bool:
         """Whether any assigned partition has a recovery stream still draining a backlog
         (KIP-333's "child consumer"). Always False with the mode off."""

@@ -1,0 +1,134 @@
+//! [`Consumer::metrics`]: the snapshot read from the state the consumer already keeps, under the
+//! locks it already has (the fetch state's once, the group member's once), no counter of its
+//! own on the record path. The data types and the rendering are in [`crate::metrics`].
+use std::time::Instant;
+
+use crate::config::{GroupProtocolKind, IsolationLevel};
+use crate::consumer::Consumer;
+use crate::fetch::{PartitionState, Stream};
+use crate::group::member::MemberState;
+use crate::metrics::{
+    known, lag, ConsumerMetrics, Failing, GroupMetrics, LastRebalance, PartitionMetrics,
+    RecoveryMetrics,
+};
+use crate::sync::Unpoisoned;
+use crate::types::TopicPartition;
+
+impl Consumer {
+    /// What the consumer is doing now: each assigned partition's position, committed offset,
+    /// watermarks, lag and deliveries, the group member's state and rebalances, and the totals.
+    /// Cheap: one look under the fetch lock and one under the group member's lock.
+    pub fn metrics(&self) -> ConsumerMetrics {
+        let config = &self.shared.config;
+        let read_committed = config.isolation_level == IsolationLevel::ReadCommitted;
+        let now = Instant::now();
+        let group = self.group_metrics(now);
+        let st = self.shared.lock();
+        let (records, bytes) = st.delivered_total();
+        let partitions = st
+            .partitions()
+            .map(|(tp, p)| partition_metrics(tp, p, read_committed, now))
+            .collect();
+        let buffered_bytes = st.buffered_bytes() as u64;
+        drop(st);
+        ConsumerMetrics {
+            client_id: config.common.client_id.clone(),
+            read_committed,
+            records_consumed_total: records,
+            bytes_consumed_total: bytes,
+            buffered_bytes,
+            fetch_buffer_held_bytes: self.shared.buffers.ledger.held() as u64,
+            fetch_buffer_max_bytes: config.fetch_buffer_max_bytes as u64,
+            group,
+            partitions,
+        }
+    }
+
+    fn group_metrics(&self, now: Instant) -> Option<GroupMetrics> {
+        let driver = self.group.lock().unpoisoned().as_ref()?.driver.clone();
+        let config = &self.shared.config;
+        let since_last_poll = driver
+            .last_poll()
+            .map_or_else(Default::default, |t| now.saturating_duration_since(t));
+        let member = driver.peek_member();
+        let m = &member.membership;
+        let generation = m.generation();
+        let state = m.state();
+        let rebalancing = m.rejoin_needed() || state != MemberState::Stable;
+        Some(GroupMetrics {
+            group_id: driver.group_id.clone(),
+            state: member_state_name(state),
+            generation_id: (generation.generation_id >= 0).then_some(generation.generation_id),
+            member_id: (!generation.member_id.is_empty()).then(|| generation.member_id.clone()),
+            group_instance_id: m.group_instance_id().map(str::to_string),
+            protocol: match config.group_protocol {
+                GroupProtocolKind::Classic => "classic",
+                GroupProtocolKind::Consumer => "consumer",
+            },
+            assignor: generation.protocol.clone(),
+            assigned_partitions: member.owned().len(),
+            rebalance_count: member.rebalances.completed,
+            last_rebalance: member.rebalances.last.as_ref().map(|(reason, duration)| {
+                LastRebalance {
+                    reason: reason.clone(),
+                    duration: *duration,
+                }
+            }),
+            rejoin_reason: (rebalancing && !m.rejoin_reason().is_empty())
+                .then(|| m.rejoin_reason().to_string()),
+            since_last_poll,
+            max_poll_interval: config.max_poll_interval,
+        })
+    }
+}
+
+/// The member's state as the metrics name it.
+pub(crate) fn member_state_name(state: MemberState) -> &'static str {
+    match state {
+        MemberState::Unjoined => "unjoined",
+        MemberState::PreparingRebalance => "preparing_rebalance",
+        MemberState::CompletingRebalance => "completing_rebalance",
+        MemberState::Stable => "stable",
+    }
+}
+
+/// A stream that is failing (KIP-572): since its last progress, with its last error.
+fn failing(s: &Stream, now: Instant) -> Option<Failing> {
+    s.failing.then(|| Failing {
+        since: now.saturating_duration_since(s.last_progress),
+        last_error: s.last_error.clone(),
+    })
+}
+
+fn partition_metrics(
+    tp: &TopicPartition,
+    p: &PartitionState,
+    read_committed: bool,
+    now: Instant,
+) -> PartitionMetrics {
+    let high_watermark = known(p.high_watermark);
+    let last_stable_offset = known(p.last_stable_offset);
+    PartitionMetrics {
+        topic: tp.topic.clone(),
+        partition: tp.partition,
+        position: p.position,
+        committed_offset: p.committed_offset,
+        high_watermark,
+        last_stable_offset,
+        log_start_offset: known(p.log_start_offset),
+        lag: lag(
+            p.position,
+            high_watermark,
+            last_stable_offset,
+            read_committed,
+        ),
+        records_consumed: p.records_delivered,
+        bytes_consumed: p.bytes_delivered,
+        paused: p.paused,
+        failing: failing(&p.main, now),
+        recovery: p.recovery.as_ref().map(|r| RecoveryMetrics {
+            backlog: r.ranges.iter().map(|r| (r.end - r.next).max(0)).sum(),
+            failing: failing(&r.stream, now),
+        }),
+    }
+}

@@ -1,0 +1,245 @@
+//! What the consumer is doing, as one snapshot: [`ConsumerMetrics`], taken by
+//! [`crate::Consumer::metrics`] under the locks the consumer already has (the fetch state's, the
+//! group member's), once per call. Plain data and pure functions: the lag, and the JSON
+//! rendering whose field names README.md's "Metrics" section maps to librdkafka's
+//! statistics and the Java client's metrics.
+//!
+//! A value not known yet is `None` (absent from the JSON as `null`), never a sentinel.
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// The consumer's snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerMetrics {
+    /// `client.id` (empty when not set).
+    pub client_id: String,
+    /// `isolation.level=read_committed`: lag runs to the last stable offset.
+    pub read_committed: bool,
+    /// Records handed to the application (`poll()`, `recovery_poll()`, the async stream) since
+    /// the consumer was created.
+    pub records_consumed_total: u64,
+    /// Key + value bytes of those records.
+    pub bytes_consumed_total: u64,
+    /// What the records buffered for the application weigh: key, value and headers and 64 bytes
+    /// per record (what the per-partition limit `2 x max.partition.fetch.bytes` weighs).
+    pub buffered_bytes: u64,
+    /// Memory the fetch path holds (fetch answers, inflated batches, decoded batches, buffers
+    /// kept for reuse): what `fetch.buffer.max.bytes` bounds.
+    pub fetch_buffer_held_bytes: u64,
+    /// `fetch.buffer.max.bytes`.
+    pub fetch_buffer_max_bytes: u64,
+    /// The group member, once `subscribe()` made the consumer one.
+    pub group: Option<GroupMetrics>,
+    /// The assigned partitions, in topic and partition order.
+    pub partitions: Vec<PartitionMetrics>,
+}
+
+/// One assigned partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMetrics {
+    /// The partition's topic.
+    pub topic: String,
+    /// The partition's index.
+    pub partition: i32,
+    /// The offset of the next record `poll()` returns (`None` before the position lookup).
+    pub position: Option<i64>,
+    /// The group's committed offset as this consumer last knew it: what the position lookup
+    /// fetched, or what a commit of this consumer had taken (`None`: none known).
+    pub committed_offset: Option<i64>,
+    /// The high watermark the last fetch answer named (`None` before the first).
+    pub high_watermark: Option<i64>,
+    /// The last stable offset the last fetch answer named (`None` before the first).
+    pub last_stable_offset: Option<i64>,
+    /// The log start offset the last fetch answer named (`None` before the first).
+    pub log_start_offset: Option<i64>,
+    /// [`lag`]: the end offset (the high watermark, or the last stable offset under
+    /// read_committed) minus the position.
+    pub lag: Option<i64>,
+    /// Records handed to the application from this partition since it was assigned.
+    pub records_consumed: u64,
+    /// Key + value bytes of those records.
+    pub bytes_consumed: u64,
+    /// Paused by `pause()`.
+    pub paused: bool,
+    /// KIP-572: the main stream's last attempt failed and nothing moved it on since; how long
+    /// since its last progress, and the last error.
+    pub failing: Option<Failing>,
+    /// KIP-333 (`enable.parallel.rebalance`): the recovery stream draining a backlog, while one
+    /// does.
+    pub recovery: Option<RecoveryMetrics>,
+}
+
+/// A KIP-572 task (a stream) that is failing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failing {
+    /// Time since the stream last made progress.
+    pub since: Duration,
+    /// The stream's last error, where one was kept.
+    pub last_error: Option<String>,
+}
+
+/// A partition's recovery stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryMetrics {
+    /// Offsets left in the backlog ranges (records, control batches and compacted-away offsets
+    /// alike: an upper bound of the records left).
+    pub backlog: i64,
+    /// KIP-572: the recovery stream is failing (a task of its own).
+    pub failing: Option<Failing>,
+}
+
+/// The group member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetrics {
+    /// `group.id`.
+    pub group_id: String,
+    /// Where the member is in the join protocol: `unjoined`, `preparing_rebalance`,
+    /// `completing_rebalance`, `stable`.
+    pub state: &'static str,
+    /// `None` while the member is in no generation.
+    pub generation_id: Option<i32>,
+    /// `None` before the coordinator gave one.
+    pub member_id: Option<String>,
+    /// `group.instance.id` (KIP-345).
+    pub group_instance_id: Option<String>,
+    /// `group.protocol`: `classic` or `consumer`.
+    pub protocol: &'static str,
+    /// The assignor the group chose (classic protocol), once joined.
+    pub assignor: Option<String>,
+    /// The partitions the member owns.
+    pub assigned_partitions: usize,
+    /// Rebalances this member completed: joins whose assignment it applied.
+    pub rebalance_count: u64,
+    /// Why the last completed rebalance was started, and how long it took from the start of its
+    /// join to its assignment being applied (`None` before the first).
+    pub last_rebalance: Option<LastRebalance>,
+    /// Why the rebalance under way or asked for was asked for (`None` when none is).
+    pub rejoin_reason: Option<String>,
+    /// KIP-62: time since `max.poll.interval.ms`'s timer was last restarted (by `poll()`, or by
+    /// `subscribe()` before the first).
+    pub since_last_poll: Duration,
+    /// `max.poll.interval.ms`.
+    pub max_poll_interval: Duration,
+}
+
+/// The last rebalance a member completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastRebalance {
+    /// Why it was started (the rejoin reason its first join was sent with).
+    pub reason: String,
+    /// From the start of its first join to its assignment being applied.
+    pub duration: Duration,
+}
+
+/// A partition's lag: from `position` to the end offset: the last stable offset under
+/// read_committed, else the high watermark. `None` while either is unknown. Not clamped: a
+/// position sought past the end gives a negative lag until the end moves past it.
+pub fn lag(
+    position: Option<i64>,
+    high_watermark: Option<i64>,
+    last_stable_offset: Option<i64>,
+    read_committed: bool,
+) -> Option<i64> {
+    let end = if read_committed {
+        last_stable_offset
+    } else {
+        high_watermark
+    }?;
+    Some(end - position?)
+}
+
+/// A broker's offset field as a known value: -1 (and any negative) is "none named".
+pub(crate) fn known(offset: i64) -> Option<i64> {
+    (offset >= 0).then_some(offset)
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn failing_json(f: &Option<Failing>) -> (Value, Value) {
+    match f {
+        Some(f) => (json!(ms(f.since)), json!(f.last_error)),
+        None => (Value::Null, Value::Null),
+    }
+}
+
+impl PartitionMetrics {
+    fn to_json(&self) -> Value {
+        let (failing_ms, last_error) = failing_json(&self.failing);
+        let recovery = self.recovery.as_ref().map(|r| {
+            let (failing_ms, last_error) = failing_json(&r.failing);
+            json!({
+                "backlog": r.backlog,
+                "failing_for_ms": failing_ms,
+                "last_error": last_error,
+            })
+        });
+        json!({
+            "topic": self.topic,
+            "partition": self.partition,
+            "position": self.position,
+            "committed_offset": self.committed_offset,
+            "hi_offset": self.high_watermark,
+            "ls_offset": self.last_stable_offset,
+            "lo_offset": self.log_start_offset,
+            "consumer_lag": self.lag,
+            "records_consumed": self.records_consumed,
+            "bytes_consumed": self.bytes_consumed,
+            "paused": self.paused,
+            "failing_for_ms": failing_ms,
+            "last_error": last_error,
+            "recovery": recovery,
+        })
+    }
+}
+
+impl GroupMetrics {
+    fn to_json(&self) -> Value {
+        json!({
+            "group_id": self.group_id,
+            "state": self.state,
+            "generation_id": self.generation_id,
+            "member_id": self.member_id,
+            "group_instance_id": self.group_instance_id,
+            "protocol": self.protocol,
+            "assignor": self.assignor,
+            "assigned_partitions": self.assigned_partitions,
+            "rebalance_cnt": self.rebalance_count,
+            "rebalance_reason": self.last_rebalance.as_ref().map(|r| &r.reason),
+            "rebalance_duration_ms": self.last_rebalance.as_ref().map(|r| ms(r.duration)),
+            "rejoin_reason": self.rejoin_reason,
+            "last_poll_ms_ago": ms(self.since_last_poll),
+            "max_poll_interval_ms": ms(self.max_poll_interval),
+        })
+    }
+}
+
+impl ConsumerMetrics {
+    /// The snapshot as JSON (README.md's "Metrics" section names each field).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "type": "consumer",
+            "client_id": self.client_id,
+            "isolation_level": if self.read_committed { "read_committed" } else { "read_uncommitted" },
+            "records_consumed_total": self.records_consumed_total,
+            "bytes_consumed_total": self.bytes_consumed_total,
+            "buffered_bytes": self.buffered_bytes,
+            "fetch_buffer_held_bytes": self.fetch_buffer_held_bytes,
+            "fetch_buffer_max_bytes": self.fetch_buffer_max_bytes,
+            "assigned_partitions": self.partitions.len(),
+            "group": self.group.as_ref().map(GroupMetrics::to_json),
+            "partitions": self.partitions.iter().map(PartitionMetrics::to_json).collect::<Vec<_>>(),
+        })
+    }
+
+    /// [`ConsumerMetrics::to_json`] as a string.
+    pub fn to_json_string(&self) -> String {
+        self.to_json().to_string()
+    }
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+mod tests;

@@ -1,0 +1,177 @@
+use std::time::Duration;
+
+use super::*;
+
+#[test]
+fn lag_runs_to_the_high_watermark_or_under_read_committed_the_last_stable_offset() {
+    // (position, high watermark, last stable offset, read_committed) -> lag
+    type Row = (Option<i64>, Option<i64>, Option<i64>, bool, Option<i64>);
+    let table: [Row; 9] = [
+        (Some(40), Some(100), Some(90), false, Some(60)),
+        (Some(40), Some(100), Some(90), true, Some(50)),
+        (Some(100), Some(100), Some(100), false, Some(0)),
+        // Nothing known yet: no value, not a sentinel.
+        (None, Some(100), Some(90), false, None),
+        (Some(40), None, None, false, None),
+        (Some(40), Some(100), None, true, None),
+        (None, None, None, true, None),
+        // The high watermark alone is known: read_uncommitted does not need the other.
+        (Some(0), Some(7), None, false, Some(7)),
+        // Sought past the end: the real difference, negative.
+        (Some(120), Some(100), Some(100), false, Some(-20)),
+    ];
+    for (position, hw, lso, rc, want) in table {
+        assert_eq!(
+            lag(position, hw, lso, rc),
+            want,
+            "{position:?} {hw:?} {lso:?} {rc}"
+        );
+    }
+}
+
+#[test]
+fn a_broker_offset_of_minus_one_is_unknown() {
+    assert_eq!(known(-1), None);
+    assert_eq!(known(0), Some(0));
+    assert_eq!(known(42), Some(42));
+}
+
+fn partition(n: i32) -> PartitionMetrics {
+    PartitionMetrics {
+        topic: "orders".into(),
+        partition: n,
+        position: None,
+        committed_offset: None,
+        high_watermark: None,
+        last_stable_offset: None,
+        log_start_offset: None,
+        lag: None,
+        records_consumed: 0,
+        bytes_consumed: 0,
+        paused: false,
+        failing: None,
+        recovery: None,
+    }
+}
+
+fn snapshot() -> ConsumerMetrics {
+    ConsumerMetrics {
+        client_id: "billing-1".into(),
+        read_committed: true,
+        records_consumed_total: 12,
+        bytes_consumed_total: 340,
+        buffered_bytes: 1024,
+        fetch_buffer_held_bytes: 65_536,
+        fetch_buffer_max_bytes: 67_108_864,
+        group: Some(GroupMetrics {
+            group_id: "billing".into(),
+            state: "stable",
+            generation_id: Some(3),
+            member_id: Some("m-1".into()),
+            group_instance_id: None,
+            protocol: "classic",
+            assignor: Some("range".into()),
+            assigned_partitions: 2,
+            rebalance_count: 2,
+            last_rebalance: Some(LastRebalance {
+                reason: "the subscription changed".into(),
+                duration: Duration::from_millis(3_250),
+            }),
+            rejoin_reason: None,
+            since_last_poll: Duration::from_millis(1_500),
+            max_poll_interval: Duration::from_secs(300),
+        }),
+        partitions: vec![
+            PartitionMetrics {
+                position: Some(40),
+                committed_offset: Some(30),
+                high_watermark: Some(100),
+                last_stable_offset: Some(90),
+                log_start_offset: Some(0),
+                lag: Some(50),
+                records_consumed: 12,
+                bytes_consumed: 340,
+                paused: true,
+                failing: Some(Failing {
+                    since: Duration::from_millis(2_000),
+                    last_error: Some("NOT_LEADER_OR_FOLLOWER".into()),
+                }),
+                recovery: Some(RecoveryMetrics {
+                    backlog: 500,
+                    failing: None,
+                }),
+                ..partition(0)
+            },
+            partition(1),
+        ],
+    }
+}
+
+#[test]
+fn the_json_names_each_value_and_leaves_what_is_unknown_null() {
+    let v: Value = serde_json::from_str(&snapshot().to_json_string()).unwrap();
+    let want = json!({
+        "type": "consumer",
+        "client_id": "billing-1",
+        "isolation_level": "read_committed",
+        "records_consumed_total": 12,
+        "bytes_consumed_total": 340,
+        "buffered_bytes": 1024,
+        "fetch_buffer_held_bytes": 65536,
+        "fetch_buffer_max_bytes": 67108864,
+        "assigned_partitions": 2,
+        "group": {
+            "group_id": "billing",
+            "state": "stable",
+            "generation_id": 3,
+            "member_id": "m-1",
+            "group_instance_id": null,
+            "protocol": "classic",
+            "assignor": "range",
+            "assigned_partitions": 2,
+            "rebalance_cnt": 2,
+            "rebalance_reason": "the subscription changed",
+            "rebalance_duration_ms": 3250,
+            "rejoin_reason": null,
+            "last_poll_ms_ago": 1500,
+            "max_poll_interval_ms": 300000,
+        },
+        "partitions": [
+            {
+                "topic": "orders", "partition": 0,
+                "position": 40, "committed_offset": 30,
+                "hi_offset": 100, "ls_offset": 90, "lo_offset": 0,
+                "consumer_lag": 50,
+                "records_consumed": 12, "bytes_consumed": 340,
+                "paused": true,
+                "failing_for_ms": 2000, "last_error": "NOT_LEADER_OR_FOLLOWER",
+                "recovery": {"backlog": 500, "failing_for_ms": null, "last_error": null},
+            },
+            {
+                "topic": "orders", "partition": 1,
+                "position": null, "committed_offset": null,
+                "hi_offset": null, "ls_offset": null, "lo_offset": null,
+                "consumer_lag": null,
+                "records_consumed": 0, "bytes_consumed": 0,
+                "paused": false,
+                "failing_for_ms": null, "last_error": null,
+                "recovery": null,
+            },
+        ],
+    });
+    assert_eq!(v, want);
+}
+
+#[test]
+fn a_consumer_outside_a_group_renders_no_group() {
+    let m = ConsumerMetrics {
+        read_committed: false,
+        group: None,
+        partitions: vec![],
+        ..snapshot()
+    };
+    let v = m.to_json();
+    assert_eq!(v["group"], Value::Null);
+    assert_eq!(v["isolation_level"], "read_uncommitted");
+    assert_eq!(v["assigned_partitions"], 0);
+}

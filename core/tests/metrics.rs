@@ -1,0 +1,433 @@
+//! The consumer's metrics against a real broker: each partition's position, committed offset,
+//! lag and deliveries counted against what the test produced, consumed and committed; the group
+//! member's rebalance count as a second member joins; and the JSON rendering.
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use lagless::metrics::{ConsumerMetrics, PartitionMetrics};
+use lagless::{Consumer, OffsetAndMetadata, TopicPartition};
+use serde_json::Value;
+use support::*;
+
+const PER_PARTITION: usize = 20;
+
+fn at(offset: i64) -> OffsetAndMetadata {
+    OffsetAndMetadata {
+        offset,
+        metadata: String::new(),
+    }
+}
+
+fn partition<'a>(m: &'a ConsumerMetrics, tp: &TopicPartition) -> &'a PartitionMetrics {
+    m.partitions
+        .iter()
+        .find(|p| p.topic == tp.topic && p.partition == tp.partition)
+        .unwrap_or_else(|| panic!("{tp} is in the metrics"))
+}
+
+/// Every number in the JSON is a real value: no negative stands for "unknown" (that is null).
+fn assert_no_negative(v: &Value, path: &str) {
+    match v {
+        Value::Number(n) => assert!(
+            n.as_i64().is_none_or(|i| i >= 0),
+            "{path} is {n}: a negative number where null would say unknown"
+        ),
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                assert_no_negative(x, &format!("{path}[{i}]"));
+            }
+        }
+        Value::Object(o) => {
+            for (k, x) in o {
+                assert_no_negative(x, &format!("{path}.{k}"));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Each partition in the JSON: a lag only where both the position and the end offset are known.
+fn assert_lag_only_where_known(v: &Value) {
+    let parts = v["partitions"].as_array().expect("partitions is an array");
+    for p in parts {
+        let known = !p["position"].is_null() && !p["hi_offset"].is_null();
+        assert_eq!(!p["consumer_lag"].is_null(), known, "{p}");
+    }
+}
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn metrics_count_each_partitions_position_commit_lag_and_deliveries() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "metrics", 3);
+    let written = produce(&bs, &topic, 3, PER_PARTITION);
+    assert_eq!(
+        written.values().map(|o| o.len()).sum::<usize>(),
+        3 * PER_PARTITION
+    );
+    let group = unique_name("metrics-g");
+    let c = consumer(
+        &bs,
+        &[
+            ("group.id", &group),
+            ("enable.auto.commit", "false"),
+            ("auto.offset.reset", "earliest"),
+            ("max.poll.records", "7"),
+        ],
+    );
+    let tps: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new(&topic, p)).collect();
+    c.assign(&tps).unwrap();
+
+    // At once, before the partitions' first fetches: whatever is not known yet is null.
+    let early = c.metrics().to_json();
+    assert_no_negative(&early, "$");
+    assert_lag_only_where_known(&early);
+    assert_eq!(early["assigned_partitions"], 3);
+    assert_eq!(
+        early["group"],
+        Value::Null,
+        "a manual assignment has no member"
+    );
+
+    // Consume part: at least one record of each partition, about half in all.
+    let mut got: BTreeMap<i32, Vec<(i64, usize)>> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < 3 || got.values().map(Vec::len).sum::<usize>() < 3 * PER_PARTITION / 2 {
+        assert!(
+            Instant::now() < deadline,
+            "consumed only {got:?} within 60 s"
+        );
+        for r in c.poll(Duration::from_millis(200)).unwrap() {
+            let bytes =
+                r.key.as_ref().map_or(0, |k| k.len()) + r.value.as_ref().map_or(0, |v| v.len());
+            got.entry(r.partition).or_default().push((r.offset, bytes));
+        }
+    }
+    let consumed: usize = got.values().map(Vec::len).sum();
+    // Commit some: partition 0 at an offset of the test's choosing, partition 1 at its position,
+    // partition 2 not at all.
+    let pos1 = c.position(&tps[1], None).unwrap();
+    c.commit_sync(
+        Some(&[(tps[0].clone(), at(3)), (tps[1].clone(), at(pos1))]),
+        None,
+    )
+    .unwrap();
+
+    let m = c.metrics();
+    let ends: BTreeMap<TopicPartition, i64> =
+        c.end_offsets(&tps, None).unwrap().into_iter().collect();
+    for tp in &tps {
+        let pm = partition(&m, tp);
+        let recs = &got[&tp.partition];
+        let position = c.position(tp, None).unwrap();
+        // Delivered in order from 0: the position is after the last one handed out.
+        assert_eq!(
+            recs.iter().map(|r| r.0).collect::<Vec<_>>(),
+            (0..recs.len() as i64).collect::<Vec<_>>()
+        );
+        assert_eq!(pm.position, Some(position), "{tp}");
+        assert_eq!(position, recs.len() as i64, "{tp}");
+        assert_eq!(pm.high_watermark, Some(ends[tp]), "{tp}");
+        assert_eq!(ends[tp], PER_PARTITION as i64);
+        assert_eq!(pm.lag, Some(ends[tp] - position), "{tp}");
+        assert_eq!(pm.records_consumed, recs.len() as u64, "{tp}");
+        assert_eq!(
+            pm.bytes_consumed,
+            recs.iter().map(|r| r.1 as u64).sum::<u64>(),
+            "{tp}"
+        );
+        assert!(!pm.paused);
+        assert_eq!(pm.failing, None, "{tp}");
+        assert_eq!(pm.recovery, None);
+        eprintln!(
+            "{tp}: position {position}, hi {:?}, lag {:?}, records {}, bytes {}",
+            pm.high_watermark, pm.lag, pm.records_consumed, pm.bytes_consumed
+        );
+    }
+    assert_eq!(partition(&m, &tps[0]).committed_offset, Some(3));
+    assert_eq!(partition(&m, &tps[1]).committed_offset, Some(pos1));
+    assert_eq!(partition(&m, &tps[2]).committed_offset, None);
+    // What the group holds agrees.
+    let committed = c.committed(&tps, None).unwrap();
+    assert_eq!(committed[0].1.as_ref().map(|o| o.offset), Some(3));
+    assert_eq!(committed[1].1.as_ref().map(|o| o.offset), Some(pos1));
+    assert_eq!(committed[2].1, None);
+
+    assert_eq!(m.records_consumed_total, consumed as u64);
+    assert_eq!(
+        m.bytes_consumed_total,
+        got.values().flatten().map(|r| r.1 as u64).sum::<u64>()
+    );
+    let total_lag: i64 = m.partitions.iter().map(|p| p.lag.unwrap()).sum();
+    assert_eq!(total_lag, (3 * PER_PARTITION - consumed) as i64);
+    assert!(m.fetch_buffer_max_bytes > 0);
+
+    let json: Value = serde_json::from_str(&m.to_json_string()).unwrap();
+    assert_no_negative(&json, "$");
+    assert_lag_only_where_known(&json);
+    assert_eq!(json["records_consumed_total"], consumed as u64);
+    assert_eq!(json["partitions"][0]["committed_offset"], 3);
+    assert_eq!(json["partitions"][2]["committed_offset"], Value::Null);
+
+    // A consumer that takes over partition 0 learns its committed offset from the lookup.
+    drop(c);
+    let next = consumer(
+        &bs,
+        &[
+            ("group.id", &group),
+            ("enable.auto.commit", "false"),
+            ("auto.offset.reset", "earliest"),
+        ],
+    );
+    next.assign(&tps[..1]).unwrap();
+    assert_eq!(next.position(&tps[0], None).unwrap(), 3);
+    assert_eq!(
+        partition(&next.metrics(), &tps[0]).committed_offset,
+        Some(3)
+    );
+    next.close(None).unwrap();
+    eprintln!("consumed {consumed} of {}", 3 * PER_PARTITION);
+}
+
+fn member(bs: &str, group: &str) -> Consumer {
+    consumer(
+        bs,
+        &[
+            ("group.id", group),
+            ("group.protocol", "classic"),
+            ("partition.assignment.strategy", "range"),
+            ("auto.offset.reset", "earliest"),
+            ("session.timeout.ms", "6000"),
+            ("heartbeat.interval.ms", "500"),
+            ("max.poll.interval.ms", "30000"),
+        ],
+    )
+}
+
+/// Polls both members until `done` holds of the first one's metrics; returns them.
+fn poll_until(
+    what: &str,
+    members: &[&Consumer],
+    mut done: impl FnMut(&ConsumerMetrics) -> bool,
+) -> ConsumerMetrics {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        for m in members {
+            m.poll(Duration::from_millis(50)).unwrap();
+        }
+        let m = members[0].metrics();
+        if done(&m) {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "{what} within 60 s: {m:?}");
+    }
+}
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_second_member_joining_counts_one_rebalance_on_the_first() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "metrics-rebalance", 3);
+    let group = unique_name("metrics-rebalance-g");
+    let a = member(&bs, &group);
+    a.subscribe(&[&topic], None).unwrap();
+    let before = a
+        .metrics()
+        .group
+        .expect("a subscribed consumer is a member");
+    assert_eq!(before.rebalance_count, 0);
+    assert_eq!(before.protocol, "classic");
+    assert!(before.since_last_poll <= before.max_poll_interval);
+    let one = poll_until("the first member owns all 3 partitions", &[&a], |m| {
+        m.group
+            .as_ref()
+            .is_some_and(|g| g.state == "stable" && g.assigned_partitions == 3)
+    });
+    let g1 = one.group.unwrap();
+    assert_eq!(g1.rebalance_count, 1);
+    let first = g1.last_rebalance.clone().expect("a rebalance completed");
+    assert_eq!(first.reason, "the subscription changed");
+    assert!(g1.member_id.is_some() && g1.generation_id.is_some());
+    assert_eq!(g1.assignor.as_deref(), Some("range"));
+    assert_eq!(g1.max_poll_interval, Duration::from_secs(30));
+
+    let b = member(&bs, &group);
+    b.subscribe(&[&topic], None).unwrap();
+    let two = poll_until(
+        "the partitions are shared by both members",
+        &[&a, &b],
+        |m| {
+            let bm = b.metrics().group.unwrap();
+            m.group.as_ref().is_some_and(|g| {
+                g.state == "stable"
+                    && bm.state == "stable"
+                    && g.generation_id == bm.generation_id
+                    && g.assigned_partitions + bm.assigned_partitions == 3
+                    && bm.assigned_partitions > 0
+            })
+        },
+    );
+    let g2 = two.group.unwrap();
+    assert_eq!(g2.rebalance_count, g1.rebalance_count + 1, "{g2:?}");
+    assert!(g2.generation_id > g1.generation_id);
+    assert_eq!(g2.assigned_partitions, two.partitions.len());
+    let bm = b.metrics().group.unwrap();
+    assert_eq!(bm.rebalance_count, 1);
+    eprintln!(
+        "first member: {} rebalances, last because {:?}, taking {:?}; second: {}",
+        g2.rebalance_count,
+        g2.last_rebalance.as_ref().map(|r| &r.reason),
+        g2.last_rebalance.as_ref().map(|r| r.duration),
+        bm.rebalance_count
+    );
+    let json = a.metrics().to_json();
+    assert_eq!(json["group"]["rebalance_cnt"], 2);
+    assert_no_negative(&json, "$");
+    b.close(None).unwrap();
+    a.close(None).unwrap();
+}
+
+/// Under read_committed the lag runs to the last stable offset: with a transaction open on the
+/// partition, `ls_offset` stays at its first record while `hi_offset` is past it, and a consumer
+/// that read everything below has no lag; once the transaction commits, it reads the rest.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn under_read_committed_the_lag_runs_to_the_last_stable_offset() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "metrics-lso", 1);
+    produce(&bs, &topic, 1, 10);
+    let p = producer(
+        &bs,
+        &[
+            ("transactional.id", &unique_name("metrics-tx")),
+            ("transaction.timeout.ms", "30000"),
+        ],
+    );
+    let t = Duration::from_secs(30);
+    p.init_transactions(t).unwrap();
+    p.begin_transaction().unwrap();
+    for i in 0..5 {
+        p.send(lagless::ProducerRecord::new(&topic, format!("tx{i}")).with_partition(0))
+            .unwrap();
+    }
+    p.flush(t).unwrap();
+    let c = consumer(
+        &bs,
+        &[
+            ("isolation.level", "read_committed"),
+            ("auto.offset.reset", "earliest"),
+            ("fetch.max.wait.ms", "100"),
+        ],
+    );
+    let tp = TopicPartition::new(&topic, 0);
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    let mut got = 0usize;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // The 10 committed records; then until a fetch answer names the open transaction's end.
+    let open = loop {
+        assert!(
+            Instant::now() < deadline,
+            "{got} records, {:?}",
+            c.metrics()
+        );
+        got += c.poll(Duration::from_millis(100)).unwrap().len();
+        let m = c.metrics();
+        let pm = partition(&m, &tp).clone();
+        if got == 10 && pm.high_watermark == Some(15) {
+            break pm;
+        }
+    };
+    assert_eq!(open.last_stable_offset, Some(10));
+    assert_eq!(open.position, Some(10));
+    assert_eq!(
+        open.lag,
+        Some(0),
+        "read_committed: nothing to read below the LSO"
+    );
+    p.commit_transaction(t).unwrap();
+    // 5 records and the commit marker at offset 15: the LSO and the high watermark reach 16.
+    let done = loop {
+        assert!(
+            Instant::now() < deadline,
+            "{got} records, {:?}",
+            c.metrics()
+        );
+        got += c.poll(Duration::from_millis(100)).unwrap().len();
+        let m = c.metrics();
+        let pm = partition(&m, &tp).clone();
+        if got == 15 && pm.last_stable_offset == Some(16) && pm.position == Some(16) {
+            break pm;
+        }
+    };
+    assert_eq!(done.high_watermark, Some(16));
+    assert_eq!(done.lag, Some(0));
+    assert_eq!(done.records_consumed, 15);
+    eprintln!("open transaction: {open:?}\ncommitted: {done:?}");
+    p.close(t).unwrap();
+    c.close(None).unwrap();
+}
+
+/// KIP-848 (`group.protocol=consumer`): the member's epoch is its generation, and the
+/// reconciliations that change what it owns count as its rebalances.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_consumer_protocol_member_counts_its_rebalances_as_a_second_member_joins() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "metrics-kip848", 3);
+    let group = unique_name("metrics-kip848-g");
+    let settings = [
+        ("group.id", group.as_str()),
+        ("group.protocol", "consumer"),
+        ("auto.offset.reset", "earliest"),
+    ];
+    let a = consumer(&bs, &settings);
+    a.subscribe(&[&topic], None).unwrap();
+    let one = poll_until("the first member owns all 3 partitions", &[&a], |m| {
+        m.group
+            .as_ref()
+            .is_some_and(|g| g.state == "stable" && g.assigned_partitions == 3)
+    });
+    let g1 = one.group.unwrap();
+    assert_eq!(g1.protocol, "consumer");
+    assert!(g1.generation_id.is_some_and(|e| e > 0), "{g1:?}");
+    assert!(g1.member_id.is_some());
+    assert!(g1.rebalance_count >= 1, "{g1:?}");
+    let b = consumer(&bs, &settings);
+    b.subscribe(&[&topic], None).unwrap();
+    let two = poll_until(
+        "the partitions are shared by both members",
+        &[&a, &b],
+        |m| {
+            let bm = b.metrics().group.unwrap();
+            m.group.as_ref().is_some_and(|g| {
+                g.state == "stable"
+                    && bm.state == "stable"
+                    && g.assigned_partitions + bm.assigned_partitions == 3
+                    && bm.assigned_partitions > 0
+            })
+        },
+    );
+    let g2 = two.group.unwrap();
+    assert!(
+        g2.rebalance_count > g1.rebalance_count,
+        "{g1:?} then {g2:?}"
+    );
+    assert!(g2.generation_id > g1.generation_id);
+    eprintln!(
+        "consumer protocol: first member {} rebalances after joining, {} after the second joined \
+         (epoch {:?} -> {:?}, last because {:?})",
+        g1.rebalance_count,
+        g2.rebalance_count,
+        g1.generation_id,
+        g2.generation_id,
+        g2.last_rebalance.as_ref().map(|r| &r.reason)
+    );
+    b.close(None).unwrap();
+    a.close(None).unwrap();
+}
