@@ -11,6 +11,7 @@ mod consume;
 mod output;
 mod produce;
 mod settings;
+mod verifiable;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -87,6 +88,13 @@ enum Command {
     Consume(ConsumeArgs),
     /// Write records read from stdin (or files), one per line.
     Produce(ProduceArgs),
+    /// Kafka's VerifiableProducer: its flags, its JSON events on stdout (for Kafka's system
+    /// tests and harnesses built for them).
+    #[command(name = "verifiable-producer")]
+    VerifiableProducer(verifiable::ProducerArgs),
+    /// Kafka's VerifiableConsumer: its flags, its JSON events on stdout.
+    #[command(name = "verifiable-consumer")]
+    VerifiableConsumer(verifiable::ConsumerArgs),
 }
 
 #[derive(Args)]
@@ -153,6 +161,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> i32 {
         Command::Group(c) => admin::group(&cli.common, c),
         Command::Consume(a) => consume::run(&cli.common, a),
         Command::Produce(a) => produce::run(&cli.common, a),
+        Command::VerifiableProducer(a) => verifiable::produce(a),
+        Command::VerifiableConsumer(a) => verifiable::consume(a),
     };
     match result {
         Ok(()) => 0,

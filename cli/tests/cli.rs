@@ -219,8 +219,9 @@ fn produced_lines_come_back_as_json_with_keys_and_headers() {
     assert_eq!(ends, N as i64);
 }
 
-/// Kafka's kafka-consumer-groups answer for `group`: partition -> (current, end, lag).
-fn java_describe(bootstrap: &str, group: &str) -> LagRows {
+/// Runs one of Kafka's own tools (`class`, from the jars tests/kafka_broker.py fetched) with
+/// `args`; its stdout (stderr dropped: the tools log there).
+fn java_tool(class: &str, args: &[&str]) -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let fetch = Command::new("python3")
         .arg(root.join("tests/kafka_broker.py"))
@@ -243,18 +244,26 @@ fn java_describe(bootstrap: &str, group: &str) -> LagRows {
         ])
         .arg("-cp")
         .arg(format!("{lib}/*"))
-        .arg("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand")
-        .args([
+        .arg(class)
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Kafka's kafka-consumer-groups answer for `group`: partition -> (current, end, lag).
+fn java_describe(bootstrap: &str, group: &str) -> LagRows {
+    let text = java_tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &[
             "--bootstrap-server",
             bootstrap,
             "--describe",
             "--group",
             group,
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+        ],
+    );
     // GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header: Vec<&str> = lines
@@ -422,4 +431,281 @@ fn reset_offsets_is_a_dry_run_until_execute_and_refused_with_members() {
     member.close(Some(T)).unwrap();
     let kept: Vec<i64> = committed(&b, &group).into_values().collect();
     assert_eq!(kept, vec![3, 3]);
+}
+
+/// The JSON events of a verifiable tool's stdout (lines that are not JSON, such as log lines,
+/// are skipped, as Kafka's system tests do).
+fn events(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("name").is_some())
+        .collect()
+}
+
+fn named<'a>(events: &'a [serde_json::Value], name: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["name"] == name).collect()
+}
+
+/// Per event name, the field names it carries (and, for lists of objects, those objects' field
+/// names as `field[].inner`): what a harness reading the events depends on.
+fn schema(events: &[serde_json::Value]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in events {
+        let fields = out
+            .entry(e["name"].as_str().unwrap().to_string())
+            .or_default();
+        for (k, v) in e.as_object().unwrap() {
+            fields.insert(k.clone());
+            for item in v.as_array().into_iter().flatten() {
+                for inner in item.as_object().into_iter().flat_map(|o| o.keys()) {
+                    fields.insert(format!("{k}[].{inner}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The values a verifiable producer's events say were acknowledged, checked: startup first,
+/// `n` distinct successes at distinct offsets, shutdown and tool_data with sent = acked = n.
+fn acknowledged(tool: &str, events: &[serde_json::Value], n: usize) -> BTreeSet<String> {
+    assert_eq!(
+        events.first().map(|e| &e["name"]),
+        Some(&serde_json::json!("startup_complete")),
+        "{tool}"
+    );
+    let ok = named(events, "producer_send_success");
+    let at: BTreeSet<(i64, i64)> = ok
+        .iter()
+        .map(|e| {
+            (
+                e["partition"].as_i64().unwrap(),
+                e["offset"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (ok.len(), at.len()),
+        (n, n),
+        "{tool}: successes, distinct offsets"
+    );
+    assert!(named(events, "producer_send_error").is_empty(), "{tool}");
+    assert_eq!(named(events, "shutdown_complete").len(), 1, "{tool}");
+    let data = named(events, "tool_data");
+    assert_eq!(data.len(), 1, "{tool}");
+    assert_eq!(
+        (data[0]["sent"].as_u64(), data[0]["acked"].as_u64()),
+        (Some(n as u64), Some(n as u64)),
+        "{tool}"
+    );
+    ok.iter()
+        .map(|e| e["value"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The values a verifiable consumer's events (with --verbose) say it consumed, checked: startup
+/// first and shutdown last, an assignment, records_consumed counts adding up to `n`, and every
+/// commit a success.
+fn consumed(tool: &str, events: &[serde_json::Value], n: usize) -> BTreeSet<String> {
+    assert_eq!(
+        events.first().map(|e| &e["name"]),
+        Some(&serde_json::json!("startup_complete")),
+        "{tool}"
+    );
+    assert_eq!(
+        events.last().map(|e| &e["name"]),
+        Some(&serde_json::json!("shutdown_complete")),
+        "{tool}"
+    );
+    assert!(!named(events, "partitions_assigned").is_empty(), "{tool}");
+    let counted: u64 = named(events, "records_consumed")
+        .iter()
+        .flat_map(|e| e["partitions"].as_array().unwrap())
+        .map(|p| p["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, n as u64, "{tool}: records_consumed");
+    let commits = named(events, "offsets_committed");
+    assert!(!commits.is_empty(), "{tool}");
+    assert!(
+        commits.iter().all(|c| c["success"] == true),
+        "{tool}: {commits:?}"
+    );
+    let records = named(events, "record_data");
+    assert_eq!(records.len(), n, "{tool}: record_data");
+    records
+        .iter()
+        .map(|e| e["value"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn the_verifiable_pair_speaks_the_java_tools_events_and_loses_nothing() {
+    const N: usize = 300;
+    let bootstrap = bootstrap();
+    let b = bootstrap.as_str();
+    let (from_lagless, from_java) = (new_topic(b, "vp-lagless", 3), new_topic(b, "vp-java", 3));
+    let n = N.to_string();
+    let producer_args = |topic: &str| -> Vec<String> {
+        [
+            "--topic",
+            topic,
+            "--bootstrap-server",
+            b,
+            "--max-messages",
+            &n,
+            "--repeating-keys",
+            "7",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let args = producer_args(&from_lagless);
+    let mut cmd: Vec<&str> = vec!["verifiable-producer"];
+    cmd.extend(args.iter().map(String::as_str));
+    let lagless_produced = events(&ok(lagless(&cmd, None)));
+    let args = producer_args(&from_java);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let java_produced = events(&java_tool(
+        "org.apache.kafka.tools.VerifiableProducer",
+        &args,
+    ));
+    let all: BTreeSet<String> = (0..N).map(|i| i.to_string()).collect();
+    assert_eq!(acknowledged("lagless", &lagless_produced, N), all);
+    assert_eq!(acknowledged("java", &java_produced, N), all);
+    assert_eq!(
+        schema(&lagless_produced),
+        schema(&java_produced),
+        "producer events"
+    );
+
+    // Each consumer reads what the other side's producer wrote.
+    let (g_lagless, g_java) = (unique("vc-lagless"), unique("vc-java"));
+    let lagless_consumed = events(&ok(lagless(
+        &[
+            "verifiable-consumer",
+            "--topic",
+            &from_java,
+            "--group-id",
+            &g_lagless,
+            "--bootstrap-server",
+            b,
+            "--max-messages",
+            &n,
+            "--verbose",
+            "--session-timeout",
+            "10000",
+        ],
+        None,
+    )));
+    let java_consumed = events(&java_tool(
+        "org.apache.kafka.tools.VerifiableConsumer",
+        &[
+            "--topic",
+            &from_lagless,
+            "--group-id",
+            &g_java,
+            "--bootstrap-server",
+            b,
+            "--max-messages",
+            &n,
+            "--verbose",
+            "--session-timeout",
+            "10000",
+        ],
+    ));
+    assert_eq!(
+        consumed("lagless", &lagless_consumed, N),
+        all,
+        "lagless read what Java wrote"
+    );
+    assert_eq!(
+        consumed("java", &java_consumed, N),
+        all,
+        "Java read what lagless wrote"
+    );
+    // The lagless member committed every partition to its end.
+    let ends: i64 = committed(b, &g_lagless).values().sum();
+    assert_eq!(ends, N as i64);
+    let (ls, js) = (schema(&lagless_consumed), schema(&java_consumed));
+    for name in [
+        "startup_complete",
+        "partitions_assigned",
+        "records_consumed",
+        "record_data",
+        "offsets_committed",
+        "shutdown_complete",
+    ] {
+        assert_eq!(ls.get(name), js.get(name), "consumer event {name}");
+    }
+    // Without --max-messages the consumer runs until stopped: SIGTERM ends it as Java's
+    // shutdown hook does (close, shutdown_complete, exit status 0).
+    let g_stopped = unique("vc-sigterm");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lagless"))
+        .args([
+            "verifiable-consumer",
+            "--topic",
+            &from_java,
+            "--group-id",
+            &g_stopped,
+        ])
+        .args(["--bootstrap-server", b])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (stdout, pid) = (child.stdout.take().unwrap(), child.id().to_string());
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let (mut lines, mut counted, mut stopped) = (Vec::new(), 0, false);
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if let Ok(e) = serde_json::from_str::<serde_json::Value>(&line) {
+                if e["name"] == "records_consumed" {
+                    counted += e["count"].as_u64().unwrap();
+                }
+                // Everything read and committed: stop it.
+                if counted == N as u64 && e["name"] == "offsets_committed" && !stopped {
+                    stopped = Command::new("kill")
+                        .args(["-TERM", &pid])
+                        .status()
+                        .unwrap()
+                        .success();
+                }
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the verifiable consumer did not end within 60 s of its start");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stopped = events(&reader.join().unwrap().join("\n"));
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        stopped.last().map(|e| &e["name"]),
+        Some(&serde_json::json!("shutdown_complete"))
+    );
+    assert!(
+        !named(&stopped, "partitions_revoked").is_empty(),
+        "closed as a member: revoked"
+    );
+    assert_eq!(committed(b, &g_stopped).values().sum::<i64>(), N as i64);
+    println!(
+        "verifiable pair: {N} produced and acknowledged by each, each read by the other; events: \
+         lagless producer {}, Java producer {}, lagless consumer {}, Java consumer {}",
+        lagless_produced.len(),
+        java_produced.len(),
+        lagless_consumed.len(),
+        java_consumed.len()
+    );
 }
