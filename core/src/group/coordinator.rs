@@ -209,8 +209,7 @@ impl GroupDriver {
     /// Hands what the group protocol heard to the member ([`Membership::on_answer`]): the one
     /// way a protocol's answers change the member's state.
     pub(crate) fn report(&self, answer: ProtocolAnswer) -> Reply {
-        let wakes = answer.wakes_poll();
-        let reply = self.membership().on_answer(answer);
+        let (reply, wakes) = self.group_member().on_answer(answer);
         if wakes {
             (self.on_change)();
         }
@@ -365,10 +364,13 @@ impl GroupDriver {
                 tick
             })
             .await;
-            let (enabled, generation) = {
-                let m = self.membership();
-                (m.heartbeats_enabled(), m.generation().clone())
+            // What the heartbeat sends is read here, with the rest, so the protocol reads
+            // nothing off the member while it sends.
+            let (enabled, input) = {
+                let m = self.group_member();
+                (m.membership.heartbeats_enabled(), m.heartbeat_input())
             };
+            let generation = &input.generation;
             // Always set (from the driver's creation on).
             let last_poll = self.last_poll.get().unwrap_or_else(Instant::now);
             let follow_up_since = self.follow_up_since.get();
@@ -417,15 +419,12 @@ impl GroupDriver {
                     .request_timeout
                     .min(self.config.session_timeout),
             );
-            let answer = self
-                .group_protocol
-                .heartbeat(&self, &generation, deadline)
-                .await;
+            let answer = self.group_protocol.heartbeat(&self, &input, deadline).await;
             let outcome = match answer {
                 Ok(code) => {
                     let next = self.group_protocol.heartbeat_answered(
                         &mut self.membership(),
-                        &generation,
+                        generation,
                         code,
                     );
                     let outcome = match next {

@@ -25,7 +25,8 @@ use crate::backoff::Retry;
 use crate::cluster::Metadata;
 use crate::error::{Error, Result};
 use crate::group::assignor::RebalanceProtocol;
-use crate::group::member::Membership;
+use crate::group::group_protocol::HeartbeatInput;
+use crate::group::member::{Membership, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::{AssignmentBasis, MetadataSnapshot};
 use crate::group::rebalance::changes_after_join;
 use crate::group::step::{
@@ -210,6 +211,38 @@ impl GroupMember {
     /// The topics of the subscription (for a pattern, those that matched so far).
     pub fn subscribed(&self) -> &BTreeSet<String> {
         &self.subscribed
+    }
+
+    /// What a heartbeat sends of the member ([`HeartbeatInput`]), read in one look.
+    pub fn heartbeat_input(&self) -> HeartbeatInput {
+        HeartbeatInput {
+            generation: self.membership.generation().clone(),
+            subscribed: self.subscribed.iter().cloned().collect(),
+            owned: self.owned.clone(),
+        }
+    }
+
+    /// What the group protocol heard, applied ([`Membership::on_answer`]): the member's reply,
+    /// and whether `poll()` must look at the member again. A KIP-848 assignment
+    /// ([`ProtocolAnswer::MemberAssignment`]) is compared here with what the member owns when
+    /// the answer is applied: a rejoin only when it differs or names a topic the metadata does
+    /// not know yet (the rejoin looks it up; franz-go 1.21.6 missed such partitions until
+    /// restart).
+    pub fn on_answer(&mut self, answer: ProtocolAnswer) -> (Reply, bool) {
+        let answer = match answer {
+            ProtocolAnswer::MemberAssignment {
+                assigned,
+                unknown_topics,
+            } => {
+                if !unknown_topics && assigned == self.owned {
+                    return (Reply::Next(Next::Continue), false);
+                }
+                ProtocolAnswer::AssignmentChanged
+            }
+            answer => answer,
+        };
+        let wakes = answer.wakes_poll();
+        (self.membership.on_answer(answer), wakes)
     }
 
     /// The one way the member changes: `event` at `now`, and what the consumer carries out.

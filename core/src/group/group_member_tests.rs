@@ -652,3 +652,80 @@ fn a_subscription_change_asks_for_a_rejoin_with_the_new_topics() {
     assert_eq!(input.topics, vec!["b".to_string()]);
     assert_eq!(input.reason, "the subscription changed");
 }
+
+#[test]
+fn a_heartbeat_sends_the_generation_subscription_and_owned_partitions_read_in_one_look() {
+    let now = Instant::now();
+    let m = owning(Cooperative, &[("a", 2), ("a", 0)], now);
+    assert_eq!(
+        m.heartbeat_input(),
+        HeartbeatInput {
+            generation: Generation {
+                generation_id: 1,
+                member_id: "m-1".into(),
+                protocol: Some("p".into()),
+            },
+            subscribed: vec!["a".to_string()],
+            owned: tps(&[("a", 0), ("a", 2)]),
+        }
+    );
+    // A member that never joined sends no generation and owns nothing.
+    let fresh = member(Cooperative, false, now);
+    let input = fresh.heartbeat_input();
+    assert_eq!(input.generation, Generation::none());
+    assert!(input.subscribed.is_empty() && input.owned.is_empty());
+}
+
+/// KIP-848: the coordinator's assignment (named) is compared with what the member owns when
+/// the answer is applied; only a difference, or a topic the metadata does not know yet, asks
+/// for a rejoin and wakes `poll()`.
+#[test]
+fn a_coordinator_assignment_asks_for_a_rejoin_only_when_it_differs_from_what_is_owned() {
+    let now = Instant::now();
+    /// The coordinator's assignment, whether it names an unknown topic, and whether the member
+    /// rejoins.
+    type Case = (&'static [(&'static str, i32)], bool, bool);
+    let table: &[Case] = &[
+        (&[("a", 0), ("a", 1)], false, false),
+        (&[("a", 0), ("a", 1)], true, true),
+        (&[("a", 0)], false, true),
+        (&[("a", 0), ("a", 1), ("a", 2)], false, true),
+        (&[], false, true),
+    ];
+    for (assigned, unknown_topics, rejoin) in table {
+        let mut m = owning(Cooperative, &[("a", 0), ("a", 1)], now);
+        assert!(!m.membership.rejoin_needed());
+        let (reply, wakes) = m.on_answer(ProtocolAnswer::MemberAssignment {
+            assigned: tps(assigned),
+            unknown_topics: *unknown_topics,
+        });
+        let case = format!("{assigned:?} unknown={unknown_topics}");
+        assert_eq!(m.membership.rejoin_needed(), *rejoin, "{case}");
+        assert_eq!(wakes, *rejoin, "{case}");
+        let expected = if *rejoin {
+            Next::JoinAgain
+        } else {
+            Next::Continue
+        };
+        assert_eq!(reply, Reply::Next(expected), "{case}");
+    }
+}
+
+/// Other answers go to the protocol's half unchanged, waking `poll()` as they say.
+#[test]
+fn other_protocol_answers_are_applied_by_the_membership() {
+    let now = Instant::now();
+    let mut m = owning(Cooperative, &[("a", 0)], now);
+    let (reply, wakes) = m.on_answer(ProtocolAnswer::MemberEpoch {
+        sent_epoch: 1,
+        epoch: 2,
+    });
+    assert!(!wakes);
+    let Reply::Generation(g) = reply else {
+        panic!("expected the generation, got {reply:?}")
+    };
+    assert_eq!(g.generation_id, 2);
+    let (reply, wakes) = m.on_answer(ProtocolAnswer::AssignmentChanged);
+    assert!(wakes);
+    assert_eq!(reply, Reply::Next(Next::JoinAgain));
+}
