@@ -16,7 +16,7 @@ use crate::config::{ConsumerConfig, GroupProtocolKind};
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, RebalanceProtocol};
 use crate::group::classic::Classic;
-use crate::group::group_member::{GroupMember, MemberSettings};
+use crate::group::group_member::{GroupMember, MemberSettings, MemberView};
 use crate::group::group_protocol::{GroupProtocol, JoinAttempt};
 use crate::group::heartbeat::{
     heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, SharedInstant,
@@ -41,6 +41,9 @@ pub(crate) struct GroupDriver {
     /// The member's whole state ([`GroupMember`]): the consumer's steps, the join, the
     /// heartbeat and the commits all read and change it here.
     member: Mutex<GroupMember>,
+    /// What the member's last change left, for readers that do not take its lock
+    /// ([`MemberView`]); refreshed as each access to `member` ends ([`MemberGuard`]).
+    view: tokio::sync::watch::Sender<MemberView>,
     /// Counts the accesses to `member`: group steps that found nothing to do stand only
     /// while it is unchanged (`consumer::group::IdleSteps`).
     membership_accesses: Arc<AtomicU64>,
@@ -74,8 +77,35 @@ pub(crate) struct GroupDriver {
 /// The leader epoch of `offset` of a partition, for a commit (-1: unknown).
 pub(crate) type LeaderEpochs = Arc<dyn Fn(&TopicPartition, i64) -> i32 + Send + Sync>;
 
+/// [`GroupDriver::group_member`]: the member's lock; as it is let go, the member's
+/// [`MemberView`] is brought up to date, so the view never lags a change once its lock is free.
+pub(crate) struct MemberGuard<'a> {
+    member: MutexGuard<'a, GroupMember>,
+    view: &'a tokio::sync::watch::Sender<MemberView>,
+}
+
+impl Deref for MemberGuard<'_> {
+    type Target = GroupMember;
+    fn deref(&self) -> &GroupMember {
+        &self.member
+    }
+}
+
+impl DerefMut for MemberGuard<'_> {
+    fn deref_mut(&mut self) -> &mut GroupMember {
+        &mut self.member
+    }
+}
+
+impl Drop for MemberGuard<'_> {
+    fn drop(&mut self) {
+        let member = &*self.member;
+        self.view.send_if_modified(|view| member.refresh_view(view));
+    }
+}
+
 /// [`GroupDriver::membership`]: the member's lock, reaching only its protocol half.
-pub(crate) struct MembershipGuard<'a>(MutexGuard<'a, GroupMember>);
+pub(crate) struct MembershipGuard<'a>(MemberGuard<'a>);
 
 impl Deref for MembershipGuard<'_> {
     type Target = Membership;
@@ -169,9 +199,11 @@ impl GroupDriver {
             Instant::now(),
         );
         let created = Instant::now();
+        let (view, _) = tokio::sync::watch::channel(member.view());
         Ok(Arc::new(GroupDriver {
             group_id,
             protocol,
+            view,
             member: Mutex::new(member),
             membership_accesses,
             cluster,
@@ -194,9 +226,18 @@ impl GroupDriver {
     /// The member's state. Every access counts (`membership_accesses`), so a caller that read
     /// the count after its own steps sees by its change any access begun since (one under way
     /// as it read is missed for at most `consumer::group::IDLE_STEPS_STAND_FOR`).
-    pub fn group_member(&self) -> MutexGuard<'_, GroupMember> {
+    pub fn group_member(&self) -> MemberGuard<'_> {
         self.membership_accesses.fetch_add(1, Ordering::AcqRel);
-        self.member.lock().unpoisoned()
+        MemberGuard {
+            member: self.member.lock().unpoisoned(),
+            view: &self.view,
+        }
+    }
+
+    /// `read` of the member's [`MemberView`], without the member's lock: what the last access
+    /// to the member left. (Not counted in `membership_accesses`: reading changes nothing.)
+    pub fn read_view<R>(&self, read: impl FnOnce(&MemberView) -> R) -> R {
+        read(&self.view.borrow())
     }
 
     /// The protocol's half of the member's state ([`GroupMember::membership`]), as the group

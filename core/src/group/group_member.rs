@@ -26,7 +26,7 @@ use crate::cluster::Metadata;
 use crate::error::{Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::group_protocol::HeartbeatInput;
-use crate::group::member::{Membership, Next, ProtocolAnswer, Reply};
+use crate::group::member::{Generation, Membership, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::{AssignmentBasis, MetadataSnapshot};
 use crate::group::rebalance::changes_after_join;
 use crate::group::step::{
@@ -149,6 +149,27 @@ pub(crate) enum Effect {
     ReadyTaken(usize),
 }
 
+/// What the consumer's commit paths and its application calls read of the member without
+/// taking the member's lock: published as every access to the member ends
+/// ([`GroupMember::refresh_view`]), so it is what the last change left.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MemberView {
+    /// The generation the member is in (or joining with).
+    pub generation: Generation,
+    /// The generation a commit goes out with now, or why none can
+    /// ([`Membership::commit_generation`]).
+    pub commit_generation: Result<Generation>,
+    /// The member holds its partitions in the generation it was assigned them in
+    /// ([`Membership::owned_generation`]): auto-commit sends only then.
+    pub owns_in_generation: bool,
+    /// The member holds no generation ([`Membership::holds_no_generation`]): what it owns is
+    /// lost, not revoked.
+    pub holds_no_generation: bool,
+    pub owned: BTreeSet<TopicPartition>,
+    /// The topics of the subscription (for a pattern, those that matched so far).
+    pub subscribed: BTreeSet<String>,
+}
+
 /// The group member (see the module's words).
 pub(crate) struct GroupMember {
     /// The protocol's half: the group protocol and the heartbeat report their answers to it.
@@ -203,14 +224,60 @@ impl GroupMember {
         }
     }
 
-    /// The partitions the member owns.
+    /// The partitions the member owns (the consumer reads them in its [`MemberView`]).
+    #[cfg(test)]
     pub fn owned(&self) -> &BTreeSet<TopicPartition> {
         &self.owned
     }
 
-    /// The topics of the subscription (for a pattern, those that matched so far).
+    /// The topics of the subscription (the consumer reads them in its [`MemberView`]).
+    #[cfg(test)]
     pub fn subscribed(&self) -> &BTreeSet<String> {
         &self.subscribed
+    }
+
+    /// The member as [`MemberView`] shows it.
+    pub fn view(&self) -> MemberView {
+        let m = &self.membership;
+        MemberView {
+            generation: m.generation().clone(),
+            commit_generation: m.commit_generation(false),
+            owns_in_generation: m.owned_generation().is_some(),
+            holds_no_generation: m.holds_no_generation(),
+            owned: self.owned.clone(),
+            subscribed: self.subscribed.clone(),
+        }
+    }
+
+    /// Brings `view` up to date with the member, copying only what changed: whether anything
+    /// did (readers are told only then).
+    pub fn refresh_view(&self, view: &mut MemberView) -> bool {
+        let m = &self.membership;
+        let mut changed = false;
+        let mut set = |field: &mut bool, now: bool| {
+            changed |= *field != now;
+            *field = now;
+        };
+        set(&mut view.owns_in_generation, m.owned_generation().is_some());
+        set(&mut view.holds_no_generation, m.holds_no_generation());
+        if view.generation != *m.generation() {
+            view.generation = m.generation().clone();
+            changed = true;
+        }
+        let commit_generation = m.commit_generation(false);
+        if view.commit_generation != commit_generation {
+            view.commit_generation = commit_generation;
+            changed = true;
+        }
+        if view.owned != self.owned {
+            view.owned = self.owned.clone();
+            changed = true;
+        }
+        if view.subscribed != self.subscribed {
+            view.subscribed = self.subscribed.clone();
+            changed = true;
+        }
+        changed
     }
 
     /// What a heartbeat sends of the member ([`HeartbeatInput`]), read in one look.

@@ -729,3 +729,43 @@ fn other_protocol_answers_are_applied_by_the_membership() {
     assert!(wakes);
     assert_eq!(reply, Reply::Next(Next::JoinAgain));
 }
+
+/// The view the commit paths read without the member's lock: what the member shows, copied
+/// again only when something in it changed.
+#[test]
+fn the_view_follows_the_member_and_is_refreshed_only_when_it_changed() {
+    let now = Instant::now();
+    let fresh = member(Cooperative, false, now);
+    let mut view = fresh.view();
+    assert_eq!(view.generation, Generation::none());
+    assert!(view.commit_generation.is_err());
+    assert!(!view.owns_in_generation && view.holds_no_generation);
+    assert!(view.owned.is_empty() && view.subscribed.is_empty());
+    assert!(!fresh.refresh_view(&mut view));
+
+    let mut m = owning(Cooperative, &[("a", 1), ("a", 0)], now);
+    assert!(m.refresh_view(&mut view));
+    assert_eq!(view, m.view());
+    assert_eq!(view.generation.generation_id, 1);
+    assert_eq!(view.commit_generation.as_ref().unwrap().generation_id, 1);
+    assert!(view.owns_in_generation && !view.holds_no_generation);
+    assert_eq!(view.owned, tps(&[("a", 0), ("a", 1)]));
+    assert_eq!(view.subscribed, ["a".to_string()].into_iter().collect());
+    assert!(!m.refresh_view(&mut view));
+
+    // Fenced: the member holds no generation; nothing can be committed for what it owns.
+    let sent = m.membership.generation().clone();
+    m.membership.on_heartbeat(&sent, codes::UNKNOWN_MEMBER_ID);
+    assert!(m.refresh_view(&mut view));
+    assert_eq!(view, m.view());
+    assert!(view.holds_no_generation && !view.owns_in_generation);
+    assert!(view.commit_generation.is_err());
+    assert_eq!(view.owned, tps(&[("a", 0), ("a", 1)]));
+
+    // Releasing what it owned changes the view again.
+    let owned = m.owned().clone();
+    m.handle(Event::Released(&owned), now);
+    assert!(m.refresh_view(&mut view));
+    assert!(view.owned.is_empty());
+    assert!(!m.refresh_view(&mut view));
+}

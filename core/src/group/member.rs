@@ -212,11 +212,6 @@ impl Membership {
         &self.generation
     }
 
-    /// The static member id (`group.instance.id`), if any.
-    pub fn group_instance_id(&self) -> Option<&str> {
-        self.group_instance_id.as_deref()
-    }
-
     /// Whether a rebalance was asked for and the next `poll()` should start it.
     pub fn rejoin_needed(&self) -> bool {
         self.rejoin_needed
