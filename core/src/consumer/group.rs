@@ -336,7 +336,7 @@ impl Consumer {
         self.idle_steps.clear();
         driver.touch_poll();
         // (Finished async commits' callbacks: each caller runs them just before the steps.)
-        if let Some(e) = driver.membership().fatal().cloned() {
+        if let Some(e) = driver.read_view(|m| m.fatal.clone()) {
             return Err(e);
         }
         let _steps = CallerSteps::begin(&self.group);

@@ -405,12 +405,9 @@ impl GroupDriver {
                 tick
             })
             .await;
-            // What the heartbeat sends is read here, with the rest, so the protocol reads
-            // nothing off the member while it sends.
-            let (enabled, input) = {
-                let m = self.group_member();
-                (m.membership.heartbeats_enabled(), m.heartbeat_input())
-            };
+            // What the heartbeat sends is read here, with the rest, off the member's view (not
+            // its lock), so the protocol reads nothing off the member while it sends.
+            let (enabled, input) = self.read_view(|v| (v.heartbeats_enabled, v.heartbeat_input()));
             let generation = &input.generation;
             // Always set (from the driver's creation on).
             let last_poll = self.last_poll.get().unwrap_or_else(Instant::now);

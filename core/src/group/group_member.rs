@@ -168,6 +168,21 @@ pub(crate) struct MemberView {
     pub owned: BTreeSet<TopicPartition>,
     /// The topics of the subscription (for a pattern, those that matched so far).
     pub subscribed: BTreeSet<String>,
+    /// The member heartbeats ([`Membership::heartbeats_enabled`]).
+    pub heartbeats_enabled: bool,
+    /// The error the member cannot go on from, which every `poll()` reports.
+    pub fatal: Option<Error>,
+}
+
+impl MemberView {
+    /// What a heartbeat sends of the member ([`HeartbeatInput`]).
+    pub fn heartbeat_input(&self) -> HeartbeatInput {
+        HeartbeatInput {
+            generation: self.generation.clone(),
+            subscribed: self.subscribed.iter().cloned().collect(),
+            owned: self.owned.clone(),
+        }
+    }
 }
 
 /// The group member (see the module's words).
@@ -246,6 +261,8 @@ impl GroupMember {
             holds_no_generation: m.holds_no_generation(),
             owned: self.owned.clone(),
             subscribed: self.subscribed.clone(),
+            heartbeats_enabled: m.heartbeats_enabled(),
+            fatal: m.fatal().cloned(),
         }
     }
 
@@ -260,6 +277,11 @@ impl GroupMember {
         };
         set(&mut view.owns_in_generation, m.owned_generation().is_some());
         set(&mut view.holds_no_generation, m.holds_no_generation());
+        set(&mut view.heartbeats_enabled, m.heartbeats_enabled());
+        if view.fatal.as_ref() != m.fatal() {
+            view.fatal = m.fatal().cloned();
+            changed = true;
+        }
         if view.generation != *m.generation() {
             view.generation = m.generation().clone();
             changed = true;
@@ -278,15 +300,6 @@ impl GroupMember {
             changed = true;
         }
         changed
-    }
-
-    /// What a heartbeat sends of the member ([`HeartbeatInput`]), read in one look.
-    pub fn heartbeat_input(&self) -> HeartbeatInput {
-        HeartbeatInput {
-            generation: self.membership.generation().clone(),
-            subscribed: self.subscribed.iter().cloned().collect(),
-            owned: self.owned.clone(),
-        }
     }
 
     /// What the group protocol heard, applied ([`Membership::on_answer`]): the member's reply,

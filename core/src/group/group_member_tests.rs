@@ -657,8 +657,9 @@ fn a_subscription_change_asks_for_a_rejoin_with_the_new_topics() {
 fn a_heartbeat_sends_the_generation_subscription_and_owned_partitions_read_in_one_look() {
     let now = Instant::now();
     let m = owning(Cooperative, &[("a", 2), ("a", 0)], now);
+    assert!(m.view().heartbeats_enabled);
     assert_eq!(
-        m.heartbeat_input(),
+        m.view().heartbeat_input(),
         HeartbeatInput {
             generation: Generation {
                 generation_id: 1,
@@ -671,7 +672,8 @@ fn a_heartbeat_sends_the_generation_subscription_and_owned_partitions_read_in_on
     );
     // A member that never joined sends no generation and owns nothing.
     let fresh = member(Cooperative, false, now);
-    let input = fresh.heartbeat_input();
+    assert!(!fresh.view().heartbeats_enabled);
+    let input = fresh.view().heartbeat_input();
     assert_eq!(input.generation, Generation::none());
     assert!(input.subscribed.is_empty() && input.owned.is_empty());
 }
@@ -760,6 +762,8 @@ fn the_view_follows_the_member_and_is_refreshed_only_when_it_changed() {
     assert_eq!(view, m.view());
     assert!(view.holds_no_generation && !view.owns_in_generation);
     assert!(view.commit_generation.is_err());
+    assert!(!view.heartbeats_enabled);
+    assert_eq!(view.fatal, None);
     assert_eq!(view.owned, tps(&[("a", 0), ("a", 1)]));
 
     // Releasing what it owned changes the view again.
@@ -768,4 +772,19 @@ fn the_view_follows_the_member_and_is_refreshed_only_when_it_changed() {
     assert!(m.refresh_view(&mut view));
     assert!(view.owned.is_empty());
     assert!(!m.refresh_view(&mut view));
+}
+
+/// A fatal answer reaches the view, which every `poll()` reads before its steps.
+#[test]
+fn a_fatal_error_of_the_member_shows_in_its_view() {
+    let now = Instant::now();
+    let mut m = owning(Cooperative, &[("a", 0)], now);
+    let mut view = m.view();
+    assert_eq!(view.fatal, None);
+    let sent = m.membership.generation().clone();
+    let next = m.membership.on_heartbeat(&sent, codes::FENCED_INSTANCE_ID);
+    assert!(matches!(next, Next::Fatal(_)), "{next:?}");
+    assert!(m.refresh_view(&mut view));
+    assert_eq!(view.fatal.as_ref(), m.membership.fatal());
+    assert!(view.fatal.is_some());
 }
