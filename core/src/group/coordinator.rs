@@ -236,6 +236,8 @@ impl GroupDriver {
 
     /// `read` of the member's [`MemberView`], without the member's lock: what the last access
     /// to the member left. (Not counted in `membership_accesses`: reading changes nothing.)
+    /// `read` must not reach the member itself: the view stays read-locked while it runs, and
+    /// an access to the member ends by writing the view.
     pub fn read_view<R>(&self, read: impl FnOnce(&MemberView) -> R) -> R {
         read(&self.view.borrow())
     }
