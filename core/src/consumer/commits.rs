@@ -11,7 +11,7 @@ use crate::consumer::Consumer;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::GroupDriver;
-use crate::group::member::Next;
+use crate::group::member::{Generation, Next};
 use crate::offsets::{AsyncCommitDone, MergedCommit};
 use crate::protocol;
 use crate::protocol::msg::OffsetCommitRequest;
@@ -204,13 +204,14 @@ impl Consumer {
         );
         let mut g = self.group.lock().unpoisoned();
         if let Some(l) = g.as_mut() {
-            let member = l.driver.group_member();
-            for (tp, om, r) in res {
-                // A late answer for a partition given up since is not this member's to keep.
-                if r.is_ok() && member.owned().contains(tp) {
-                    l.last_committed.insert(tp.clone(), om.clone());
+            l.driver.read_view(|member| {
+                for (tp, om, r) in res {
+                    // A late answer for a partition given up since is not this member's to keep.
+                    if r.is_ok() && member.owned.contains(tp) {
+                        l.last_committed.insert(tp.clone(), om.clone());
+                    }
                 }
-            }
+            });
         }
     }
 
@@ -243,12 +244,9 @@ impl Consumer {
             if Instant::now() < local.next_auto_commit {
                 return;
             }
-            let owned = {
-                let m = driver.group_member();
-                if m.membership.owned_generation().is_none() {
-                    return;
-                }
-                m.owned().clone()
+            let Some(owned) = driver.read_view(|m| m.owns_in_generation.then(|| m.owned.clone()))
+            else {
+                return;
             };
             local.next_auto_commit = Instant::now() + self.shared.config.auto_commit_interval;
             // `last_committed` is updated when the group has taken them (note_committed): a
@@ -371,6 +369,15 @@ impl GroupDriver {
         self.commit_with(offsets, deadline, true).await
     }
 
+    /// The generation a commit goes out with now, read off the member's view (not its lock);
+    /// none for a committer of manually assigned partitions.
+    fn commit_generation(&self) -> Result<Generation> {
+        if self.simple {
+            return Ok(Generation::none());
+        }
+        self.read_view(|v| v.commit_generation.clone())
+    }
+
     /// OffsetCommit, retried until `deadline` when `retries`, else sent once. Not
     /// `backoff::retry_until`: one answer may accept some partitions and refuse others, and
     /// only the refused ones whose error allows it are sent again.
@@ -383,7 +390,7 @@ impl GroupDriver {
         if offsets.is_empty() {
             return Ok(Vec::new());
         }
-        let mut generation = self.membership().commit_generation(self.simple)?;
+        let mut generation = self.commit_generation()?;
         let mut pending: Vec<(TopicPartition, OffsetAndMetadata)> = offsets.to_vec();
         let mut results: CommitResults = Vec::new();
         let mut retry = Retry::new(self.cluster.backoff());
@@ -393,8 +400,7 @@ impl GroupDriver {
         loop {
             if !after_join.is_empty() {
                 let newer = self
-                    .membership()
-                    .commit_generation(self.simple)
+                    .commit_generation()
                     .ok()
                     .filter(|g| g.generation_id > generation.generation_id);
                 if let Some(g) = newer {

@@ -170,11 +170,7 @@ impl Consumer {
         g.as_ref()
             .map(|l| {
                 l.driver
-                    .group_member()
-                    .subscribed()
-                    .iter()
-                    .cloned()
-                    .collect()
+                    .read_view(|m| m.subscribed.iter().cloned().collect())
             })
             .unwrap_or_default()
     }
@@ -207,14 +203,13 @@ impl Consumer {
     pub fn group_metadata(&self) -> Option<GroupMetadata> {
         let g = self.group.lock().unpoisoned();
         let local = g.as_ref()?;
-        let m = local.driver.membership();
-        let generation = m.generation();
+        let generation = local.driver.read_view(|m| m.generation.clone());
         Some(GroupMetadata {
             group_id: local.driver.group_id.clone(),
             generation_id: generation.generation_id,
-            member_id: generation.member_id.clone(),
-            group_instance_id: m.group_instance_id().map(str::to_string),
-            protocol: generation.protocol.clone(),
+            member_id: generation.member_id,
+            group_instance_id: local.driver.config.group_instance_id.clone(),
+            protocol: generation.protocol,
         })
     }
 
@@ -341,7 +336,7 @@ impl Consumer {
         self.idle_steps.clear();
         driver.touch_poll();
         // (Finished async commits' callbacks: each caller runs them just before the steps.)
-        if let Some(e) = driver.membership().fatal().cloned() {
+        if let Some(e) = driver.read_view(|m| m.fatal.clone()) {
             return Err(e);
         }
         let _steps = CallerSteps::begin(&self.group);
@@ -486,10 +481,7 @@ impl Consumer {
         let driver = self.driver()?;
         let _steps = CallerSteps::begin(&self.group);
         let mut errors = None;
-        let (owned, lost) = {
-            let m = driver.group_member();
-            (m.owned().clone(), m.membership.holds_no_generation())
-        };
+        let (owned, lost) = driver.read_view(|m| (m.owned.clone(), m.holds_no_generation));
         match listener {
             Some(d) if lost => self.lose(d, owned, &mut errors).await,
             Some(d) => self.revoke(d, owned, deadline, &mut errors).await,

@@ -135,6 +135,11 @@ fn a_cooperative_member_through_the_seam_revokes_only_what_moves_and_loses_after
             .generation_id,
         1
     );
+    // What commits read without the member's lock is what the member says.
+    assert_eq!(
+        d.read_view(|v| v.commit_generation.clone()),
+        d.membership().commit_generation(false)
+    );
 
     // The coordinator rebalances; t-0 moves away: only it is revoked, then the member joins
     // again without it (KIP-429's second join) and keeps t-1 throughout.
@@ -171,6 +176,12 @@ fn a_cooperative_member_through_the_seam_revokes_only_what_moves_and_loses_after
         ]
     );
     assert_eq!(generation(&c), (4, "m-2".to_string()));
+    assert_eq!(
+        d.read_view(|v| v.commit_generation.clone())
+            .unwrap()
+            .generation_id,
+        4
+    );
 
     // Close gives the partitions up, then leaves with the member id.
     c.close(Some(Duration::from_secs(5))).expect("close");

@@ -50,6 +50,7 @@ impl Consumer {
         let since_last_poll = driver
             .last_poll()
             .map_or_else(Default::default, |t| now.saturating_duration_since(t));
+        let assigned_partitions = driver.read_view(|v| v.owned.len());
         let member = driver.peek_member();
         let m = &member.membership;
         let generation = m.generation();
@@ -60,13 +61,13 @@ impl Consumer {
             state: member_state_name(state),
             generation_id: (generation.generation_id >= 0).then_some(generation.generation_id),
             member_id: (!generation.member_id.is_empty()).then(|| generation.member_id.clone()),
-            group_instance_id: m.group_instance_id().map(str::to_string),
+            group_instance_id: config.group_instance_id.clone(),
             protocol: match config.group_protocol {
                 GroupProtocolKind::Classic => "classic",
                 GroupProtocolKind::Consumer => "consumer",
             },
             assignor: generation.protocol.clone(),
-            assigned_partitions: member.owned().len(),
+            assigned_partitions,
             rebalance_count: member.rebalances.completed,
             last_rebalance: member.rebalances.last.as_ref().map(|(reason, duration)| {
                 LastRebalance {

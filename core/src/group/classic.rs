@@ -11,7 +11,7 @@ use crate::backoff::Deadline;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{Assignor, LearnerIntent, MemberSubscription};
 use crate::group::coordinator::GroupDriver;
-use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolFuture};
+use crate::group::group_protocol::{GroupProtocol, HeartbeatInput, JoinAttempt, ProtocolFuture};
 use crate::group::member::{Generation, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::step::{JoinInput, JoinOutcome};
@@ -58,10 +58,11 @@ impl GroupProtocol for Classic {
     fn heartbeat<'a>(
         &'a self,
         driver: &'a GroupDriver,
-        generation: &'a Generation,
+        input: &'a HeartbeatInput,
         deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<i16>> {
         Box::pin(async move {
+            let generation = &input.generation;
             let conn = driver.coordinator(deadline).await?;
             let req = protocol::group::heartbeat(
                 driver.member(&generation.member_id),

@@ -26,16 +26,19 @@ use uuid::Uuid;
 
 use crate::backoff::Deadline;
 use crate::cluster::Metadata;
+use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::GroupDriver;
-use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolFuture};
+use crate::group::group_protocol::{GroupProtocol, HeartbeatInput, JoinAttempt, ProtocolFuture};
 use crate::group::member::{Generation, Membership, Next, ProtocolAnswer, Reply};
 use crate::group::step::{JoinInput, JoinOutcome};
 use crate::protocol::consumer_group::{
     consumer_group_heartbeat, name_assignment, read_answer, MemberHeartbeat, MemberHeartbeatAnswer,
     TopicIds, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
 };
+use crate::protocol::group::Member;
+use crate::protocol::msg::ConsumerGroupHeartbeatRequest;
 use crate::sync::Unpoisoned;
 use crate::types::TopicPartition;
 
@@ -73,36 +76,20 @@ impl ConsumerGroup {
         }
     }
 
-    /// Sends one ConsumerGroupHeartbeat of `member_id` at `epoch` with the member's state.
+    /// Sends one ConsumerGroupHeartbeat ([`heartbeat_request`]) and remembers what its answer
+    /// says for the requests to come.
     async fn send(
         &self,
         d: &GroupDriver,
-        member_id: &str,
-        epoch: i32,
-        input: Option<&JoinInput>,
+        sent: &Sent<'_>,
         deadline: Deadline,
     ) -> Result<MemberHeartbeatAnswer> {
         let conn = d.coordinator(deadline).await?;
-        let (subscribed, owned) = match input {
-            Some(i) => (i.topics.clone(), i.owned.clone()),
-            None => {
-                let m = d.group_member();
-                (m.subscribed().iter().cloned().collect(), m.owned().clone())
-            }
-        };
-        let ids = topic_ids(&d.cluster.metadata());
-        let req = consumer_group_heartbeat(
-            &MemberHeartbeat {
-                member: d.member(member_id),
-                epoch,
-                rebalance_timeout_ms: i32::try_from(d.config.max_poll_interval.as_millis())
-                    .unwrap_or(i32::MAX),
-                subscribed: &subscribed,
-                server_assignor: d.config.group_remote_assignor.as_deref(),
-                rack_id: d.config.common.client_rack.as_deref(),
-                owned: &owned,
-            },
-            &ids,
+        let req = heartbeat_request(
+            &d.config,
+            &d.group_id,
+            sent,
+            &topic_ids(&d.cluster.metadata()),
         );
         let resp = conn
             .call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1)))
@@ -142,13 +129,16 @@ impl ConsumerGroup {
         }
     }
 
-    /// Whether the coordinator's last assignment differs from what the member owns, or names a
-    /// topic the consumer's metadata does not know yet (created since it last asked): the
-    /// rejoin that follows looks it up (franz-go 1.21.6 missed such partitions until restart).
-    fn assignment_differs(&self, d: &GroupDriver) -> bool {
+    /// The coordinator's last assignment as the member takes it: in names, and whether it
+    /// names a topic the consumer's metadata does not know yet (created since it last asked),
+    /// which the member compares with what it owns ([`ProtocolAnswer::MemberAssignment`]).
+    fn assignment_heard(&self, d: &GroupDriver) -> ProtocolAnswer {
         let by_id = self.state.lock().unpoisoned().assignment.clone();
-        let (named, unknown) = name_assignment(&by_id, &topic_ids(&d.cluster.metadata()));
-        !unknown.is_empty() || named != *d.group_member().owned()
+        let (assigned, unknown) = name_assignment(&by_id, &topic_ids(&d.cluster.metadata()));
+        ProtocolAnswer::MemberAssignment {
+            assigned,
+            unknown_topics: !unknown.is_empty(),
+        }
     }
 }
 
@@ -176,7 +166,13 @@ impl GroupProtocol for ConsumerGroup {
             if epoch == JOIN_EPOCH {
                 self.state.lock().unpoisoned().assignment.clear();
             }
-            let answer = match self.send(d, &member_id, epoch, Some(input), deadline).await {
+            let sent = Sent {
+                member_id: &member_id,
+                epoch,
+                subscribed: &input.topics,
+                owned: &input.owned,
+            };
+            let answer = match self.send(d, &sent, deadline).await {
                 Ok(a) => a,
                 Err(e) => {
                     d.coordinator_unknown("ConsumerGroupHeartbeat failed");
@@ -216,27 +212,26 @@ impl GroupProtocol for ConsumerGroup {
     fn heartbeat<'a>(
         &'a self,
         d: &'a GroupDriver,
-        generation: &'a Generation,
+        input: &'a HeartbeatInput,
         deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<i16>> {
         Box::pin(async move {
-            let answer = self
-                .send(
-                    d,
-                    &generation.member_id,
-                    generation.generation_id,
-                    None,
-                    deadline,
-                )
-                .await?;
+            let generation = &input.generation;
+            let sent = Sent {
+                member_id: &generation.member_id,
+                epoch: generation.generation_id,
+                subscribed: &input.subscribed,
+                owned: &input.owned,
+            };
+            let answer = self.send(d, &sent, deadline).await?;
             if answer.error_code == codes::NONE {
                 d.report(ProtocolAnswer::MemberEpoch {
                     sent_epoch: generation.generation_id,
                     epoch: answer.epoch,
                 });
-                if self.assignment_differs(d) {
-                    d.report(ProtocolAnswer::AssignmentChanged);
-                }
+                // The member compares it with what it owns when the answer is applied (not
+                // with `input.owned`, which a join applied meanwhile may have changed).
+                d.report(self.assignment_heard(d));
             }
             Ok(answer.error_code)
         })
@@ -263,7 +258,11 @@ impl GroupProtocol for ConsumerGroup {
             // Epoch -2: the coordinator keeps the member's assignment until its session
             // expires, for the member that comes back with the same group.instance.id.
             let answer = self
-                .send(d, &generation.member_id, STATIC_LEAVE_EPOCH, None, deadline)
+                .send(
+                    d,
+                    &Sent::leaving(&generation.member_id, STATIC_LEAVE_EPOCH),
+                    deadline,
+                )
                 .await?;
             match answer.error_code {
                 codes::NONE => Ok(()),
@@ -283,10 +282,64 @@ impl GroupProtocol for ConsumerGroup {
         deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<i16>> {
         Box::pin(async move {
-            let answer = self.send(d, member_id, LEAVE_EPOCH, None, deadline).await?;
+            let answer = self
+                .send(d, &Sent::leaving(member_id, LEAVE_EPOCH), deadline)
+                .await?;
             Ok(answer.error_code)
         })
     }
+}
+
+/// What one request says of the member: its id and epoch, and what its caller read off the
+/// member (the join's input, or the heartbeat's [`HeartbeatInput`]).
+#[derive(Debug)]
+struct Sent<'a> {
+    member_id: &'a str,
+    epoch: i32,
+    subscribed: &'a [String],
+    owned: &'a BTreeSet<TopicPartition>,
+}
+
+/// No subscription and no partitions: a leaving request (epoch -1 or -2) carries neither.
+static NOTHING_OWNED: BTreeSet<TopicPartition> = BTreeSet::new();
+
+impl<'a> Sent<'a> {
+    fn leaving(member_id: &'a str, epoch: i32) -> Sent<'a> {
+        Sent {
+            member_id,
+            epoch,
+            subscribed: &[],
+            owned: &NOTHING_OWNED,
+        }
+    }
+}
+
+/// The ConsumerGroupHeartbeat `sent` makes in group `group_id` with the consumer's `config`
+/// (rebalance timeout, server-side assignor, rack, static membership) and the topic `ids`
+/// metadata knows.
+fn heartbeat_request(
+    config: &ConsumerConfig,
+    group_id: &str,
+    sent: &Sent<'_>,
+    ids: &TopicIds,
+) -> ConsumerGroupHeartbeatRequest {
+    consumer_group_heartbeat(
+        &MemberHeartbeat {
+            member: Member {
+                group_id,
+                member_id: sent.member_id,
+                instance_id: config.group_instance_id.as_deref(),
+            },
+            epoch: sent.epoch,
+            rebalance_timeout_ms: i32::try_from(config.max_poll_interval.as_millis())
+                .unwrap_or(i32::MAX),
+            subscribed: sent.subscribed,
+            server_assignor: config.group_remote_assignor.as_deref(),
+            rack_id: config.common.client_rack.as_deref(),
+            owned: sent.owned,
+        },
+        ids,
+    )
 }
 
 /// The topic ids metadata knows, by name.
@@ -323,6 +376,127 @@ fn follow(d: &GroupDriver, reply: Reply, answer: &MemberHeartbeatAnswer) -> Join
                 tracing::warn!(group = %d.group_id, error = %fatal, broker_says = %m, "joining the group failed");
             }
             JoinAttempt::Fatal(fatal)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn tps(list: &[(&str, i32)]) -> BTreeSet<TopicPartition> {
+        list.iter()
+            .map(|(t, p)| TopicPartition::new(*t, *p))
+            .collect()
+    }
+
+    fn config(pairs: &[(&str, &str)]) -> ConsumerConfig {
+        let mut all = vec![
+            ("bootstrap.servers", "127.0.0.1:9"),
+            ("group.id", "g"),
+            ("group.protocol", "consumer"),
+        ];
+        all.extend_from_slice(pairs);
+        ConsumerConfig::from_config(&Config::from_pairs(all).unwrap()).unwrap()
+    }
+
+    fn ids(list: &[(&str, u128)]) -> TopicIds {
+        list.iter()
+            .map(|(t, id)| (t.to_string(), Uuid::from_u128(*id)))
+            .collect()
+    }
+
+    /// The request is made from what the caller read off the member and the consumer's
+    /// configuration only: nothing of it comes from the member's state.
+    #[test]
+    fn a_heartbeat_request_carries_what_the_caller_read_off_the_member() {
+        let config = config(&[
+            ("group.instance.id", "static-1"),
+            ("group.remote.assignor", "uniform"),
+            ("client.rack", "rack-a"),
+            ("max.poll.interval.ms", "45000"),
+        ]);
+        let subscribed = vec!["a".to_string(), "b".to_string()];
+        let owned = tps(&[("b", 3), ("a", 1), ("a", 0)]);
+        let sent = Sent {
+            member_id: "m-7",
+            epoch: 12,
+            subscribed: &subscribed,
+            owned: &owned,
+        };
+        let req = heartbeat_request(&config, "g", &sent, &ids(&[("a", 1), ("b", 2)]));
+        assert_eq!(req.group_id.0.as_str(), "g");
+        assert_eq!(req.member_id.as_str(), "m-7");
+        assert_eq!(req.member_epoch, 12);
+        assert_eq!(req.instance_id.as_deref(), Some("static-1"));
+        assert_eq!(req.rebalance_timeout_ms, 45_000);
+        assert_eq!(req.server_assignor.as_deref(), Some("uniform"));
+        assert_eq!(req.rack_id.as_deref(), Some("rack-a"));
+        let names: Vec<&str> = req
+            .subscribed_topic_names
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|t| t.0.as_str())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        let owned: Vec<(Uuid, Vec<i32>)> = req
+            .topic_partitions
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.topic_id, t.partitions))
+            .collect();
+        assert_eq!(
+            owned,
+            vec![
+                (Uuid::from_u128(1), vec![0, 1]),
+                (Uuid::from_u128(2), vec![3])
+            ]
+        );
+    }
+
+    /// A join of a new member: epoch 0, its own member id, nothing owned yet; no static id,
+    /// assignor or rack configured: none is sent.
+    #[test]
+    fn a_join_request_of_a_new_member_owns_nothing() {
+        let config = config(&[]);
+        let subscribed = vec!["a".to_string()];
+        let owned = BTreeSet::new();
+        let sent = Sent {
+            member_id: "own-id",
+            epoch: JOIN_EPOCH,
+            subscribed: &subscribed,
+            owned: &owned,
+        };
+        let req = heartbeat_request(&config, "g", &sent, &ids(&[("a", 1)]));
+        assert_eq!(req.member_id.as_str(), "own-id");
+        assert_eq!(req.member_epoch, 0);
+        assert_eq!(req.instance_id, None);
+        assert_eq!(req.server_assignor, None);
+        assert_eq!(req.rack_id, None);
+        assert_eq!(req.subscribed_topic_names.as_ref().map(Vec::len), Some(1));
+        assert_eq!(req.topic_partitions.as_ref().map(Vec::len), Some(0));
+    }
+
+    /// Leaving (epoch -1) and a static member's leaving for a restart (epoch -2) say only who
+    /// leaves.
+    #[test]
+    fn leaving_requests_carry_no_subscription_and_no_partitions() {
+        let config = config(&[("group.instance.id", "static-1")]);
+        for epoch in [LEAVE_EPOCH, STATIC_LEAVE_EPOCH] {
+            let req = heartbeat_request(
+                &config,
+                "g",
+                &Sent::leaving("m-7", epoch),
+                &ids(&[("a", 1)]),
+            );
+            assert_eq!(req.member_id.as_str(), "m-7");
+            assert_eq!(req.member_epoch, epoch);
+            assert_eq!(req.instance_id.as_deref(), Some("static-1"));
+            assert!(req.subscribed_topic_names.is_none(), "epoch {epoch}");
+            assert!(req.topic_partitions.is_none(), "epoch {epoch}");
+            assert_eq!(req.rebalance_timeout_ms, -1);
         }
     }
 }

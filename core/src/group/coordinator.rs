@@ -16,7 +16,7 @@ use crate::config::{ConsumerConfig, GroupProtocolKind};
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, RebalanceProtocol};
 use crate::group::classic::Classic;
-use crate::group::group_member::{GroupMember, MemberSettings};
+use crate::group::group_member::{GroupMember, MemberSettings, MemberView};
 use crate::group::group_protocol::{GroupProtocol, JoinAttempt};
 use crate::group::heartbeat::{
     heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, SharedInstant,
@@ -41,6 +41,9 @@ pub(crate) struct GroupDriver {
     /// The member's whole state ([`GroupMember`]): the consumer's steps, the join, the
     /// heartbeat and the commits all read and change it here.
     member: Mutex<GroupMember>,
+    /// What the member's last change left, for readers that do not take its lock
+    /// ([`MemberView`]); refreshed as each access to `member` ends ([`MemberGuard`]).
+    view: tokio::sync::watch::Sender<MemberView>,
     /// Counts the accesses to `member`: group steps that found nothing to do stand only
     /// while it is unchanged (`consumer::group::IdleSteps`).
     membership_accesses: Arc<AtomicU64>,
@@ -74,8 +77,35 @@ pub(crate) struct GroupDriver {
 /// The leader epoch of `offset` of a partition, for a commit (-1: unknown).
 pub(crate) type LeaderEpochs = Arc<dyn Fn(&TopicPartition, i64) -> i32 + Send + Sync>;
 
+/// [`GroupDriver::group_member`]: the member's lock; as it is let go, the member's
+/// [`MemberView`] is brought up to date, so the view never lags a change once its lock is free.
+pub(crate) struct MemberGuard<'a> {
+    member: MutexGuard<'a, GroupMember>,
+    view: &'a tokio::sync::watch::Sender<MemberView>,
+}
+
+impl Deref for MemberGuard<'_> {
+    type Target = GroupMember;
+    fn deref(&self) -> &GroupMember {
+        &self.member
+    }
+}
+
+impl DerefMut for MemberGuard<'_> {
+    fn deref_mut(&mut self) -> &mut GroupMember {
+        &mut self.member
+    }
+}
+
+impl Drop for MemberGuard<'_> {
+    fn drop(&mut self) {
+        let member = &*self.member;
+        self.view.send_if_modified(|view| member.refresh_view(view));
+    }
+}
+
 /// [`GroupDriver::membership`]: the member's lock, reaching only its protocol half.
-pub(crate) struct MembershipGuard<'a>(MutexGuard<'a, GroupMember>);
+pub(crate) struct MembershipGuard<'a>(MemberGuard<'a>);
 
 impl Deref for MembershipGuard<'_> {
     type Target = Membership;
@@ -169,9 +199,11 @@ impl GroupDriver {
             Instant::now(),
         );
         let created = Instant::now();
+        let (view, _) = tokio::sync::watch::channel(member.view());
         Ok(Arc::new(GroupDriver {
             group_id,
             protocol,
+            view,
             member: Mutex::new(member),
             membership_accesses,
             cluster,
@@ -194,9 +226,20 @@ impl GroupDriver {
     /// The member's state. Every access counts (`membership_accesses`), so a caller that read
     /// the count after its own steps sees by its change any access begun since (one under way
     /// as it read is missed for at most `consumer::group::IDLE_STEPS_STAND_FOR`).
-    pub fn group_member(&self) -> MutexGuard<'_, GroupMember> {
+    pub fn group_member(&self) -> MemberGuard<'_> {
         self.membership_accesses.fetch_add(1, Ordering::AcqRel);
-        self.member.lock().unpoisoned()
+        MemberGuard {
+            member: self.member.lock().unpoisoned(),
+            view: &self.view,
+        }
+    }
+
+    /// `read` of the member's [`MemberView`], without the member's lock: what the last access
+    /// to the member left. (Not counted in `membership_accesses`: reading changes nothing.)
+    /// `read` must not reach the member itself: the view stays read-locked while it runs, and
+    /// an access to the member ends by writing the view.
+    pub fn read_view<R>(&self, read: impl FnOnce(&MemberView) -> R) -> R {
+        read(&self.view.borrow())
     }
 
     /// The member's state for a look that changes nothing (the consumer's metrics): not counted
@@ -221,8 +264,7 @@ impl GroupDriver {
     /// Hands what the group protocol heard to the member ([`Membership::on_answer`]): the one
     /// way a protocol's answers change the member's state.
     pub(crate) fn report(&self, answer: ProtocolAnswer) -> Reply {
-        let wakes = answer.wakes_poll();
-        let reply = self.membership().on_answer(answer);
+        let (reply, wakes) = self.group_member().on_answer(answer);
         if wakes {
             (self.on_change)();
         }
@@ -377,10 +419,10 @@ impl GroupDriver {
                 tick
             })
             .await;
-            let (enabled, generation) = {
-                let m = self.membership();
-                (m.heartbeats_enabled(), m.generation().clone())
-            };
+            // What the heartbeat sends is read here, with the rest, off the member's view (not
+            // its lock), so the protocol reads nothing off the member while it sends.
+            let (enabled, input) = self.read_view(|v| (v.heartbeats_enabled, v.heartbeat_input()));
+            let generation = &input.generation;
             // Always set (from the driver's creation on).
             let last_poll = self.last_poll.get().unwrap_or_else(Instant::now);
             let follow_up_since = self.follow_up_since.get();
@@ -429,15 +471,12 @@ impl GroupDriver {
                     .request_timeout
                     .min(self.config.session_timeout),
             );
-            let answer = self
-                .group_protocol
-                .heartbeat(&self, &generation, deadline)
-                .await;
+            let answer = self.group_protocol.heartbeat(&self, &input, deadline).await;
             let outcome = match answer {
                 Ok(code) => {
                     let next = self.group_protocol.heartbeat_answered(
                         &mut self.membership(),
-                        &generation,
+                        generation,
                         code,
                     );
                     let outcome = match next {

@@ -25,7 +25,8 @@ use crate::backoff::Retry;
 use crate::cluster::Metadata;
 use crate::error::{Error, Result};
 use crate::group::assignor::RebalanceProtocol;
-use crate::group::member::Membership;
+use crate::group::group_protocol::HeartbeatInput;
+use crate::group::member::{Generation, Membership, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::{AssignmentBasis, MetadataSnapshot};
 use crate::group::rebalance::changes_after_join;
 use crate::group::step::{
@@ -148,6 +149,42 @@ pub(crate) enum Effect {
     ReadyTaken(usize),
 }
 
+/// What the consumer's commit paths and its application calls read of the member without
+/// taking the member's lock: published as every access to the member ends
+/// ([`GroupMember::refresh_view`]), so it is what the last change left.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MemberView {
+    /// The generation the member is in (or joining with).
+    pub generation: Generation,
+    /// The generation a commit goes out with now, or why none can
+    /// ([`Membership::commit_generation`]).
+    pub commit_generation: Result<Generation>,
+    /// The member holds its partitions in the generation it was assigned them in
+    /// ([`Membership::owned_generation`]): auto-commit sends only then.
+    pub owns_in_generation: bool,
+    /// The member holds no generation ([`Membership::holds_no_generation`]): what it owns is
+    /// lost, not revoked.
+    pub holds_no_generation: bool,
+    pub owned: BTreeSet<TopicPartition>,
+    /// The topics of the subscription (for a pattern, those that matched so far).
+    pub subscribed: BTreeSet<String>,
+    /// The member heartbeats ([`Membership::heartbeats_enabled`]).
+    pub heartbeats_enabled: bool,
+    /// The error the member cannot go on from, which every `poll()` reports.
+    pub fatal: Option<Error>,
+}
+
+impl MemberView {
+    /// What a heartbeat sends of the member ([`HeartbeatInput`]).
+    pub fn heartbeat_input(&self) -> HeartbeatInput {
+        HeartbeatInput {
+            generation: self.generation.clone(),
+            subscribed: self.subscribed.iter().cloned().collect(),
+            owned: self.owned.clone(),
+        }
+    }
+}
+
 /// The group member (see the module's words).
 pub(crate) struct GroupMember {
     /// The protocol's half: the group protocol and the heartbeat report their answers to it.
@@ -231,14 +268,90 @@ impl GroupMember {
         }
     }
 
-    /// The partitions the member owns.
+    /// The partitions the member owns (the consumer reads them in its [`MemberView`]).
+    #[cfg(test)]
     pub fn owned(&self) -> &BTreeSet<TopicPartition> {
         &self.owned
     }
 
-    /// The topics of the subscription (for a pattern, those that matched so far).
+    /// The topics of the subscription (the consumer reads them in its [`MemberView`]).
+    #[cfg(test)]
     pub fn subscribed(&self) -> &BTreeSet<String> {
         &self.subscribed
+    }
+
+    /// The member as [`MemberView`] shows it.
+    pub fn view(&self) -> MemberView {
+        let m = &self.membership;
+        MemberView {
+            generation: m.generation().clone(),
+            commit_generation: m.commit_generation(false),
+            owns_in_generation: m.owned_generation().is_some(),
+            holds_no_generation: m.holds_no_generation(),
+            owned: self.owned.clone(),
+            subscribed: self.subscribed.clone(),
+            heartbeats_enabled: m.heartbeats_enabled(),
+            fatal: m.fatal().cloned(),
+        }
+    }
+
+    /// Brings `view` up to date with the member, copying only what changed: whether anything
+    /// did (readers are told only then).
+    pub fn refresh_view(&self, view: &mut MemberView) -> bool {
+        let m = &self.membership;
+        let mut changed = false;
+        let mut set = |field: &mut bool, now: bool| {
+            changed |= *field != now;
+            *field = now;
+        };
+        set(&mut view.owns_in_generation, m.owned_generation().is_some());
+        set(&mut view.holds_no_generation, m.holds_no_generation());
+        set(&mut view.heartbeats_enabled, m.heartbeats_enabled());
+        if view.fatal.as_ref() != m.fatal() {
+            view.fatal = m.fatal().cloned();
+            changed = true;
+        }
+        if view.generation != *m.generation() {
+            view.generation = m.generation().clone();
+            changed = true;
+        }
+        let commit_generation = m.commit_generation(false);
+        if view.commit_generation != commit_generation {
+            view.commit_generation = commit_generation;
+            changed = true;
+        }
+        if view.owned != self.owned {
+            view.owned = self.owned.clone();
+            changed = true;
+        }
+        if view.subscribed != self.subscribed {
+            view.subscribed = self.subscribed.clone();
+            changed = true;
+        }
+        changed
+    }
+
+    /// What the group protocol heard, applied ([`Membership::on_answer`]): the member's reply,
+    /// and whether `poll()` must look at the member again. A KIP-848 assignment
+    /// ([`ProtocolAnswer::MemberAssignment`]) is compared here with what the member owns when
+    /// the answer is applied: a rejoin only when it differs or names a topic the metadata does
+    /// not know yet (the rejoin looks it up; franz-go 1.21.6 missed such partitions until
+    /// restart).
+    pub fn on_answer(&mut self, answer: ProtocolAnswer) -> (Reply, bool) {
+        let answer = match answer {
+            ProtocolAnswer::MemberAssignment {
+                assigned,
+                unknown_topics,
+            } => {
+                if !unknown_topics && assigned == self.owned {
+                    return (Reply::Next(Next::Continue), false);
+                }
+                ProtocolAnswer::AssignmentChanged
+            }
+            answer => answer,
+        };
+        let wakes = answer.wakes_poll();
+        (self.membership.on_answer(answer), wakes)
     }
 
     /// The one way the member changes: `event` at `now`, and what the consumer carries out.

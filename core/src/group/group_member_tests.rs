@@ -718,3 +718,139 @@ fn a_rebalance_counts_once_its_join_is_applied_with_its_reason_and_duration() {
         Some(("asked by the test".to_string(), Duration::from_millis(40)))
     );
 }
+
+#[test]
+fn a_heartbeat_sends_the_generation_subscription_and_owned_partitions_read_in_one_look() {
+    let now = Instant::now();
+    let m = owning(Cooperative, &[("a", 2), ("a", 0)], now);
+    assert!(m.view().heartbeats_enabled);
+    assert_eq!(
+        m.view().heartbeat_input(),
+        HeartbeatInput {
+            generation: Generation {
+                generation_id: 1,
+                member_id: "m-1".into(),
+                protocol: Some("p".into()),
+            },
+            subscribed: vec!["a".to_string()],
+            owned: tps(&[("a", 0), ("a", 2)]),
+        }
+    );
+    // A member that never joined sends no generation and owns nothing.
+    let fresh = member(Cooperative, false, now);
+    assert!(!fresh.view().heartbeats_enabled);
+    let input = fresh.view().heartbeat_input();
+    assert_eq!(input.generation, Generation::none());
+    assert!(input.subscribed.is_empty() && input.owned.is_empty());
+}
+
+/// KIP-848: the coordinator's assignment (named) is compared with what the member owns when
+/// the answer is applied; only a difference, or a topic the metadata does not know yet, asks
+/// for a rejoin and wakes `poll()`.
+#[test]
+fn a_coordinator_assignment_asks_for_a_rejoin_only_when_it_differs_from_what_is_owned() {
+    let now = Instant::now();
+    /// The coordinator's assignment, whether it names an unknown topic, and whether the member
+    /// rejoins.
+    type Case = (&'static [(&'static str, i32)], bool, bool);
+    let table: &[Case] = &[
+        (&[("a", 0), ("a", 1)], false, false),
+        (&[("a", 0), ("a", 1)], true, true),
+        (&[("a", 0)], false, true),
+        (&[("a", 0), ("a", 1), ("a", 2)], false, true),
+        (&[], false, true),
+    ];
+    for (assigned, unknown_topics, rejoin) in table {
+        let mut m = owning(Cooperative, &[("a", 0), ("a", 1)], now);
+        assert!(!m.membership.rejoin_needed());
+        let (reply, wakes) = m.on_answer(ProtocolAnswer::MemberAssignment {
+            assigned: tps(assigned),
+            unknown_topics: *unknown_topics,
+        });
+        let case = format!("{assigned:?} unknown={unknown_topics}");
+        assert_eq!(m.membership.rejoin_needed(), *rejoin, "{case}");
+        assert_eq!(wakes, *rejoin, "{case}");
+        let expected = if *rejoin {
+            Next::JoinAgain
+        } else {
+            Next::Continue
+        };
+        assert_eq!(reply, Reply::Next(expected), "{case}");
+    }
+}
+
+/// Other answers go to the protocol's half unchanged, waking `poll()` as they say.
+#[test]
+fn other_protocol_answers_are_applied_by_the_membership() {
+    let now = Instant::now();
+    let mut m = owning(Cooperative, &[("a", 0)], now);
+    let (reply, wakes) = m.on_answer(ProtocolAnswer::MemberEpoch {
+        sent_epoch: 1,
+        epoch: 2,
+    });
+    assert!(!wakes);
+    let Reply::Generation(g) = reply else {
+        panic!("expected the generation, got {reply:?}")
+    };
+    assert_eq!(g.generation_id, 2);
+    let (reply, wakes) = m.on_answer(ProtocolAnswer::AssignmentChanged);
+    assert!(wakes);
+    assert_eq!(reply, Reply::Next(Next::JoinAgain));
+}
+
+/// The view the commit paths read without the member's lock: what the member shows, copied
+/// again only when something in it changed.
+#[test]
+fn the_view_follows_the_member_and_is_refreshed_only_when_it_changed() {
+    let now = Instant::now();
+    let fresh = member(Cooperative, false, now);
+    let mut view = fresh.view();
+    assert_eq!(view.generation, Generation::none());
+    assert!(view.commit_generation.is_err());
+    assert!(!view.owns_in_generation && view.holds_no_generation);
+    assert!(view.owned.is_empty() && view.subscribed.is_empty());
+    assert!(!fresh.refresh_view(&mut view));
+
+    let mut m = owning(Cooperative, &[("a", 1), ("a", 0)], now);
+    assert!(m.refresh_view(&mut view));
+    assert_eq!(view, m.view());
+    assert_eq!(view.generation.generation_id, 1);
+    assert_eq!(view.commit_generation.as_ref().unwrap().generation_id, 1);
+    assert!(view.owns_in_generation && !view.holds_no_generation);
+    assert_eq!(view.owned, tps(&[("a", 0), ("a", 1)]));
+    assert_eq!(view.subscribed, ["a".to_string()].into_iter().collect());
+    assert!(!m.refresh_view(&mut view));
+
+    // Fenced: the member holds no generation; nothing can be committed for what it owns.
+    let sent = m.membership.generation().clone();
+    m.membership.on_heartbeat(&sent, codes::UNKNOWN_MEMBER_ID);
+    assert!(m.refresh_view(&mut view));
+    assert_eq!(view, m.view());
+    assert!(view.holds_no_generation && !view.owns_in_generation);
+    assert!(view.commit_generation.is_err());
+    assert!(!view.heartbeats_enabled);
+    assert_eq!(view.fatal, None);
+    assert_eq!(view.owned, tps(&[("a", 0), ("a", 1)]));
+
+    // Releasing what it owned changes the view again.
+    let owned = m.owned().clone();
+    m.handle(Event::Released(&owned), now);
+    assert!(m.refresh_view(&mut view));
+    assert!(view.owned.is_empty());
+    assert!(!m.refresh_view(&mut view));
+}
+
+/// A fatal answer reaches the view, which every `poll()` reads before its steps.
+#[test]
+fn a_fatal_error_of_the_member_shows_in_its_view() {
+    let now = Instant::now();
+    let mut m = owning(Cooperative, &[("a", 0)], now);
+    let mut view = m.view();
+    assert_eq!(view.fatal, None);
+    let sent = m.membership.generation().clone();
+    let next = m.membership.on_heartbeat(&sent, codes::FENCED_INSTANCE_ID);
+    assert!(matches!(next, Next::Fatal(_)), "{next:?}");
+    assert!(m.refresh_view(&mut view));
+    assert_eq!(view.fatal.as_ref(), m.membership.fatal());
+    assert!(view.fatal.is_some());
+}

@@ -12,6 +12,7 @@
 //! [`GroupDriver`] it is given), whose pure transitions say what follows. The retry loop, the
 //! heartbeat clock and `max.poll.interval.ms` stay with the driver, so a new protocol inherits
 //! them (KIP-62's contract and the error table of the Java client do not depend on the wire).
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -20,9 +21,22 @@ use crate::error::{Error, Result};
 use crate::group::coordinator::GroupDriver;
 use crate::group::member::{Generation, Membership, Next};
 use crate::group::step::{JoinInput, JoinOutcome};
+use crate::types::TopicPartition;
 
 /// What a protocol's verbs return: a future that may run on the I/O runtime.
 pub(crate) type ProtocolFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a heartbeat carries of the member, read off it in one look by the heartbeat's caller
+/// ([`GroupMember::heartbeat_input`](crate::group::group_member::GroupMember::heartbeat_input)),
+/// so that a protocol reads nothing off the member while it sends (the classic protocol sends
+/// the generation only; KIP-848's request carries the subscription and owned partitions too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeartbeatInput {
+    pub generation: Generation,
+    /// The topics of the subscription (for a pattern, those that matched so far).
+    pub subscribed: Vec<String>,
+    pub owned: BTreeSet<TopicPartition>,
+}
 
 /// How one attempt to reach a generation ended.
 #[derive(Debug)]
@@ -64,12 +78,12 @@ pub(crate) trait GroupProtocol: Send + Sync {
         input: &'a JoinInput,
     ) -> ProtocolFuture<'a, JoinAttempt>;
 
-    /// One heartbeat of `generation`: the error code the coordinator answered (`Err`: no
+    /// One heartbeat of `input.generation`: the error code the coordinator answered (`Err`: no
     /// answer). The driver hands the code to [`Membership::on_heartbeat`](crate::group::member::Membership::on_heartbeat).
     fn heartbeat<'a>(
         &'a self,
         driver: &'a GroupDriver,
-        generation: &'a Generation,
+        input: &'a HeartbeatInput,
         deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<i16>>;
 
@@ -228,10 +242,11 @@ pub(crate) mod fake {
         fn heartbeat<'a>(
             &'a self,
             _driver: &'a GroupDriver,
-            generation: &'a Generation,
+            input: &'a HeartbeatInput,
             _deadline: Deadline,
         ) -> ProtocolFuture<'a, Result<i16>> {
             Box::pin(async move {
+                let generation = &input.generation;
                 let code = self
                     .heartbeat_codes
                     .lock()

@@ -5,7 +5,10 @@
 //!
 //! The decisions follow the Java client's AbstractCoordinator/ConsumerCoordinator, error code by
 //! error code.
+use std::collections::BTreeSet;
+
 use crate::error::{codes, kafka_error_action, Action, Error};
+use crate::types::TopicPartition;
 
 /// The reason a member leaves its group when `max.poll.interval.ms` passes (Java's words).
 const POLL_TIMEOUT_EXPIRED: &str = "consumer poll timeout has expired";
@@ -110,6 +113,15 @@ pub enum ProtocolAnswer {
     MemberEpoch { sent_epoch: i32, epoch: i32 },
     /// KIP-848: the coordinator's assignment differs from what the member owns.
     AssignmentChanged,
+    /// KIP-848: a heartbeat's answer left the member with this assignment from the coordinator
+    /// (`unknown_topics`: it also names topics the consumer's metadata does not know yet).
+    /// [`GroupMember::on_answer`](crate::group::group_member::GroupMember::on_answer) compares
+    /// it with what the member owns; this half, which does not know that, takes it as
+    /// [`ProtocolAnswer::AssignmentChanged`].
+    MemberAssignment {
+        assigned: BTreeSet<TopicPartition>,
+        unknown_topics: bool,
+    },
 }
 
 impl ProtocolAnswer {
@@ -118,7 +130,9 @@ impl ProtocolAnswer {
     pub fn wakes_poll(&self) -> bool {
         matches!(
             self,
-            ProtocolAnswer::Joined(_) | ProtocolAnswer::AssignmentChanged
+            ProtocolAnswer::Joined(_)
+                | ProtocolAnswer::AssignmentChanged
+                | ProtocolAnswer::MemberAssignment { .. }
         )
     }
 }
@@ -196,11 +210,6 @@ impl Membership {
     /// none).
     pub fn generation(&self) -> &Generation {
         &self.generation
-    }
-
-    /// The static member id (`group.instance.id`), if any.
-    pub fn group_instance_id(&self) -> Option<&str> {
-        self.group_instance_id.as_deref()
     }
 
     /// Whether a rebalance was asked for and the next `poll()` should start it.
@@ -627,7 +636,7 @@ impl Membership {
                 self.on_member_epoch(sent_epoch, epoch);
                 Reply::Generation(self.generation.clone())
             }
-            ProtocolAnswer::AssignmentChanged => {
+            ProtocolAnswer::AssignmentChanged | ProtocolAnswer::MemberAssignment { .. } => {
                 self.request_rejoin("the coordinator changed the member's assignment");
                 Reply::Next(Next::JoinAgain)
             }
