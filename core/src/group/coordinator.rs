@@ -19,8 +19,8 @@ use crate::group::classic::Classic;
 use crate::group::group_member::{GroupMember, MemberSettings, MemberView};
 use crate::group::group_protocol::{GroupProtocol, JoinAttempt};
 use crate::group::heartbeat::{
-    heartbeat_step, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness, SharedInstant,
-    FOLLOW_UP_HEARTBEAT, FOLLOW_UP_WINDOW,
+    heartbeat_step, interval_in_force, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness,
+    SharedInstant, FOLLOW_UP_HEARTBEAT, FOLLOW_UP_WINDOW,
 };
 use crate::group::member::{
     poll_timeout_consequence, Generation, Membership, Next, ProtocolAnswer, Reply,
@@ -400,13 +400,11 @@ impl GroupDriver {
         };
         let tick = Duration::from_millis(50).min(self.config.heartbeat_interval);
         while !self.closed.load(Ordering::Acquire) {
-            // KIP-848: the coordinator says how often (never less often than configured).
-            liveness.heartbeat_interval = self
-                .group_protocol
-                .heartbeat_interval()
-                .map_or(self.config.heartbeat_interval, |i| {
-                    i.min(self.config.heartbeat_interval)
-                });
+            // KIP-848: the coordinator says how often.
+            liveness.heartbeat_interval = interval_in_force(
+                self.group_protocol.heartbeat_interval(),
+                self.config.heartbeat_interval,
+            );
             // While a follow-up rebalance is expected the heartbeats are 40 ms apart: ticks of
             // half that, so one is not late by a whole tick.
             let follow_up = self

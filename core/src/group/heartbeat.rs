@@ -92,6 +92,14 @@ pub(crate) fn heartbeat_interval(
     }
 }
 
+/// The heartbeat interval a member keeps to before any follow-up: under KIP-848 the one the
+/// coordinator gave in its last answer (`group.consumer.heartbeat.interval.ms`; the client's own
+/// `heartbeat.interval.ms` is refused with that protocol), as the Java client keeps to it, else
+/// `heartbeat.interval.ms`.
+pub(crate) fn interval_in_force(coordinator: Option<Duration>, configured: Duration) -> Duration {
+    coordinator.unwrap_or(configured)
+}
+
 /// The member's liveness settings.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Liveness {
@@ -290,6 +298,15 @@ mod tests {
                 send: true
             }
         );
+    }
+
+    #[test]
+    fn the_coordinator_s_interval_is_kept_to_when_it_gave_one() {
+        // The broker's default 5 s is kept to, not the client's default 3 s (which KIP-848
+        // refuses to be set), and a shorter one as well.
+        assert_eq!(interval_in_force(Some(5000 * MS), 3000 * MS), 5000 * MS);
+        assert_eq!(interval_in_force(Some(500 * MS), 3000 * MS), 500 * MS);
+        assert_eq!(interval_in_force(None, 3000 * MS), 3000 * MS);
     }
 
     #[test]
