@@ -23,6 +23,8 @@
 //! - A commit whose request reaches the broker but whose answer never comes back: the call
 //!   fails within `request.timeout.ms`, the commit is applied once (a later commit is never
 //!   overwritten by a resend), and the next commit works.
+//! - KIP-848: a static member whose heartbeat answers are lost for 2 s is not fenced by its own
+//!   retry (apache/kafka #23542) and reads on with its partitions.
 #[path = "support/configs.rs"]
 mod configs;
 #[path = "support/java_client.rs"]
@@ -786,5 +788,95 @@ fn a_commit_whose_answer_never_comes_fails_in_time_and_is_applied_once() {
         z.poll(Duration::from_millis(200)).unwrap();
         assert_eq!(committed(), Some(20), "the commit was applied again");
     }
+    z.close(Some(Duration::from_secs(5))).unwrap();
+}
+
+/// KIP-848, a static member whose heartbeat answers are lost (apache/kafka #23542: the Java
+/// client's retry after a lost answer could have the member fenced by its own instance id as
+/// UNRELEASED_INSTANCE_ID). Through the proxy, every answer is thrown away for 2 s (4 heartbeat
+/// intervals, a third of the session): the member sends on, its requests time out, and once
+/// answers come again it carries on in the group with its partitions: no error from `poll()`,
+/// its epoch kept or moved on (not reset by a new join), and every record produced afterwards
+/// read.
+#[test]
+#[ignore = "needs a Kafka broker (starts its own)"]
+fn a_static_member_whose_heartbeat_answers_are_lost_is_not_fenced_by_its_retry() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let broker = OwnBroker::start_proxied(1, 1);
+    let proxy = proxy_for(&broker);
+    let topic = unique("static-lost-answers");
+    lagless::admin::create_topic(&broker.bootstrap, &topic, 2, 1).expect("topic");
+    let group = format!("{topic}-group");
+    let z = configs::consumer(&[
+        ("bootstrap.servers", proxy.bootstrap().as_str()),
+        ("group.id", group.as_str()),
+        ("group.protocol", "consumer"),
+        ("group.instance.id", "static-z"),
+        ("client.id", "Z"),
+        ("auto.offset.reset", "earliest"),
+        ("enable.auto.commit", "false"),
+        ("request.timeout.ms", "1000"),
+        ("default.api.timeout.ms", "3000"),
+        ("reconnect.backoff.ms", "100"),
+        ("reconnect.backoff.max.ms", "500"),
+    ]);
+    z.subscribe(&[&topic], None).unwrap();
+    wait_until("Z owns both partitions", Duration::from_secs(60), || {
+        z.poll(Duration::from_millis(100)).unwrap();
+        z.assignment().len() == 2
+    });
+    let before = z.group_metadata().expect("a member");
+    let (asked_before, _) = proxy.forwarded(0);
+    proxy.set_all(Mode::LoseAnswers);
+    let cut = Instant::now();
+    while cut.elapsed() < Duration::from_secs(2) {
+        // poll() returns no error while the answers are lost (records need no answer here:
+        // nothing is produced yet).
+        z.poll(Duration::from_millis(100))
+            .expect("poll while heartbeat answers are lost");
+    }
+    // The member went on sending (heartbeats, fetches) whose answers were thrown away.
+    let (asked_during, _) = proxy.forwarded(0);
+    assert!(
+        asked_during > asked_before,
+        "nothing was sent during the cut"
+    );
+    proxy.set_all(Mode::Pass);
+    let p = configs::producer(&[("bootstrap.servers", broker.bootstrap.as_str())]);
+    for i in 0..40 {
+        p.send(ProducerRecord::new(&topic, format!("{i}")).with_partition(i % 2))
+            .unwrap();
+    }
+    p.close(Duration::from_secs(10)).unwrap();
+    let mut read = BTreeSet::new();
+    wait_until(
+        "Z reads the 40 records after the cut",
+        Duration::from_secs(30),
+        || {
+            for r in z
+                .poll(Duration::from_millis(100))
+                .expect("poll after the answers came back")
+            {
+                read.insert((r.partition, r.offset));
+            }
+            read.len() == 40
+        },
+    );
+    let after = z.group_metadata().expect("still a member");
+    eprintln!(
+        "static member: {} request bytes sent into the cut; epoch {} before the lost answers, \
+         {} after; member id kept: {}",
+        asked_during - asked_before,
+        before.generation_id,
+        after.generation_id,
+        before.member_id == after.member_id
+    );
+    assert_eq!(z.assignment().len(), 2, "Z still owns both partitions");
+    assert!(
+        after.generation_id >= before.generation_id,
+        "the epoch went back: {} -> {}",
+        before.generation_id,
+        after.generation_id
+    );
     z.close(Some(Duration::from_secs(5))).unwrap();
 }
