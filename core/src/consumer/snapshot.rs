@@ -50,8 +50,10 @@ impl Consumer {
         let since_last_poll = driver
             .last_poll()
             .map_or_else(Default::default, |t| now.saturating_duration_since(t));
-        let assigned_partitions = driver.read_view(|v| v.owned.len());
+        // Everything from the one look under the member's lock, so the count of partitions and
+        // the generation they were assigned in belong together.
         let member = driver.peek_member();
+        let assigned_partitions = member.owned().len();
         let m = &member.membership;
         let generation = m.generation();
         let state = m.state();

@@ -268,8 +268,8 @@ impl GroupMember {
         }
     }
 
-    /// The partitions the member owns (the consumer reads them in its [`MemberView`]).
-    #[cfg(test)]
+    /// The partitions the member owns (the consumer reads them in its [`MemberView`]; the
+    /// metrics snapshot here, beside the generation, under the same lock).
     pub fn owned(&self) -> &BTreeSet<TopicPartition> {
         &self.owned
     }
