@@ -10,6 +10,7 @@ CLI::
     python3 tests/kafka_broker.py fetch
     python3 tests/kafka_broker.py start [--nodes 1|3] [--port P] [--dir D] [--timeout S]
                                         [--security [--reauth-ms N]] [--proxied-listeners N]
+                                        [--broker-property KEY=VALUE ...]
     python3 tests/kafka_broker.py stop [--dir D] [--keep-data]
     python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] [--security] -- CMD ARGS...
     python3 tests/kafka_broker.py create-topic NAME --partitions N [--replication-factor R] [--bootstrap B]
@@ -780,7 +781,8 @@ class KafkaCluster:
                  timeout: float = DEFAULT_TIMEOUT, keep_data: bool = False,
                  die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None,
                  security: bool = False, reauth_ms: int | None = None,
-                 racks: list[str] | None = None, proxied_listeners: int = 0):
+                 racks: list[str] | None = None, proxied_listeners: int = 0,
+                 broker_properties: list[str] | None = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         if reauth_ms is not None and not security:
@@ -795,6 +797,12 @@ class KafkaCluster:
         # broker.rack of node i is racks[i-1]; with racks, followers serve fetches of clients in
         # their rack (KIP-392).
         self.racks = list(racks or [])
+        # KEY=VALUE lines appended to every node's server.properties (a test's broker setting).
+        self.broker_properties = list(broker_properties or [])
+        for prop in self.broker_properties:
+            key, eq, _ = prop.partition("=")
+            if not eq or not key.strip():
+                raise ValueError(f"broker property {prop!r} is not KEY=VALUE")
         self.jvm_opts = list(jvm_opts or []) + os.environ.get("LAGLESS_KAFKA_JVM_OPTS", "").split()
         self._dir_arg = Path(dir) if dir else None
         self.dir: Path | None = None
@@ -1048,7 +1056,7 @@ num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
 log.segment.bytes=67108864
-{self._rack_props(node)}""")
+{self._rack_props(node)}{"".join(p + chr(10) for p in self.broker_properties)}""")
         (node.dir / "log4j2.properties").write_text(f"""\
 status = warn
 appender.file.type = File
@@ -1271,7 +1279,7 @@ def cmd_start(a) -> int:
     c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, die_with_parent=False,
                      security=a.security, reauth_ms=a.reauth_ms,
                      racks=a.racks.split(",") if a.racks else None,
-                     proxied_listeners=a.proxied_listeners)
+                     proxied_listeners=a.proxied_listeners, broker_properties=a.broker_property)
     c.start()
     c.detach()
     try:
@@ -1311,7 +1319,7 @@ def cmd_run(a) -> int:
         raise BrokerError("run needs a command: run [--nodes N] -- CMD ARGS...")
     c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, security=a.security,
                      reauth_ms=a.reauth_ms, racks=a.racks.split(",") if a.racks else None,
-                     proxied_listeners=a.proxied_listeners)
+                     proxied_listeners=a.proxied_listeners, broker_properties=a.broker_property)
 
     def on_signal(signum, _frame):
         raise _Terminated(signum)
@@ -1408,6 +1416,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="N more PLAINTEXT listeners per node (PROXY1..PROXYN), each advertised "
                              "at a free port where the test runs a proxy to it; `start` prints "
                              "proxied.k=<advertised> and proxied.k.targets=<bound>")
+        sp.add_argument("--broker-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a line added to every node's server.properties (repeatable)")
 
     sp = sub.add_parser("start", help="start a cluster in the background")
     cluster_args(sp)

@@ -564,6 +564,10 @@ impl Consumer {
             .await;
         c.run_commit_callbacks();
         c.mark_closed();
+        if let Some(task) = c.take_fetch_task() {
+            // Its last act ends the consumer's fetch sessions on the brokers (bounded there).
+            let _ = tokio::time::timeout(c.api_deadline(None).remaining(), task).await;
+        }
         e.map_or(Ok(()), Err)
     }
 }

@@ -149,6 +149,9 @@ pub struct Consumer {
     pub(crate) idle_steps: group::IdleSteps,
     /// The protocol the member speaks once `subscribe()` makes it one (`group.protocol`).
     pub(crate) group_protocol: Arc<dyn GroupProtocol>,
+    /// The fetch task, which `close()` waits for: its last act ends the consumer's fetch
+    /// sessions on the brokers.
+    fetch_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Consumer {
@@ -173,7 +176,7 @@ impl Consumer {
         let buffers = crate::buffers::FetchBuffers::new();
         let cluster = Cluster::with_answers(config.common.clone(), buffers.answers.clone());
         let shared = Shared::new(cluster, config, buffers);
-        engine.handle().spawn(fetch::run(shared.clone()));
+        let fetch_task = engine.handle().spawn(fetch::run(shared.clone()));
         let (commits_tx, commits_done) = mpsc::channel();
         Ok(Consumer {
             shared,
@@ -186,6 +189,7 @@ impl Consumer {
             recovery_wakeup: AtomicBool::new(false),
             idle_steps: Default::default(),
             group_protocol,
+            fetch_task: Mutex::new(Some(fetch_task)),
         })
     }
 
@@ -704,7 +708,20 @@ impl Consumer {
             self.run_commit_callbacks();
         }
         self.mark_closed();
+        let own_engine = self.engine.as_ref().filter(|e| !e.is_shared());
+        if let (Some(engine), Some(task)) = (own_engine, self.take_fetch_task()) {
+            // Bounded by the task itself too: it waits fetch.max.wait.ms + 1 s at most for the
+            // brokers to end its fetch sessions. The timer is made inside the engine's context
+            // (an async block), as a tokio timer made outside a runtime panics.
+            let wait = deadline.remaining();
+            let _ = engine.block_on(async move { tokio::time::timeout(wait, task).await });
+        }
         callback_error.map_or(Ok(()), Err)
+    }
+
+    /// The fetch task, for the one close that waits for it to end.
+    pub(crate) fn take_fetch_task(&self) -> Option<tokio::task::JoinHandle<()>> {
+        self.fetch_task.lock().unpoisoned().take()
     }
 
     /// Stops fetching and the group's tasks; later calls give `Error::Closed`.

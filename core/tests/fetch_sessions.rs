@@ -127,3 +127,66 @@ fn an_idle_consumer_of_many_partitions_sends_only_what_changed_and_misses_no_rec
         );
     }
 }
+
+/// Closing a consumer ends its fetch session on the broker (KIP-227's final epoch), as the Java
+/// consumer does; otherwise the session keeps a slot of the broker's cache for
+/// `min.incremental.fetch.session.eviction.ms` (2 minutes), and while the cache is full new
+/// consumers get no session: every idle Fetch of theirs lists all their partitions.
+///
+/// The broker here has 8 slots, one in each of its 8 cache shards, which new sessions take in
+/// turn: 8 consumers closed without ending their sessions would fill them all, and the ninth
+/// would fetch in full.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with -- --include-ignored"]
+fn a_closed_consumer_gives_its_fetch_session_back_to_the_broker() {
+    let broker = OwnBroker::start_with(
+        1,
+        &[
+            "--proxied-listeners",
+            "1",
+            "--broker-property",
+            "max.incremental.fetch.session.cache.slots=8",
+        ],
+    );
+    let (advertised, bound) = broker.proxied[0][0];
+    let proxy = Proxy::start(&[(advertised, format!("127.0.0.1:{bound}"))]);
+    let b = proxy.bootstrap();
+    let topic = "fetch-sessions-closed";
+    lagless::admin::create_topic(&b, topic, PARTITIONS, 1).unwrap();
+    produce_round(&b, topic, 0, 1);
+    let tps: Vec<TopicPartition> = (0..PARTITIONS)
+        .map(|p| TopicPartition::new(topic, p))
+        .collect();
+    for i in 0..9 {
+        let c = configs::consumer(&[
+            ("bootstrap.servers", b.as_str()),
+            ("auto.offset.reset", "earliest"),
+            ("fetch.max.wait.ms", "500"),
+            ("client.id", &format!("closes-its-session-{i}")),
+        ]);
+        c.assign(&tps).unwrap();
+        let mut read = BTreeMap::new();
+        read_to(&c, topic, 1, &mut read);
+        // The partitions whose records were buffered come back into the session once those
+        // are delivered: one request listing them all, before the idle ones.
+        idle_bytes(&c, &proxy, Duration::from_millis(600));
+        // Two idle Fetches (fetch.max.wait.ms 500): some 13 KB each way without a session.
+        let (asked, answered) = idle_bytes(&c, &proxy, Duration::from_secs(1));
+        println!("consumer {i}, idle 1 s: {asked} bytes asked, {answered} answered");
+        assert!(
+            asked < 1_500 && answered < 1_500,
+            "consumer {i} got no fetch session (the cache is full of closed consumers' \
+             sessions?): {asked} bytes asked, {answered} answered in 1 s"
+        );
+        for p in 0..PARTITIONS {
+            assert_eq!(
+                read.get(&p).cloned().unwrap_or_default(),
+                [0],
+                "partition {p}"
+            );
+        }
+        let closing = Instant::now();
+        c.close(None).unwrap();
+        println!("consumer {i} closed in {:?}", closing.elapsed());
+    }
+}

@@ -69,6 +69,20 @@ def test_single_node_topic_and_clean_stop():
     assert not state_dir.exists()
 
 
+def test_broker_properties_reach_every_node_and_bad_ones_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="not KEY=VALUE"):
+        KafkaCluster(nodes=1, broker_properties=["no-equals-sign"])
+    with pytest.raises(ValueError, match="not KEY=VALUE"):
+        KafkaCluster(nodes=1, broker_properties=["=value"])
+    cluster = KafkaCluster(nodes=1, dir=tmp_path / "c", broker_properties=[
+        "max.incremental.fetch.session.cache.slots=8"])
+    cluster.dir = tmp_path / "c"
+    node = kafka_broker.Node(1, 1, 2, tmp_path / "c" / "node-1")
+    cluster.nodes = {1: node}
+    cluster._write_config(node)
+    assert "max.incremental.fetch.session.cache.slots=8\n" in node.props.read_text()
+
+
 def test_taken_port_fails_fast():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -24,6 +24,10 @@ const FIRST_SESSION_VERSION: i16 = 7;
 /// The epoch of a request that asks for no session: a full fetch, as before KIP-227.
 const SESSIONLESS_EPOCH: i32 = -1;
 
+/// The epoch that ends a session (KIP-227's final epoch): the broker drops the session the
+/// request names and answers it as a sessionless fetch.
+const FINAL_EPOCH: i32 = -1;
+
 /// What the broker keeps of one partition of a session: the request's fields for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
@@ -136,6 +140,13 @@ impl FetchSession {
         }
     }
 
+    /// The id of the session the broker may hold for this consumer (to end it when the consumer
+    /// closes, [`close_session`]): set once a broker answered with one, kept across a restart
+    /// (whose next request closes it), cleared when the broker said it knows none.
+    pub(crate) fn open_id(&self) -> Option<i32> {
+        (self.id != 0).then_some(self.id)
+    }
+
     /// The request was not answered (connection lost, timed out): start over with a full one.
     pub(crate) fn failed(&mut self) {
         self.restart();
@@ -148,6 +159,26 @@ impl FetchSession {
         self.held.clear();
         self.pending = None;
     }
+}
+
+/// Turns `req` into the request that ends session `id` on a broker speaking Fetch `version`: the
+/// final epoch with the session's id, no partition, nothing to forget, no wait. False (nothing
+/// to send) before v7, where there are no sessions.
+///
+/// The Java consumer sends it to every broker it holds a session with as it closes; without it
+/// the session keeps one of the broker's `max.incremental.fetch.session.cache.slots` (1,000 by
+/// default) until `min.incremental.fetch.session.eviction.ms` (2 minutes) has passed and a new
+/// session evicts it, and while the cache is full of such sessions, new consumers get none.
+pub(crate) fn close_session(req: &mut FetchRequest, id: i32, version: i16) -> bool {
+    if version < FIRST_SESSION_VERSION {
+        return false;
+    }
+    req.session_id = id;
+    req.session_epoch = FINAL_EPOCH;
+    req.topics.clear();
+    req.forgotten_topics_data.clear();
+    req.max_wait_ms = 0;
+    true
 }
 
 /// Whether a Fetch's top-level error is the session's alone: the partitions are fetched again
@@ -317,6 +348,53 @@ mod tests {
         // After a restart, the new session's answer is taken: incremental again.
         s.answered(codes::NONE, 11);
         assert_eq!(prepare(&mut s, &all), (11, 1, vec![], vec![]));
+    }
+
+    /// The id to close is the broker's last word on the session: set by an answer naming one,
+    /// kept through a restart (the broker may still hold it), gone once the broker knows none.
+    #[test]
+    fn the_session_to_close_is_the_one_the_broker_last_named() {
+        let all = [("a", 0, 10)];
+        let mut s = FetchSession::default();
+        assert_eq!(s.open_id(), None);
+        prepare(&mut s, &all);
+        assert_eq!(s.open_id(), None, "asked, not answered yet");
+        s.answered(codes::NONE, 9);
+        assert_eq!(s.open_id(), Some(9));
+        prepare(&mut s, &all);
+        s.failed();
+        assert_eq!(
+            s.open_id(),
+            Some(9),
+            "a lost answer: the broker may hold it still"
+        );
+        prepare(&mut s, &all);
+        s.answered(codes::NONE, 12);
+        assert_eq!(s.open_id(), Some(12), "the restart's new session");
+        prepare(&mut s, &all);
+        s.answered(codes::FETCH_SESSION_ID_NOT_FOUND, 0);
+        assert_eq!(s.open_id(), None);
+        // A broker that made no session (its cache is full).
+        prepare(&mut s, &all);
+        s.answered(codes::NONE, 0);
+        assert_eq!(s.open_id(), None);
+    }
+
+    /// Ending a session: its id at the final epoch, no partitions, nothing forgotten, no wait;
+    /// nothing to send to a broker without sessions.
+    #[test]
+    fn closing_a_session_names_it_at_the_final_epoch_and_asks_for_nothing() {
+        let mut req = full(&[("a", 0, 10), ("b", 1, 20)]);
+        req.max_wait_ms = 500;
+        req.forgotten_topics_data = vec![ForgottenTopic::default()
+            .with_topic(crate::protocol::topic_name("c"))
+            .with_partitions(vec![0])];
+        assert!(close_session(&mut req, 42, 12));
+        assert_eq!(sent(&req), (42, -1, vec![], vec![]));
+        assert_eq!(req.max_wait_ms, 0);
+        let mut old = full(&[("a", 0, 10)]);
+        assert!(!close_session(&mut old, 42, 6));
+        assert_eq!(sent(&old), (0, -1, vec![p("a", 0, 10)], vec![]));
     }
 
     #[test]

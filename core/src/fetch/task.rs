@@ -21,6 +21,7 @@ use super::txn::TxnFilter;
 use super::validate::{ValidationAnswer, ValidationAsked};
 use super::Shared;
 use crate::backoff::{Deadline, Retry};
+use crate::cluster::Lane;
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, ErrorPartition, Result};
 use crate::protocol;
@@ -79,6 +80,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     // One fetch session per broker and stream kind (KIP-227), taken by the one request in
     // flight there (`busy_brokers`) and handed back with its answer.
     let mut sessions: HashMap<(i32, StreamKind), FetchSession> = HashMap::new();
+    // The id of each session a broker may hold, kept apart from `sessions` because a session
+    // is in a request's task most of the time: what closing the consumer ends.
+    let mut open_sessions: HashMap<(i32, StreamKind), i32> = HashMap::new();
     let mut metadata_in_flight = false;
     let mut lookup_in_flight = false;
     let mut metadata_wanted = true;
@@ -220,6 +224,10 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 session,
             }) => {
                 busy_brokers.remove(&(plan_broker, kind));
+                match session.open_id() {
+                    Some(id) => open_sessions.insert((plan_broker, kind), id),
+                    None => open_sessions.remove(&(plan_broker, kind)),
+                };
                 sessions.insert((plan_broker, kind), session);
                 if handle_fetch(&shared, plan_broker, kind, partitions, reserved, result) {
                     metadata_wanted = true;
@@ -265,7 +273,60 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             None => {}
         }
     }
+    // What is in flight is of no use any more; its answers are dropped.
     tasks.abort_all();
+    close_sessions(&shared, open_sessions).await;
+}
+
+/// How long closing the consumer waits for the brokers to end its fetch sessions.
+const SESSION_CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+/// Ends the fetch sessions brokers hold for this consumer ([`super::session::close_session`]),
+/// all at once, bounded by [`SESSION_CLOSE_WAIT`]; a broker that does not answer by then keeps
+/// the session until it evicts it, which costs it a cache slot, no more.
+///
+/// The requests go on the coordinator's lane, not the fetch lanes: a broker answers a
+/// connection's requests in order, and a fetch still held there (up to `fetch.max.wait.ms`)
+/// would hold up the close by that long.
+async fn close_sessions(shared: &Shared, open: HashMap<(i32, StreamKind), i32>) {
+    let deadline = Deadline::after(SESSION_CLOSE_WAIT);
+    let mut closes = JoinSet::new();
+    for ((broker, _), id) in open {
+        let cluster = shared.cluster.clone();
+        let mut request = protocol::fetch::fetch(
+            FetchLimits {
+                max_wait_ms: 0,
+                min_bytes: 1,
+                max_bytes: 1,
+                partition_max_bytes: 1,
+                rack_id: "",
+                isolation_level: shared.config.isolation_level,
+            },
+            std::iter::empty(),
+        );
+        closes.spawn(async move {
+            let result: Result<bool> = async {
+                let conn = cluster
+                    .broker_on(broker, Lane::Coordinator, deadline)
+                    .await?;
+                let version = conn.version::<FetchRequest>()?;
+                protocol::fetch::fit_to_version(&mut request, version);
+                if !super::session::close_session(&mut request, id, version) {
+                    return Ok(false);
+                }
+                conn.call_with_timeout(&request, deadline.remaining())
+                    .await?;
+                Ok(true)
+            }
+            .await;
+            match result {
+                Ok(sent) => tracing::debug!(broker, session = id, sent, "fetch session closed"),
+                Err(e) => tracing::debug!(broker, session = id, error = %e,
+                    "fetch session not closed; the broker will evict it"),
+            }
+        });
+    }
+    while closes.join_next().await.is_some() {}
 }
 
 /// The Fetch request for `fetch`, asking for at most its `max_bytes` (what the budget allows, at
