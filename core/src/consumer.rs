@@ -43,6 +43,7 @@ mod learners;
 mod protocol_seam_tests;
 mod rebalance_listener;
 mod snapshot;
+pub mod statistics;
 
 pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;
@@ -149,6 +150,8 @@ pub struct Consumer {
     pub(crate) idle_steps: group::IdleSteps,
     /// The protocol the member speaks once `subscribe()` makes it one (`group.protocol`).
     pub(crate) group_protocol: Arc<dyn GroupProtocol>,
+    /// `statistics.interval.ms`'s callback and when it last ran.
+    statistics: statistics::Statistics,
 }
 
 impl Consumer {
@@ -186,6 +189,7 @@ impl Consumer {
             recovery_wakeup: AtomicBool::new(false),
             idle_steps: Default::default(),
             group_protocol,
+            statistics: statistics::Statistics::new(Instant::now()),
         })
     }
 
@@ -276,6 +280,8 @@ impl Consumer {
             // records) and finished async commits' callbacks, on this thread and outside the
             // fetch lock.
             self.run_commit_callbacks();
+            // Before records are taken: an error of the callback leaves them for the next call.
+            let statistics_due = self.emit_statistics(Instant::now())?;
             if !steps_stand {
                 self.group_poll()?;
             }
@@ -294,7 +300,15 @@ impl Consumer {
             if std::mem::take(&mut steps_stand) {
                 continue;
             }
-            if self.shared.wait_for_data(st, &deadline).is_none() {
+            // A statistics emission due before the deadline wakes the wait for it.
+            let wait = match statistics_due {
+                Some(at) if at < deadline.instant() => {
+                    let now = Instant::now();
+                    Deadline::after_from(now, at.saturating_duration_since(now))
+                }
+                _ => deadline,
+            };
+            if self.shared.wait_for_data(st, &wait).is_none() && deadline.expired() {
                 return Ok(Vec::new());
             }
         }
