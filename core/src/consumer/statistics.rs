@@ -273,6 +273,30 @@ mod consumer_tests {
         assert_eq!(*calls.lock().unwrap(), 2);
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_async_consumer_calls_it_from_a_waiting_recv() {
+        let config = Config::from_pairs([
+            ("bootstrap.servers", "127.0.0.1:1"),
+            ("statistics.interval.ms", "50"),
+        ])
+        .unwrap();
+        let c = crate::aio::Consumer::from_config(&config).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        c.set_statistics_callback(Some(Box::new(move |_: &ConsumerMetrics| {
+            s.lock().unwrap().push(Instant::now());
+            Ok(())
+        })));
+        // Nothing assigned: recv() waits the whole time, waking for each interval.
+        let r = tokio::time::timeout(Duration::from_millis(600), c.recv()).await;
+        assert!(r.is_err(), "no record can come");
+        let seen = seen.lock().unwrap().clone();
+        assert!((3..=12).contains(&seen.len()), "{} calls", seen.len());
+        for pair in seen.windows(2) {
+            assert!(pair[1] - pair[0] >= Duration::from_millis(50), "{pair:?}");
+        }
+    }
+
     #[test]
     fn statistics_interval_is_zero_or_ten_ms_to_a_day() {
         for ok in ["0", "10", "1000", "86400000"] {
