@@ -308,6 +308,16 @@ typedef struct {
  */
 typedef void (*lagless_delivery_cb)(void *opaque, const lagless_error *err, int32_t partition, int64_t offset);
 
+/**
+ * The statistics callback: `json` is the consumer's metrics snapshot (the object
+ * `lagless_consumer_metrics_json` returns), `json_len` bytes long and NUL-terminated, borrowed
+ * for the duration of the call (copy it to keep it). Runs only inside
+ * `lagless_consumer_poll`/`_poll_batch`, on the thread that called it, every
+ * `statistics.interval.ms`. It must not call `lagless_consumer_poll` on the same consumer nor
+ * destroy it, and must not unwind (longjmp, C++ exceptions) through lagless.
+ */
+typedef void (*lagless_statistics_cb)(void *opaque, const char *json, size_t json_len);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -859,6 +869,16 @@ lagless_error *lagless_producer_close(lagless_producer *producer, int32_t timeou
  * reports not yet served are dropped without calling their callbacks. NULL is ignored.
  */
 void lagless_producer_destroy(lagless_producer *producer);
+
+/**
+ * Sets the statistics callback: every `statistics.interval.ms` (a config key; 0, the default,
+ * means never) a poll calls it with the metrics snapshot as JSON before it takes records, and a
+ * poll waiting for records wakes for it; a consumer not polled meanwhile gets one call when
+ * polled again, not one per interval missed. The first call comes one interval after the
+ * consumer was created. NULL `statistics_cb` removes it. `opaque` is passed to it untouched
+ * and must stay valid until the callback is replaced or the consumer destroyed.
+ */
+lagless_error *lagless_consumer_set_statistics_callback(lagless_consumer *consumer, lagless_statistics_cb statistics_cb, void *opaque);
 
 /**
  * A new, empty list. Returns NULL only if lagless failed internally.

@@ -16,6 +16,8 @@
 //! - KIP-62 holds as in the blocking API: not calling `recv()` for `max.poll.interval.ms`
 //!   leaves the group, and the next `recv()` reports the partitions lost and rejoins.
 //!
+//! - `statistics.interval.ms`'s callback runs inside `recv()` too, on the application's task
+//!   ([`Consumer::set_statistics_callback`]).
 //! - Errors of single partitions come out of `recv()` one per call, and the consumer keeps
 //!   serving the others (KIP-572), as from the blocking `poll()`. Recovery streams (KIP-333) and
 //!   learner assignments work as in the blocking API; `on_partitions_learning` may await its
@@ -31,7 +33,7 @@ use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::backoff::Deadline;
 use crate::config::{Config, ConsumerConfig, ProducerConfig};
@@ -324,6 +326,18 @@ impl Consumer {
         self.engine().metrics()
     }
 
+    /// The statistics callback ([`crate::Consumer::set_statistics_callback`]): every
+    /// `statistics.interval.ms` it gets the snapshot from inside `recv()` (and `recv_batch()`,
+    /// the stream), on the application's task, before records are taken; a `recv()` waiting
+    /// for records wakes for it. It is a plain function run on an async task: it must not block.
+    /// An error it returns comes out of that `recv()`.
+    pub fn set_statistics_callback(
+        &self,
+        callback: Option<crate::consumer::statistics::StatisticsCallback>,
+    ) {
+        self.engine().set_statistics_callback(callback)
+    }
+
     /// KIP-333: whether `tp` has a recovery stream still draining a backlog.
     pub fn recovery_active(&self, tp: &TopicPartition) -> Result<bool> {
         self.engine().recovery_active(tp)
@@ -395,6 +409,7 @@ impl Consumer {
         loop {
             c.check_open()?;
             c.run_commit_callbacks();
+            let statistics_due = c.emit_statistics(Instant::now())?;
             if !steps_stand {
                 self.group_steps().await?;
             }
@@ -416,7 +431,12 @@ impl Consumer {
             }
             // Wake at least every 100 ms to run the group steps again (a join may have
             // finished, a heartbeat may have found the generation gone).
-            let _ = tokio::time::timeout(Duration::from_millis(100), ready).await;
+            // A statistics emission due sooner wakes it for that.
+            let wake = statistics_due.map_or(Duration::from_millis(100), |at| {
+                at.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(100))
+            });
+            let _ = tokio::time::timeout(wake, ready).await;
         }
     }
 
@@ -487,6 +507,9 @@ impl Consumer {
             return Some(Err(e));
         }
         c.run_commit_callbacks();
+        if let Err(e) = c.emit_statistics(Instant::now()) {
+            return Some(Err(e));
+        }
         // Group steps that found nothing to do a moment ago stand for a record already waiting
         // (`IDLE_STEPS_STAND_FOR`); when none is, recv() takes the steps before it waits.
         if !c.idle_steps.stand_now() {

@@ -43,6 +43,7 @@ mod learners;
 mod protocol_seam_tests;
 mod rebalance_listener;
 mod snapshot;
+pub mod statistics;
 
 pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;
@@ -152,6 +153,8 @@ pub struct Consumer {
     /// The fetch task, which `close()` waits for: its last act ends the consumer's fetch
     /// sessions on the brokers.
     fetch_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// `statistics.interval.ms`'s callback and when it last ran.
+    statistics: statistics::Statistics,
 }
 
 impl Consumer {
@@ -190,6 +193,7 @@ impl Consumer {
             idle_steps: Default::default(),
             group_protocol,
             fetch_task: Mutex::new(Some(fetch_task)),
+            statistics: statistics::Statistics::new(Instant::now()),
         })
     }
 
@@ -280,6 +284,8 @@ impl Consumer {
             // records) and finished async commits' callbacks, on this thread and outside the
             // fetch lock.
             self.run_commit_callbacks();
+            // Before records are taken: an error of the callback leaves them for the next call.
+            let statistics_due = self.emit_statistics(Instant::now())?;
             if !steps_stand {
                 self.group_poll()?;
             }
@@ -298,7 +304,15 @@ impl Consumer {
             if std::mem::take(&mut steps_stand) {
                 continue;
             }
-            if self.shared.wait_for_data(st, &deadline).is_none() {
+            // A statistics emission due before the deadline wakes the wait for it.
+            let wait = match statistics_due {
+                Some(at) if at < deadline.instant() => {
+                    let now = Instant::now();
+                    Deadline::after_from(now, at.saturating_duration_since(now))
+                }
+                _ => deadline,
+            };
+            if self.shared.wait_for_data(st, &wait).is_none() && deadline.expired() {
                 return Ok(Vec::new());
             }
         }

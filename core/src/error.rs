@@ -206,8 +206,8 @@ pub enum Error {
     Wakeup,
     /// The client was closed. Fatal.
     Closed,
-    /// A rebalance listener callback failed; the assignment change completed anyway. Not
-    /// retriable.
+    /// A callback of the application failed: a rebalance listener's (the assignment change
+    /// completed anyway) or the statistics callback. Not retriable.
     Callback(String),
     /// The caller is not in a state that allows the call (e.g. `commit` without a group). Not
     /// retriable.
@@ -681,7 +681,7 @@ impl fmt::Display for Error {
             Error::CommitFailed(m) => write!(f, "commit failed: {m}"),
             Error::Wakeup => write!(f, "woken up by wakeup()"),
             Error::Closed => write!(f, "the client is closed"),
-            Error::Callback(m) => write!(f, "rebalance callback failed: {m}"),
+            Error::Callback(m) => write!(f, "callback failed: {m}"),
             Error::IllegalState(m) => write!(f, "illegal state: {m}"),
             Error::Authentication(m) => write!(f, "authentication failed: {m}"),
             Error::Tls(m) => write!(f, "TLS: {m}"),

@@ -631,3 +631,63 @@ fn the_metrics_json_is_the_callers_string_with_unknown_values_null() {
     assert!(json.is_null(), "written only on success");
     lagless_consumer_destroy(c);
 }
+
+/// Counts the statistics callback's calls and checks each JSON is the snapshot's object.
+unsafe extern "C" fn count_statistics(
+    opaque: *mut std::ffi::c_void,
+    json: *const c_char,
+    len: usize,
+) {
+    // SAFETY: the test's counter and the callback's borrowed, NUL-terminated string.
+    let (n, text) = unsafe {
+        (
+            &mut *opaque.cast::<usize>(),
+            CStr::from_ptr(json).to_str().unwrap(),
+        )
+    };
+    assert_eq!(text.len(), len);
+    assert!(text.starts_with(r#"{"assigned_partitions":0,"#), "{text}");
+    *n += 1;
+}
+
+#[test]
+fn the_statistics_callback_gets_the_json_inside_poll() {
+    let c = consumer(&[(c"statistics.interval.ms", c"50")]);
+    let mut calls = 0usize;
+    let opaque = (&mut calls as *mut usize).cast();
+    ok(lagless_consumer_set_statistics_callback(
+        c,
+        Some(count_statistics),
+        opaque,
+    ));
+    let mut m = null_mut();
+    ok(lagless_consumer_poll(c, 400, &mut m));
+    assert!(m.is_null());
+    // 400 ms of polling at 50 ms: at most 8 calls (never closer than the interval), some even
+    // on a loaded machine.
+    assert!((2..=8).contains(&calls), "{calls} calls");
+    let before = calls;
+    ok(lagless_consumer_set_statistics_callback(
+        c,
+        None,
+        null_mut(),
+    ));
+    ok(lagless_consumer_poll(c, 200, &mut m));
+    assert_eq!(calls, before, "removed: not called");
+
+    let (code, msg) = outcome(lagless_consumer_set_statistics_callback(
+        null_mut(),
+        None,
+        null_mut(),
+    ));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    assert!(msg.contains("consumer"), "{msg}");
+    ok(lagless_consumer_close(c, 0));
+    let (code, _) = outcome(lagless_consumer_set_statistics_callback(
+        c,
+        Some(count_statistics),
+        opaque,
+    ));
+    assert_eq!(code, LAGLESS_ERR_CLOSED);
+    lagless_consumer_destroy(c);
+}

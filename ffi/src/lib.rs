@@ -33,6 +33,7 @@ mod message;
 mod poll;
 mod producer;
 mod rebalance;
+mod statistics;
 mod tplist;
 mod transaction;
 
@@ -47,6 +48,7 @@ pub use error::*;
 pub use log::*;
 pub use message::*;
 pub use producer::*;
+pub use statistics::*;
 pub use tplist::*;
 pub use transaction::*;
 

@@ -4,7 +4,7 @@
 #   build every C program through pkg-config with -std=c99 -Wall -Wextra -Werror -pedantic;
 #   check the exports, soname and ABI baseline; run produce / error-path / two-process group /
 #   recovery-stream / learner-assignment / learner hand-over (readiness reported later, prepare
-#   to leave) / batch hand-over / transaction / consumer metrics tests and the TLS/SASL round trips
+#   to leave) / batch hand-over / transaction / consumer metrics / statistics callback tests and the TLS/SASL round trips
 #   (over the security listeners of `kafka_broker.py --security`) plainly, under
 #   AddressSanitizer and (produce, errors, lookups, batch) under valgrind; the two-process group
 #   again under group.protocol=consumer (KIP-848);
@@ -45,7 +45,7 @@ step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
 read -r -a PC <<<"$(pkg-config --cflags --libs lagless)"
-for t in test_produce test_errors group_member produce_n test_recovery test_recovery_thread test_learners test_handover test_lookups test_security test_batch test_transactions test_metrics; do
+for t in test_produce test_errors group_member produce_n test_recovery test_recovery_thread test_learners test_handover test_lookups test_security test_batch test_transactions test_metrics test_statistics; do
   cc "${CFLAGS[@]}" -o "$work/$t" "tests/c/$t.c" "${PC[@]}" -pthread
   cc "${CFLAGS[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$work/asan-$t" "tests/c/$t.c" "${PC[@]}" -pthread
 done
@@ -139,6 +139,8 @@ step "transactions"
 "$work/test_transactions" "lagless-c-txn-$run_id" "lagless-c-txn-g-$run_id"
 step "consumer metrics"
 "$work/test_metrics" "lagless-c-metrics-$run_id" "lagless-c-metrics-g-$run_id"
+step "statistics callback"
+"$work/test_statistics" "lagless-c-statistics-$run_id"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
 step "AddressSanitizer: produce"
@@ -165,6 +167,8 @@ step "AddressSanitizer: transactions"
 "$work/asan-test_transactions" "lagless-c-txn-asan-$run_id" "lagless-c-txn-g-asan-$run_id"
 step "AddressSanitizer: consumer metrics"
 "$work/asan-test_metrics" "lagless-c-metrics-asan-$run_id" "lagless-c-metrics-g-asan-$run_id"
+step "AddressSanitizer: statistics callback"
+"$work/asan-test_statistics" "lagless-c-statistics-asan-$run_id"
 unset ASAN_OPTIONS
 
 if [[ "${LAGLESS_C_SKIP_VALGRIND:-0}" != 1 ]]; then

@@ -22,6 +22,28 @@ const OAUTH_CB: &str = "oauth_cb";
 /// the core checks keys and values and names the key in its `ConfigError`. `oauth_cb` must be
 /// callable.
 pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Config> {
+    let (c, stats_cb) = parse(py, config)?;
+    if stats_cb.is_some() {
+        return Err(PyTypeError::new_err(format!(
+            "config `{STATS_CB}`: only a Consumer has statistics"
+        )));
+    }
+    Ok(c)
+}
+
+/// The key of the statistics callback (confluent-kafka's name): not a core key either.
+const STATS_CB: &str = "stats_cb";
+
+/// A consumer's config: as [`from_mapping`], and `stats_cb`, a callable given the statistics
+/// JSON (a str) every `statistics.interval.ms`.
+pub fn consumer_from_mapping(
+    py: Python<'_>,
+    config: &Bound<'_, PyAny>,
+) -> PyResult<(Config, Option<Py<PyAny>>)> {
+    parse(py, config)
+}
+
+fn parse(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<(Config, Option<Py<PyAny>>)> {
     let mapping = config.cast::<PyMapping>().map_err(|_| {
         let got = config
             .get_type()
@@ -34,6 +56,7 @@ pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Confi
     })?;
     let mut c = Config::new();
     let mut oauth_cb = None;
+    let mut stats_cb = None;
     for item in mapping.items()?.iter() {
         let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
         let key: String = k
@@ -48,6 +71,16 @@ pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Confi
                 )));
             }
             oauth_cb = Some(v.unbind());
+            continue;
+        }
+        if key == STATS_CB {
+            if !v.is_callable() {
+                return Err(PyTypeError::new_err(format!(
+                    "config `{STATS_CB}`: must be callable (json: str) -> None, got {}",
+                    v.get_type().name()?
+                )));
+            }
+            stats_cb = Some(v.unbind());
             continue;
         }
         let value: String = if v.is_instance_of::<PyBool>() {
@@ -72,7 +105,7 @@ pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Confi
             argument: Secret::new(argument),
         }));
     }
-    Ok(c)
+    Ok((c, stats_cb))
 }
 
 /// `oauth_cb(oauthbearer_config) -> (token, expiry[, principal[, extensions]])`, as in

@@ -50,6 +50,9 @@ pub struct Consumer {
     /// Always Some but while dropping.
     inner: Option<CoreConsumer>,
     callbacks: Arc<Mutex<Callbacks>>,
+    /// `stats_cb` of the config, shared with the core's statistics callback (and seen by the
+    /// garbage collector here).
+    stats_cb: Arc<Mutex<Option<Py<PyAny>>>>,
     stash: Stash,
 }
 
@@ -205,12 +208,22 @@ impl Consumer {
 impl Consumer {
     #[new]
     fn py_new(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let config = crate::config::from_mapping(py, config)?;
+        let (config, stats_cb) = crate::config::consumer_from_mapping(py, config)?;
         let core = py.detach(|| CoreConsumer::from_config(&config)).py(py)?;
+        let stash: Stash = Arc::new(Mutex::new(None));
+        let with_stats = stats_cb.is_some();
+        let stats_cb = Arc::new(Mutex::new(stats_cb));
+        if with_stats {
+            core.set_statistics_callback(Some(statistics_callback(
+                stats_cb.clone(),
+                stash.clone(),
+            )));
+        }
         Ok(Consumer {
             inner: Some(core),
             callbacks: Arc::new(Mutex::new(Callbacks::default())),
-            stash: Arc::new(Mutex::new(None)),
+            stats_cb,
+            stash,
         })
     }
 
@@ -733,6 +746,9 @@ impl Consumer {
             visit.call(&cbs.on_revoke)?;
             visit.call(&cbs.on_lost)?;
         }
+        if let Ok(cb) = self.stats_cb.try_lock() {
+            visit.call(&*cb)?;
+        }
         Ok(())
     }
 
@@ -740,7 +756,38 @@ impl Consumer {
         if let Ok(mut cbs) = self.callbacks.try_lock() {
             *cbs = Callbacks::default();
         }
+        if let Ok(mut cb) = self.stats_cb.try_lock() {
+            *cb = None;
+        }
     }
+}
+
+/// The core's statistics callback for `stats_cb`: the snapshot's JSON as a str, called with the
+/// GIL on the thread inside the core's `poll` (so from `poll()`/`consume()`/iteration). What it
+/// raises is stashed and that poll fails with it, as confluent-kafka's `poll()` raises what its
+/// `stats_cb` raised; no record is lost (the core calls it before taking records).
+fn statistics_callback(
+    stats_cb: Arc<Mutex<Option<Py<PyAny>>>>,
+    stash: Stash,
+) -> lagless::StatisticsCallback {
+    Box::new(move |m: &lagless::ConsumerMetrics| {
+        let json = m.to_json_string();
+        Python::attach(|py| {
+            let Some(cb) = stats_cb
+                .lock()
+                .unpoisoned()
+                .as_ref()
+                .map(|c| c.clone_ref(py))
+            else {
+                return Ok(());
+            };
+            cb.call1(py, (json,)).map(drop).map_err(|e| {
+                let msg = format!("stats_cb raised {e}");
+                stash_error(&stash, e);
+                Error::Callback(msg)
+            })
+        })
+    })
 }
 
 impl Drop for Consumer {

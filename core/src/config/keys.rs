@@ -26,6 +26,9 @@ pub(super) enum Kind {
     Int { min: i64, max: i64 },
     /// An integer number of milliseconds in `min..=max`.
     Ms { min: i64, max: i64 },
+    /// `0` (off) or an integer number of milliseconds in `min..=max`: an interval where a tiny
+    /// value would only burn the poll thread.
+    OffOrMs { min: i64, max: i64 },
     /// `true` or `false`, any case.
     Bool,
     /// One of the listed words, any case.
@@ -506,6 +509,13 @@ pub(super) static KEYS: &[KeyInfo] = &[
         "Group membership protocol: classic (JoinGroup/SyncGroup, client-side assignors) or consumer (KIP-848: the coordinator assigns, rebalances are incremental per member, ConsumerGroupHeartbeat). With consumer, partition.assignment.strategy, session.timeout.ms and heartbeat.interval.ms are the broker's (group.consumer.*) and refused here, as the Java client refuses them.",
     ),
     key(
+        "statistics.interval.ms",
+        Some("0"),
+        Consumer,
+        OffOrMs { min: 10, max: 86_400_000 },
+        "How often the statistics callback receives the metrics snapshot (JSON in C and Python), from poll() on the polling thread; 0 turns statistics off (librdkafka's statistics.interval.ms).",
+    ),
+    key(
         "group.remote.assignor",
         None,
         Consumer,
@@ -616,6 +626,9 @@ impl Kind {
             NonEmpty => "a non-empty string".to_string(),
             Int { min, max } => format!("an integer from {min} to {max}"),
             Ms { min, max } => format!("an integer number of milliseconds from {min} to {max}"),
+            OffOrMs { min, max } => {
+                format!("0 (off) or an integer number of milliseconds from {min} to {max}")
+            }
             Bool => "`true` or `false`".to_string(),
             OneOf(words) => format!("one of {}", quoted(words)),
             Restricted { known, .. } => format!("one of {}", quoted(known)),
@@ -639,6 +652,10 @@ impl Kind {
             NonEmpty => Ok(()),
             Int { min, max } | Ms { min, max } => match value.parse::<i64>() {
                 Ok(n) if (*min..=*max).contains(&n) => Ok(()),
+                _ => Err(bad()),
+            },
+            OffOrMs { min, max } => match value.parse::<i64>() {
+                Ok(n) if n == 0 || (*min..=*max).contains(&n) => Ok(()),
                 _ => Err(bad()),
             },
             Bool => parse_bool(value).map(|_| ()).ok_or_else(bad),

@@ -105,6 +105,10 @@ pub struct ConsumerConfig {
     /// `max.poll.interval.ms`: a member that does not poll this long leaves the group (KIP-62,
     /// default 5 min).
     pub max_poll_interval: Duration,
+    /// `statistics.interval.ms`: how often `poll()` hands the metrics snapshot to the
+    /// statistics callback ([`crate::Consumer::set_statistics_callback`]); zero (the default)
+    /// for never.
+    pub statistics_interval: Duration,
     /// `max.poll.records`: the most records one poll returns (default 500).
     pub max_poll_records: usize,
     /// `enable.auto.commit`: commit the positions of returned records in the background
@@ -283,6 +287,7 @@ impl ConsumerConfig {
             session_timeout,
             heartbeat_interval,
             max_poll_interval: c.ms("max.poll.interval.ms")?,
+            statistics_interval: c.ms("statistics.interval.ms")?,
             max_poll_records: c.size("max.poll.records")?,
             enable_auto_commit,
             auto_commit_interval: c.ms("auto.commit.interval.ms")?,

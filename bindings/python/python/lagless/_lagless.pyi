@@ -38,7 +38,11 @@ _OAuthToken = Union[
 _OAuthCallback = Callable[[str], _OAuthToken]
 # What a config value may be; the config itself is typed Mapping[str, Any] so that a dict of
 # mixed values (a dict[str, object] to mypy) is accepted.
-_ConfigValue = Union[str, int, float, bool, _OAuthCallback]
+# `stats_cb(json)`: the consumer's statistics (the `metrics()` snapshot as a JSON str) every
+# `statistics.interval.ms`, called from poll()/consume() on the polling thread; what it raises
+# comes out of that call (as in confluent-kafka).
+_StatsCallback = Callable[[str], Any]
+_ConfigValue = Union[str, int, float, bool, _OAuthCallback, _StatsCallback]
 _Payload = Union[bytes, bytearray, str, None]
 _Headers = Union[Iterable[Tuple[str, _Payload]], Mapping[str, _Payload]]
 _PartitionsCallback = Callable[["Consumer", List["TopicPartition"]], Any]

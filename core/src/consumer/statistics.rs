@@ -1,0 +1,323 @@
+//! `statistics.interval.ms`: the metrics snapshot handed to the application's statistics
+//! callback every interval, the way librdkafka's `stats_cb` gets its JSON. The callback runs on
+//! the thread inside `poll()` (never beside the application's own code), and a `poll()` waiting
+//! for records wakes for it. [`statistics_due`] decides when; this file only carries it out.
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::consumer::Consumer;
+use crate::error::Result;
+use crate::metrics::ConsumerMetrics;
+use crate::sync::Unpoisoned;
+
+/// The statistics callback: given the snapshot every `statistics.interval.ms`, on the thread in
+/// `poll()`. An error it returns comes out of that `poll()` (no record is held back by it: the
+/// callback runs before the call takes records).
+pub type StatisticsCallback = Box<dyn FnMut(&ConsumerMetrics) -> Result<()> + Send>;
+
+/// Whether a statistics emission is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatisticsDue {
+    /// `statistics.interval.ms` is 0: never.
+    Off,
+    /// Now.
+    Now,
+    /// Not before this instant.
+    At(Instant),
+}
+
+/// Whether statistics are due at `now`, the last emission (or the consumer's start) having been
+/// at `last` and the interval being `interval` (zero: off). Emitting sets `last` to `now`, not to
+/// the due time: a poll gap of several intervals gives one emission, not a burst, and two
+/// emissions are never closer than the interval. A `now` before `last` (a clock that went back)
+/// waits one interval from `now` rather than up to the time the clock lost.
+pub fn statistics_due(now: Instant, last: Instant, interval: Duration) -> StatisticsDue {
+    if interval.is_zero() {
+        return StatisticsDue::Off;
+    }
+    if now < last {
+        return StatisticsDue::At(now + interval);
+    }
+    match last.checked_add(interval) {
+        Some(due) if now >= due => StatisticsDue::Now,
+        Some(due) => StatisticsDue::At(due),
+        // An interval past the clock's range never comes.
+        None => StatisticsDue::Off,
+    }
+}
+
+/// The callback and when it last ran.
+pub(crate) struct Statistics {
+    state: Mutex<State>,
+}
+
+struct State {
+    callback: Option<StatisticsCallback>,
+    last: Instant,
+    /// Bumped by every `set`, so an emission whose callback was replaced meanwhile does not put
+    /// the old one back.
+    version: u64,
+}
+
+impl Statistics {
+    pub(crate) fn new(start: Instant) -> Statistics {
+        Statistics {
+            state: Mutex::new(State {
+                callback: None,
+                last: start,
+                version: 0,
+            }),
+        }
+    }
+}
+
+impl Consumer {
+    /// Sets (or with `None` removes) the statistics callback: every `statistics.interval.ms`
+    /// (0, the default, is off and the callback is never called) a `poll()` hands it the
+    /// [`Consumer::metrics`] snapshot, on the polling thread and before it takes records; a
+    /// `poll()` waiting for records wakes for it, one that is not called meanwhile delays it
+    /// (a gap of several intervals gives one call, not one per interval). The first call comes
+    /// one interval after the consumer was created. `recovery_poll()` never calls it. The
+    /// callback must not call this consumer's `poll()`.
+    pub fn set_statistics_callback(&self, callback: Option<StatisticsCallback>) {
+        let mut st = self.statistics.state.lock().unpoisoned();
+        st.callback = callback;
+        st.version += 1;
+    }
+
+    /// Calls the statistics callback if an emission is due at `now`; the instant the next one is
+    /// due (for a waiting `poll()` to wake at), `None` when there is none to wait for.
+    pub(crate) fn emit_statistics(&self, now: Instant) -> Result<Option<Instant>> {
+        let interval = self.shared.config.statistics_interval;
+        let (mut callback, version) = {
+            let mut st = self.statistics.state.lock().unpoisoned();
+            if st.callback.is_none() {
+                return Ok(None);
+            }
+            match statistics_due(now, st.last, interval) {
+                StatisticsDue::Off => return Ok(None),
+                StatisticsDue::At(at) => return Ok(Some(at)),
+                StatisticsDue::Now => {}
+            }
+            st.last = now;
+            // Taken out so the callback runs with no lock held (it may set another callback).
+            (st.callback.take(), st.version)
+        };
+        let result = match callback.as_mut() {
+            Some(cb) => cb(&self.metrics()),
+            None => Ok(()),
+        };
+        let mut st = self.statistics.state.lock().unpoisoned();
+        if st.version == version {
+            st.callback = callback;
+        }
+        let next = now.checked_add(interval);
+        drop(st);
+        result.map(|()| next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emission_is_due_once_an_interval_has_passed_and_never_sooner() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let at = |n| StatisticsDue::At(t0 + ms(n));
+        // (now - t0, interval, expected); last = t0.
+        let table = [
+            (0, 0, StatisticsDue::Off),
+            (10_000, 0, StatisticsDue::Off),
+            (0, 200, at(200)),
+            (199, 200, at(200)),
+            (200, 200, StatisticsDue::Now),
+            (201, 200, StatisticsDue::Now),
+            // A poll gap of ten intervals: one emission due (the caller then sets last = now).
+            (2_000, 200, StatisticsDue::Now),
+        ];
+        for (now, interval, want) in table {
+            assert_eq!(
+                statistics_due(t0 + ms(now), t0, ms(interval)),
+                want,
+                "now = t0 + {now} ms, interval {interval} ms"
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_gap_gives_one_emission_then_a_full_interval() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let interval = ms(200);
+        // Polls every 50 ms, with a 1 s gap from 300 to 1300 ms.
+        let polls: Vec<u64> = (0..=6)
+            .map(|i| i * 50)
+            .chain((0..=8).map(|i| 1_300 + i * 50))
+            .collect();
+        let mut last = t0;
+        let mut emitted = Vec::new();
+        for p in polls {
+            let now = t0 + ms(p);
+            if statistics_due(now, last, interval) == StatisticsDue::Now {
+                last = now;
+                emitted.push(p);
+            }
+        }
+        // At 200, once after the gap (1300, not five times), and one interval after that.
+        assert_eq!(emitted, [200, 1_300, 1_500, 1_700]);
+    }
+
+    #[test]
+    fn a_clock_that_went_back_waits_one_interval_from_now() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let last = t0 + ms(5_000);
+        assert_eq!(
+            statistics_due(t0, last, ms(200)),
+            StatisticsDue::At(t0 + ms(200))
+        );
+        assert_eq!(statistics_due(t0, last, ms(0)), StatisticsDue::Off);
+    }
+}
+
+#[cfg(test)]
+mod consumer_tests {
+    use std::sync::{Arc, Mutex};
+    use std::thread::ThreadId;
+
+    use super::*;
+    use crate::{Config, Error, ErrorKind};
+
+    /// A consumer with nothing to reach: its snapshot is there all the same.
+    fn consumer(interval: &str) -> Consumer {
+        let config = Config::from_pairs([
+            ("bootstrap.servers", "127.0.0.1:1"),
+            ("statistics.interval.ms", interval),
+        ])
+        .unwrap();
+        Consumer::from_config(&config).unwrap()
+    }
+
+    type Seen = Arc<Mutex<Vec<(ThreadId, Instant)>>>;
+
+    fn recording(c: &Consumer) -> Seen {
+        let seen: Seen = Default::default();
+        let s = seen.clone();
+        c.set_statistics_callback(Some(Box::new(move |m: &ConsumerMetrics| {
+            assert_eq!(m.partitions.len(), 0);
+            s.lock()
+                .unwrap()
+                .push((std::thread::current().id(), Instant::now()));
+            Ok(())
+        })));
+        seen
+    }
+
+    #[test]
+    fn one_long_poll_wakes_for_each_interval_on_its_own_thread() {
+        let c = consumer("50");
+        let seen = recording(&c);
+        let start = Instant::now();
+        let records = c.poll(Duration::from_millis(600)).unwrap();
+        let waited = start.elapsed();
+        assert!(records.is_empty());
+        let seen = seen.lock().unwrap().clone();
+        // 600 ms of one poll at 50 ms: at most 12 calls (never closer than the interval), and
+        // well above none even on a loaded machine.
+        assert!(
+            (3..=12).contains(&seen.len()),
+            "{} calls in a poll of {waited:?}",
+            seen.len()
+        );
+        let me = std::thread::current().id();
+        assert!(seen.iter().all(|(t, _)| *t == me));
+        for pair in seen.windows(2) {
+            assert!(
+                pair[1].1 - pair[0].1 >= Duration::from_millis(50),
+                "{pair:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn interval_zero_or_no_callback_calls_nothing() {
+        let c = consumer("0");
+        let seen = recording(&c);
+        c.poll(Duration::from_millis(200)).unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 0);
+
+        let c = consumer("20");
+        let seen = recording(&c);
+        c.set_statistics_callback(None);
+        c.poll(Duration::from_millis(200)).unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 0);
+    }
+
+    #[test]
+    fn an_error_of_the_callback_comes_out_of_poll_and_the_next_poll_goes_on() {
+        let c = consumer("20");
+        let calls = Arc::new(Mutex::new(0));
+        let n = calls.clone();
+        c.set_statistics_callback(Some(Box::new(move |_: &ConsumerMetrics| {
+            *n.lock().unwrap() += 1;
+            Err(Error::Callback("statistics callback: broken".into()))
+        })));
+        let e = c.poll(Duration::from_secs(5)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Callback);
+        assert_eq!(*calls.lock().unwrap(), 1);
+        // The callback is kept: the next interval calls it again.
+        let e = c.poll(Duration::from_secs(5)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Callback);
+        assert_eq!(*calls.lock().unwrap(), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_async_consumer_calls_it_from_a_waiting_recv() {
+        let config = Config::from_pairs([
+            ("bootstrap.servers", "127.0.0.1:1"),
+            ("statistics.interval.ms", "50"),
+        ])
+        .unwrap();
+        let c = crate::aio::Consumer::from_config(&config).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        c.set_statistics_callback(Some(Box::new(move |_: &ConsumerMetrics| {
+            s.lock().unwrap().push(Instant::now());
+            Ok(())
+        })));
+        // Nothing assigned: recv() waits the whole time, waking for each interval.
+        let r = tokio::time::timeout(Duration::from_millis(600), c.recv()).await;
+        assert!(r.is_err(), "no record can come");
+        let seen = seen.lock().unwrap().clone();
+        assert!((3..=12).contains(&seen.len()), "{} calls", seen.len());
+        for pair in seen.windows(2) {
+            assert!(pair[1] - pair[0] >= Duration::from_millis(50), "{pair:?}");
+        }
+    }
+
+    #[test]
+    fn statistics_interval_is_zero_or_ten_ms_to_a_day() {
+        for ok in ["0", "10", "1000", "86400000"] {
+            assert!(
+                Config::new().set("statistics.interval.ms", ok).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in ["-1", "5", "86400001", "soon"] {
+            let e = Config::new()
+                .set("statistics.interval.ms", bad)
+                .unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains("statistics.interval.ms") && msg.contains(&format!("`{bad}`")),
+                "{msg}"
+            );
+        }
+        assert_eq!(
+            consumer("250").config().statistics_interval,
+            Duration::from_millis(250)
+        );
+    }
+}
