@@ -25,10 +25,14 @@
 //!
 //! [`Producer`] runs on the application's runtime too: `send()` awaits only the metadata of a
 //! topic not seen before and room in `buffer.memory`, and returns a future of the delivery
-//! report.
+//! report. Its transactional calls (`init_transactions`, `begin_transaction`,
+//! `send_offsets_to_transaction` with the async consumer's [`Consumer::group_metadata`],
+//! `commit_transaction`, `abort_transaction`) await on the same runtime, with the blocking
+//! producer's states and errors.
 //!
 //! The blocking [`crate::Consumer`] and [`crate::Producer`] also work inside a runtime (they
 //! block the calling worker thread for each call); these are the API for async code.
+use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -778,6 +782,52 @@ impl Producer {
     /// The partition ids of `topic`, fetching its metadata if needed.
     pub async fn partitions_for(&self, topic: &str) -> Result<Vec<i32>> {
         self.inner.partitions_for_async(topic).await
+    }
+
+    /// Gets the producer id of `transactional.id` from its transaction coordinator, fencing
+    /// every older producer with that id, as [`crate::Producer::init_transactions`]. Once,
+    /// before the first transaction. The transactional calls await on this runtime and never
+    /// block a worker thread; one dropped before its end (a lost `select!`, a timeout) is cut
+    /// short as by its `timeout`, and the same call made again finishes it.
+    pub async fn init_transactions(&self, timeout: Duration) -> Result<()> {
+        self.inner.init_transactions_async(timeout).await
+    }
+
+    /// Starts a transaction: records sent from now until `commit_transaction` or
+    /// `abort_transaction` belong to it. Local: no request is sent, so it never waits (async
+    /// only so that every transactional call is awaited alike).
+    pub async fn begin_transaction(&self) -> Result<()> {
+        self.inner.begin_transaction()
+    }
+
+    /// Sends the consumer's offsets to the open transaction, committed for its group if and
+    /// only if the transaction commits, as [`crate::Producer::send_offsets_to_transaction`].
+    /// `group` is the async consumer's [`Consumer::group_metadata`]: a member whose generation
+    /// is gone has its offsets refused (KIP-447), and the transaction must be aborted.
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: &HashMap<TopicPartition, OffsetAndMetadata>,
+        group: &GroupMetadata,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.inner
+            .send_offsets_to_transaction_async(offsets, group, timeout)
+            .await
+    }
+
+    /// Flushes the open transaction's records and commits it (EndTxn), as
+    /// [`crate::Producer::commit_transaction`]: a failed record of it makes this fail with
+    /// [`Error::TransactionAbortable`] (abort then); a fatal error (fenced by a newer producer
+    /// with the same `transactional.id`) leaves only `close()`.
+    pub async fn commit_transaction(&self, timeout: Duration) -> Result<()> {
+        self.inner.commit_transaction_async(timeout).await
+    }
+
+    /// Aborts the open transaction, as [`crate::Producer::abort_transaction`]: records not sent
+    /// yet fail with [`Error::TransactionAbortable`], and neither its records nor its offsets
+    /// are ever read_committed.
+    pub async fn abort_transaction(&self, timeout: Duration) -> Result<()> {
+        self.inner.abort_transaction_async(timeout).await
     }
 }
 

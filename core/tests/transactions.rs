@@ -18,80 +18,15 @@
 mod configs;
 #[path = "support/own_broker.rs"]
 mod own_broker;
+#[path = "support/transactional.rs"]
+mod txn_support;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lagless::{Consumer, OffsetAndMetadata, Producer, ProducerRecord, TopicPartition};
 use own_broker::OwnBroker;
-
-const PARTITIONS: i32 = 3;
-const T: Duration = Duration::from_secs(30);
-
-/// Clusters are started one at a time: JVMs on a shared two-core machine.
-static ONE_CLUSTER: Mutex<()> = Mutex::new(());
-
-fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
-    ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Per partition, the keys delivered in offset order.
-type Keys = BTreeMap<i32, Vec<String>>;
-
-fn tps(topic: &str) -> Vec<TopicPartition> {
-    (0..PARTITIONS)
-        .map(|p| TopicPartition::new(topic, p))
-        .collect()
-}
-
-fn transactional(bootstrap: &str, id: &str) -> Producer {
-    configs::producer(&[
-        ("bootstrap.servers", bootstrap),
-        ("transactional.id", id),
-        ("linger.ms", "5"),
-        ("transaction.timeout.ms", "30000"),
-    ])
-}
-
-/// Reads `topic` from the start with `isolation` until the positions reach the end offsets
-/// (the LSO under read_committed); per partition, the keys in the order delivered.
-fn read_all(bootstrap: &str, topic: &str, isolation: &str) -> Keys {
-    let c = configs::consumer(&[
-        ("bootstrap.servers", bootstrap),
-        ("isolation.level", isolation),
-        ("auto.offset.reset", "earliest"),
-        ("fetch.max.wait.ms", "100"),
-    ]);
-    c.assign(&tps(topic)).unwrap();
-    let ends: Vec<i64> = c
-        .end_offsets(&tps(topic), Some(T))
-        .unwrap()
-        .into_iter()
-        .map(|(_, o)| o)
-        .collect();
-    let mut got = Keys::new();
-    let deadline = Instant::now() + T;
-    loop {
-        for r in c.poll(Duration::from_millis(100)).unwrap() {
-            let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
-            got.entry(r.partition).or_default().push(key);
-        }
-        let positions: Vec<i64> = tps(topic)
-            .iter()
-            .map(|tp| c.position(tp, Some(T)).unwrap())
-            .collect();
-        if positions == ends {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{isolation}: positions {positions:?}, not {ends:?}"
-        );
-    }
-    c.close(None).unwrap();
-    got
-}
+use txn_support::*;
 
 /// The broker's finalized `transaction.version` feature and its highest EndTxn version, from a
 /// raw ApiVersions v3: lagless speaks the classic protocol (EndTxn v4, AddPartitionsToTxn v3)
@@ -123,10 +58,6 @@ fn transaction_version(addr: &str) -> (Option<i16>, i16) {
         .find(|k| k.api_key == 26)
         .map_or(-1, |k| k.max_version);
     (tv, end_txn)
-}
-
-fn count(k: &Keys) -> usize {
-    k.values().map(Vec::len).sum()
 }
 
 #[test]
@@ -247,14 +178,6 @@ fn a_second_producer_fences_the_first_and_aborts_its_transaction() {
 }
 
 /// The group's committed offsets of `topic`, per partition (-1: none).
-fn committed_offsets(c: &Consumer, topic: &str) -> Vec<i64> {
-    c.committed(&tps(topic), Some(T))
-        .unwrap()
-        .into_iter()
-        .map(|(_, o)| o.map_or(-1, |o| o.offset))
-        .collect()
-}
-
 #[test]
 #[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
 fn offsets_sent_to_a_transaction_are_committed_only_with_it() {

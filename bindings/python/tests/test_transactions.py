@@ -4,6 +4,8 @@ confluent-kafka's consumer (librdkafka) at read_committed:
 - a committed and an aborted transaction: read_committed delivers exactly the committed records;
 - consume-transform-produce: a group member's offsets sent to the transaction are committed with
   it (and not with an aborted one); the output holds each input record once;
+- a record the broker refuses (larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE)
+  makes the commit raise TransactionAbortableError; after the abort the next transaction commits;
 - fencing: a second producer with the same transactional.id fences the first, whose next calls
   raise KafkaError PRODUCER_FENCED with ``fatal`` set (not TransactionAbortableError).
 
@@ -19,6 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 import confluent_kafka
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
 import lagless
 from conftest import member_config, unique
@@ -163,6 +166,61 @@ def test_consume_transform_produce_commits_the_offsets_with_the_transaction(
     assert sorted(v for _, _, v in out) == sorted(f"{i}-out".encode() for i in range(inputs))
     assert Counter(k for _, k, _ in out) == Counter(f"in-{i}".encode() for i in range(inputs))
     assert aborted_records > 0 and len(every) == inputs + aborted_records
+
+
+#: A record the partition leader refuses on a `small_batches_topic` (MESSAGE_TOO_LARGE).
+TOO_LARGE = b"x" * 4096
+
+
+def small_batches_topic(bootstrap: str, prefix: str) -> str:
+    """A topic whose leader refuses batches over 1 KiB (MESSAGE_TOO_LARGE), far below the
+    producer's own max.request.size (1 MiB): the refusal comes from the broker."""
+    topic = unique(prefix)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"max.message.bytes": "1024"})])[topic].result(30)
+    return topic
+
+
+def test_a_record_the_broker_refuses_makes_the_transaction_abortable(bootstrap):
+    topic = small_batches_topic(bootstrap, "py-txn-too-large")
+    outcomes: Dict[bytes, Optional[lagless.LaglessError]] = {}
+
+    def delivered(key: bytes):
+        def cb(err: Optional[lagless.LaglessError], _meta: Optional[Tuple[str, int, int]]) -> None:
+            outcomes[key] = err
+        return cb
+
+    with transactional(bootstrap, unique("py-txn-too-large")) as p:
+        p.init_transactions(T)
+        p.begin_transaction()
+        for i in range(10):
+            key = f"aborted-{i}".encode()
+            p.produce(topic, value=b"v", key=key, partition=i % PARTITIONS, on_delivery=delivered(key))
+        p.flush(T)  # written, each partition in the transaction; then the refused record alone
+        p.produce(topic, value=TOO_LARGE, key=b"too-large", partition=0, on_delivery=delivered(b"too-large"))
+        with pytest.raises(lagless.TransactionAbortableError) as raised:
+            p.commit_transaction(T)
+        print(f"the commit: {type(raised.value).__name__}: {raised.value}; the record: {outcomes[b'too-large']!r}")
+        assert "MESSAGE_TOO_LARGE" in str(raised.value)
+        refused = outcomes.pop(b"too-large")
+        assert isinstance(refused, lagless.KafkaError)
+        assert (refused.name, refused.kafka_code, refused.fatal) == ("MESSAGE_TOO_LARGE", 10, False)
+        assert outcomes == {f"aborted-{i}".encode(): None for i in range(10)}
+        # Abortable, not fatal: only an abort is allowed now, then the producer goes on.
+        with pytest.raises(lagless.TransactionAbortableError):
+            p.produce(topic, value=b"late")
+        p.abort_transaction(T)
+        p.begin_transaction()
+        for i in range(10):
+            p.produce(topic, value=b"v", key=f"committed-{i}".encode(), partition=i % PARTITIONS)
+        p.commit_transaction(T)
+    write_sentinels(bootstrap, topic)
+
+    committed = read_all(bootstrap, topic, "read_committed")
+    every = read_all(bootstrap, topic, "read_uncommitted")
+    print(f"read_committed {len(committed)} records, read_uncommitted {len(every)}")
+    assert sorted(k for _, k, _ in committed) == sorted(f"committed-{i}".encode() for i in range(10))
+    assert Counter(k.split(b"-")[0] for _, k, _ in every) == {b"committed": 10, b"aborted": 10}
 
 
 def test_a_second_producer_fences_the_first_with_a_fatal_error(bootstrap, make_topic):

@@ -503,6 +503,11 @@ impl Accumulator {
                         // of its batches is on the wire.
                         Some(pid) if q.seq.pid != Some(pid) && q.in_flight == 0 => restart(q, pid),
                         Some(pid) if q.seq.pid != Some(pid) => {}
+                        // A transactional producer's epoch is the coordinator's: the failed
+                        // batch made the transaction abortable, and the abort bumps the epoch
+                        // there (an epoch bumped here would get the abort's EndTxn answered
+                        // with PRODUCER_FENCED).
+                        Some(_) if idem.txn_added.is_some() => {}
                         Some(_) => bump = true,
                         None => {}
                     }
@@ -1170,6 +1175,46 @@ mod tests {
         assert_eq!(restarted, vec![(1, 0, true), (1, 1, true)]);
         // A retry goes alone.
         assert_eq!(again.len(), 1);
+    }
+
+    /// A transactional producer's epoch is the coordinator's: a batch of the transaction that
+    /// failed leaves the producer id and epoch as they are (the abort bumps them at the
+    /// coordinator, `next_transaction` restarts the sequences). A local bump would make the
+    /// abort's EndTxn carry an epoch the coordinator never gave, which it answers with
+    /// PRODUCER_FENCED.
+    #[test]
+    fn a_failed_batch_of_a_transaction_leaves_the_epoch_to_the_coordinator() {
+        let mut h = idempotent_harness();
+        let t0 = Instant::now();
+        {
+            let idem = h.acc.idem.as_mut().unwrap();
+            idem.pid = Some(PID);
+            idem.txn_added = Some([(Arc::<str>::from("t"), 0)].into_iter().collect());
+        }
+        h.append(Target::Partition(0), b"r", t0);
+        let sent = drain_all(&mut h, t0);
+        assert_eq!(sent.len(), 1);
+        h.acc.done("t", 0);
+        h.acc.partition_mut("t", 0).unwrap().seq.failed(&sent[0].1);
+        for _ in 0..3 {
+            h.drain(t0, true);
+        }
+        let idem = h.acc.idem.as_ref().unwrap();
+        assert_eq!((idem.pid, idem.bump), (Some(PID), false));
+        // The abort's new epoch from the coordinator restarts the partition at 0 under it.
+        let next = ProducerIdEpoch { id: 42, epoch: 1 };
+        h.acc.next_transaction(Some(next));
+        h.acc.idem.as_mut().unwrap().txn_added =
+            Some([(Arc::<str>::from("t"), 0)].into_iter().collect());
+        h.append(Target::Partition(0), b"r", t0);
+        let again = drain_all(&mut h, t0);
+        assert_eq!(
+            again
+                .iter()
+                .map(|(_, s)| (s.pid, s.base))
+                .collect::<Vec<_>>(),
+            vec![(next, 0)]
+        );
     }
 
     #[test]

@@ -531,12 +531,7 @@ impl Producer {
     /// The async front's flush: as [`Producer::flush`], awaiting instead of blocking.
     #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     pub(crate) async fn flush_async(&self, timeout: Duration) -> Result<()> {
-        let shared = &self.shared;
-        shared.flushing.fetch_add(1, Ordering::AcqRel);
-        shared.wake.notify_one();
-        let r = shared.counters.idle(Deadline::after(timeout)).await;
-        shared.flushing.fetch_sub(1, Ordering::AcqRel);
-        r
+        flush_shared(&self.shared, timeout).await
     }
 
     /// The async front's close: as [`Producer::close`], awaiting the flush.
@@ -639,6 +634,15 @@ impl Drop for Producer {
         }
         self.stop();
     }
+}
+
+/// Sends everything buffered now and awaits every record sent so far (the async flush).
+async fn flush_shared(shared: &Shared, timeout: Duration) -> Result<()> {
+    shared.flushing.fetch_add(1, Ordering::AcqRel);
+    shared.wake.notify_one();
+    let r = shared.counters.idle(Deadline::after(timeout)).await;
+    shared.flushing.fetch_sub(1, Ordering::AcqRel);
+    r
 }
 
 /// The partitions of `topic`, from fresh metadata, waiting out transient errors (a topic just

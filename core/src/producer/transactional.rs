@@ -267,76 +267,277 @@ pub(super) fn add_partitions(shared: &Arc<Shared>, parts: Vec<(Arc<str>, i32)>) 
     });
 }
 
+/// The producer's transaction state, or why it has none.
+fn txn_of(shared: &Shared) -> Result<&Mutex<Txn>> {
+    shared.txn.as_ref().ok_or_else(|| {
+        Error::IllegalState(
+            "the producer is not transactional: set transactional.id to use transactions".into(),
+        )
+    })
+}
+
+/// Moves to the state `call` leads to, or refuses it. `Ok(true)`: resume a call cut short.
+fn enter(shared: &Shared, call: TxnCall) -> Result<bool> {
+    let mut t = lock(txn_of(shared)?);
+    match admit(t.state, call, t.error.as_ref()) {
+        Admit::Go { to } => {
+            t.state = to;
+            Ok(false)
+        }
+        Admit::Resume => Ok(true),
+        Admit::Refuse(e) => Err(e),
+    }
+}
+
+/// Fails `e` into the transaction's state, and returns it.
+fn fail(shared: &Shared, e: Error) -> Error {
+    if let Some(t) = &shared.txn {
+        let mut t = lock(t);
+        if e.is_fatal() || e.kafka_code().map(classify) == Some(TxnErrorClass::Fatal) {
+            t.state = TxnState::FatalError;
+            t.error = Some(e.clone());
+        } else if matches!(e, Error::TransactionAbortable(_)) {
+            t.failed(&e);
+        }
+    }
+    e
+}
+
+fn closed(shared: &Shared) -> Result<()> {
+    if shared.closed.load(Ordering::Acquire) {
+        return Err(Error::Closed);
+    }
+    Ok(())
+}
+
+// The transactional calls past their `enter`, over the producer's shared state: the blocking
+// `Producer` runs them on its I/O runtime (`run`), the async front awaits them on the
+// application's runtime. One implementation, so that both fronts move through the same states
+// and fail with the same errors.
+
+/// `init_transactions` after `enter`.
+async fn init(shared: Arc<Shared>, deadline: Deadline) -> Result<()> {
+    closed(&shared)?;
+    let pid = init_pid(&shared, deadline, None)
+        .await
+        .map_err(|e| fail(&shared, e))?;
+    tracing::debug!(
+        producer_id = pid.id,
+        epoch = pid.epoch,
+        "transactional producer initialised"
+    );
+    lock(&shared.acc).next_transaction(Some(pid));
+    let mut t = lock(txn_of(&shared)?);
+    t.state = TxnState::Ready;
+    t.started = false;
+    t.needs_bump = false;
+    Ok(())
+}
+
+/// `begin_transaction`: local.
+fn begin(shared: &Shared) -> Result<()> {
+    enter(shared, TxnCall::Begin)?;
+    let mut t = lock(txn_of(shared)?);
+    t.started = false;
+    t.needs_bump = false;
+    t.error = None;
+    Ok(())
+}
+
+/// What `send_offsets_to_transaction` sends, taken before anything is sent.
+struct OffsetsToSend {
+    id: String,
+    pid: ProducerIdEpoch,
+    group: GroupMetadata,
+    offsets: Vec<(String, i32, i64, String)>,
+}
+
+/// `send_offsets_to_transaction` up to the requests: `None` when there is nothing to send.
+fn offsets_to_send(
+    shared: &Shared,
+    offsets: &HashMap<TopicPartition, OffsetAndMetadata>,
+    group: &GroupMetadata,
+) -> Result<Option<OffsetsToSend>> {
+    enter(shared, TxnCall::SendOffsets)?;
+    if offsets.is_empty() {
+        return Ok(None);
+    }
+    let pid = lock(&shared.acc)
+        .idem
+        .as_ref()
+        .and_then(|i| i.pid)
+        .ok_or_else(|| Error::IllegalState("no producer id".into()))?;
+    let id = {
+        let mut t = lock(txn_of(shared)?);
+        t.started = true;
+        t.id.clone()
+    };
+    Ok(Some(OffsetsToSend {
+        id,
+        pid,
+        group: group.clone(),
+        offsets: offsets
+            .iter()
+            .map(|(tp, o)| (tp.topic.clone(), tp.partition, o.offset, o.metadata.clone()))
+            .collect(),
+    }))
+}
+
+/// AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to the group's.
+async fn send_offsets(shared: Arc<Shared>, o: OffsetsToSend, deadline: Deadline) -> Result<()> {
+    closed(&shared)?;
+    let OffsetsToSend {
+        id,
+        pid,
+        group,
+        offsets,
+    } = o;
+    let r = async {
+        let pid = (pid.id, pid.epoch);
+        call_coordinator(
+            &shared,
+            deadline,
+            "AddOffsetsToTxn",
+            || crate::protocol::txn::add_offsets(&id, pid, &group.group_id),
+            |resp| answer(resp.error_code, "AddOffsetsToTxn"),
+        )
+        .await?;
+        let member = crate::protocol::txn::Membership {
+            group_id: &group.group_id,
+            generation_id: group.generation_id,
+            member_id: &group.member_id,
+            group_instance_id: group.group_instance_id.as_deref(),
+        };
+        let req = crate::protocol::txn::txn_offset_commit(
+            &id,
+            pid,
+            &member,
+            offsets
+                .iter()
+                .map(|(t, p, o, m)| (t.as_str(), *p, *o, m.as_str())),
+        );
+        let what = format!("TxnOffsetCommit of group `{}`", group.group_id);
+        crate::backoff::retry_until_if(
+            shared.cluster.backoff(),
+            deadline,
+            &what,
+            retriable,
+            || async {
+                let (_, conn) = shared
+                    .cluster
+                    .find_coordinator(&group.group_id, deadline)
+                    .await?;
+                let resp = conn.call_before(&req, deadline).await?;
+                answer(crate::protocol::txn::txn_offset_commit_error(&resp), &what)
+            },
+        )
+        .await
+    }
+    .await;
+    r.map_err(|e| fail(&shared, e))
+}
+
+/// `commit_transaction` after `enter`: flushes the transaction's records, then EndTxn.
+async fn commit(shared: Arc<Shared>, deadline: Deadline) -> Result<()> {
+    closed(&shared)?;
+    flush_shared(&shared, deadline.remaining()).await?;
+    wait_for_adds(&shared, deadline).await?;
+    {
+        let t = lock(txn_of(&shared)?);
+        if t.state != TxnState::Committing {
+            return Err(admit(t.state, TxnCall::Commit, t.error.as_ref())
+                .refusal()
+                .unwrap_or_else(|| Error::IllegalState("the commit was interrupted".into())));
+        }
+    }
+    end(&shared, true, deadline).await
+}
+
+/// `abort_transaction` up to its requests: `enter`, and the records not sent yet fail.
+fn abort_unsent(shared: &Shared) -> Result<()> {
+    enter(shared, TxnCall::Abort)?;
+    let unsent = lock(&shared.acc).take_unsent();
+    for mut b in unsent {
+        b.pending.fail(Error::TransactionAbortable(
+            "the transaction was aborted before the record was sent".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `abort_transaction` past `abort_unsent`: waits for the records on the wire, then EndTxn.
+async fn abort(shared: Arc<Shared>, deadline: Deadline) -> Result<()> {
+    closed(&shared)?;
+    flush_shared(&shared, deadline.remaining()).await?;
+    wait_for_adds(&shared, deadline).await?;
+    end(&shared, false, deadline).await
+}
+
+/// Waits until no AddPartitionsToTxn is under way: one answered after EndTxn would add its
+/// partitions to the next transaction.
+async fn wait_for_adds(shared: &Shared, deadline: Deadline) -> Result<()> {
+    while lock(txn_of(shared)?).adding {
+        if deadline.expired() {
+            return Err(deadline.error("AddPartitionsToTxn"));
+        }
+        tokio::time::sleep(ADD_POLL.min(deadline.remaining())).await;
+    }
+    Ok(())
+}
+
+/// Ends the transaction (EndTxn) if anything joined it, then makes the producer ready for the
+/// next one; after a failed batch, the abort also bumps the epoch (KIP-360).
+async fn end(shared: &Arc<Shared>, commit: bool, deadline: Deadline) -> Result<()> {
+    let (id, started, bump) = {
+        let t = lock(txn_of(shared)?);
+        (t.id.clone(), t.started, t.needs_bump && !commit)
+    };
+    let pid = lock(&shared.acc)
+        .idem
+        .as_ref()
+        .and_then(|i| i.pid)
+        .ok_or_else(|| Error::IllegalState("no producer id".into()))?;
+    let r = async {
+        if started {
+            call_coordinator(
+                shared,
+                deadline,
+                "EndTxn",
+                || crate::protocol::txn::end_txn(&id, (pid.id, pid.epoch), commit),
+                |resp| answer(resp.error_code, "EndTxn"),
+            )
+            .await?;
+        }
+        if bump {
+            return init_pid(shared, deadline, Some(pid)).await.map(Some);
+        }
+        Ok(None)
+    };
+    let new_pid = r.await.map_err(|e| fail(shared, e))?;
+    lock(&shared.acc).next_transaction(new_pid);
+    let mut t = lock(txn_of(shared)?);
+    t.state = TxnState::Ready;
+    t.started = false;
+    t.needs_bump = false;
+    t.error = None;
+    Ok(())
+}
+
 /// The transactional API of [`Producer`].
 impl Producer {
-    fn txn(&self) -> Result<&Mutex<Txn>> {
-        self.shared.txn.as_ref().ok_or_else(|| {
-            Error::IllegalState(
-                "the producer is not transactional: set transactional.id to use transactions"
-                    .into(),
-            )
-        })
-    }
-
-    /// Moves to the state `call` leads to, or refuses it. `Ok(true)`: resume a call cut short.
-    fn enter(&self, call: TxnCall) -> Result<bool> {
-        let mut t = lock(self.txn()?);
-        match admit(t.state, call, t.error.as_ref()) {
-            Admit::Go { to } => {
-                t.state = to;
-                Ok(false)
-            }
-            Admit::Resume => Ok(true),
-            Admit::Refuse(e) => Err(e),
-        }
-    }
-
-    /// Fails `e` into the transaction's state, and returns it.
-    fn fail(&self, e: Error) -> Error {
-        if let Some(t) = &self.shared.txn {
-            let mut t = lock(t);
-            if e.is_fatal() || e.kafka_code().map(classify) == Some(TxnErrorClass::Fatal) {
-                t.state = TxnState::FatalError;
-                t.error = Some(e.clone());
-            } else if matches!(e, Error::TransactionAbortable(_)) {
-                t.failed(&e);
-            }
-        }
-        e
-    }
-
     /// Gets the producer id of `transactional.id` from its transaction coordinator
     /// (InitProducerId), which fences every older producer with the same id and aborts the
     /// transaction such a producer left open. Call it once, before the first transaction; a
     /// call cut short by `timeout` ([`Error::Timeout`]) may be repeated.
     pub fn init_transactions(&self, timeout: Duration) -> Result<()> {
-        self.enter(TxnCall::Init)?;
-        let shared = self.shared.clone();
-        let deadline = Deadline::after(timeout);
-        let pid = self.run(async move { init_pid(&shared, deadline, None).await });
-        let pid = pid.map_err(|e| self.fail(e))?;
-        tracing::debug!(
-            producer_id = pid.id,
-            epoch = pid.epoch,
-            "transactional producer initialised"
-        );
-        lock(&self.shared.acc).next_transaction(Some(pid));
-        let mut t = lock(self.txn()?);
-        t.state = TxnState::Ready;
-        t.started = false;
-        t.needs_bump = false;
-        Ok(())
+        enter(&self.shared, TxnCall::Init)?;
+        self.run(init(self.shared.clone(), Deadline::after(timeout)))
     }
 
     /// Starts a transaction: records sent from now until `commit_transaction` or
     /// `abort_transaction` are part of it. Local: no request is sent.
     pub fn begin_transaction(&self) -> Result<()> {
-        self.enter(TxnCall::Begin)?;
-        let mut t = lock(self.txn()?);
-        t.started = false;
-        t.needs_bump = false;
-        t.error = None;
-        Ok(())
+        begin(&self.shared)
     }
 
     /// Sends the consumer's offsets to the open transaction: they are committed for the
@@ -350,85 +551,19 @@ impl Producer {
         group: &GroupMetadata,
         timeout: Duration,
     ) -> Result<()> {
-        self.enter(TxnCall::SendOffsets)?;
-        if offsets.is_empty() {
-            return Ok(());
-        }
-        let pid = lock(&self.shared.acc)
-            .idem
-            .as_ref()
-            .and_then(|i| i.pid)
-            .ok_or_else(|| Error::IllegalState("no producer id".into()))?;
-        let id = lock(self.txn()?).id.clone();
-        lock(self.txn()?).started = true;
-        let shared = self.shared.clone();
         let deadline = Deadline::after(timeout);
-        let group = group.clone();
-        let offsets: Vec<(String, i32, i64, String)> = offsets
-            .iter()
-            .map(|(tp, o)| (tp.topic.clone(), tp.partition, o.offset, o.metadata.clone()))
-            .collect();
-        let r = self.run(async move {
-            let pid = (pid.id, pid.epoch);
-            call_coordinator(
-                &shared,
-                deadline,
-                "AddOffsetsToTxn",
-                || crate::protocol::txn::add_offsets(&id, pid, &group.group_id),
-                |resp| answer(resp.error_code, "AddOffsetsToTxn"),
-            )
-            .await?;
-            let member = crate::protocol::txn::Membership {
-                group_id: &group.group_id,
-                generation_id: group.generation_id,
-                member_id: &group.member_id,
-                group_instance_id: group.group_instance_id.as_deref(),
-            };
-            let req = crate::protocol::txn::txn_offset_commit(
-                &id,
-                pid,
-                &member,
-                offsets
-                    .iter()
-                    .map(|(t, p, o, m)| (t.as_str(), *p, *o, m.as_str())),
-            );
-            let what = format!("TxnOffsetCommit of group `{}`", group.group_id);
-            crate::backoff::retry_until_if(
-                shared.cluster.backoff(),
-                deadline,
-                &what,
-                retriable,
-                || async {
-                    let (_, conn) = shared
-                        .cluster
-                        .find_coordinator(&group.group_id, deadline)
-                        .await?;
-                    let resp = conn.call_before(&req, deadline).await?;
-                    answer(crate::protocol::txn::txn_offset_commit_error(&resp), &what)
-                },
-            )
-            .await
-        });
-        r.map_err(|e| self.fail(e))
+        match offsets_to_send(&self.shared, offsets, group)? {
+            None => Ok(()),
+            Some(o) => self.run(send_offsets(self.shared.clone(), o, deadline)),
+        }
     }
 
     /// Commits the open transaction: flushes its records, then ends it (EndTxn). A batch that
     /// failed makes the commit fail with [`Error::TransactionAbortable`]: abort then. Cut short
     /// by `timeout` ([`Error::Timeout`]), it may be called again to finish.
     pub fn commit_transaction(&self, timeout: Duration) -> Result<()> {
-        self.enter(TxnCall::Commit)?;
-        let deadline = Deadline::after(timeout);
-        self.flush(deadline.remaining())?;
-        self.wait_for_adds(deadline)?;
-        {
-            let t = lock(self.txn()?);
-            if t.state != TxnState::Committing {
-                return Err(admit(t.state, TxnCall::Commit, t.error.as_ref())
-                    .refusal()
-                    .unwrap_or_else(|| Error::IllegalState("the commit was interrupted".into())));
-            }
-        }
-        self.end(true, deadline)
+        enter(&self.shared, TxnCall::Commit)?;
+        self.run(commit(self.shared.clone(), Deadline::after(timeout)))
     }
 
     /// Aborts the open transaction: records not sent yet fail with
@@ -436,68 +571,49 @@ impl Producer {
     /// ends (EndTxn): read_committed consumers never see its records, and the offsets sent to
     /// it are not committed. Cut short by `timeout`, it may be called again to finish.
     pub fn abort_transaction(&self, timeout: Duration) -> Result<()> {
-        self.enter(TxnCall::Abort)?;
         let deadline = Deadline::after(timeout);
-        let unsent = lock(&self.shared.acc).take_unsent();
-        for mut b in unsent {
-            b.pending.fail(Error::TransactionAbortable(
-                "the transaction was aborted before the record was sent".into(),
-            ));
-        }
-        self.flush(deadline.remaining())?;
-        self.wait_for_adds(deadline)?;
-        self.end(false, deadline)
+        abort_unsent(&self.shared)?;
+        self.run(abort(self.shared.clone(), deadline))
     }
 
-    /// Waits until no AddPartitionsToTxn is under way: one answered after EndTxn would add its
-    /// partitions to the next transaction.
-    fn wait_for_adds(&self, deadline: Deadline) -> Result<()> {
-        while lock(self.txn()?).adding {
-            if deadline.expired() {
-                return Err(deadline.error("AddPartitionsToTxn"));
-            }
-            std::thread::sleep(ADD_POLL.min(deadline.remaining()));
-        }
-        Ok(())
+    // The async front's transactional calls: the same steps, awaited on the application's
+    // runtime instead of run on the I/O runtime from a blocked thread.
+
+    /// The async front's `init_transactions`.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
+    pub(crate) async fn init_transactions_async(&self, timeout: Duration) -> Result<()> {
+        enter(&self.shared, TxnCall::Init)?;
+        init(self.shared.clone(), Deadline::after(timeout)).await
     }
 
-    /// Ends the transaction (EndTxn) if anything joined it, then makes the producer ready for
-    /// the next one; after a failed batch, the abort also bumps the epoch (KIP-360).
-    fn end(&self, commit: bool, deadline: Deadline) -> Result<()> {
-        let (id, started, bump) = {
-            let t = lock(self.txn()?);
-            (t.id.clone(), t.started, t.needs_bump && !commit)
-        };
-        let pid = lock(&self.shared.acc)
-            .idem
-            .as_ref()
-            .and_then(|i| i.pid)
-            .ok_or_else(|| Error::IllegalState("no producer id".into()))?;
-        let shared = self.shared.clone();
-        let r = self.run(async move {
-            if started {
-                call_coordinator(
-                    &shared,
-                    deadline,
-                    "EndTxn",
-                    || crate::protocol::txn::end_txn(&id, (pid.id, pid.epoch), commit),
-                    |resp| answer(resp.error_code, "EndTxn"),
-                )
-                .await?;
-            }
-            if bump {
-                return init_pid(&shared, deadline, Some(pid)).await.map(Some);
-            }
-            Ok(None)
-        });
-        let new_pid = r.map_err(|e| self.fail(e))?;
-        lock(&self.shared.acc).next_transaction(new_pid);
-        let mut t = lock(self.txn()?);
-        t.state = TxnState::Ready;
-        t.started = false;
-        t.needs_bump = false;
-        t.error = None;
-        Ok(())
+    /// The async front's `send_offsets_to_transaction`.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
+    pub(crate) async fn send_offsets_to_transaction_async(
+        &self,
+        offsets: &HashMap<TopicPartition, OffsetAndMetadata>,
+        group: &GroupMetadata,
+        timeout: Duration,
+    ) -> Result<()> {
+        let deadline = Deadline::after(timeout);
+        match offsets_to_send(&self.shared, offsets, group)? {
+            None => Ok(()),
+            Some(o) => send_offsets(self.shared.clone(), o, deadline).await,
+        }
+    }
+
+    /// The async front's `commit_transaction`.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
+    pub(crate) async fn commit_transaction_async(&self, timeout: Duration) -> Result<()> {
+        enter(&self.shared, TxnCall::Commit)?;
+        commit(self.shared.clone(), Deadline::after(timeout)).await
+    }
+
+    /// The async front's `abort_transaction`.
+    #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
+    pub(crate) async fn abort_transaction_async(&self, timeout: Duration) -> Result<()> {
+        let deadline = Deadline::after(timeout);
+        abort_unsent(&self.shared)?;
+        abort(self.shared.clone(), deadline).await
     }
 }
 

@@ -29,6 +29,10 @@ The :class:`Producer`'s ``await send()`` returns when the record is delivered: t
 producer writes a byte to a socket the event loop watches when delivery reports are due, and the
 loop completes the futures. Records go to the native producer on a thread of the producer's
 own, so a full ``buffer.memory`` never blocks the loop.
+Its transactional calls (``init_transactions()``, ``begin_transaction()``,
+``send_offsets_to_transaction()`` with ``Consumer.consumer_group_metadata()``,
+``commit_transaction()``, ``abort_transaction()``) are coroutines: the blocking native calls run
+on the loop's default executor once every ``send()`` before them reached the native producer.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ from typing import (
 
 from . import _lagless
 from ._errors import ClosedError, ConfigError, IllegalStateError, LaglessError, WakeupError
-from ._lagless import Message, MessageBatch, TopicPartition
+from ._lagless import ConsumerGroupMetadata, Message, MessageBatch, TopicPartition
 from ._listener import RebalanceListener as _BlockingListener
 
 __all__ = ["Consumer", "Producer", "RebalanceListener"]
@@ -765,6 +769,12 @@ class Consumer:
     def member_id(self) -> Optional[str]:
         return self._native.member_id()
 
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The member's place in its group now, for ``Producer.send_offsets_to_transaction``:
+        take it right after the ``consume()`` that returned the records whose offsets the
+        transaction sends. Raises IllegalStateError without a subscription."""
+        return self._native.consumer_group_metadata()
+
     def enforce_rebalance(self, reason: Optional[str] = None) -> None:
         self._native.enforce_rebalance(reason)
 
@@ -973,6 +983,63 @@ class Producer:
     async def partitions_for(self, topic: str) -> List[int]:
         loop = self._bind_loop()
         return await loop.run_in_executor(None, self._native.partitions_for, topic)
+
+    # -- transactions ---------------------------------------------------------------------------
+    # The blocking calls of the native producer, on the loop's default executor (as flush()),
+    # each after every send() queued before it reached the native producer: a record sent
+    # before commit_transaction() belongs to the transaction it commits.
+
+    async def _sends_queued(self) -> asyncio.AbstractEventLoop:
+        """Waits until every send() queued so far was handed to the native producer."""
+        if self._closed:
+            raise ClosedError("the producer is closed", name="CLOSED")
+        loop = self._bind_loop()
+        fut: "asyncio.Future[None]" = loop.create_future()
+        self._queue.put(_Delivery(loop, fut))
+        await fut
+        return loop
+
+    async def init_transactions(self, timeout: Optional[float] = None) -> None:
+        """Gets the producer id of ``transactional.id`` from its transaction coordinator; fences
+        every older producer with the same id and aborts the transaction it left open. Once,
+        before the first transaction. Every transactional call waits up to ``timeout`` seconds,
+        by default ``delivery.timeout.ms``; one cut short by it may be awaited again."""
+        loop = await self._sends_queued()
+        await loop.run_in_executor(None, self._native.init_transactions, timeout)
+
+    async def begin_transaction(self) -> None:
+        """Starts a transaction: records sent until ``commit_transaction()`` or
+        ``abort_transaction()`` belong to it. Local: no request is sent."""
+        await self._sends_queued()
+        self._native.begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Iterable[TopicPartition],
+        group_metadata: ConsumerGroupMetadata,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """Sends the consumer's offsets (each partition's next offset to read) to the open
+        transaction: the group of ``group_metadata`` (``Consumer.consumer_group_metadata()``)
+        commits them if and only if the transaction commits."""
+        given = list(offsets)
+        loop = await self._sends_queued()
+        await loop.run_in_executor(None, self._native.send_offsets_to_transaction, given, group_metadata, timeout)
+
+    async def commit_transaction(self, timeout: Optional[float] = None) -> None:
+        """Flushes the transaction's records and commits it. TransactionAbortableError: await
+        ``abort_transaction()``, then begin the next one. An error with ``fatal`` set (KafkaError
+        PRODUCER_FENCED when a newer producer with the same ``transactional.id`` fenced this
+        one): only ``close()`` remains."""
+        loop = await self._sends_queued()
+        await loop.run_in_executor(None, self._native.commit_transaction, timeout)
+
+    async def abort_transaction(self, timeout: Optional[float] = None) -> None:
+        """Aborts the open transaction: records not sent yet fail (their ``send()`` raises
+        TransactionAbortableError); read_committed consumers never see its records and its
+        offsets are not committed."""
+        loop = await self._sends_queued()
+        await loop.run_in_executor(None, self._native.abort_transaction, timeout)
 
     async def close(self, timeout: Optional[float] = None) -> None:
         """Flushes (up to ``timeout`` seconds, default 30) and stops the producer."""
