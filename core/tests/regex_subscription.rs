@@ -387,3 +387,46 @@ fn a_regex_the_coordinator_refuses_fails_poll_naming_it() {
     assert_eq!(e.kind(), lagless::ErrorKind::IllegalState, "{e}");
     assert!(e.to_string().contains("group.protocol=consumer"), "{e}");
 }
+
+/// A regex member that subscribes to topic names afterwards: the coordinator must drop its regex
+/// (the member sends it empty), or it goes on assigning what the regex matches beside the names.
+#[test]
+#[ignore = "starts a Kafka broker of its own (tests/kafka_broker.py)"]
+fn a_regex_member_back_on_topic_names_is_assigned_those_names_only() {
+    let broker = OwnBroker::start(1);
+    let bs = broker.bootstrap.as_str();
+    let p = unique("rx4");
+    let (orders, other) = (format!("{p}-orders"), format!("{p}-other"));
+    create(bs, &orders, 2);
+    create(bs, &other, 2);
+    let c = member(bs, &unique("rx4-group"));
+    c.subscribe_regex(&format!("{p}-orders"), None)
+        .expect("subscribe_regex");
+    let want_orders = BTreeSet::from([(orders.clone(), 0), (orders.clone(), 1)]);
+    let mut tally = Tally::default();
+    wait_until(
+        "the regex's topic assigned",
+        Duration::from_secs(40),
+        || {
+            tally.poll(&c);
+            assigned(&c) == want_orders
+        },
+    );
+    c.subscribe(&[other.as_str()], None).expect("subscribe");
+    let want_other = BTreeSet::from([(other.clone(), 0), (other.clone(), 1)]);
+    wait_until(
+        "only the named topic assigned",
+        Duration::from_secs(40),
+        || {
+            tally.poll(&c);
+            assigned(&c) == want_other
+        },
+    );
+    // Stays so: later heartbeats do not bring the regex's topic back (ten heartbeat intervals).
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        tally.poll(&c);
+        assert_eq!(assigned(&c), want_other);
+    }
+    c.close(Some(Duration::from_secs(10))).expect("close");
+}
