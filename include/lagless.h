@@ -445,6 +445,18 @@ lagless_error *lagless_consumer_subscribe(lagless_consumer *consumer, const char
 lagless_error *lagless_consumer_subscribe_pattern(lagless_consumer *consumer, const char *pattern, const lagless_rebalance_listener *listener);
 
 /**
+ * Like `lagless_consumer_subscribe`, for the topics whose whole name matches `regex`, matched by
+ * the group coordinator rather than by this consumer (KIP-848's server-side regex, the Java
+ * client's `subscribe(SubscriptionPattern)`): RE2/J syntax, `orders-.*` matches `orders-eu`,
+ * not `old-orders-eu`. Needs `group.protocol=consumer`, otherwise `LAGLESS_ERR_ILLEGAL_STATE`;
+ * an empty `regex` gives `LAGLESS_ERR_INVALID_ARGUMENT`. The coordinator resolves the regex
+ * asynchronously, so the first assignment may come some polls after the join; a regex it cannot
+ * compile makes `lagless_consumer_poll` fail with `LAGLESS_ERR_KAFKA` (Kafka error 128,
+ * INVALID_REGULAR_EXPRESSION) naming it, until the consumer unsubscribes.
+ */
+lagless_error *lagless_consumer_subscribe_regex(lagless_consumer *consumer, const char *regex, const lagless_rebalance_listener *listener);
+
+/**
  * The topics of the current subscription (for a pattern: those it matched so far), each with
  * partition -1, in a new list the caller frees with `lagless_tplist_destroy`; empty when not
  * subscribed.

@@ -231,6 +231,18 @@ impl Consumer {
         Ok(())
     }
 
+    /// Subscribes to the topics whose whole name matches `regex`, matched by the group
+    /// coordinator ([`Consumer::subscribe_regex`](crate::Consumer::subscribe_regex)).
+    pub fn subscribe_regex(
+        &self,
+        regex: &str,
+        listener: Option<Box<dyn RebalanceListener>>,
+    ) -> Result<()> {
+        self.engine().subscribe_regex(regex, None)?;
+        self.set_listener(listener);
+        Ok(())
+    }
+
     fn set_listener(&self, listener: Option<Box<dyn RebalanceListener>>) {
         if listener.is_some() {
             *lock(&self.inner.listener) = listener;

@@ -403,6 +403,7 @@ const KAFKA_ERRORS: &[(i16, &str, Action)] = &[
     (125, "INVALID_VOTER_KEY", Action::Fail),
     (126, "DUPLICATE_VOTER", Action::Fail),
     (127, "VOTER_NOT_FOUND", Action::Fail),
+    (128, "INVALID_REGULAR_EXPRESSION", Action::Fatal),
 ];
 
 /// Kafka error codes lagless refers to by name (Kafka's `Errors` enum, same names and numbers).
@@ -470,6 +471,8 @@ pub mod codes {
     pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
     /// KIP-848: an OffsetCommit's member epoch is older than the member's current one.
     pub const STALE_MEMBER_EPOCH: i16 = 113;
+    /// KIP-848: the coordinator cannot compile the member's `SubscribedTopicRegex` (RE2/J).
+    pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
     /// The broker's `CLUSTER_AUTHORIZATION_FAILED`.
     pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
     /// The broker's `INVALID_PRODUCER_EPOCH`.

@@ -206,6 +206,28 @@ pub extern "C" fn lagless_consumer_subscribe_pattern(
     }
 }
 
+/// Like `lagless_consumer_subscribe`, for the topics whose whole name matches `regex`, matched by
+/// the group coordinator rather than by this consumer (KIP-848's server-side regex, the Java
+/// client's `subscribe(SubscriptionPattern)`): RE2/J syntax, `orders-.*` matches `orders-eu`,
+/// not `old-orders-eu`. Needs `group.protocol=consumer`, otherwise `LAGLESS_ERR_ILLEGAL_STATE`;
+/// an empty `regex` gives `LAGLESS_ERR_INVALID_ARGUMENT`. The coordinator resolves the regex
+/// asynchronously, so the first assignment may come some polls after the join; a regex it cannot
+/// compile makes `lagless_consumer_poll` fail with `LAGLESS_ERR_KAFKA` (Kafka error 128,
+/// INVALID_REGULAR_EXPRESSION) naming it, until the consumer unsubscribes.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_subscribe_regex(
+    consumer: *mut lagless_consumer,
+    regex: *const c_char,
+    listener: *const lagless_rebalance_listener,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        let regex = try_str!(regex);
+        let c = h.open()?;
+        h.subscribe_with(consumer, listener, |l| c.subscribe_regex(regex, l))
+    }
+}
+
 /// The topics of the current subscription (for a pattern: those it matched so far), each with
 /// partition -1, in a new list the caller frees with `lagless_tplist_destroy`; empty when not
 /// subscribed.

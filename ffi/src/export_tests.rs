@@ -230,6 +230,10 @@ fn every_fallible_export_names_a_null_handle() {
             "consumer",
         ),
         (
+            lagless_consumer_subscribe_regex(consumer, t, null()),
+            "consumer",
+        ),
+        (
             lagless_consumer_subscription(consumer, &mut list),
             "consumer",
         ),
@@ -689,5 +693,22 @@ fn the_statistics_callback_gets_the_json_inside_poll() {
         opaque,
     ));
     assert_eq!(code, LAGLESS_ERR_CLOSED);
+/// A server-side regex subscription: refused under the classic protocol and when empty, taken
+/// under the consumer protocol (the coordinator judges the regex itself).
+#[test]
+fn a_regex_subscription_needs_the_consumer_protocol_and_a_regex() {
+    let classic = consumer(&[(c"group.id", c"g")]);
+    let (code, msg) = outcome(lagless_consumer_subscribe_regex(
+        classic,
+        c"orders-.*".as_ptr(),
+        null(),
+    ));
+    assert_eq!(code, LAGLESS_ERR_ILLEGAL_STATE, "{msg}");
+    assert!(msg.contains("group.protocol=consumer"), "{msg}");
+    lagless_consumer_destroy(classic);
+    let c = consumer(&[(c"group.id", c"g"), (c"group.protocol", c"consumer")]);
+    let (code, msg) = outcome(lagless_consumer_subscribe_regex(c, c"".as_ptr(), null()));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "{msg}");
+    ok(lagless_consumer_subscribe_regex(c, c"[".as_ptr(), null()));
     lagless_consumer_destroy(c);
 }

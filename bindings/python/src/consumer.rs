@@ -278,6 +278,28 @@ impl Consumer {
         )
     }
 
+    /// Subscribes to the topics whose whole name matches `regex`, matched by the group
+    /// coordinator (KIP-848's server-side regex, RE2/J; the Java client's
+    /// `subscribe(SubscriptionPattern)`). Needs `group.protocol=consumer`.
+    #[pyo3(signature = (regex, listener=None, *, on_assign=None, on_revoke=None, on_lost=None))]
+    fn subscribe_regex(
+        slf: &Bound<'_, Self>,
+        regex: String,
+        listener: Option<Py<PyAny>>,
+        on_assign: Option<Py<PyAny>>,
+        on_revoke: Option<Py<PyAny>>,
+        on_lost: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        Self::set_subscription(
+            slf,
+            listener,
+            on_assign,
+            on_revoke,
+            on_lost,
+            move |core, lst| core.subscribe_regex(&regex, Some(lst)),
+        )
+    }
+
     /// The topics subscribed to (for a pattern, those that matched so far).
     fn subscription(&self, py: Python<'_>) -> Vec<String> {
         self.read(py, CoreConsumer::subscription)

@@ -215,6 +215,7 @@ mod tests {
     fn input() -> JoinInput {
         JoinInput {
             topics: vec!["t".into()],
+            regex: None,
             owned: Default::default(),
             ready: Default::default(),
             reason: "the consumer subscribed".into(),

@@ -100,6 +100,30 @@ impl Consumer {
         self.set_subscription(Topics::Pattern(re), listener)
     }
 
+    /// Subscribes to the topics whose whole name matches `regex`, matched by the group
+    /// coordinator, not by this consumer (the Java client's `subscribe(SubscriptionPattern)`,
+    /// KIP-848). Needs `group.protocol=consumer`: the classic protocol has no server-side regex,
+    /// and the call is refused under it, as the Java client refuses it ([`subscribe_pattern`]
+    /// matches on the client under either protocol).
+    ///
+    /// The syntax is the broker's, RE2/J, and the regex matches whole topic names (`orders-.*`,
+    /// not `^orders`). The consumer sends it as it is; the coordinator resolves it against the
+    /// cluster's topics asynchronously, so the first assignment may come some heartbeats after
+    /// the join, and a topic created later that matches is assigned when the coordinator
+    /// refreshes its resolution (Kafka 4.1: at the first heartbeat of the group at least 10 s
+    /// after the previous refresh). A regex the coordinator cannot compile makes `poll()` fail
+    /// with `INVALID_REGULAR_EXPRESSION`, naming it; an empty one is refused here.
+    ///
+    /// [`subscribe_pattern`]: Consumer::subscribe_pattern
+    pub fn subscribe_regex(
+        &self,
+        regex: &str,
+        listener: Option<Box<dyn RebalanceListener>>,
+    ) -> Result<()> {
+        check_subscription_regex(regex, self.shared.config.group_protocol)?;
+        self.set_subscription(Topics::Regex(regex.to_string()), listener)
+    }
+
     fn set_subscription(
         &self,
         topics: Topics,
@@ -151,7 +175,11 @@ impl Consumer {
         let local = g.as_mut().expect("created above");
         match &topics {
             Topics::Names(n) => self.shared.cluster.set_interest(n.clone(), false),
-            Topics::Pattern(_) => self.shared.cluster.set_interest(BTreeSet::new(), true),
+            // A server-side regex: the coordinator assigns by topic id, which the consumer names
+            // with the metadata of every topic (as the Java client does for it).
+            Topics::Pattern(_) | Topics::Regex(_) => {
+                self.shared.cluster.set_interest(BTreeSet::new(), true)
+            }
         }
         local
             .driver
@@ -164,13 +192,22 @@ impl Consumer {
         Ok(())
     }
 
-    /// The topics the consumer is subscribed to (for a pattern, those that matched so far).
+    /// The topics the consumer is subscribed to (for a pattern, those that matched so far; for
+    /// a server-side regex, whose matches only the coordinator knows, the topics of the
+    /// partitions assigned to this consumer).
     pub fn subscription(&self) -> Vec<String> {
         let g = self.group.lock().unpoisoned();
         g.as_ref()
             .map(|l| {
-                l.driver
-                    .read_view(|m| m.subscribed.iter().cloned().collect())
+                l.driver.read_view(|m| {
+                    if m.regex.is_some() {
+                        let topics: BTreeSet<&String> =
+                            m.owned.iter().map(|tp| &tp.topic).collect();
+                        topics.into_iter().cloned().collect()
+                    } else {
+                        m.subscribed.iter().cloned().collect()
+                    }
+                })
             })
             .unwrap_or_default()
     }
@@ -519,6 +556,25 @@ impl Consumer {
     }
 }
 
+/// Whether a server-side regex subscription can be made: a regex that is not empty, under
+/// `group.protocol=consumer`. The regex itself is the coordinator's to compile (RE2/J, which
+/// this consumer does not speak exactly).
+pub(crate) fn check_subscription_regex(regex: &str, protocol: GroupProtocolKind) -> Result<()> {
+    if regex.is_empty() {
+        return Err(Error::InvalidArgument(
+            "the subscription regex is empty; use unsubscribe() to stop".into(),
+        ));
+    }
+    if protocol != GroupProtocolKind::Consumer {
+        return Err(Error::IllegalState(format!(
+            "subscribe_regex(`{regex}`) needs group.protocol=consumer: the group coordinator \
+             resolves the regex (KIP-848), which the classic protocol does not do; \
+             subscribe_pattern() matches a pattern on the client under either protocol"
+        )));
+    }
+    Ok(())
+}
+
 /// The next group step under the group lock, as [`Consumer::take_group_step`] takes it for the
 /// application's thread (`background: false`) or the driver task (`driver_task.rs`) while the
 /// application is away (`background: true`: the member then takes only the steps that call no
@@ -581,6 +637,40 @@ impl Drop for CallerSteps<'_> {
                 // What the caller left (a join it started, a rebalance heard meanwhile) may be
                 // the background's to take on now.
                 let _ = l.commands.send(Command::Wake);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(regex, group.protocol) -> refused with`: an empty regex is refused up front under either
+    /// protocol; the classic protocol refuses any (the Java client's classic consumer throws
+    /// for a `SubscriptionPattern`); the regex itself is the coordinator's to judge.
+    #[test]
+    fn a_regex_subscription_needs_a_regex_and_the_consumer_protocol() {
+        use GroupProtocolKind::{Classic, Consumer};
+        let table: &[(&str, GroupProtocolKind, Option<&str>)] = &[
+            ("orders-.*", Consumer, None),
+            // Invalid for RE2/J too, but the coordinator says so (poll() reports it).
+            ("[", Consumer, None),
+            ("", Consumer, Some("INVALID_ARGUMENT")),
+            ("", Classic, Some("INVALID_ARGUMENT")),
+            ("orders-.*", Classic, Some("ILLEGAL_STATE")),
+        ];
+        for (regex, protocol, refused) in table {
+            let got = check_subscription_regex(regex, *protocol).err();
+            assert_eq!(
+                got.as_ref().map(|e| e.kind().name()),
+                *refused,
+                "{regex:?} under {protocol:?}: {got:?}"
+            );
+            if let Some(e) = got.filter(|_| !regex.is_empty()) {
+                let text = e.to_string();
+                assert!(text.contains("group.protocol=consumer"), "{text}");
+                assert!(text.contains(&format!("`{regex}`")), "{text}");
             }
         }
     }

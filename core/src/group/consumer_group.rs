@@ -16,7 +16,13 @@
 //!   tells the coordinator the partitions are released, so it can hand them on.
 //! - `leave`: epoch -1.
 //!
-//! Requests always carry the member's whole state (see `protocol::consumer_group`).
+//! Requests always carry the member's whole state (see `protocol::consumer_group`). A server-side
+//! regex subscription ([`Consumer::subscribe_regex`](crate::Consumer::subscribe_regex)) is part
+//! of it: every request of such a member carries the regex (and an empty list of topic names),
+//! and the coordinator resolves it against the cluster's topics itself, asynchronously, so the
+//! first assignment may come some heartbeats after the join. The one field that depends on what
+//! was sent before is the regex of a member that left its regex for topic names: it is sent
+//! empty (which removes it) until an answer confirms it, see [`regex_field`].
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -54,6 +60,8 @@ struct State {
     assignment: BTreeMap<Uuid, BTreeSet<i32>>,
     /// The heartbeat interval the coordinator asks for (`group.consumer.heartbeat.interval.ms`).
     heartbeat_interval: Option<Duration>,
+    /// The coordinator may hold a regex for this member ([`regex_held_after`]).
+    regex_held: bool,
 }
 
 /// The consumer group protocol of KIP-848.
@@ -85,18 +93,30 @@ impl ConsumerGroup {
         deadline: Deadline,
     ) -> Result<MemberHeartbeatAnswer> {
         let conn = d.coordinator(deadline).await?;
+        let regex = {
+            let st = self.state.lock().unpoisoned();
+            regex_field(sent.epoch, sent.regex, st.regex_held)
+        };
         let req = heartbeat_request(
             &d.config,
             &d.group_id,
             sent,
+            regex,
             &topic_ids(&d.cluster.metadata()),
         );
+        {
+            // Held from the moment it may reach the coordinator: an answer lost on the way back
+            // must not make the member forget to remove it later.
+            let mut st = self.state.lock().unpoisoned();
+            st.regex_held = regex_held_after(st.regex_held, regex, false);
+        }
         let resp = conn
             .call_with_timeout(&req, deadline.remaining().max(Duration::from_millis(1)))
             .await?;
         let answer = read_answer(resp);
         if answer.error_code == codes::NONE {
             let mut st = self.state.lock().unpoisoned();
+            st.regex_held = regex_held_after(st.regex_held, regex, true);
             if answer.heartbeat_interval_ms > 0 {
                 st.heartbeat_interval =
                     Some(Duration::from_millis(answer.heartbeat_interval_ms as u64));
@@ -170,6 +190,7 @@ impl GroupProtocol for ConsumerGroup {
                 member_id: &member_id,
                 epoch,
                 subscribed: &input.topics,
+                regex: input.regex.as_deref(),
                 owned: &input.owned,
             };
             let answer = match self.send(d, &sent, deadline).await {
@@ -221,6 +242,7 @@ impl GroupProtocol for ConsumerGroup {
                 member_id: &generation.member_id,
                 epoch: generation.generation_id,
                 subscribed: &input.subscribed,
+                regex: input.regex.as_deref(),
                 owned: &input.owned,
             };
             let answer = self.send(d, &sent, deadline).await?;
@@ -297,6 +319,8 @@ struct Sent<'a> {
     member_id: &'a str,
     epoch: i32,
     subscribed: &'a [String],
+    /// The member's server-side regex, when it subscribed with one (then `subscribed` is empty).
+    regex: Option<&'a str>,
     owned: &'a BTreeSet<TopicPartition>,
 }
 
@@ -309,18 +333,53 @@ impl<'a> Sent<'a> {
             member_id,
             epoch,
             subscribed: &[],
+            regex: None,
             owned: &NOTHING_OWNED,
         }
     }
 }
 
+/// `SubscribedTopicRegex` of a request of epoch `epoch` from a member whose server-side regex is
+/// `regex`, when the coordinator may still hold one for it (`held`):
+/// - a regex subscription sends its regex in every request (the whole state, as the other
+///   fields; the coordinator compares it with what it has and does nothing when it is the same);
+/// - a subscription to topic names sends `""` while the coordinator may hold a regex of an
+///   earlier subscription (an empty regex removes it; `null` would keep it, and the member would
+///   go on being assigned what it matches), and nothing otherwise (a broker that never saw a
+///   regex from this member is asked nothing about it, as the Java client does);
+/// - a leaving request (epoch < 0) carries no subscription.
+fn regex_field(epoch: i32, regex: Option<&str>, held: bool) -> Option<&str> {
+    if epoch < 0 {
+        return None;
+    }
+    match regex {
+        Some(r) => Some(r),
+        None if held => Some(""),
+        None => None,
+    }
+}
+
+/// Whether the coordinator may hold a regex for this member after a request that carried
+/// `sent` (its `SubscribedTopicRegex`), before its answer (`answered_ok: false`) or after an
+/// answer without error (`true`). A regex sent may be held from the moment it leaves; an empty
+/// one removes it only once the coordinator answered it. An error answer changes nothing.
+fn regex_held_after(held: bool, sent: Option<&str>, answered_ok: bool) -> bool {
+    match sent {
+        Some("") if answered_ok => false,
+        Some("") => held,
+        Some(_) => true,
+        None => held,
+    }
+}
+
 /// The ConsumerGroupHeartbeat `sent` makes in group `group_id` with the consumer's `config`
-/// (rebalance timeout, server-side assignor, rack, static membership) and the topic `ids`
-/// metadata knows.
+/// (rebalance timeout, server-side assignor, rack, static membership), `regex` as its
+/// `SubscribedTopicRegex` ([`regex_field`]) and the topic `ids` metadata knows.
 fn heartbeat_request(
     config: &ConsumerConfig,
     group_id: &str,
     sent: &Sent<'_>,
+    regex: Option<&str>,
     ids: &TopicIds,
 ) -> ConsumerGroupHeartbeatRequest {
     consumer_group_heartbeat(
@@ -334,6 +393,7 @@ fn heartbeat_request(
             rebalance_timeout_ms: i32::try_from(config.max_poll_interval.as_millis())
                 .unwrap_or(i32::MAX),
             subscribed: sent.subscribed,
+            subscribed_regex: regex,
             server_assignor: config.group_remote_assignor.as_deref(),
             rack_id: config.common.client_rack.as_deref(),
             owned: sent.owned,
@@ -423,9 +483,10 @@ mod tests {
             member_id: "m-7",
             epoch: 12,
             subscribed: &subscribed,
+            regex: None,
             owned: &owned,
         };
-        let req = heartbeat_request(&config, "g", &sent, &ids(&[("a", 1), ("b", 2)]));
+        let req = heartbeat_request(&config, "g", &sent, None, &ids(&[("a", 1), ("b", 2)]));
         assert_eq!(req.group_id.0.as_str(), "g");
         assert_eq!(req.member_id.as_str(), "m-7");
         assert_eq!(req.member_epoch, 12);
@@ -467,9 +528,10 @@ mod tests {
             member_id: "own-id",
             epoch: JOIN_EPOCH,
             subscribed: &subscribed,
+            regex: None,
             owned: &owned,
         };
-        let req = heartbeat_request(&config, "g", &sent, &ids(&[("a", 1)]));
+        let req = heartbeat_request(&config, "g", &sent, None, &ids(&[("a", 1)]));
         assert_eq!(req.member_id.as_str(), "own-id");
         assert_eq!(req.member_epoch, 0);
         assert_eq!(req.instance_id, None);
@@ -489,6 +551,7 @@ mod tests {
                 &config,
                 "g",
                 &Sent::leaving("m-7", epoch),
+                None,
                 &ids(&[("a", 1)]),
             );
             assert_eq!(req.member_id.as_str(), "m-7");
@@ -498,5 +561,79 @@ mod tests {
             assert!(req.topic_partitions.is_none(), "epoch {epoch}");
             assert_eq!(req.rebalance_timeout_ms, -1);
         }
+    }
+
+    /// What a request says of the subscription, for each subscription and what the coordinator
+    /// may hold: `(epoch, regex subscribed, coordinator may hold a regex) -> SubscribedTopicRegex`.
+    #[test]
+    fn the_regex_field_follows_the_subscription_and_what_the_coordinator_may_hold() {
+        let table: &[(i32, Option<&str>, bool, Option<&str>)] = &[
+            // A regex subscription: in every request, joining or not, held or not.
+            (JOIN_EPOCH, Some("orders-.*"), false, Some("orders-.*")),
+            (JOIN_EPOCH, Some("orders-.*"), true, Some("orders-.*")),
+            (7, Some("orders-.*"), true, Some("orders-.*")),
+            (7, Some("orders-.*"), false, Some("orders-.*")),
+            // Topic names after a regex: removed with an empty one until confirmed.
+            (7, None, true, Some("")),
+            (JOIN_EPOCH, None, true, Some("")),
+            // Topic names, no regex ever sent (or its removal confirmed): nothing.
+            (7, None, false, None),
+            (JOIN_EPOCH, None, false, None),
+            // Leaving: no subscription at all.
+            (LEAVE_EPOCH, Some("orders-.*"), true, None),
+            (STATIC_LEAVE_EPOCH, None, true, None),
+        ];
+        for (epoch, regex, held, want) in table {
+            assert_eq!(
+                regex_field(*epoch, *regex, *held),
+                *want,
+                "epoch {epoch}, regex {regex:?}, held {held}"
+            );
+        }
+    }
+
+    /// `(held, sent, answered without error) -> held after`.
+    #[test]
+    fn a_regex_is_held_once_sent_and_released_once_its_removal_is_answered() {
+        let table: &[(bool, Option<&str>, bool, bool)] = &[
+            (false, Some("a.*"), false, true),
+            (false, Some("a.*"), true, true),
+            (true, Some(""), false, true),
+            (true, Some(""), true, false),
+            (true, None, true, true),
+            (false, None, true, false),
+        ];
+        for (held, sent, ok, want) in table {
+            assert_eq!(
+                regex_held_after(*held, *sent, *ok),
+                *want,
+                "held {held}, sent {sent:?}, answered {ok}"
+            );
+        }
+    }
+
+    /// A member subscribed with a regex: the request carries the regex and an empty list of
+    /// topic names (so names of an earlier subscription are dropped), and its owned partitions.
+    #[test]
+    fn a_regex_member_sends_its_regex_and_no_topic_names() {
+        let config = config(&[]);
+        let owned = tps(&[("orders-1", 0)]);
+        let sent = Sent {
+            member_id: "m-1",
+            epoch: 4,
+            subscribed: &[],
+            regex: Some("orders-.*"),
+            owned: &owned,
+        };
+        let regex = regex_field(sent.epoch, sent.regex, false);
+        let req = heartbeat_request(&config, "g", &sent, regex, &ids(&[("orders-1", 3)]));
+        assert_eq!(req.subscribed_topic_regex.as_deref(), Some("orders-.*"));
+        assert_eq!(req.subscribed_topic_names.as_ref().map(Vec::len), Some(0));
+        assert_eq!(req.topic_partitions.as_ref().map(Vec::len), Some(1));
+        // The wire takes it from version 1 on, the version lagless speaks.
+        use kafka_protocol::protocol::Encodable;
+        let mut buf = bytes::BytesMut::new();
+        assert!(req.encode(&mut buf, 1).is_ok());
+        assert!(req.encode(&mut buf, 0).is_err(), "v0 has no regex field");
     }
 }

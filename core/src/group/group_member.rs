@@ -38,7 +38,21 @@ use crate::types::TopicPartition;
 /// What the application subscribed to.
 pub(crate) enum Topics {
     Names(BTreeSet<String>),
+    /// A client-side pattern: the member matches it against metadata and sends topic names.
     Pattern(Regex),
+    /// A server-side regex (KIP-848's `SubscribedTopicRegex`, RE2/J): sent as it is; the
+    /// coordinator resolves it and assigns what matches.
+    Regex(String),
+}
+
+impl Topics {
+    /// The server-side regex, if the subscription is one.
+    fn regex(&self) -> Option<&str> {
+        match self {
+            Topics::Regex(r) => Some(r),
+            Topics::Names(_) | Topics::Pattern(_) => None,
+        }
+    }
 }
 
 /// Where the join the member started is (the task itself is the consumer's).
@@ -166,8 +180,11 @@ pub(crate) struct MemberView {
     /// lost, not revoked.
     pub holds_no_generation: bool,
     pub owned: BTreeSet<TopicPartition>,
-    /// The topics of the subscription (for a pattern, those that matched so far).
+    /// The topics of the subscription (for a pattern, those that matched so far; none for a
+    /// server-side regex).
     pub subscribed: BTreeSet<String>,
+    /// The server-side regex of the subscription (KIP-848), if it is one.
+    pub regex: Option<String>,
     /// The member heartbeats ([`Membership::heartbeats_enabled`]).
     pub heartbeats_enabled: bool,
     /// The error the member cannot go on from, which every `poll()` reports.
@@ -180,6 +197,7 @@ impl MemberView {
         HeartbeatInput {
             generation: self.generation.clone(),
             subscribed: self.subscribed.iter().cloned().collect(),
+            regex: self.regex.clone(),
             owned: self.owned.clone(),
         }
     }
@@ -290,6 +308,7 @@ impl GroupMember {
             holds_no_generation: m.holds_no_generation(),
             owned: self.owned.clone(),
             subscribed: self.subscribed.clone(),
+            regex: self.topics.regex().map(str::to_string),
             heartbeats_enabled: m.heartbeats_enabled(),
             fatal: m.fatal().cloned(),
         }
@@ -328,6 +347,10 @@ impl GroupMember {
             view.subscribed = self.subscribed.clone();
             changed = true;
         }
+        if view.regex.as_deref() != self.topics.regex() {
+            view.regex = self.topics.regex().map(str::to_string);
+            changed = true;
+        }
         changed
     }
 
@@ -360,8 +383,10 @@ impl GroupMember {
             Event::Subscribed(topics) => {
                 self.subscribed = match &topics {
                     Topics::Names(n) => n.clone(),
-                    Topics::Pattern(_) => BTreeSet::new(),
+                    Topics::Pattern(_) | Topics::Regex(_) => BTreeSet::new(),
                 };
+                self.membership
+                    .set_subscribed_regex(topics.regex().map(str::to_string));
                 self.topics = topics;
                 self.membership.request_rejoin("the subscription changed");
                 vec![]
@@ -476,6 +501,7 @@ impl GroupMember {
                 owned: &self.owned,
                 subscribed: &self.subscribed,
                 pattern: matches!(self.topics, Topics::Pattern(_)),
+                regex: self.topics.regex(),
                 ready: &self.ready,
                 join: match &self.join {
                     JoinState::Idle => JoinProgress::Idle,

@@ -733,6 +733,7 @@ fn a_heartbeat_sends_the_generation_subscription_and_owned_partitions_read_in_on
                 protocol: Some("p".into()),
             },
             subscribed: vec!["a".to_string()],
+            regex: None,
             owned: tps(&[("a", 0), ("a", 2)]),
         }
     );
@@ -853,4 +854,30 @@ fn a_fatal_error_of_the_member_shows_in_its_view() {
     assert!(m.refresh_view(&mut view));
     assert_eq!(view.fatal.as_ref(), m.membership.fatal());
     assert!(view.fatal.is_some());
+}
+
+/// A server-side regex (KIP-848): the member joins at once with the regex and no topic names,
+/// whatever metadata shows (the coordinator matches, not the member), and its heartbeats carry
+/// the regex; a later subscription to topic names carries none.
+#[test]
+fn a_regex_subscription_joins_at_once_and_its_heartbeats_carry_the_regex() {
+    let now = Instant::now();
+    let mut m = member(Cooperative, false, now);
+    m.handle(Event::Subscribed(Topics::Regex("t-.*".into())), now);
+    // Nothing in metadata matches: the member joins all the same.
+    let meta = metadata(&[("other", 1)], now);
+    let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
+        panic!("expected a join")
+    };
+    assert_eq!(input.regex.as_deref(), Some("t-.*"));
+    assert!(input.topics.is_empty());
+    assert_eq!(m.view().regex.as_deref(), Some("t-.*"));
+    assert!(m.view().subscribed.is_empty());
+    assert_eq!(m.view().heartbeat_input().regex.as_deref(), Some("t-.*"));
+    // Back to topic names: the view (and so the heartbeat) has no regex any more.
+    let mut view = m.view();
+    m.handle(Event::Subscribed(names(&["a"])), now);
+    assert!(m.refresh_view(&mut view), "the view changed");
+    assert_eq!(view.regex, None);
+    assert_eq!(view.heartbeat_input().subscribed, vec!["a".to_string()]);
 }

@@ -35,6 +35,8 @@ pub(crate) struct HeartbeatInput {
     pub generation: Generation,
     /// The topics of the subscription (for a pattern, those that matched so far).
     pub subscribed: Vec<String>,
+    /// The server-side regex of the subscription (KIP-848), which the coordinator resolves.
+    pub regex: Option<String>,
     pub owned: BTreeSet<TopicPartition>,
 }
 

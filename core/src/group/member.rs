@@ -176,6 +176,9 @@ pub struct Membership {
     /// An error the next `poll()` reports once, the member going on (a Heartbeat answer with
     /// an error lagless has no rule for: the heartbeat backs off and tries again).
     error: Option<Error>,
+    /// The server-side regex the member subscribed with (KIP-848), named by the error of a
+    /// coordinator that refuses it.
+    subscribed_regex: Option<String>,
 }
 
 impl Membership {
@@ -193,7 +196,13 @@ impl Membership {
             lost_reason: String::new(),
             fatal: None,
             error: None,
+            subscribed_regex: None,
         }
+    }
+
+    /// The member subscribed with the server-side regex `regex` (or with none).
+    pub fn set_subscribed_regex(&mut self, regex: Option<String>) {
+        self.subscribed_regex = regex;
     }
 
     /// Whether the member is static (`group.instance.id` set).
@@ -741,6 +750,15 @@ impl Membership {
                     self.group_instance_id.as_deref().unwrap_or("")
                 ),
             ),
+            codes::INVALID_REGULAR_EXPRESSION => Error::kafka(
+                code,
+                format!(
+                    "{what}: the group coordinator refused the subscribed regular expression \
+                     `{}` (the broker compiles it as RE2/J and matches it against whole topic \
+                     names); subscribe again with a valid one after unsubscribe()",
+                    self.subscribed_regex.as_deref().unwrap_or("")
+                ),
+            ),
             codes::INCONSISTENT_GROUP_PROTOCOL => Error::kafka(
                 code,
                 format!("{what}: the group's members share no assignor (partition.assignment.strategy) or protocol type"),
@@ -1261,6 +1279,13 @@ mod tests {
             (codes::UNRELEASED_INSTANCE_ID, "Fatal", true, false, true),
             (codes::UNSUPPORTED_ASSIGNOR, "Fatal", true, false, true),
             (
+                codes::INVALID_REGULAR_EXPRESSION,
+                "Fatal",
+                true,
+                false,
+                true,
+            ),
+            (
                 codes::GROUP_AUTHORIZATION_FAILED,
                 "Fatal",
                 true,
@@ -1304,6 +1329,35 @@ mod tests {
             Next::RetryAfterBackoff
         );
         assert_eq!(m.state(), MemberState::Unjoined);
+    }
+
+    /// A regex the coordinator cannot compile ends the member, joining or heartbeating, with an
+    /// error that names the regex (the broker's own message only goes to the log).
+    #[test]
+    fn a_refused_regex_is_fatal_and_its_error_names_the_regex() {
+        for joining in [true, false] {
+            let mut m = if joining {
+                Membership::new(None)
+            } else {
+                stable()
+            };
+            m.set_subscribed_regex(Some("orders-[".into()));
+            if joining {
+                m.join_sent();
+            }
+            let sent = if joining { 0 } else { 5 };
+            let Next::Fatal(e) =
+                m.on_member_heartbeat_error(sent, codes::INVALID_REGULAR_EXPRESSION, joining)
+            else {
+                panic!("joining {joining}: expected fatal")
+            };
+            assert_eq!(e.kafka_code(), Some(codes::INVALID_REGULAR_EXPRESSION));
+            assert!(e.is_fatal() && !e.is_retriable(), "joining {joining}");
+            let text = e.to_string();
+            assert!(text.contains("`orders-[`"), "joining {joining}: {text}");
+            assert!(text.contains("INVALID_REGULAR_EXPRESSION"), "{text}");
+            assert_eq!(m.fatal(), Some(&e), "poll() reports it every time");
+        }
     }
 
     #[test]

@@ -24,6 +24,9 @@ use crate::types::TopicPartition;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct JoinInput {
     pub topics: Vec<String>,
+    /// A server-side regex subscription (KIP-848): the coordinator resolves it; `topics` is
+    /// empty then.
+    pub regex: Option<String>,
     pub owned: BTreeSet<TopicPartition>,
     /// Learned partitions this member is ready to own (learner-sticky).
     pub ready: BTreeSet<TopicPartition>,
@@ -69,6 +72,8 @@ pub(crate) struct LocalGroup<'a> {
     pub subscribed: &'a BTreeSet<String>,
     /// Whether the subscription is a pattern.
     pub pattern: bool,
+    /// The server-side regex of the subscription (KIP-848), if it is one.
+    pub regex: Option<&'a str>,
     /// Learned partitions this member is ready to own (learner-sticky).
     pub ready: &'a BTreeSet<TopicPartition>,
     pub join: JoinProgress<'a>,
@@ -132,13 +137,17 @@ pub(crate) fn next_step(m: &Membership, g: &LocalGroup<'_>, now: Instant) -> Gro
         return GroupStep::Wait;
     }
     // The protocol is this member's own, decided from the assignors it offers, not the one
-    // the group chose last time.
-    let to_revoke = to_revoke_before_join(g.protocol, g.owned, g.subscribed);
-    if !to_revoke.is_empty() {
-        return GroupStep::Revoke(to_revoke);
+    // the group chose last time. Under a server-side regex the member does not know which
+    // topics match: the coordinator's assignment revokes what no longer does.
+    if g.regex.is_none() {
+        let to_revoke = to_revoke_before_join(g.protocol, g.owned, g.subscribed);
+        if !to_revoke.is_empty() {
+            return GroupStep::Revoke(to_revoke);
+        }
     }
     GroupStep::Join(JoinInput {
         topics: g.subscribed.iter().cloned().collect(),
+        regex: g.regex.map(str::to_string),
         owned: g.owned.clone(),
         ready: g.ready.clone(),
         reason: m.rejoin_reason().to_string(),
@@ -248,6 +257,7 @@ mod tests {
         owned: BTreeSet<TopicPartition>,
         subscribed: BTreeSet<String>,
         pattern: bool,
+        regex: Option<String>,
         ready: BTreeSet<TopicPartition>,
         join_retry_at: Instant,
     }
@@ -259,6 +269,7 @@ mod tests {
                 owned: tps(owned),
                 subscribed: topics(subscribed),
                 pattern: false,
+                regex: None,
                 ready: BTreeSet::new(),
                 join_retry_at: Instant::now(),
             }
@@ -270,6 +281,7 @@ mod tests {
                 owned: &self.owned,
                 subscribed: &self.subscribed,
                 pattern: self.pattern,
+                regex: self.regex.as_deref(),
                 ready: &self.ready,
                 join,
                 join_retry_at: self.join_retry_at,
@@ -279,6 +291,29 @@ mod tests {
         fn step(&self, m: &Membership, join: JoinProgress<'_>) -> GroupStep {
             next_step(m, &self.view(join), self.join_retry_at)
         }
+    }
+
+    /// A server-side regex (KIP-848): the member joins with the regex and no topic names, at
+    /// once (no metadata to wait for: the coordinator matches), and revokes nothing before it
+    /// joins, since it does not know which topics match (the coordinator's assignment says).
+    #[test]
+    fn a_regex_member_joins_with_its_regex_at_once_and_revokes_nothing_itself() {
+        let m = Membership::new(None);
+        let mut local = Local::new(Cooperative, &[("orders-1", 0), ("other", 1)], &[]);
+        local.regex = Some("orders-.*".into());
+        let GroupStep::Join(input) = local.step(&m, JoinProgress::Idle) else {
+            panic!("expected a join")
+        };
+        assert_eq!(input.regex.as_deref(), Some("orders-.*"));
+        assert!(input.topics.is_empty());
+        assert_eq!(input.owned, tps(&[("orders-1", 0), ("other", 1)]));
+        // The same member on topic names revokes what it no longer subscribes to first.
+        local.regex = None;
+        local.subscribed = topics(&["orders-1"]);
+        assert_eq!(
+            local.step(&m, JoinProgress::Idle),
+            GroupStep::Revoke(tps(&[("other", 1)]))
+        );
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub(crate) struct MemberHeartbeat<'a> {
     pub epoch: i32,
     pub rebalance_timeout_ms: i32,
     pub subscribed: &'a [String],
+    /// `SubscribedTopicRegex` (v1): `None` leaves the coordinator's regex for the member as it
+    /// is, `Some("")` removes it, any other value is the member's server-side regex (RE2/J).
+    pub subscribed_regex: Option<&'a str>,
     pub server_assignor: Option<&'a str>,
     /// `client.rack`: rack-aware broker-side assignors place partitions by it.
     pub rack_id: Option<&'a str>,
@@ -65,6 +68,7 @@ pub(crate) fn consumer_group_heartbeat(
             .with_subscribed_topic_names(Some(
                 hb.subscribed.iter().map(|t| TopicName(text(t))).collect(),
             ))
+            .with_subscribed_topic_regex(hb.subscribed_regex.map(text))
             .with_server_assignor(hb.server_assignor.map(text))
             .with_rack_id(hb.rack_id.map(text))
             .with_topic_partitions(Some(
@@ -176,6 +180,7 @@ mod tests {
                 epoch: 7,
                 rebalance_timeout_ms: 300_000,
                 subscribed: &subscribed,
+                subscribed_regex: None,
                 server_assignor: Some("range"),
                 rack_id: Some("rack-b"),
                 owned: &owned,
@@ -215,6 +220,7 @@ mod tests {
                 epoch: LEAVE_EPOCH,
                 rebalance_timeout_ms: 300_000,
                 subscribed: &["a".to_string()],
+                subscribed_regex: Some("a.*"),
                 server_assignor: None,
                 rack_id: None,
                 owned: &owned,
@@ -223,6 +229,7 @@ mod tests {
         );
         assert_eq!(req.member_epoch, -1);
         assert!(req.subscribed_topic_names.is_none());
+        assert!(req.subscribed_topic_regex.is_none());
         assert!(req.topic_partitions.is_none());
         assert_eq!(req.rebalance_timeout_ms, -1);
     }

@@ -688,6 +688,22 @@ class Consumer:
         self._native.subscribe_pattern(pattern, _Bridge(self._worker, self))  # type: ignore[arg-type]
         self._subscribed = True
 
+    def subscribe_regex(
+        self,
+        regex: str,
+        listener: Optional[Union[RebalanceListener, _BlockingListener, Any]] = None,
+        *,
+        on_assign: Optional[_PartitionsCallback] = None,
+        on_revoke: Optional[_PartitionsCallback] = None,
+        on_lost: Optional[_PartitionsCallback] = None,
+    ) -> None:
+        """Subscribes to the topics whose whole name matches ``regex``, matched by the group
+        coordinator (KIP-848, RE2/J); needs ``group.protocol=consumer``."""
+        self._check_open()
+        self._callbacks = (listener, on_assign, on_revoke, on_lost)
+        self._native.subscribe_regex(regex, _Bridge(self._worker, self))  # type: ignore[arg-type]
+        self._subscribed = True
+
     def subscription(self) -> List[str]:
         return self._native.subscription()
 
