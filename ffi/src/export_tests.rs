@@ -693,6 +693,9 @@ fn the_statistics_callback_gets_the_json_inside_poll() {
         opaque,
     ));
     assert_eq!(code, LAGLESS_ERR_CLOSED);
+    lagless_consumer_destroy(c);
+}
+
 /// A server-side regex subscription: refused under the classic protocol and when empty, taken
 /// under the consumer protocol (the coordinator judges the regex itself).
 #[test]
