@@ -650,16 +650,16 @@ fn restart(q: &mut PartitionQueue, pid: ProducerIdEpoch) {
             Err(e) => tracing::error!(error = %e, "rewriting a batch's sequence failed"),
         }
     }
-    tracing::debug!(
-        "restarted the sequences of {}-{} under producer id {} epoch {}",
-        q.retry
-            .front()
-            .map(|r| r.pending.topic.to_string())
-            .unwrap_or_default(),
-        q.retry.front().map(|r| r.pending.partition).unwrap_or(-1),
-        pid.id,
-        pid.epoch
-    );
+    // Named by a batch of the partition when one waits (the queue does not know its own name).
+    if let Some(r) = q.retry.front() {
+        tracing::debug!(
+            topic = %r.pending.topic,
+            partition = r.pending.partition,
+            producer_id = pid.id,
+            epoch = pid.epoch,
+            "restarted the partition's sequences"
+        );
+    }
 }
 
 /// Takes the head of a partition's queue if it is ready and its leader takes a request now;
