@@ -23,7 +23,7 @@ from collections import defaultdict
 
 # Bottom-up. `lib` is the crate root's facade (its `pub use` lines re-export every layer).
 LAYERS = (
-    "types error sync secret log backoff engine buffers sasl security recovery config protocol "
+    "types error sync secret log metrics metrics_tests backoff engine buffers sasl security recovery config protocol "
     "cluster net offsets admin producer fetch group consumer lib aio listener"
 ).split()
 
