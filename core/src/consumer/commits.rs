@@ -11,7 +11,7 @@ use crate::consumer::Consumer;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::GroupDriver;
-use crate::group::member::{Generation, Next};
+use crate::group::member::{Generation, Membership, Next};
 use crate::offsets::{AsyncCommitDone, MergedCommit};
 use crate::protocol;
 use crate::protocol::msg::OffsetCommitRequest;
@@ -467,12 +467,15 @@ impl GroupDriver {
                     results.push((tp, entry.1, Ok(())));
                     continue;
                 }
-                let (next, err, own_join) = {
-                    let mut m = self.membership();
-                    let own_join = m.commit_outlived_by_own_join(&generation, error_code);
-                    let (next, err) = m.on_commit_error(&generation, error_code);
-                    (next, err, own_join)
-                };
+                let sent = generation.clone();
+                let (next, err, own_join) = self
+                    .with_member(move |m| commit_verdict(&mut m.membership, &sent, error_code))
+                    .await
+                    // No member: a simple committer (or a member that closed meanwhile) is
+                    // judged outside any generation.
+                    .unwrap_or_else(|| {
+                        commit_verdict(&mut Membership::new(None), &generation, error_code)
+                    });
                 if own_join
                     && retries
                     && self.rebalance_protocol() == RebalanceProtocol::Cooperative
@@ -552,6 +555,14 @@ fn validate_offsets(offsets: &[(TopicPartition, OffsetAndMetadata)]) -> Result<(
 /// commit it already sent goes again.
 fn resend_after(sent: bool, e: &Error) -> bool {
     e.is_retriable() && !(sent && matches!(e, Error::Timeout(_)))
+}
+
+/// What the member makes of a commit's error `code` for a commit sent in `generation`: what to
+/// do next, the error to report, and whether the member's own rejoin overtook the commit.
+fn commit_verdict(m: &mut Membership, generation: &Generation, code: i16) -> (Next, Error, bool) {
+    let own_join = m.commit_outlived_by_own_join(generation, code);
+    let (next, err) = m.on_commit_error(generation, code);
+    (next, err, own_join)
 }
 
 #[cfg(test)]

@@ -7,9 +7,17 @@
 //!   (see [`taken_in_background`](crate::group::step::taken_in_background)), when woken and at
 //!   least every [`BACKGROUND_IDLE`].
 //!
-//! The application's side talks to it only through [`Command`]s on a channel: start a join,
-//! drop the join in flight (leaving), wake the background steps, stop. Listener callbacks never
-//! run here: they stay on the thread that called `poll()` (`consumer/group.rs`).
+//! It owns the member ([`GroupMember`](crate::group::group_member::GroupMember), held in a
+//! [`MemberOwner`]): nothing else holds it, so no lock guards it. Everyone else changes or asks
+//! it by a call on the driver's mailbox ([`GroupDriver::with_member`]): the application's
+//! steps in `poll()`, commits, and the join and heartbeat sub-futures of this very task (which
+//! wait for the answer while the loop below runs their call). After every call the task
+//! publishes the member's [`MemberView`](crate::group::group_member::MemberView), which readers
+//! that need no answer read instead.
+//!
+//! The application's side drives the task through [`Command`]s on a second channel: start a
+//! join, drop the join in flight (leaving), wake the background steps, stop. Listener callbacks
+//! never run here: they stay on the thread that called `poll()` (`consumer/group.rs`).
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
@@ -17,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::group::{take_step_locked, GroupLocal, MAX_STEPS_PER_POLL};
+use super::group::{GroupLocal, MAX_STEPS_PER_POLL};
 use crate::error::Result;
 use crate::fetch::Shared;
-use crate::group::coordinator::GroupDriver;
+use crate::group::coordinator::{GroupDriver, MemberOwner};
 use crate::group::group_member::{Effect, Event};
 use crate::group::step::{JoinInput, JoinOutcome};
 use crate::sync::Unpoisoned;
@@ -95,18 +103,20 @@ impl<F: Future + Unpin> Future for Caught<F> {
 pub(super) fn spawn(
     runtime: &tokio::runtime::Handle,
     driver: Arc<GroupDriver>,
+    member: MemberOwner,
     group: Weak<Mutex<Option<GroupLocal>>>,
     shared: Arc<Shared>,
     commands: mpsc::UnboundedReceiver<Command>,
     sender: mpsc::UnboundedSender<Command>,
 ) {
-    runtime.spawn(run(driver, group, shared, commands, sender));
+    runtime.spawn(run(driver, member, group, shared, commands, sender));
 }
 
 /// The task's loop (see the module's words). `me` is the channel the task serves, to tell a
 /// consumer that subscribed again (a newer task) from this one.
 async fn run(
     driver: Arc<GroupDriver>,
+    mut member: MemberOwner,
     group: Weak<Mutex<Option<GroupLocal>>>,
     shared: Arc<Shared>,
     mut commands: mpsc::UnboundedReceiver<Command>,
@@ -138,7 +148,7 @@ async fn run(
                     Turn::Drop { dropped } => {
                         join = None;
                         if dropped {
-                            driver.group_member().handle(Event::JoinDropped, Instant::now());
+                            member.run(&driver, |m| m.handle(Event::JoinDropped, Instant::now()));
                         }
                         if let Command::DropJoin(answer) = command {
                             let _ = answer.send(dropped);
@@ -158,13 +168,19 @@ async fn run(
                         Event::JoinDropped
                     }
                 };
-                driver.group_member().handle(event, Instant::now());
+                member.run(&driver, |m| m.handle(event, Instant::now()));
                 shared.data_ready.notify_all();
                 true
             }
+            // A call from the application's side, a commit, or the join or heartbeat above.
+            // The driver holds a sender as long as the task runs: never None here.
+            Some(call) = member.calls.recv() => {
+                member.run(&driver, call);
+                false
+            }
             () = tokio::time::sleep(BACKGROUND_IDLE) => true,
         };
-        if steps && !background_steps(&group, &shared, &me) {
+        if steps && !background_steps(&group, &mut member, &shared, &me) {
             return;
         }
     }
@@ -175,6 +191,7 @@ async fn run(
 /// unsubscribed and subscribed again: a newer task serves that group).
 fn background_steps(
     group: &Weak<Mutex<Option<GroupLocal>>>,
+    member: &mut MemberOwner,
     shared: &Arc<Shared>,
     me: &mpsc::UnboundedSender<Command>,
 ) -> bool {
@@ -198,11 +215,29 @@ fn background_steps(
             break;
         }
         let driver = local.driver.clone();
-        match take_step_locked(local, &driver, shared, true) {
-            Ok(Effect::Again) => continue,
-            Ok(_) => break,
-            // A fatal join error: never taken here (`taken_in_background`); poll() reports it.
-            Err(_) => break,
+        let meta = shared.cluster.metadata();
+        let effect = member.run(&driver, |m| {
+            m.handle(
+                Event::Step {
+                    meta: &meta,
+                    background: true,
+                },
+                Instant::now(),
+            )
+            .pop()
+            .unwrap_or(Effect::Wait)
+        });
+        match effect {
+            Effect::StartJoin(input) => {
+                if local.commands.send(Command::StartJoin(input)).is_err() {
+                    // The task's own channel, closed: the consumer went away.
+                    member.run(&driver, |m| m.handle(Event::JoinDropped, Instant::now()));
+                }
+            }
+            Effect::Again => {}
+            // Wait; a fatal join error is never taken here (`taken_in_background`): poll()
+            // reports it.
+            _ => break,
         }
     }
     true

@@ -23,7 +23,7 @@ use crate::backoff::Deadline;
 use crate::config::GroupProtocolKind;
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
-use crate::fetch::{PositionLookup, Shared};
+use crate::fetch::PositionLookup;
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_member::{Effect, Event, JoinPlan, Topics};
 use crate::sync::Unpoisoned;
@@ -59,6 +59,18 @@ pub(crate) struct GroupLocal {
     /// The member's driver task ([`driver_task`](super::driver_task)): it runs the join and the
     /// heartbeat and takes the background steps; this side asks through these commands.
     pub commands: mpsc::UnboundedSender<Command>,
+    /// What the application subscribed to, as it asked (`subscription()` answers from it
+    /// without waiting for the member to take the call).
+    pub asked: Asked,
+}
+
+/// What the application last subscribed to.
+pub(crate) enum Asked {
+    Names(BTreeSet<String>),
+    /// A client-side pattern: the topics it matched so far are the member's.
+    Pattern,
+    /// A server-side regex: only the coordinator knows what it matches.
+    Regex,
 }
 
 /// At most this many steps per `poll()` (lost, a finished join, revocations, a new join): each
@@ -141,7 +153,7 @@ impl Consumer {
             let shared = self.shared.clone();
             let (commands, inbox) = mpsc::unbounded_channel();
             let wake = commands.downgrade();
-            let driver = GroupDriver::new(
+            let (driver, member) = GroupDriver::new(
                 self.shared.cluster.clone(),
                 self.shared.config.clone(),
                 self.group_protocol.clone(),
@@ -157,6 +169,7 @@ impl Consumer {
             driver_task::spawn(
                 self.runtime()?,
                 driver.clone(),
+                member,
                 Arc::downgrade(&self.group),
                 self.shared.clone(),
                 inbox,
@@ -170,9 +183,15 @@ impl Consumer {
                 caller_steps: 0,
                 background_due: false,
                 commands,
+                asked: Asked::Pattern,
             });
         }
         let local = g.as_mut().expect("created above");
+        local.asked = match &topics {
+            Topics::Names(n) => Asked::Names(n.clone()),
+            Topics::Pattern(_) => Asked::Pattern,
+            Topics::Regex(_) => Asked::Regex,
+        };
         match &topics {
             Topics::Names(n) => self.shared.cluster.set_interest(n.clone(), false),
             // A server-side regex: the coordinator assigns by topic id, which the consumer names
@@ -181,10 +200,11 @@ impl Consumer {
                 self.shared.cluster.set_interest(BTreeSet::new(), true)
             }
         }
-        local
-            .driver
-            .group_member()
-            .handle(Event::Subscribed(topics), Instant::now());
+        // Not waited for: the async front subscribes from non-async code. Every later call to
+        // the member comes after this one.
+        local.driver.tell_member(move |m| {
+            m.handle(Event::Subscribed(topics), Instant::now());
+        });
         if listener.is_some() {
             local.listener = listener;
         }
@@ -197,19 +217,20 @@ impl Consumer {
     /// partitions assigned to this consumer).
     pub fn subscription(&self) -> Vec<String> {
         let g = self.group.lock().unpoisoned();
-        g.as_ref()
-            .map(|l| {
-                l.driver.read_view(|m| {
-                    if m.regex.is_some() {
-                        let topics: BTreeSet<&String> =
-                            m.owned.iter().map(|tp| &tp.topic).collect();
-                        topics.into_iter().cloned().collect()
-                    } else {
-                        m.subscribed.iter().cloned().collect()
-                    }
-                })
-            })
-            .unwrap_or_default()
+        let Some(local) = g.as_ref() else {
+            return Vec::new();
+        };
+        match &local.asked {
+            // What was asked, as it was asked (the member may not have taken the call yet).
+            Asked::Names(names) => names.iter().cloned().collect(),
+            Asked::Pattern => local
+                .driver
+                .read_view(|m| m.subscribed.iter().cloned().collect()),
+            Asked::Regex => local.driver.read_view(|m| {
+                let topics: BTreeSet<&String> = m.owned.iter().map(|tp| &tp.topic).collect();
+                topics.into_iter().cloned().collect()
+            }),
+        }
     }
 
     /// Leaves the group: commits (with auto-commit), revokes everything through the listener,
@@ -266,10 +287,10 @@ impl Consumer {
         let local = g.as_ref().ok_or_else(|| {
             Error::IllegalState("enforce_rebalance() needs a subscription".into())
         })?;
-        local.driver.group_member().handle(
-            Event::RejoinRequested(format!("enforced: {reason}")),
-            Instant::now(),
-        );
+        let reason = format!("enforced: {reason}");
+        local.driver.tell_member(move |m| {
+            m.handle(Event::RejoinRequested(reason), Instant::now());
+        });
         Ok(())
     }
 
@@ -323,7 +344,7 @@ impl Consumer {
         if let Some(e) = d.call(self, Callback::Revoked, &list).await {
             errors.get_or_insert(e);
         }
-        self.forget(&partitions);
+        self.forget(partitions).await;
     }
 
     async fn lose(
@@ -338,21 +359,23 @@ impl Consumer {
                 errors.get_or_insert(e);
             }
         }
-        self.forget(&partitions);
+        self.forget(partitions).await;
     }
 
     /// After revoking or losing `partitions`: stop fetching them and forget they were owned.
-    fn forget(&self, partitions: &BTreeSet<TopicPartition>) {
+    async fn forget(&self, partitions: BTreeSet<TopicPartition>) {
         self.shared.remove_partitions(partitions.iter());
-        let mut g = self.group.lock().unpoisoned();
-        if let Some(l) = g.as_mut() {
-            l.driver
-                .group_member()
-                .handle(Event::Released(partitions), Instant::now());
-            for tp in partitions {
+        let driver = {
+            let mut g = self.group.lock().unpoisoned();
+            let Some(l) = g.as_mut() else { return };
+            for tp in &partitions {
                 l.last_committed.remove(tp);
             }
-        }
+            l.driver.clone()
+        };
+        driver
+            .with_member(move |m| m.handle(Event::Released(&partitions), Instant::now()))
+            .await;
     }
 
     /// The group steps of `poll()`, on the caller's thread. Returns an error that `poll()`
@@ -378,17 +401,20 @@ impl Consumer {
         }
         let _steps = CallerSteps::begin(&self.group);
         // An error the member went on from (a failed heartbeat) comes out of one poll().
-        let mut errors: Option<Error> = driver.membership().take_error();
+        let (mut errors, owed) = driver
+            .with_member(|m| {
+                let error = m.membership.take_error();
+                (error, m.handle(Event::TakeOwedAssignment, Instant::now()))
+            })
+            .await
+            .unwrap_or_default();
         let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
-        let owed = driver
-            .group_member()
-            .handle(Event::TakeOwedAssignment, Instant::now());
         let mut found_nothing = owed.is_empty();
         for effect in owed {
             self.carry_out(d, effect, deadline, &mut errors).await;
         }
         for _ in 0..MAX_STEPS_PER_POLL {
-            let effect = self.take_group_step(&driver)?;
+            let effect = self.take_group_step(&driver).await?;
             found_nothing &= matches!(effect, Effect::Wait);
             match effect {
                 Effect::Wait => break,
@@ -396,8 +422,9 @@ impl Consumer {
             }
         }
         let due = driver
-            .group_member()
-            .handle(Event::LearningDue, Instant::now());
+            .with_member(|m| m.handle(Event::LearningDue, Instant::now()))
+            .await
+            .unwrap_or_default();
         found_nothing &= due.is_empty();
         for effect in due {
             self.carry_out(d, effect, deadline, &mut errors).await;
@@ -409,14 +436,45 @@ impl Consumer {
         errors.map_or(Ok(()), Err)
     }
 
-    /// Asks the member for the next group step and does the part of it that needs no callback
-    /// (start a join, fail), under the group lock; what calls the listener is returned.
-    fn take_group_step(&self, driver: &Arc<GroupDriver>) -> Result<Effect> {
-        let mut g = self.group.lock().unpoisoned();
-        let Some(local) = g.as_mut() else {
-            return Ok(Effect::Wait);
+    /// Asks the member for the next group step of the application's thread and does the part
+    /// of it that needs no callback (start a join in the driver task, fail); what calls the
+    /// listener is returned.
+    async fn take_group_step(&self, driver: &Arc<GroupDriver>) -> Result<Effect> {
+        let meta = self.shared.cluster.metadata();
+        let effect = driver
+            .with_member(move |m| {
+                let step = Event::Step {
+                    meta: &meta,
+                    background: false,
+                };
+                m.handle(step, Instant::now()).pop().unwrap_or(Effect::Wait)
+            })
+            .await
+            .unwrap_or(Effect::Wait);
+        if matches!(effect, Effect::Wait) {
+            return Ok(effect);
+        }
+        let start = {
+            let mut g = self.group.lock().unpoisoned();
+            let Some(local) = g.as_mut() else {
+                return Ok(Effect::Wait);
+            };
+            // The application's steps did something: when they end, the background may have
+            // something to take on.
+            local.background_due = true;
+            match effect {
+                Effect::StartJoin(input) => local.commands.send(Command::StartJoin(input)).is_ok(),
+                Effect::Fatal(e) => return Err(e),
+                effect => return Ok(effect),
+            }
         };
-        take_step_locked(local, driver, &self.shared, false)
+        if !start {
+            // The task ended (the member closed): no join will answer.
+            driver
+                .with_member(|m| m.handle(Event::JoinDropped, Instant::now()))
+                .await;
+        }
+        Ok(Effect::Again)
     }
 
     /// Carries out one of the member's effects that calls the listener, on the caller's thread.
@@ -430,7 +488,7 @@ impl Consumer {
         // Boxed: applying a join carries out the warm-up it leads to.
         Box::pin(async move {
             match effect {
-                Effect::Wait | Effect::Again | Effect::ReadyTaken(_) => {}
+                Effect::Wait | Effect::Again => {}
                 Effect::ReportLost(parts) => self.lose(d, parts, errors).await,
                 Effect::Revoke(parts) => self.revoke(d, parts, deadline, errors).await,
                 Effect::ApplyJoin(plan) => self.apply_join(d, *plan, deadline, errors).await,
@@ -467,20 +525,24 @@ impl Consumer {
         }
         self.shared
             .add_partitions(plan.add.iter(), PositionLookup::Committed);
-        driver.group_member().handle(
-            Event::Assigned {
-                added: &plan.add,
-                assigned_from: plan.assigned_from,
-            },
-            Instant::now(),
-        );
+        let (added, assigned_from) = (plan.add.clone(), plan.assigned_from);
+        driver
+            .with_member(move |m| {
+                let assigned = Event::Assigned {
+                    added: &added,
+                    assigned_from,
+                };
+                m.handle(assigned, Instant::now())
+            })
+            .await;
         let list: Vec<TopicPartition> = plan.add.into_iter().collect();
         if let Some(e) = d.call(self, Callback::Assigned, &list).await {
             errors.get_or_insert(e);
         }
         let learning = driver
-            .group_member()
-            .handle(Event::LearningAssigned(plan.learning), Instant::now());
+            .with_member(move |m| m.handle(Event::LearningAssigned(plan.learning), Instant::now()))
+            .await
+            .unwrap_or_default();
         for effect in learning {
             if let Effect::WarmUp(new) = effect {
                 tracing::info!(partitions = ?new, "learning partitions before their owners hand them over");
@@ -573,47 +635,6 @@ pub(crate) fn check_subscription_regex(regex: &str, protocol: GroupProtocolKind)
         )));
     }
     Ok(())
-}
-
-/// The next group step under the group lock, as [`Consumer::take_group_step`] takes it for the
-/// application's thread (`background: false`) or the driver task (`driver_task.rs`) while the
-/// application is away (`background: true`: the member then takes only the steps that call no
-/// listener). The driver task hands the join's answer to the member when it comes; the join the
-/// member asks for is started by sending it to that task. Returns what is left to carry out on
-/// the caller's thread.
-pub(super) fn take_step_locked(
-    local: &mut GroupLocal,
-    driver: &Arc<GroupDriver>,
-    shared: &Arc<Shared>,
-    background: bool,
-) -> Result<Effect> {
-    let meta = shared.cluster.metadata();
-    let now = Instant::now();
-    let mut member = driver.group_member();
-    let effect = member
-        .handle(
-            Event::Step {
-                meta: &meta,
-                background,
-            },
-            now,
-        )
-        .pop()
-        .unwrap_or(Effect::Wait);
-    if !background && !matches!(effect, Effect::Wait) {
-        local.background_due = true;
-    }
-    match effect {
-        Effect::StartJoin(input) => {
-            if local.commands.send(Command::StartJoin(input)).is_err() {
-                // The task ended (the member closed): no join will answer.
-                member.handle(Event::JoinDropped, now);
-            }
-            Ok(Effect::Again)
-        }
-        Effect::Fatal(e) => Err(e),
-        effect => Ok(effect),
-    }
 }
 
 /// Marks group steps under way on the application's side for as long as it lives (dropped at

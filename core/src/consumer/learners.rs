@@ -7,7 +7,7 @@ use crate::consumer::rebalance_listener::{Callback, Dispatch};
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::group::assignor::assignor_by_name;
-use crate::group::group_member::{Effect, Event};
+use crate::group::group_member::{ready_taken, Event};
 use crate::types::TopicPartition;
 
 impl Consumer {
@@ -24,13 +24,10 @@ impl Consumer {
     ) {
         let result = d.call(self, Callback::Learning, &partitions).await;
         if let Some(driver) = self.driver() {
-            driver.group_member().handle(
-                Event::WarmedUp {
-                    partitions,
-                    ok: result.is_none(),
-                },
-                Instant::now(),
-            );
+            let ok = result.is_none();
+            driver
+                .with_member(move |m| m.handle(Event::WarmedUp { partitions, ok }, Instant::now()))
+                .await;
         }
         if let Some(e) = result {
             errors.get_or_insert(e);
@@ -51,19 +48,17 @@ impl Consumer {
         let driver = self
             .driver()
             .ok_or_else(|| Error::IllegalState("learner_ready() needs a subscription".into()))?;
-        let effects = driver
-            .group_member()
-            .handle(Event::LearnerReady(partitions), Instant::now());
-        let taken = effects
-            .iter()
-            .map(|e| match e {
-                Effect::ReadyTaken(n) => *n,
-                _ => 0,
-            })
-            .sum::<usize>();
+        // Counted off the member's view, then told without waiting (the async front calls this
+        // from non-async code); the member takes the same partitions, unless a rebalance it
+        // heard in between changed what it learns.
+        let taken = driver.read_view(|v| ready_taken(&v.learning, &v.ready, partitions));
         if taken == 0 {
             return Ok(0);
         }
+        let partitions = partitions.to_vec();
+        driver.tell_member(move |m| {
+            m.handle(Event::LearnerReady(&partitions), Instant::now());
+        });
         tracing::info!(group = %driver.group_id, partitions = taken, "learned partitions reported ready");
         // poll() may be waiting for records: let it take the join step now.
         self.shared.data_ready.notify_all();
@@ -89,22 +84,22 @@ impl Consumer {
         let driver = self
             .driver()
             .ok_or_else(|| Error::IllegalState("prepare_to_leave() needs a subscription".into()))?;
-        let learner_sticky = {
-            let mut m = driver.membership();
-            // The protocol the group agreed on, not this member's first choice: in a mixed group
-            // it may be one that cannot hand over through learners.
-            let learner_sticky = m
-                .generation()
+        // The protocol the group agreed on, not this member's first choice: in a mixed group it
+        // may be one that cannot hand over through learners.
+        let learner_sticky = driver.read_view(|v| {
+            v.generation
                 .protocol
                 .as_deref()
                 .and_then(assignor_by_name)
-                .is_some_and(|a| a.hands_over_through_learners());
-            if !driver.is_leaving() {
-                driver.set_leaving();
-                m.request_rejoin("the member is leaving: its partitions are handed over first");
-            }
-            learner_sticky
-        };
+                .is_some_and(|a| a.hands_over_through_learners())
+        });
+        if !driver.is_leaving() {
+            driver.set_leaving();
+            driver.tell_member(|m| {
+                m.membership
+                    .request_rejoin("the member is leaving: its partitions are handed over first");
+            });
+        }
         tracing::info!(group = %driver.group_id, learner_sticky, "preparing to leave the group");
         self.shared.data_ready.notify_all();
         Ok(learner_sticky)

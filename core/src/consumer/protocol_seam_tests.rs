@@ -118,6 +118,17 @@ fn joined(strategy: &'static str, assigned: &[i32]) -> (Log, Arc<FakeProtocol>, 
     (log, fake, c)
 }
 
+/// `call`'s answer from the member, asked of its owner (the driver task) as the consumer does.
+fn ask<R: Send + 'static>(
+    c: &Consumer,
+    call: impl FnOnce(&mut crate::group::group_member::GroupMember) -> R + Send + 'static,
+) -> R {
+    let d = c.driver().expect("a driver");
+    c.block_on(d.with_member(call))
+        .expect("an open consumer")
+        .expect("the member's owner answers")
+}
+
 fn generation(c: &Consumer) -> (i32, String) {
     let m = c.group_metadata().expect("a group member");
     (m.generation_id, m.member_id)
@@ -128,18 +139,10 @@ fn a_cooperative_member_through_the_seam_revokes_only_what_moves_and_loses_after
     let (log, fake, c) = joined("cooperative-sticky", &[0, 1]);
     assert_eq!(generation(&c), (1, "m-1".to_string()));
     let d = c.driver().expect("a driver");
-    assert_eq!(
-        d.membership()
-            .commit_generation(false)
-            .unwrap()
-            .generation_id,
-        1
-    );
-    // What commits read without the member's lock is what the member says.
-    assert_eq!(
-        d.read_view(|v| v.commit_generation.clone()),
-        d.membership().commit_generation(false)
-    );
+    let asked = || ask(&c, |m| m.membership.commit_generation(false));
+    assert_eq!(asked().unwrap().generation_id, 1);
+    // What commits read off the member's view is what the member says.
+    assert_eq!(d.read_view(|v| v.commit_generation.clone()), asked());
 
     // The coordinator rebalances; t-0 moves away: only it is revoked, then the member joins
     // again without it (KIP-429's second join) and keeps t-1 throughout.
@@ -214,10 +217,7 @@ fn an_eager_member_through_the_seam_revokes_everything_before_it_joins() {
     );
     assert_eq!(generation(&c), (2, "m-1".to_string()));
     assert_eq!(
-        c.driver()
-            .unwrap()
-            .membership()
-            .commit_generation(false)
+        ask(&c, |m| m.membership.commit_generation(false))
             .unwrap()
             .generation_id,
         2
@@ -285,11 +285,11 @@ fn closing_during_a_join_drops_it_in_the_driver_task_then_revokes_and_leaves() {
     poll_until(&c, &log, 3);
     let d = c.driver().expect("a driver");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while d.membership().state() != MemberState::PreparingRebalance {
+    while ask(&c, |m| m.membership.state()) != MemberState::PreparingRebalance {
         assert!(
             Instant::now() < deadline,
             "no join started: {:?}",
-            d.membership().state()
+            ask(&c, |m| m.membership.state())
         );
         let _ = c.poll(Duration::from_millis(20));
     }

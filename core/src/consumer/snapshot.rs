@@ -17,7 +17,7 @@ use crate::types::TopicPartition;
 impl Consumer {
     /// What the consumer is doing now: each assigned partition's position, committed offset,
     /// watermarks, lag and deliveries, the group member's state and rebalances, and the totals.
-    /// Cheap: one look under the fetch lock and one under the group member's lock.
+    /// Cheap: one look under the fetch lock and one at the group member's published view.
     pub fn metrics(&self) -> ConsumerMetrics {
         let config = &self.shared.config;
         let read_committed = config.isolation_level == IsolationLevel::ReadCommitted;
@@ -50,38 +50,36 @@ impl Consumer {
         let since_last_poll = driver
             .last_poll()
             .map_or_else(Default::default, |t| now.saturating_duration_since(t));
-        // Everything from the one look under the member's lock, so the count of partitions and
-        // the generation they were assigned in belong together.
-        let member = driver.peek_member();
-        let assigned_partitions = member.owned().len();
-        let m = &member.membership;
-        let generation = m.generation();
-        let state = m.state();
-        let rebalancing = m.rejoin_needed() || state != MemberState::Stable;
-        Some(GroupMetrics {
-            group_id: driver.group_id.clone(),
-            state: member_state_name(state),
-            generation_id: (generation.generation_id >= 0).then_some(generation.generation_id),
-            member_id: (!generation.member_id.is_empty()).then(|| generation.member_id.clone()),
-            group_instance_id: config.group_instance_id.clone(),
-            protocol: match config.group_protocol {
-                GroupProtocolKind::Classic => "classic",
-                GroupProtocolKind::Consumer => "consumer",
-            },
-            assignor: generation.protocol.clone(),
-            assigned_partitions,
-            rebalance_count: member.rebalances.completed,
-            last_rebalance: member.rebalances.last.as_ref().map(|(reason, duration)| {
-                LastRebalance {
-                    reason: reason.clone(),
-                    duration: *duration,
-                }
-            }),
-            rejoin_reason: (rebalancing && !m.rejoin_reason().is_empty())
-                .then(|| m.rejoin_reason().to_string()),
-            since_last_poll,
-            max_poll_interval: config.max_poll_interval,
-        })
+        // Everything from one view, which the member's owner publishes whole after each change,
+        // so the count of partitions and the generation they were assigned in belong together.
+        Some(driver.read_view(|m| {
+            let generation = &m.generation;
+            let rebalancing = m.rejoin_needed || m.state != MemberState::Stable;
+            GroupMetrics {
+                group_id: driver.group_id.clone(),
+                state: member_state_name(m.state),
+                generation_id: (generation.generation_id >= 0).then_some(generation.generation_id),
+                member_id: (!generation.member_id.is_empty()).then(|| generation.member_id.clone()),
+                group_instance_id: config.group_instance_id.clone(),
+                protocol: match config.group_protocol {
+                    GroupProtocolKind::Classic => "classic",
+                    GroupProtocolKind::Consumer => "consumer",
+                },
+                assignor: generation.protocol.clone(),
+                assigned_partitions: m.owned.len(),
+                rebalance_count: m.rebalances.completed,
+                last_rebalance: m.rebalances.last.as_ref().map(|(reason, duration)| {
+                    LastRebalance {
+                        reason: reason.clone(),
+                        duration: *duration,
+                    }
+                }),
+                rejoin_reason: (rebalancing && !m.rejoin_reason.is_empty())
+                    .then(|| m.rejoin_reason.clone()),
+                since_last_poll,
+                max_poll_interval: config.max_poll_interval,
+            }
+        }))
     }
 }
 

@@ -108,7 +108,7 @@ async fn join_once(
         .join_connection(deadline)
         .await
         .map_err(JoinAttempt::failed)?;
-    let sent = d.join_sending();
+    let sent = d.join_sending().await;
     let (member_id, generation_id) = (sent.member_id, sent.generation_id);
     let v = conn
         .version::<JoinGroupRequest>()
@@ -173,17 +173,21 @@ async fn join_once(
                     d.config.session_timeout.as_millis()
                 ),
             );
-            let reply = d.report(ProtocolAnswer::JoinGroupFatal {
-                code: resp.error_code,
-                member_id: resp.member_id.to_string(),
-                error: e,
-            });
+            let reply = d
+                .report(ProtocolAnswer::JoinGroupFatal {
+                    code: resp.error_code,
+                    member_id: resp.member_id.to_string(),
+                    error: e,
+                })
+                .await;
             return follow(d, reply, resp.error_code, "JoinGroup");
         }
-        let reply = d.report(ProtocolAnswer::JoinGroupFailed {
-            code: resp.error_code,
-            member_id: resp.member_id.to_string(),
-        });
+        let reply = d
+            .report(ProtocolAnswer::JoinGroupFailed {
+                code: resp.error_code,
+                member_id: resp.member_id.to_string(),
+            })
+            .await;
         return follow(d, reply, resp.error_code, "JoinGroup");
     }
     let protocol = resp.protocol_name.as_ref().map(|p| p.to_string());
@@ -192,7 +196,8 @@ async fn join_once(
         generation_id: resp.generation_id,
         member_id: my_id.clone(),
         protocol: protocol.clone(),
-    }));
+    }))
+    .await;
     let protocol_name = protocol.clone().unwrap_or_default();
     let assignor = d.assignor(&protocol_name).ok_or_else(|| {
         JoinAttempt::Fatal(Error::Corrupt(format!(
@@ -251,9 +256,11 @@ async fn join_once(
         JoinAttempt::failed(e)
     })?;
     if sresp.error_code != codes::NONE {
-        let reply = d.report(ProtocolAnswer::SyncGroupFailed {
-            code: sresp.error_code,
-        });
+        let reply = d
+            .report(ProtocolAnswer::SyncGroupFailed {
+                code: sresp.error_code,
+            })
+            .await;
         return follow(d, reply, sresp.error_code, "SyncGroup");
     }
     let assignment = decode_assignment(sresp.assignment.clone()).map_err(|e| {
@@ -261,9 +268,12 @@ async fn join_once(
             "the assignment from the group leader: {e}"
         )))
     })?;
-    let generation = match d.report(ProtocolAnswer::Synced {
-        generation_id: resp.generation_id,
-    }) {
+    let generation = match d
+        .report(ProtocolAnswer::Synced {
+            generation_id: resp.generation_id,
+        })
+        .await
+    {
         Reply::Generation(g) => g,
         // The heartbeat reset the generation while SyncGroup was in flight.
         Reply::Outlived | Reply::Next(_) => return Ok(None),

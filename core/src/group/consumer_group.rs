@@ -174,7 +174,7 @@ impl GroupProtocol for ConsumerGroup {
     ) -> ProtocolFuture<'a, JoinAttempt> {
         Box::pin(async move {
             let deadline = Deadline::after(d.config.common.default_api_timeout);
-            let sent = d.join_sending();
+            let sent = d.join_sending().await;
             let (member_id, epoch) = (sent.member_id, sent.generation_id);
             let member_id = if member_id.is_empty() {
                 self.member_id.clone()
@@ -201,18 +201,22 @@ impl GroupProtocol for ConsumerGroup {
                 }
             };
             if answer.error_code != codes::NONE {
-                let reply = d.report(ProtocolAnswer::MemberHeartbeatFailed {
-                    sent_epoch: epoch,
-                    code: answer.error_code,
-                    joining: true,
-                });
+                let reply = d
+                    .report(ProtocolAnswer::MemberHeartbeatFailed {
+                        sent_epoch: epoch,
+                        code: answer.error_code,
+                        joining: true,
+                    })
+                    .await;
                 return follow(d, reply, &answer);
             }
-            let reply = d.report(ProtocolAnswer::MemberJoined(Generation {
-                generation_id: answer.epoch,
-                member_id: answer.member_id.clone().unwrap_or(member_id),
-                protocol: Some(CONSUMER_PROTOCOL.into()),
-            }));
+            let reply = d
+                .report(ProtocolAnswer::MemberJoined(Generation {
+                    generation_id: answer.epoch,
+                    member_id: answer.member_id.clone().unwrap_or(member_id),
+                    protocol: Some(CONSUMER_PROTOCOL.into()),
+                }))
+                .await;
             let Reply::Generation(generation) = reply else {
                 return JoinAttempt::Again;
             };
@@ -250,10 +254,11 @@ impl GroupProtocol for ConsumerGroup {
                 d.report(ProtocolAnswer::MemberEpoch {
                     sent_epoch: generation.generation_id,
                     epoch: answer.epoch,
-                });
+                })
+                .await;
                 // The member compares it with what it owns when the answer is applied (not
                 // with `input.owned`, which a join applied meanwhile may have changed).
-                d.report(self.assignment_heard(d));
+                d.report(self.assignment_heard(d)).await;
             }
             Ok(answer.error_code)
         })

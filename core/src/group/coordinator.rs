@@ -5,9 +5,13 @@
 //!
 //! The driver never starts a rejoin on its own: it only records that one is needed; `poll()`
 //! on the caller's thread starts it.
-use std::ops::{Deref, DerefMut};
+//!
+//! The member's state ([`GroupMember`]) is not here: the member's driver task owns it
+//! (`consumer/driver_task.rs`), and everyone else (the poll thread's steps, the join, the
+//! heartbeat, the commits) changes it by sending that task a call ([`MemberCall`],
+//! [`GroupDriver::with_member`]) and reading the [`MemberView`] the task publishes after each.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::backoff::{Deadline, Retry};
@@ -22,9 +26,7 @@ use crate::group::heartbeat::{
     heartbeat_step, interval_in_force, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness,
     SharedInstant, FOLLOW_UP_HEARTBEAT, FOLLOW_UP_WINDOW,
 };
-use crate::group::member::{
-    poll_timeout_consequence, Generation, Membership, Next, ProtocolAnswer, Reply,
-};
+use crate::group::member::{poll_timeout_consequence, Generation, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
 use crate::group::step::{JoinInput, JoinOutcome};
@@ -34,18 +36,20 @@ use crate::protocol::group::Member;
 use crate::sync::Unpoisoned;
 use crate::types::TopicPartition;
 
+use tokio::sync::mpsc;
+
 pub(crate) struct GroupDriver {
     pub group_id: String,
     pub cluster: Arc<Cluster>,
     pub config: ConsumerConfig,
-    /// The member's whole state ([`GroupMember`]): the consumer's steps, the join, the
-    /// heartbeat and the commits all read and change it here.
-    member: Mutex<GroupMember>,
-    /// What the member's last change left, for readers that do not take its lock
-    /// ([`MemberView`]); refreshed as each access to `member` ends ([`MemberGuard`]).
+    /// Calls to the member's owner, the driver task, which runs them in turn on the
+    /// [`GroupMember`] it holds ([`GroupDriver::with_member`]).
+    mailbox: mpsc::UnboundedSender<MemberCall>,
+    /// What the member's last change left, for readers that need no answer from its owner
+    /// ([`MemberView`]); the owner refreshes it after every call ([`MemberOwner::run`]).
     view: tokio::sync::watch::Sender<MemberView>,
-    /// Counts the accesses to `member`: group steps that found nothing to do stand only
-    /// while it is unchanged (`consumer::group::IdleSteps`).
+    /// Counts the calls to the member: group steps that found nothing to do stand only while
+    /// it is unchanged (`consumer::group::IdleSteps`).
     membership_accesses: Arc<AtomicU64>,
     coordinator: Mutex<Option<(i32, Arc<Connection>)>>,
     /// The last `poll()` (max.poll.interval.ms), written by the application's thread.
@@ -77,46 +81,32 @@ pub(crate) struct GroupDriver {
 /// The leader epoch of `offset` of a partition, for a commit (-1: unknown).
 pub(crate) type LeaderEpochs = Arc<dyn Fn(&TopicPartition, i64) -> i32 + Send + Sync>;
 
-/// [`GroupDriver::group_member`]: the member's lock; as it is let go, the member's
-/// [`MemberView`] is brought up to date, so the view never lags a change once its lock is free.
-pub(crate) struct MemberGuard<'a> {
-    member: MutexGuard<'a, GroupMember>,
-    view: &'a tokio::sync::watch::Sender<MemberView>,
+/// A call to the member, run by its owner (the driver task) with the member in hand.
+pub(crate) type MemberCall = Box<dyn FnOnce(&mut GroupMember) + Send>;
+
+/// The member and the calls to it, for the task that owns it: made with the driver
+/// ([`GroupDriver::new`]) and moved into the driver task, the one place the member lives.
+pub(crate) struct MemberOwner {
+    pub member: GroupMember,
+    pub calls: mpsc::UnboundedReceiver<MemberCall>,
 }
 
-impl Deref for MemberGuard<'_> {
-    type Target = GroupMember;
-    fn deref(&self) -> &GroupMember {
-        &self.member
-    }
-}
-
-impl DerefMut for MemberGuard<'_> {
-    fn deref_mut(&mut self) -> &mut GroupMember {
-        &mut self.member
-    }
-}
-
-impl Drop for MemberGuard<'_> {
-    fn drop(&mut self) {
-        let member = &*self.member;
-        self.view.send_if_modified(|view| member.refresh_view(view));
-    }
-}
-
-/// [`GroupDriver::membership`]: the member's lock, reaching only its protocol half.
-pub(crate) struct MembershipGuard<'a>(MemberGuard<'a>);
-
-impl Deref for MembershipGuard<'_> {
-    type Target = Membership;
-    fn deref(&self) -> &Membership {
-        &self.0.membership
-    }
-}
-
-impl DerefMut for MembershipGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Membership {
-        &mut self.0.membership
+impl MemberOwner {
+    /// Runs `change` on the member (a call sent to the task, or the task's own step), then
+    /// counts it and publishes what it changed, so the view never lags a change once its
+    /// caller has the answer.
+    pub fn run<R>(
+        &mut self,
+        driver: &GroupDriver,
+        change: impl FnOnce(&mut GroupMember) -> R,
+    ) -> R {
+        driver.membership_accesses.fetch_add(1, Ordering::AcqRel);
+        let r = change(&mut self.member);
+        let member = &self.member;
+        driver
+            .view
+            .send_if_modified(|view| member.refresh_view(view));
+        r
     }
 }
 
@@ -129,7 +119,7 @@ impl GroupDriver {
         group_protocol: Arc<dyn GroupProtocol>,
         on_change: Arc<dyn Fn() + Send + Sync>,
         membership_accesses: Arc<AtomicU64>,
-    ) -> Result<Arc<GroupDriver>> {
+    ) -> Result<(Arc<GroupDriver>, MemberOwner)> {
         GroupDriver::build(
             cluster,
             config,
@@ -145,6 +135,8 @@ impl GroupDriver {
         cluster: Arc<Cluster>,
         config: ConsumerConfig,
     ) -> Result<Arc<GroupDriver>> {
+        // No member: a simple consumer is in no generation, and its commits' errors are
+        // judged without one (`GroupDriver::with_member` answers None).
         GroupDriver::build(
             cluster,
             config,
@@ -153,6 +145,7 @@ impl GroupDriver {
             true,
             Default::default(),
         )
+        .map(|(driver, _)| driver)
     }
 
     fn build(
@@ -162,7 +155,7 @@ impl GroupDriver {
         on_change: Arc<dyn Fn() + Send + Sync>,
         simple: bool,
         membership_accesses: Arc<AtomicU64>,
-    ) -> Result<Arc<GroupDriver>> {
+    ) -> Result<(Arc<GroupDriver>, MemberOwner)> {
         let group_id = config
             .group_id
             .clone()
@@ -200,11 +193,12 @@ impl GroupDriver {
         );
         let created = Instant::now();
         let (view, _) = tokio::sync::watch::channel(member.view());
-        Ok(Arc::new(GroupDriver {
+        let (mailbox, calls) = mpsc::unbounded_channel();
+        let driver = Arc::new(GroupDriver {
             group_id,
             protocol,
             view,
-            member: Mutex::new(member),
+            mailbox,
             membership_accesses,
             cluster,
             config,
@@ -220,32 +214,40 @@ impl GroupDriver {
             async_commits: Mutex::new(AsyncCommits::default()),
             async_idle: tokio::sync::Notify::new(),
             leader_epochs: std::sync::OnceLock::new(),
-        }))
+        });
+        Ok((driver, MemberOwner { member, calls }))
     }
 
-    /// The member's state. Every access counts (`membership_accesses`), so a caller that read
-    /// the count after its own steps sees by its change any access begun since (one under way
-    /// as it read is missed for at most `consumer::group::IDLE_STEPS_STAND_FOR`).
-    pub fn group_member(&self) -> MemberGuard<'_> {
-        self.membership_accesses.fetch_add(1, Ordering::AcqRel);
-        MemberGuard {
-            member: self.member.lock().unpoisoned(),
-            view: &self.view,
+    /// Runs `call` on the member in its owner, the driver task, and gives its answer; None
+    /// once the task has ended (the member closed), or for a simple committer, which has no
+    /// member. Calls run one at a time in the order sent, each followed by a refresh of the
+    /// [`MemberView`]. Never await this while holding a lock the driver task takes (the
+    /// consumer's group lock): the task would wait for the caller that waits for it.
+    pub async fn with_member<R: Send + 'static>(
+        &self,
+        call: impl FnOnce(&mut GroupMember) -> R + Send + 'static,
+    ) -> Option<R> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let sent = self.mailbox.send(Box::new(move |m: &mut GroupMember| {
+            let _ = answer.send(call(m));
+        }));
+        if sent.is_err() {
+            return None;
         }
+        answered.await.ok()
     }
 
-    /// `read` of the member's [`MemberView`], without the member's lock: what the last access
-    /// to the member left. (Not counted in `membership_accesses`: reading changes nothing.)
-    /// `read` must not reach the member itself: the view stays read-locked while it runs, and
-    /// an access to the member ends by writing the view.
+    /// Sends `call` to the member without waiting for it (calls that answer nothing, from
+    /// code that may not wait: the application's non-async calls on the async front). Later
+    /// calls run after it; the view shows it once it ran.
+    pub fn tell_member(&self, call: impl FnOnce(&mut GroupMember) + Send + 'static) {
+        let _ = self.mailbox.send(Box::new(call));
+    }
+
+    /// `read` of the member's [`MemberView`], as the member's owner last published it.
+    /// `read` must not wait for the member: the view stays read-locked while it runs.
     pub fn read_view<R>(&self, read: impl FnOnce(&MemberView) -> R) -> R {
         read(&self.view.borrow())
-    }
-
-    /// The member's state for a look that changes nothing (the consumer's metrics): not counted
-    /// as an access, so group steps that found nothing to do still stand after it.
-    pub(crate) fn peek_member(&self) -> MutexGuard<'_, GroupMember> {
-        self.member.lock().unpoisoned()
     }
 
     /// When `max.poll.interval.ms`'s timer was last restarted (the last `poll()`, or the
@@ -254,17 +256,13 @@ impl GroupDriver {
         self.last_poll.get()
     }
 
-    /// The protocol's half of the member's state ([`GroupMember::membership`]), as the group
-    /// protocol and the heartbeat report their answers to it; the same lock as
-    /// [`GroupDriver::group_member`].
-    pub fn membership(&self) -> MembershipGuard<'_> {
-        MembershipGuard(self.group_member())
-    }
-
     /// Hands what the group protocol heard to the member ([`Membership::on_answer`]): the one
-    /// way a protocol's answers change the member's state.
-    pub(crate) fn report(&self, answer: ProtocolAnswer) -> Reply {
-        let (reply, wakes) = self.group_member().on_answer(answer);
+    /// way a protocol's answers change the member's state. A member gone (closed) answers
+    /// that the generation was outlived.
+    pub(crate) async fn report(&self, answer: ProtocolAnswer) -> Reply {
+        let Some((reply, wakes)) = self.with_member(move |m| m.on_answer(answer)).await else {
+            return Reply::Outlived;
+        };
         if wakes {
             (self.on_change)();
         }
@@ -273,8 +271,8 @@ impl GroupDriver {
 
     /// The member id and generation a join request goes out with, as the member says
     /// ([`ProtocolAnswer::JoinSending`]).
-    pub(crate) fn join_sending(&self) -> Generation {
-        match self.report(ProtocolAnswer::JoinSending) {
+    pub(crate) async fn join_sending(&self) -> Generation {
+        match self.report(ProtocolAnswer::JoinSending).await {
             Reply::Generation(g) => g,
             Reply::Next(_) | Reply::Outlived => Generation::none(),
         }
@@ -431,7 +429,10 @@ impl GroupDriver {
                     continue;
                 }
                 HeartbeatStep::PollTimeoutExpired => {
-                    let send_leave = self.membership().poll_timeout_expired();
+                    let send_leave = self
+                        .with_member(|m| m.membership.poll_timeout_expired())
+                        .await
+                        .unwrap_or(false);
                     tracing::warn!(
                         group = %self.group_id,
                         member = %generation.member_id,
@@ -472,11 +473,14 @@ impl GroupDriver {
             let answer = self.group_protocol.heartbeat(&self, &input, deadline).await;
             let outcome = match answer {
                 Ok(code) => {
-                    let next = self.group_protocol.heartbeat_answered(
-                        &mut self.membership(),
-                        generation,
-                        code,
-                    );
+                    let protocol = self.group_protocol.clone();
+                    let sent = generation.clone();
+                    let next = self
+                        .with_member(move |m| {
+                            protocol.heartbeat_answered(&mut m.membership, &sent, code)
+                        })
+                        .await
+                        .unwrap_or(Next::Continue);
                     let outcome = match next {
                         Next::Continue | Next::JoinAgain => {
                             retry.succeeded();
@@ -498,7 +502,7 @@ impl GroupDriver {
                             // No rule for this error: tell the user once, and try again after
                             // a backoff, as the Java client does.
                             tracing::warn!(group = %self.group_id, error = %e, "heartbeat failed");
-                            self.membership().report_once(e);
+                            self.tell_member(move |m| m.membership.report_once(e));
                             HeartbeatAnswer::Retry(retry.failed())
                         }
                     };
@@ -588,13 +592,17 @@ impl GroupDriver {
     /// stay until the session expires, so a restart causes no rebalance, unless they prepared
     /// to leave (scale-down).
     pub async fn leave_group(&self, reason: &str, deadline: Deadline) {
-        let (leaving, staying) = {
-            let mut m = self.membership();
-            let in_group = (m.generation().generation_id >= 0)
-                .then(|| m.generation().clone())
-                .filter(|g| !g.member_id.is_empty());
-            (m.leave(self.is_leaving()), in_group)
-        };
+        let is_leaving = self.is_leaving();
+        let (leaving, staying) = self
+            .with_member(move |m| {
+                let m = &mut m.membership;
+                let in_group = (m.generation().generation_id >= 0)
+                    .then(|| m.generation().clone())
+                    .filter(|g| !g.member_id.is_empty());
+                (m.leave(is_leaving), in_group)
+            })
+            .await
+            .unwrap_or((None, None));
         match (leaving, staying) {
             (Some(member_id), _) => self.leave(&member_id, reason, deadline).await,
             // A static member that stays: the protocol may say so (KIP-848's epoch -2 keeps its

@@ -5,7 +5,8 @@
 //! (report partitions lost, revoke, apply a join, start one, warm up learned partitions, fail).
 //!
 //! Two halves that used to live apart (the protocol's state under the driver, the consumer's
-//! side of the group under the consumer's lock) are one value now, under the driver's lock:
+//! side of the group under the consumer's lock) are one value now, owned by the member's driver
+//! task (`consumer/driver_task.rs`), which runs every change sent to it:
 //! - [`Membership`] (`membership`): generation, member id, rejoin requests, a lost generation,
 //!   fatal errors. The group protocol reports its answers there (the Java client's error table,
 //!   tested in `member.rs`), the heartbeat its verdicts.
@@ -26,7 +27,7 @@ use crate::cluster::Metadata;
 use crate::error::{Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::group_protocol::HeartbeatInput;
-use crate::group::member::{Generation, Membership, Next, ProtocolAnswer, Reply};
+use crate::group::member::{Generation, MemberState, Membership, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::{AssignmentBasis, MetadataSnapshot};
 use crate::group::rebalance::changes_after_join;
 use crate::group::step::{
@@ -159,12 +160,10 @@ pub(crate) enum Effect {
     /// Call `on_partitions_assigned` with no partitions: a join applied in the background is
     /// told to the application (as the Java client's poll() does after every join).
     CallAssignedOwed,
-    /// `learner_ready()` took this many of the partitions as ready.
-    ReadyTaken(usize),
 }
 
 /// What the consumer's commit paths and its application calls read of the member without
-/// taking the member's lock: published as every access to the member ends
+/// asking the member's owner: published after every call to the member
 /// ([`GroupMember::refresh_view`]), so it is what the last change left.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct MemberView {
@@ -189,6 +188,16 @@ pub(crate) struct MemberView {
     pub heartbeats_enabled: bool,
     /// The error the member cannot go on from, which every `poll()` reports.
     pub fatal: Option<Error>,
+    /// Learner assignments: the partitions the member learns, and those of them it is ready
+    /// to own.
+    pub learning: BTreeSet<TopicPartition>,
+    pub ready: BTreeSet<TopicPartition>,
+    /// For the metrics: the protocol state, whether a rejoin is asked for and why, and the
+    /// rebalances completed.
+    pub state: MemberState,
+    pub rejoin_needed: bool,
+    pub rejoin_reason: String,
+    pub rebalances: RebalanceTally,
 }
 
 impl MemberView {
@@ -201,6 +210,20 @@ impl MemberView {
             owned: self.owned.clone(),
         }
     }
+}
+
+/// How many of `partitions` `learner_ready()` takes as newly ready: those the member learns and
+/// was not ready for yet, each once.
+pub(crate) fn ready_taken(
+    learning: &BTreeSet<TopicPartition>,
+    ready: &BTreeSet<TopicPartition>,
+    partitions: &[TopicPartition],
+) -> usize {
+    let new: BTreeSet<&TopicPartition> = partitions
+        .iter()
+        .filter(|tp| learning.contains(*tp) && !ready.contains(*tp))
+        .collect();
+    new.len()
 }
 
 /// The group member (see the module's words).
@@ -234,7 +257,7 @@ pub(crate) struct GroupMember {
 }
 
 /// What the member's metrics say of its rebalances.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct RebalanceTally {
     pub completed: u64,
     /// Why the last completed one started, and how long it took.
@@ -288,6 +311,7 @@ impl GroupMember {
 
     /// The partitions the member owns (the consumer reads them in its [`MemberView`]; the
     /// metrics snapshot here, beside the generation, under the same lock).
+    #[cfg(test)]
     pub fn owned(&self) -> &BTreeSet<TopicPartition> {
         &self.owned
     }
@@ -311,6 +335,12 @@ impl GroupMember {
             regex: self.topics.regex().map(str::to_string),
             heartbeats_enabled: m.heartbeats_enabled(),
             fatal: m.fatal().cloned(),
+            learning: self.learning.clone(),
+            ready: self.ready.clone(),
+            state: m.state(),
+            rejoin_needed: m.rejoin_needed(),
+            rejoin_reason: m.rejoin_reason().to_string(),
+            rebalances: self.rebalances.clone(),
         }
     }
 
@@ -326,6 +356,27 @@ impl GroupMember {
         set(&mut view.owns_in_generation, m.owned_generation().is_some());
         set(&mut view.holds_no_generation, m.holds_no_generation());
         set(&mut view.heartbeats_enabled, m.heartbeats_enabled());
+        set(&mut view.rejoin_needed, m.rejoin_needed());
+        if view.state != m.state() {
+            view.state = m.state();
+            changed = true;
+        }
+        if view.rejoin_reason != m.rejoin_reason() {
+            view.rejoin_reason = m.rejoin_reason().to_string();
+            changed = true;
+        }
+        if view.rebalances != self.rebalances {
+            view.rebalances = self.rebalances.clone();
+            changed = true;
+        }
+        if view.learning != self.learning {
+            view.learning = self.learning.clone();
+            changed = true;
+        }
+        if view.ready != self.ready {
+            view.ready = self.ready.clone();
+            changed = true;
+        }
         if view.fatal.as_ref() != m.fatal() {
             view.fatal = m.fatal().cloned();
             changed = true;
@@ -436,13 +487,11 @@ impl GroupMember {
                 vec![]
             }
             Event::LearnerReady(partitions) => {
-                let mut taken = 0;
+                let taken = ready_taken(&self.learning, &self.ready, partitions);
                 for tp in partitions {
                     if self.learning.contains(tp) {
                         self.unready.remove(tp);
-                        if self.ready.insert(tp.clone()) {
-                            taken += 1;
-                        }
+                        self.ready.insert(tp.clone());
                     } else {
                         tracing::debug!(partition = %tp, "learner_ready() for a partition this member does not learn; ignored");
                     }
@@ -451,7 +500,7 @@ impl GroupMember {
                     self.membership
                         .request_rejoin("learned partitions are ready to be handed over");
                 }
-                vec![Effect::ReadyTaken(taken)]
+                vec![]
             }
             Event::LearningDue => {
                 if !self.unready.is_empty() && now >= self.learning_retry_at {

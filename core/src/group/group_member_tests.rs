@@ -615,11 +615,10 @@ fn with_explicit_readiness_learned_partitions_are_ready_only_when_the_applicatio
         !m.membership.rejoin_needed(),
         "the callback only started it"
     );
-    let taken = m.handle(
-        Event::LearnerReady(&[TopicPartition::new("a", 1), TopicPartition::new("b", 0)]),
-        now,
-    );
-    assert!(matches!(taken.as_slice(), [Effect::ReadyTaken(1)]));
+    let asked = [TopicPartition::new("a", 1), TopicPartition::new("b", 0)];
+    let view = m.view();
+    assert_eq!(ready_taken(&view.learning, &view.ready, &asked), 1);
+    assert!(m.handle(Event::LearnerReady(&asked), now).is_empty());
     assert!(m.membership.rejoin_needed());
     let Effect::StartJoin(input) = step(&mut m, &meta, false, now) else {
         panic!("expected a rejoin")
@@ -628,8 +627,10 @@ fn with_explicit_readiness_learned_partitions_are_ready_only_when_the_applicatio
     // Ready already, or not learned: nothing taken, no rejoin asked.
     joined(&mut m, 2);
     m.handle(Event::JoinDropped, now);
-    let taken = m.handle(Event::LearnerReady(&[TopicPartition::new("a", 1)]), now);
-    assert!(matches!(taken.as_slice(), [Effect::ReadyTaken(0)]));
+    let asked = [TopicPartition::new("a", 1)];
+    let view = m.view();
+    assert_eq!(ready_taken(&view.learning, &view.ready, &asked), 0);
+    m.handle(Event::LearnerReady(&asked), now);
     assert!(!m.membership.rejoin_needed());
 }
 
@@ -799,7 +800,7 @@ fn other_protocol_answers_are_applied_by_the_membership() {
     assert_eq!(reply, Reply::Next(Next::JoinAgain));
 }
 
-/// The view the commit paths read without the member's lock: what the member shows, copied
+/// The view the commit paths read without asking the member's owner: what the member shows, copied
 /// again only when something in it changed.
 #[test]
 fn the_view_follows_the_member_and_is_refreshed_only_when_it_changed() {

@@ -66,7 +66,7 @@ impl JoinAttempt {
 }
 
 /// A group protocol: the three verbs the group member needs from the wire. Each reports the
-/// answers it gets to the member as values (`driver.report(ProtocolAnswer)`) before it
+/// answers it gets to the member as values (`driver.report(ProtocolAnswer).await`) before it
 /// returns, and never changes the member itself, so the member's state (member id, generation,
 /// what is owed) moves by the same transitions whichever protocol carried it.
 pub(crate) trait GroupProtocol: Send + Sync {
@@ -200,7 +200,7 @@ pub(crate) mod fake {
             input: &'a JoinInput,
         ) -> ProtocolFuture<'a, JoinAttempt> {
             Box::pin(async move {
-                let sent = driver.join_sending();
+                let sent = driver.join_sending().await;
                 let (member_id, generation_id) = (sent.member_id, sent.generation_id);
                 let Some(join) = self.joins.lock().unpoisoned().pop_front() else {
                     // Nothing scripted: the coordinator keeps the rebalance open.
@@ -214,20 +214,25 @@ pub(crate) mod fake {
                     input.topics.join(","),
                     names(&input.owned)
                 ));
-                driver.report(ProtocolAnswer::Joined(Generation {
-                    generation_id: join.generation_id,
-                    member_id: join.member_id.to_string(),
-                    protocol: Some(join.assignor.to_string()),
-                }));
+                driver
+                    .report(ProtocolAnswer::Joined(Generation {
+                        generation_id: join.generation_id,
+                        member_id: join.member_id.to_string(),
+                        protocol: Some(join.assignor.to_string()),
+                    }))
+                    .await;
                 let Some(protocol) = driver.assignor(join.assignor).map(|a| a.protocol()) else {
                     return JoinAttempt::Fatal(Error::Corrupt(format!(
                         "assignor {} not offered",
                         join.assignor
                     )));
                 };
-                let Reply::Generation(generation) = driver.report(ProtocolAnswer::Synced {
-                    generation_id: join.generation_id,
-                }) else {
+                let Reply::Generation(generation) = driver
+                    .report(ProtocolAnswer::Synced {
+                        generation_id: join.generation_id,
+                    })
+                    .await
+                else {
                     return JoinAttempt::Again;
                 };
                 JoinAttempt::Joined(Box::new(JoinOutcome {

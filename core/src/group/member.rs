@@ -150,8 +150,8 @@ pub enum Reply {
     Outlived,
 }
 
-/// The member's protocol state. Owned by the driver behind a lock; the caller's thread reads it
-/// in `poll()`. Its fields are private: every change is one of the transitions below, so the
+/// The member's protocol state, part of the group member the driver task owns (the
+/// application's thread reads its published view). Its fields are private: every change is one of the transitions below, so the
 /// member's state moves only the ways this file (and its tests) say.
 #[derive(Debug, Clone)]
 pub struct Membership {
