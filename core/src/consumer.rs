@@ -46,8 +46,9 @@ pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;
 pub use rebalance_listener::{BoxFuture, RebalanceListener};
 // Defined below the consumer, where the fetch path and the producer reach them; their public
-// paths stay `lagless::consumer::{ConsumerRecord, GroupMetadata}`.
+// paths (and doc pages) stay `lagless::consumer::{ConsumerRecord, GroupMetadata}`.
 pub use crate::fetch::ConsumerRecord;
+#[doc(inline)]
 pub use crate::types::GroupMetadata;
 #[cfg(feature = "aio")]
 pub(crate) use rebalance_listener::{Callback, Dispatch};
