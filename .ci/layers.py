@@ -2,19 +2,27 @@
 """The import graph of core/src: imports that point up a layer, and circles of files.
 
     python3 .ci/layers.py [--paths] [--tests] [--skip group,consumer,producer] [--edges] [core/src]
+    python3 .ci/layers.py --check [core/src]
 
 Each file is a node. Every path of a `use crate::`, `use super::`, `use self::` statement (and of
 a `use child::` naming a child module) is resolved to the file that defines its target: walk the
 module files segment by segment; a segment that is no module file is looked up among the `pub
 use` re-exports of the file reached (so `crate::Config` is config/mod.rs), else the item is
 defined in that file. `--paths` also counts `crate::a::b` / `super::a` paths written in code.
-Uses inside `#[cfg(test)]` modules are left out unless `--tests`.
+Uses inside `#[cfg(test)]` modules are left out unless `--tests`: inline `mod tests { .. }` and
+whole files declared `#[cfg(test)] mod x;` by their parent (with `#[path = ".."]` too: such a
+file is the module its parent names, so metrics_tests.rs is `metrics::tests`).
 
 Upward import: from a file whose top-level module is lower in LAYERS to one that is higher.
 Circles: strongly connected components of more than one file; counted twice, with every edge
 and without the edges between a file and its own parent module (mod.rs re-exporting a child,
 a child using `super::` items), which is how Rust modules are usually written.
 `--skip` leaves files of those top-level modules out of the upward count.
+
+`--check` is the CI's step (.ci/run, fast tier): it prints every upward import of every file
+(`#[cfg(test)]` code left out, `--skip` ignored) and exits 1 if there is one, or if a top-level
+module is missing from LAYERS. Circles do not fail it: those left (in group/, and
+consumer/driver_task.rs <-> consumer/group.rs) are within one layer.
 """
 import os
 import re
@@ -24,24 +32,27 @@ from collections import defaultdict
 # Bottom-up. `lib` is the crate root's facade (its `pub use` lines re-export every layer).
 LAYERS = (
     "types error sync secret log metrics metrics_tests backoff engine buffers sasl security recovery config protocol "
-    "cluster net offsets admin producer fetch group consumer lib aio listener"
+    "net cluster offsets admin producer fetch group consumer listener lib aio"
 ).split()
 
 args = sys.argv[1:]
 PATHS = "--paths" in args
 TESTS = "--tests" in args
 EDGES = "--edges" in args
+CHECK = "--check" in args
 SKIP = set()
 if "--skip" in args:
     SKIP = set(args[args.index("--skip") + 1].split(","))
+if CHECK:
+    SKIP = set()  # every file counts
 rest = [
     a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] != "--skip")
 ]
 ROOT = rest[0] if rest else "core/src"
 
 
-def strip(src):
-    """The source without comments, strings and char literals (newlines kept)."""
+def strip(src, strings=False):
+    """The source without comments, strings (unless `strings`) and char literals (newlines kept)."""
     out, i, n = [], 0, len(src)
     while i < n:
         if src.startswith("//", i):
@@ -59,7 +70,7 @@ def strip(src):
             end = '"' + m.group(1)
             j = src.find(end, i + len(m.group(0)))
             j = n if j < 0 else j + len(end)
-            out.append('""' + "\n" * src.count("\n", i, j))
+            out.append(src[i:j] if strings else '""' + "\n" * src.count("\n", i, j))
             i = j
             continue
         c = src[i]
@@ -67,7 +78,7 @@ def strip(src):
             j = i + 1
             while j < n and src[j] != '"':
                 j += 2 if src[j] == "\\" else 1
-            out.append('""' + "\n" * src.count("\n", i, j))
+            out.append(src[i : j + 1] if strings else '""' + "\n" * src.count("\n", i, j))
             i = j + 1
             continue
         if c == "'":
@@ -92,6 +103,34 @@ for d, _, fs in os.walk(ROOT):
         if parts[-1] in ("mod", "lib"):
             parts = parts[:-1]
         files[tuple(parts)] = rel
+mod_of = {v: k for k, v in files.items()}
+
+# `mod x;` declarations with their attributes: a `#[path]` one mounts its file under the
+# declaring module, and a `#[cfg(test)]` one makes its whole file test code.
+DECL = re.compile(r"((?:#\[[^\[\]]*\]\s*)*)(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;")
+PATH_ATTR = re.compile(r'#\[path\s*=\s*"([^"]+)"\]')
+test_files = set()
+for rel in sorted(mod_of):
+    here = os.path.dirname(rel)
+    own = here if os.path.basename(rel) in ("mod.rs", "lib.rs") else rel[:-3]
+    for m in DECL.finditer(strip(open(os.path.join(ROOT, rel)).read(), strings=True)):
+        attrs, name = m.group(1), m.group(2)
+        p = PATH_ATTR.search(attrs)
+        if p:
+            target = os.path.normpath(os.path.join(here, p.group(1)))
+        else:
+            target = next(
+                (t for t in (os.path.join(own, name + ".rs"), os.path.join(own, name, "mod.rs"))
+                 if t in mod_of),
+                None,
+            )
+        if target not in mod_of:
+            continue  # no_tls.rs, or a module of another configuration
+        if p:
+            del files[mod_of[target]]
+            files[mod_of[rel] + (name,)] = target
+        if "#[cfg(test)]" in attrs:
+            test_files.add(target)
 mod_of = {v: k for k, v in files.items()}
 
 
@@ -164,6 +203,8 @@ def parse(rel):
 
 
 parsed = {rel: parse(rel) for rel in files.values()}
+for rel in test_files:
+    parsed[rel] = [(segs, True, is_pub, depth) for segs, _, is_pub, depth in parsed[rel]]
 
 
 def absolute(rel, segs, inline_depth):
@@ -224,6 +265,13 @@ def layer(rel):
     return mod_of[rel][0] if mod_of[rel] else "lib"
 
 
+unlisted = sorted(rel for rel in files.values() if layer(rel) not in LAYERS)
+for rel in unlisted:
+    print(f"{rel}: its top-level module `{layer(rel)}` is not in LAYERS (.ci/layers.py)")
+if unlisted:
+    sys.exit(1)
+
+
 def up(a, b):
     return layer(a) != layer(b) and LAYERS.index(layer(a)) < LAYERS.index(layer(b))
 
@@ -234,6 +282,11 @@ every = sum(1 for a in edges for b in edges[a] if up(a, b))
 print(f"upward imports{label}: {len(ups)} (every file: {every})")
 for a, b in ups:
     print(f"  {a} -> {b}: {', '.join(sorted(edges[a][b]))}")
+if CHECK:
+    if ups:
+        print("--check failed: move each imported item down to a layer at or below its importer's")
+        print("(LAYERS in .ci/layers.py is bottom-up)")
+    sys.exit(1 if ups else 0)
 
 
 def circles(graph):

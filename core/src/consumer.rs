@@ -14,8 +14,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-
 use crate::backoff::Deadline;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConsumerConfig, GroupProtocolKind};
@@ -29,7 +27,6 @@ use crate::group::consumer_group::ConsumerGroup;
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_protocol::GroupProtocol;
 use crate::offsets::{self, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
-use crate::protocol::records::Header;
 use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
@@ -47,30 +44,14 @@ pub mod statistics;
 
 pub use commits::{CommitCallback, CommitResults};
 use group::GroupLocal;
-pub use rebalance_listener::{BoxFuture, GroupMetadata, RebalanceListener};
+pub use rebalance_listener::{BoxFuture, RebalanceListener};
+// Defined below the consumer, where the fetch path and the producer reach them; their public
+// paths (and doc pages) stay `lagless::consumer::{ConsumerRecord, GroupMetadata}`.
+pub use crate::fetch::ConsumerRecord;
+#[doc(inline)]
+pub use crate::types::GroupMetadata;
 #[cfg(feature = "aio")]
 pub(crate) use rebalance_listener::{Callback, Dispatch};
-
-/// A record as `poll()` returns it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConsumerRecord {
-    /// The topic the record was read from.
-    pub topic: Arc<str>,
-    /// The partition the record was read from.
-    pub partition: i32,
-    /// The record's offset in its partition; the position to commit after it is `offset + 1`.
-    pub offset: i64,
-    /// Milliseconds since the epoch (create time or log-append time, as the topic says).
-    pub timestamp: i64,
-    /// The record's key; `None` for a null key.
-    pub key: Option<Bytes>,
-    /// The record's value; `None` for a null value (a tombstone on a compacted topic).
-    pub value: Option<Bytes>,
-    /// The record's headers, in the order they were written.
-    pub headers: Vec<Header>,
-    /// Whether the record came from a recovery stream (`enable.parallel.rebalance`).
-    pub from_recovery: bool,
-}
 
 /// The low and high watermarks of a partition: the log start offset and the offset after the
 /// last committed record.

@@ -1,8 +1,9 @@
 //! Rebalance events as values: the four callbacks of [`RebalanceListener`] as one enum, and a
 //! listener made of one function of the event. A binding (the C ABI, the Python package) writes
 //! its forwarding of callbacks once, as that function, instead of once per callback.
+use crate::consumer::{Consumer, RebalanceListener};
+use crate::error::Result;
 use crate::types::TopicPartition;
-use crate::{Consumer, RebalanceListener, Result};
 
 /// What a rebalance tells the application about a set of partitions. Not `non_exhaustive` on
 /// purpose: a new event breaks the build of every layer that forwards events until it forwards

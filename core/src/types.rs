@@ -1,6 +1,7 @@
-//! The plain values every layer speaks of: a topic's partition and a committed offset. A leaf:
-//! it imports nothing of lagless, so that the wire layer (`protocol`), the fetch path and the
-//! group can all use them without reaching up to the crate root or to each other.
+//! The plain values every layer speaks of: a topic's partition, a committed offset, a consumer's
+//! place in its group. A leaf: it imports nothing of lagless, so that the wire layer
+//! (`protocol`), the fetch path, the group and the producer can all use them without reaching up
+//! to the crate root or to each other.
 
 /// A topic and one of its partitions.
 ///
@@ -54,4 +55,23 @@ pub struct OffsetAndMetadata {
     /// A free string stored with the offset (empty for none); brokers refuse more than
     /// `offset.metadata.max.bytes` (4096 by default) with `OFFSET_METADATA_TOO_LARGE`.
     pub metadata: String,
+}
+
+/// A consumer's place in its group, as [`Consumer::group_metadata`](crate::Consumer::group_metadata)
+/// gives it and [`Producer::send_offsets_to_transaction`](crate::Producer::send_offsets_to_transaction)
+/// takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetadata {
+    /// The consumer group (`group.id`).
+    pub group_id: String,
+    /// The generation the member is in; -1 before its first join completes or after it lost its
+    /// generation.
+    pub generation_id: i32,
+    /// The member id the coordinator assigned; empty before the first join.
+    pub member_id: String,
+    /// The static member id (`group.instance.id`), if set.
+    pub group_instance_id: Option<String>,
+    /// The assignor the group chose in the member's generation ("range", "cooperative-sticky");
+    /// `None` without a generation.
+    pub protocol: Option<String>,
 }

@@ -1,12 +1,15 @@
-//! What the application hears of the group: the rebalance listener, the member's place in its
-//! group, and how the group steps call the listener ([`Dispatch`]: the blocking listener, or
-//! the async front's).
+//! What the application hears of the group: the rebalance listener, and how the group steps call
+//! it ([`Dispatch`]: the blocking listener, or the async front's). The member's place in its
+//! group ([`GroupMetadata`]) is in `types.rs`.
 use std::future::Future;
 use std::pin::Pin;
 
 use crate::consumer::Consumer;
 use crate::error::{Error, Result};
 use crate::types::TopicPartition;
+// Defined with the other plain values, where the producer's `send_offsets_to_transaction` reaches
+// it without importing the consumer; the group steps name it here.
+pub(crate) use crate::types::GroupMetadata;
 
 /// Called when the consumer's assignment changes. Every method runs on the thread that called
 /// `poll()`, `close()` or `unsubscribe()`. An error returned by a callback does not stop the
@@ -94,21 +97,4 @@ impl Dispatch for BlockingListener {
         });
         Box::pin(std::future::ready(r))
     }
-}
-
-/// The member's place in its group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupMetadata {
-    /// The consumer group (`group.id`).
-    pub group_id: String,
-    /// The generation the member is in; -1 before its first join completes or after it lost its
-    /// generation.
-    pub generation_id: i32,
-    /// The member id the coordinator assigned; empty before the first join.
-    pub member_id: String,
-    /// The static member id (`group.instance.id`), if set.
-    pub group_instance_id: Option<String>,
-    /// The assignor the group chose in the member's generation ("range", "cooperative-sticky");
-    /// `None` without a generation.
-    pub protocol: Option<String>,
 }

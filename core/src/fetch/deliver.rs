@@ -2,12 +2,11 @@
 //! buffers under the fetch lock, round-robin over the partitions' streams, and the accounting of
 //! the bytes they free ([`FetchState::release`]).
 use crate::config::ConsumerConfig;
-use crate::consumer::ConsumerRecord;
 use crate::error::{Error, Result};
 use crate::recovery::RecoveryRange;
 use crate::types::TopicPartition;
 
-use super::{FetchState, PartitionState, Shared, StreamKind};
+use super::{ConsumerRecord, FetchState, PartitionState, Shared, StreamKind};
 
 impl FetchState {
     /// What a poll returns before any record: a `wakeup()` since the last one, then an error the

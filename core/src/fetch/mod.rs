@@ -38,6 +38,7 @@ mod budget;
 mod deliver;
 mod lookup;
 mod plan;
+mod record;
 mod session;
 mod state;
 mod task;
@@ -45,6 +46,7 @@ mod txn;
 mod validate;
 
 pub(crate) use deliver::{drain_records, take_one_ready, take_ready, BufferLimits, Streams};
+pub use record::ConsumerRecord;
 pub(crate) use state::{PartitionState, PositionLookup, Stream, StreamKind};
 pub(crate) use task::run;
 

@@ -10,9 +10,8 @@ use std::collections::HashMap;
 
 use super::transaction::*;
 use super::*;
-use crate::consumer::GroupMetadata;
 use crate::net::Connection;
-use crate::types::{OffsetAndMetadata, TopicPartition};
+use crate::types::{GroupMetadata, OffsetAndMetadata, TopicPartition};
 
 /// How often commit and abort look whether an AddPartitionsToTxn under way has answered.
 const ADD_POLL: Duration = Duration::from_millis(5);
