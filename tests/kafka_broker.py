@@ -10,7 +10,7 @@ CLI::
     python3 tests/kafka_broker.py fetch
     python3 tests/kafka_broker.py start [--nodes 1|3] [--port P] [--dir D] [--timeout S]
                                         [--security [--reauth-ms N]] [--proxied-listeners N]
-                                        [--broker-property KEY=VALUE ...]
+                                        [--broker-property KEY=VALUE ...] [--stop-with-pid PID]
     python3 tests/kafka_broker.py stop [--dir D] [--keep-data]
     python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] [--security] -- CMD ARGS...
     python3 tests/kafka_broker.py create-topic NAME --partitions N [--replication-factor R] [--bootstrap B]
@@ -40,6 +40,12 @@ client bootstrapped at PROXYk's advertised addresses reaches every broker throug
 and the test can blackhole, delay or cut its traffic.  `start` prints, per listener k,
 `proxied.k=<advertised host:port per node>` and `proxied.k.targets=<bound host:port per node>`;
 cluster.proxied_bootstrap(k) and cluster.proxied_routes(k) give the same in Python.
+
+`start` leaves the brokers running after it exits; `start --stop-with-pid PID` also starts a
+watchdog, a small detached process (`watchdog=<its pid>` in the output, its pid in cluster.json),
+that stops the cluster as `stop` does once process PID is gone: a test process that starts a
+cluster and then aborts (its clean-up skipped) leaves no broker behind. `stop` ends the watchdog
+too.
 """
 
 from __future__ import annotations
@@ -812,6 +818,8 @@ class KafkaCluster:
         self.version = kafka_version()
         self.lib: Path | None = None
         self.start_seconds: float | None = None
+        # The `start --stop-with-pid` watchdog of this cluster, ended by stop().
+        self.watchdog_pid: int | None = None
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -975,8 +983,11 @@ class KafkaCluster:
         return list_topics(self._running_bootstrap())
 
     def stop(self, grace: float = STOP_GRACE) -> None:
-        """Stop every node (SIGTERM, SIGKILL after `grace`) and remove the data unless keep_data."""
+        """Stop every node (SIGTERM, SIGKILL after `grace`) and remove the data unless keep_data;
+        end the cluster's watchdog, if it has one (and this is not it)."""
         try:
+            _end_watchdog(self.watchdog_pid, self.dir)
+            self.watchdog_pid = None
             self._terminate([n for n in self.nodes.values() if n.pid is not None], grace)
         finally:
             with _LIVE_LOCK:
@@ -1003,6 +1014,7 @@ class KafkaCluster:
                 security=state.get("security", False),
                 proxied_listeners=state.get("proxied_listeners", 0))
         c.dir, c._created_dir, c.cluster_id = d, state.get("created_dir", False), state["cluster_id"]
+        c.watchdog_pid = state.get("watchdog_pid")
         for nj in state["nodes"]:
             node = Node(nj["node_id"], nj["broker_port"], nj["controller_port"], Path(nj["dir"]))
             node.pid = nj["pid"]
@@ -1186,7 +1198,7 @@ logger.clients.level = WARN
             return
         state = {"version": self.version, "cluster_id": self.cluster_id, "bootstrap": self.bootstrap,
                  "dir": str(self.dir), "created_dir": self._created_dir, "security": self.security,
-                 "proxied_listeners": self.proxied_listeners,
+                 "proxied_listeners": self.proxied_listeners, "watchdog_pid": self.watchdog_pid,
                  "nodes": [n.to_json() for n in self.nodes.values()]}
         tmp = self.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
@@ -1219,7 +1231,7 @@ logger.clients.level = WARN
         shutil.rmtree(self.dir / "security", ignore_errors=True)
         for node in self.nodes.values():
             shutil.rmtree(node.dir, ignore_errors=True)
-        for name in (STATE_FILE, STATE_FILE + ".tmp"):
+        for name in (STATE_FILE, STATE_FILE + ".tmp", "watchdog.log"):
             try:
                 (self.dir / name).unlink()
             except FileNotFoundError:
@@ -1241,6 +1253,97 @@ def topic_command_create(bootstrap: str, name: str, partitions: int, rf: int | N
 def topic_command_list(bootstrap: str) -> list[str]:
     out = run_tool(TOPIC_COMMAND, ["--bootstrap-server", bootstrap, "--list"]).stdout
     return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# The `start --stop-with-pid` watchdog
+# --------------------------------------------------------------------------------------------
+
+WATCHDOG_COMMAND = "watchdog"  # the hidden subcommand the detached watchdog runs
+WATCHDOG_INTERVAL = 0.2  # seconds between two looks at the watched process
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22), which
+    tells a process from a later one given the same pid; None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def watched_process_gone(pid: int, start_time: int | None) -> bool:
+    """Whether the process the watchdog watches is gone: no live process has its pid, or the one
+    that has it started at another time (the pid was reused)."""
+    return not pid_alive(pid) or process_start_time(pid) != start_time
+
+
+def _pid_is_watchdog(pid: int, dir: Path) -> bool:
+    """Guard against PID reuse: only signal this harness's watchdog of this very directory."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return (WATCHDOG_COMMAND.encode() in cmdline and str(dir).encode() in cmdline
+            and any(a.endswith(b"kafka_broker.py") for a in cmdline))
+
+
+def _end_watchdog(pid: int | None, dir: Path | None, timeout: float = 10.0) -> None:
+    """SIGTERM the cluster's watchdog (not when this process is it) and wait until it is gone."""
+    if pid is None or dir is None or pid == os.getpid() or not _pid_is_watchdog(pid, dir):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if pid_alive(pid) and _pid_is_watchdog(pid, dir):
+        os.kill(pid, signal.SIGKILL)
+
+
+def spawn_watchdog(dir: Path, watched_pid: int) -> int:
+    """Starts the watchdog of the cluster in `dir` (detached: a session of its own, no terminal,
+    no pipe of the caller held open) and returns its pid."""
+    start_time = process_start_time(watched_pid)
+    if start_time is None:
+        raise BrokerError(f"--stop-with-pid {watched_pid}: no such process")
+    log = open(dir / "watchdog.log", "ab")
+    try:
+        p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), WATCHDOG_COMMAND,
+                              "--dir", str(dir), "--pid", str(watched_pid),
+                              "--start-time", str(start_time)],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True, close_fds=True, cwd="/")
+    finally:
+        log.close()
+    return p.pid
+
+
+def cmd_watchdog(a) -> int:
+    """The watchdog's loop: once process a.pid (started at a.start_time) is gone, stop the cluster
+    in a.dir as `stop` does. It ends when the cluster is stopped some other way (its state file
+    is gone) or on SIGTERM (which `stop` sends)."""
+    for s in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    d = Path(a.dir)
+    while True:
+        if not (d / STATE_FILE).exists():
+            return 0
+        if watched_process_gone(a.pid, a.start_time):
+            break
+        time.sleep(WATCHDOG_INTERVAL)
+    # From here on a SIGTERM must not cut the stop short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _say(f"kafka_broker watchdog: process {a.pid} is gone; stopping Kafka in {d}")
+    try:
+        _stop_dir(d, keep_data=False, grace=STOP_GRACE)
+    except BrokerError as e:
+        _say(f"kafka_broker watchdog: {e.message}")
+        return 1
+    return 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -1280,7 +1383,16 @@ def cmd_start(a) -> int:
                      security=a.security, reauth_ms=a.reauth_ms,
                      racks=a.racks.split(",") if a.racks else None,
                      proxied_listeners=a.proxied_listeners, broker_properties=a.broker_property)
+    if a.stop_with_pid is not None and process_start_time(a.stop_with_pid) is None:
+        raise BrokerError(f"--stop-with-pid {a.stop_with_pid}: no such process")
     c.start()
+    if a.stop_with_pid is not None:
+        try:
+            c.watchdog_pid = spawn_watchdog(c.dir, a.stop_with_pid)
+            c._write_state()
+        except BaseException:
+            c.stop()
+            raise
     c.detach()
     try:
         _last_dir_file().write_text(str(c.dir) + "\n")
@@ -1289,6 +1401,8 @@ def cmd_start(a) -> int:
     print(f"bootstrap={c.bootstrap}")
     print(f"dir={c.dir}")
     print(f"pids={','.join(map(str, c.pids))}")
+    if c.watchdog_pid is not None:
+        print(f"watchdog={c.watchdog_pid}")
     if c.security:  # what `run` would export
         for var, value in c.env().items():
             if var not in ("LAGLESS_BOOTSTRAP", "LAGLESS_BROKER_DIR"):
@@ -1301,16 +1415,21 @@ def cmd_start(a) -> int:
 
 def cmd_stop(a) -> int:
     d = _resolve_dir(a.dir)
+    _stop_dir(d, a.keep_data, a.grace)
+    return 0
+
+
+def _stop_dir(d: Path, keep_data: bool, grace: float) -> None:
+    """`stop`: the cluster in `d` (its watchdog too), and forget it as the last started."""
     c = KafkaCluster.from_state(d)
-    c.keep_data = a.keep_data
-    c.stop(grace=a.grace)
-    _say(f"stopped Kafka in {d}" + (" (data kept)" if a.keep_data else " and removed its data"))
+    c.keep_data = keep_data
+    c.stop(grace=grace)
+    _say(f"stopped Kafka in {d}" + (" (data kept)" if keep_data else " and removed its data"))
     try:
         if _last_dir_file().read_text().strip() == str(d.resolve()):
             _last_dir_file().unlink()
     except OSError:
         pass
-    return 0
 
 
 def cmd_run(a) -> int:
@@ -1421,7 +1540,16 @@ def main(argv: list[str] | None = None) -> int:
 
     sp = sub.add_parser("start", help="start a cluster in the background")
     cluster_args(sp)
+    sp.add_argument("--stop-with-pid", type=int, metavar="PID",
+                    help="also start a detached watchdog that stops the cluster (as `stop` does) "
+                         "once process PID is gone; prints watchdog=<its pid>")
     sp.set_defaults(fn=cmd_start)
+    # Run by `start --stop-with-pid` only.
+    sp = sub.add_parser(WATCHDOG_COMMAND)
+    sp.add_argument("--dir", required=True)
+    sp.add_argument("--pid", type=int, required=True)
+    sp.add_argument("--start-time", type=int, required=True)
+    sp.set_defaults(fn=cmd_watchdog)
     sp = sub.add_parser("stop", help="stop a cluster started with `start` and remove its data")
     sp.add_argument("--dir", help="state directory (default: $LAGLESS_BROKER_DIR, else the last started)")
     sp.add_argument("--keep-data", action="store_true")

@@ -9,7 +9,7 @@
 //! lagless_tool produce --bootstrap B --topic T --count N
 //!     [--keyed] [--compression none|gzip|snappy|lz4|zstd] [--acks all|1|0|-1]
 //!     [--start I] [--quiet] [--transaction-size N [--abort-every K]] [--config KEY=VALUE]...
-//! lagless_tool consume --bootstrap B --topic T
+//! lagless_tool consume --bootstrap B (--topic T | --regex R)
 //!     [--group G] [--assign-all] [--count N] [--timeout-ms MS]
 //!     [--strategy range|cooperative-sticky|roundrobin|LIST]
 //!     [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit] [--hex]
@@ -26,7 +26,10 @@
 //! K-th transaction is aborted after its records were written (`"aborted":true` on them).
 //!
 //! `consume` with `--group` (and without `--assign-all`) subscribes to the topic as a member of
-//! group G; its rebalance listener prints
+//! group G (with `--regex R` instead of `--topic`: to the topics whose whole name matches R, the
+//! group coordinator's server-side regex, KIP-848; needs `--config group.protocol=consumer`; its
+//! record lines then start with `"topic":t` and the `done` line's positions are keyed `"t:p"`);
+//! its rebalance listener prints
 //! `{"event":"assigned"|"revoked"|"lost"|"learning","partitions":[["t",p],...],"assignment":[...],"generation":g,"protocol":"a","ts_us":t}`
 //! where `partitions` is what the callback was given, `assignment` the member's whole
 //! assignment after the callback's change (cooperative rebalancing hands out and takes back
@@ -69,7 +72,8 @@ const USAGE: &str = "\
 usage: lagless_tool produce --bootstrap B --topic T --count N [--keyed] [--compression C]
                             [--acks A] [--start I] [--quiet] [--config KEY=VALUE]...
                             [--transaction-size N [--abort-every K]]
-       lagless_tool consume --bootstrap B --topic T [--group G] [--assign-all] [--count N]
+       lagless_tool consume --bootstrap B (--topic T | --regex R) [--group G] [--assign-all]
+                            [--count N]
                             [--timeout-ms MS] [--strategy S] [--session-timeout-ms X]
                             [--max-poll-interval-ms Y] [--commit] [--hex] [--poll-delay-ms D]
                             [--config KEY=VALUE]...
@@ -195,6 +199,8 @@ fn emit(line: &str) {
 struct Args {
     bootstrap: Option<String>,
     topic: Option<String>,
+    /// consume: a server-side regex subscription (KIP-848) instead of `topic`.
+    regex: Option<String>,
     count: Option<u64>,
     start: u64,
     keyed: bool,
@@ -233,6 +239,7 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
         match flag.as_str() {
             "--bootstrap" => a.bootstrap = Some(value(flag)?),
             "--topic" => a.topic = Some(value(flag)?),
+            "--regex" => a.regex = Some(value(flag)?),
             "--count" => a.count = Some(number(flag, value(flag)?)?),
             "--start" => a.start = number(flag, value(flag)?)?,
             "--keyed" => a.keyed = true,
@@ -264,8 +271,11 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
     if a.bootstrap.is_none() {
         return Err("--bootstrap is required".into());
     }
-    if a.topic.is_none() {
-        return Err("--topic is required".into());
+    if a.topic.is_none() && a.regex.is_none() {
+        return Err("--topic (or, to consume, --regex) is required".into());
+    }
+    if a.regex.is_some() && (a.group.is_none() || a.assign_all) {
+        return Err("--regex needs --group (a subscription) and no --assign-all".into());
     }
     Ok(a)
 }
@@ -293,7 +303,10 @@ fn produce(a: &Args) -> lagless::Result<()> {
     let count = a
         .count
         .ok_or_else(|| Error::InvalidArgument("produce needs --count".into()))?;
-    let topic = a.topic.as_deref().expect("checked in parse_args");
+    let topic = a
+        .topic
+        .as_deref()
+        .ok_or_else(|| Error::InvalidArgument("produce needs --topic".into()))?;
     let mut pairs: Vec<(&str, &str)> = vec![
         (
             "bootstrap.servers",
@@ -450,7 +463,8 @@ impl RebalanceListener for PrintingListener {
 }
 
 fn consume(a: &Args) -> lagless::Result<()> {
-    let topic = a.topic.as_deref().expect("checked in parse_args");
+    // parse_args checked that there is a topic or a regex (and a group with the regex).
+    let topic = a.topic.as_deref().unwrap_or_default();
     let subscribe = a.group.is_some() && !a.assign_all;
     let mut pairs: Vec<(&str, &str)> = vec![
         (
@@ -474,7 +488,9 @@ fn consume(a: &Args) -> lagless::Result<()> {
         pairs.push(("max.poll.interval.ms", x));
     }
     let consumer = Consumer::from_config(&build_config(&pairs, &a.config)?)?;
-    if subscribe {
+    if let Some(regex) = &a.regex {
+        consumer.subscribe_regex(regex, Some(Box::new(PrintingListener { commit: a.commit })))?;
+    } else if subscribe {
         consumer.subscribe(
             &[topic],
             Some(Box::new(PrintingListener { commit: a.commit })),
@@ -529,7 +545,13 @@ fn consume(a: &Args) -> lagless::Result<()> {
                 let mut out = String::new();
                 let mut next: BTreeMap<TopicPartition, i64> = BTreeMap::new();
                 for r in &batch {
-                    out.push_str(&record_line(r, a.hex));
+                    if a.regex.is_some() {
+                        // Several topics: the line names its topic first.
+                        let _ = write!(out, "{{\"topic\":{},", json_str(&r.topic));
+                        out.push_str(&record_line(r, a.hex)[1..]);
+                    } else {
+                        out.push_str(&record_line(r, a.hex));
+                    }
                     out.push('\n');
                     next.insert(TopicPartition::new(&*r.topic, r.partition), r.offset + 1);
                 }
@@ -575,6 +597,12 @@ fn consume(a: &Args) -> lagless::Result<()> {
         .iter()
         .filter_map(|tp| {
             let pos = consumer.position(tp, Some(Duration::from_secs(5))).ok()?;
+            if a.regex.is_some() {
+                return Some(format!(
+                    "{}:{pos}",
+                    json_str(&format!("{}:{}", tp.topic, tp.partition))
+                ));
+            }
             Some(format!("\"{}\":{pos}", tp.partition))
         })
         .collect();

@@ -167,10 +167,11 @@ class Clients:
         self.log_dir = log_dir
         self.procs: list[Proc] = []
 
-    def start(self, kind: str, command: str, topic: str, *args, name: str | None = None) -> Proc:
+    def start(self, kind: str, command: str, topic: str | None, *args, name: str | None = None) -> Proc:
+        """`topic` None: no --topic (a consumer given --regex R instead)."""
         name = name or f"{kind}-{command}-{len(self.procs)}"
-        cmd = [*self.cmds[kind], command, "--bootstrap", self.bootstrap, "--topic", topic,
-               *[str(a) for a in args]]
+        cmd = [*self.cmds[kind], command, "--bootstrap", self.bootstrap,
+               *(["--topic", topic] if topic is not None else []), *[str(a) for a in args]]
         p = Proc(name, cmd, self.log_dir)
         self.procs.append(p)
         return p

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -181,3 +182,101 @@ def test_kafka_fixture_and_unique_topics(kafka, make_topic):
     assert a != b
     md = kafka_broker.metadata(kafka.bootstrap, [a, b])
     assert len(md["topics"][a]["partitions"]) == 1 and len(md["topics"][b]["partitions"]) == 2
+
+
+# -- start --stop-with-pid: a watchdog stops the cluster once a given process is gone -----------
+
+def test_watched_process_gone_tells_a_reused_pid_from_the_watched_process():
+    me = os.getpid()
+    started = kafka_broker.process_start_time(me)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    table = [  # (pid, start time the watchdog saw, gone?)
+        (me, started, False),
+        (me, started + 1, True),  # another process under the same pid
+        (dead.pid, None, True),
+    ]
+    for pid, start_time, gone in table:
+        assert kafka_broker.watched_process_gone(pid, start_time) == gone, (pid, start_time)
+
+
+def test_stop_with_pid_of_no_process_fails_before_starting_anything(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    d = tmp_path / "never"
+    out = cli("start", "--dir", str(d), "--stop-with-pid", str(dead.pid), timeout=30)
+    assert out.returncode == 1 and f"--stop-with-pid {dead.pid}: no such process" in out.stderr
+    assert not (d / "cluster.json").exists() and java_pids_mentioning(str(d)) == []
+
+
+def stdin_child() -> subprocess.Popen:
+    """A short-lived process: it exits when its stdin is closed."""
+    return subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)
+
+
+def wait_gone(pids, seconds: float) -> float:
+    """Seconds until none of `pids` is alive; fails the test after `seconds`."""
+    t0 = time.monotonic()
+    while any(kafka_broker.pid_alive(p) for p in pids):
+        assert time.monotonic() - t0 < seconds, \
+            f"still alive after {seconds:.0f} s: {[p for p in pids if kafka_broker.pid_alive(p)]}"
+        time.sleep(0.1)
+    return time.monotonic() - t0
+
+
+@pytest.mark.slow
+def test_stop_with_pid_stops_the_cluster_once_that_process_is_gone(tmp_path):
+    d = tmp_path / "watched"
+    child = stdin_child()
+    try:
+        out = cli("start", "--dir", str(d), "--stop-with-pid", str(child.pid))
+        assert out.returncode == 0, out.stderr
+        info = parse_kv(out.stdout)
+        broker, watchdog = int(info["pids"]), int(info["watchdog"])
+        state = json.loads((d / "cluster.json").read_text())
+        assert state["watchdog_pid"] == watchdog
+        # `start` has exited and its brokers run on (detached), as without the flag; beside them
+        # the watchdog of this very directory.
+        assert kafka_broker.pid_alive(broker) and kafka_broker._pid_is_broker(
+            broker, d.resolve() / "node-1" / "server.properties")
+        assert kafka_broker.pid_alive(watchdog) and kafka_broker._pid_is_watchdog(watchdog, d.resolve())
+        assert kafka_broker.api_versions(info["bootstrap"])
+        child.stdin.close()
+        child.wait(10)
+        # The broker is stopped as `stop` stops it: its process gone, the watchdog gone, the
+        # state directory removed (a broker that merely died would leave it).
+        took = wait_gone([broker, watchdog], 60)
+        assert not d.exists()
+        assert java_pids_mentioning(str(d)) == []
+        print(f"broker and watchdog gone {took:.1f} s after the watched process exited")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if (d / "cluster.json").exists():
+            cli("stop", "--dir", str(d))
+
+
+@pytest.mark.slow
+def test_stop_of_a_watched_cluster_ends_its_watchdog(tmp_path):
+    d = tmp_path / "stopped"
+    child = stdin_child()
+    try:
+        out = cli("start", "--dir", str(d), "--stop-with-pid", str(child.pid))
+        assert out.returncode == 0, out.stderr
+        info = parse_kv(out.stdout)
+        broker, watchdog = int(info["pids"]), int(info["watchdog"])
+        assert kafka_broker.pid_alive(watchdog)
+        stop = cli("stop", "--dir", str(d))
+        assert stop.returncode == 0, stop.stderr
+        # `stop` waits for both: no watchdog left behind, and the watched process untouched.
+        assert not kafka_broker.pid_alive(broker) and not kafka_broker.pid_alive(watchdog)
+        assert not d.exists() and java_pids_mentioning(str(d)) == []
+        assert child.poll() is None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if (d / "cluster.json").exists():
+            cli("stop", "--dir", str(d))

@@ -1,6 +1,7 @@
 //! A Kafka cluster of a test's own, started and restarted through the project's harness
 //! (tests/kafka_broker.py), for tests that stop or restart brokers. Stopped on drop, also when
-//! the test fails.
+//! the test fails; and when the test process ends without dropping it (an abort, a cluster held
+//! in a static), by the harness's watchdog (`start --stop-with-pid`), once this process is gone.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -50,6 +51,7 @@ impl OwnBroker {
             .arg(harness())
             .args(["start", "--nodes", &nodes.to_string(), "--dir"])
             .arg(&dir)
+            .args(["--stop-with-pid", &std::process::id().to_string()])
             .args(extra)
             .output()
             .expect("python3 runs the broker harness");

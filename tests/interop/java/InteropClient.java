@@ -8,7 +8,7 @@
 //        [--keyed] [--key-prefix P] [--binary] [--compression C] [--acks A] [--quiet]
 //        [--transaction-size S [--abort-every K] [--transactional-id ID] [--hold-open H]]
 //        [--partitions P]
-//   java -cp 'OUT:LIB/*' InteropClient consume --bootstrap B --topic T [--group G]
+//   java -cp 'OUT:LIB/*' InteropClient consume --bootstrap B (--topic T | --regex R) [--group G]
 //        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS|LIST]
 //        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit [--commit-idle-ms MS]]
 //        [--hex] [--trace] [--seek-on-truncation]
@@ -33,7 +33,10 @@
 // consume: as lagless_tool consume (see core/examples/lagless_tool.rs): with --group it subscribes
 // and its ConsumerRebalanceListener prints {"event":"assigned"|"revoked"|"lost","partitions":[...],
 // "assignment":[...],"generation":g,"ts_us":t} (t: wall-clock microseconds); otherwise it
-// assigns every partition from the beginning.
+// assigns every partition from the beginning. --regex R (with --group, instead of --topic)
+// subscribes with subscribe(SubscriptionPattern): the group coordinator matches R (RE2/J) against
+// whole topic names (KIP-848; needs --config group.protocol=consumer); record lines then start
+// with "topic":t and the done line's positions are keyed "t:p".
 // One line per record; stops after --count records, after --timeout-ms without records, or on
 // SIGTERM (then closes the consumer, leaving the group), and prints {"event":"done",...}.
 // Without --count and --timeout-ms it runs until SIGTERM.
@@ -76,6 +79,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.LogTruncationException;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -139,8 +143,11 @@ public final class InteropClient {
                 usage("bad argument " + k);
             }
         }
-        if (!a.containsKey("--bootstrap") || !a.containsKey("--topic")) {
-            usage("--bootstrap and --topic are required");
+        if (!a.containsKey("--bootstrap") || !(a.containsKey("--topic") || a.containsKey("--regex"))) {
+            usage("--bootstrap and --topic (or, to consume, --regex) are required");
+        }
+        if (a.containsKey("--regex") && (!a.containsKey("--group") || a.containsKey("--assign-all"))) {
+            usage("--regex needs --group (a subscription) and no --assign-all");
         }
         return a;
     }
@@ -444,6 +451,7 @@ public final class InteropClient {
 
     static int consume(Map<String, String> a) throws Exception {
         String topic = a.get("--topic");
+        String regex = a.get("--regex");
         String group = a.get("--group");
         boolean subscribe = group != null && !a.containsKey("--assign-all");
         long count = Long.parseLong(a.getOrDefault("--count", "-1"));
@@ -498,7 +506,7 @@ public final class InteropClient {
         }));
 
         if (subscribe) {
-            consumer.subscribe(Collections.singletonList(topic), new ConsumerRebalanceListener() {
+            ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                 private void report(String event, Collection<TopicPartition> parts, boolean leaving) {
                     Set<TopicPartition> assignment = new HashSet<>(consumer.assignment());
                     if (leaving) {
@@ -543,7 +551,12 @@ public final class InteropClient {
                 public void onPartitionsLost(Collection<TopicPartition> parts) {
                     report("lost", parts, true);
                 }
-            });
+            };
+            if (regex != null) {
+                consumer.subscribe(new SubscriptionPattern(regex), listener);
+            } else {
+                consumer.subscribe(Collections.singletonList(topic), listener);
+            }
         } else {
             List<TopicPartition> parts = new ArrayList<>();
             for (PartitionInfo info : consumer.partitionsFor(topic)) {
@@ -624,7 +637,11 @@ public final class InteropClient {
                     }
                     records++;
                     next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
-                    out.append("{\"partition\":").append(r.partition())
+                    out.append('{');
+                    if (regex != null) {
+                        out.append("\"topic\":").append(jsonStr(r.topic())).append(',');
+                    }
+                    out.append("\"partition\":").append(r.partition())
                             .append(",\"offset\":").append(r.offset());
                     if (trace) {
                         out.append(",\"ts_us\":").append(batchUs);
@@ -665,16 +682,28 @@ public final class InteropClient {
             rc = 1;
         }
         StringBuilder positions = new StringBuilder();
-        try {
-            for (TopicPartition tp : consumer.assignment()) {
-                if (positions.length() > 0) {
-                    positions.append(',');
+        for (TopicPartition tp : consumer.assignment()) {
+            long position;
+            try {
+                position = consumer.position(tp, Duration.ofSeconds(5));
+            } catch (WakeupException e) {
+                // The shutdown hook's wakeup, still pending when no poll was waiting: thrown once.
+                try {
+                    position = consumer.position(tp, Duration.ofSeconds(5));
+                } catch (RuntimeException again) {
+                    System.err.println("InteropClient: position failed: " + again);
+                    continue;
                 }
-                positions.append('"').append(tp.partition()).append("\":")
-                        .append(consumer.position(tp, Duration.ofSeconds(5)));
+            } catch (RuntimeException e) {
+                System.err.println("InteropClient: position failed: " + e);
+                continue;
             }
-        } catch (RuntimeException e) {
-            System.err.println("InteropClient: position failed: " + e);
+            // Appended whole, so that the done line stays valid JSON whatever failed.
+            if (positions.length() > 0) {
+                positions.append(',');
+            }
+            positions.append(jsonStr(regex != null ? tp.topic() + ":" + tp.partition()
+                    : Integer.toString(tp.partition()))).append(':').append(position);
         }
         try {
             consumer.close(Duration.ofSeconds(30));
