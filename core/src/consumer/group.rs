@@ -400,31 +400,56 @@ impl Consumer {
             return Err(e);
         }
         let _steps = CallerSteps::begin(&self.group);
-        // An error the member went on from (a failed heartbeat) comes out of one poll().
-        let (mut errors, owed) = driver
-            .with_member(|m| {
+        // One call to the member when there is nothing to do (the common case: steps run up to
+        // once a millisecond while records flow, IDLE_STEPS_STAND_FOR): the error it went on
+        // from (a failed heartbeat, which comes out of one poll()), the assignment callback the
+        // background left owed, and, with none owed, the first step and the learning due.
+        let meta = self.shared.cluster.metadata();
+        let first = driver
+            .with_member(move |m| {
+                let now = Instant::now();
                 let error = m.membership.take_error();
-                (error, m.handle(Event::TakeOwedAssignment, Instant::now()))
+                let owed = m.handle(Event::TakeOwedAssignment, now);
+                if !owed.is_empty() {
+                    return (error, owed, None, None);
+                }
+                let step = Event::Step {
+                    meta: &meta,
+                    background: false,
+                };
+                let step = m.handle(step, now).pop().unwrap_or(Effect::Wait);
+                let due = matches!(step, Effect::Wait).then(|| m.handle(Event::LearningDue, now));
+                (error, owed, Some(step), due)
             })
-            .await
-            .unwrap_or_default();
+            .await;
+        let (mut errors, owed, mut step, mut due) = first.unwrap_or((None, Vec::new(), None, None));
         let deadline = Deadline::after(self.shared.config.common.default_api_timeout);
         let mut found_nothing = owed.is_empty();
         for effect in owed {
             self.carry_out(d, effect, deadline, &mut errors).await;
         }
         for _ in 0..MAX_STEPS_PER_POLL {
-            let effect = self.take_group_step(&driver).await?;
+            let effect = match step.take() {
+                Some(effect) => self.start_or_fail(&driver, effect).await?,
+                None => self.take_group_step(&driver).await?,
+            };
             found_nothing &= matches!(effect, Effect::Wait);
             match effect {
                 Effect::Wait => break,
-                effect => self.carry_out(d, effect, deadline, &mut errors).await,
+                effect => {
+                    self.carry_out(d, effect, deadline, &mut errors).await;
+                    // The steps went on: what is due is asked after them.
+                    due = None;
+                }
             }
         }
-        let due = driver
-            .with_member(|m| m.handle(Event::LearningDue, Instant::now()))
-            .await
-            .unwrap_or_default();
+        let due = match due {
+            Some(due) => due,
+            None => driver
+                .with_member(|m| m.handle(Event::LearningDue, Instant::now()))
+                .await
+                .unwrap_or_default(),
+        };
         found_nothing &= due.is_empty();
         for effect in due {
             self.carry_out(d, effect, deadline, &mut errors).await;
@@ -451,6 +476,13 @@ impl Consumer {
             })
             .await
             .unwrap_or(Effect::Wait);
+        self.start_or_fail(driver, effect).await
+    }
+
+    /// The part of a step of the application's thread that needs no callback: start the join
+    /// in the driver task (then [`Effect::Again`]), or fail; any other effect is returned to be
+    /// carried out.
+    async fn start_or_fail(&self, driver: &Arc<GroupDriver>, effect: Effect) -> Result<Effect> {
         if matches!(effect, Effect::Wait) {
             return Ok(effect);
         }
