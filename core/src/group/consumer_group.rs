@@ -36,7 +36,8 @@ use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::RebalanceProtocol;
 use crate::group::coordinator::GroupDriver;
-use crate::group::group_protocol::{GroupProtocol, HeartbeatInput, JoinAttempt, ProtocolFuture};
+use crate::group::group_member::HeartbeatInput;
+use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolFuture};
 use crate::group::member::{Generation, Membership, Next, ProtocolAnswer, Reply};
 use crate::group::step::{JoinInput, JoinOutcome};
 use crate::protocol::consumer_group::{

@@ -26,7 +26,6 @@ use crate::backoff::Retry;
 use crate::cluster::Metadata;
 use crate::error::{Error, Result};
 use crate::group::assignor::RebalanceProtocol;
-use crate::group::group_protocol::HeartbeatInput;
 use crate::group::member::{Generation, MemberState, Membership, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::{AssignmentBasis, MetadataSnapshot};
 use crate::group::rebalance::changes_after_join;
@@ -210,6 +209,20 @@ impl MemberView {
             owned: self.owned.clone(),
         }
     }
+}
+
+/// What a heartbeat carries of the member, read off it in one look by the heartbeat's caller
+/// ([`MemberView::heartbeat_input`]),
+/// so that a protocol reads nothing off the member while it sends (the classic protocol sends
+/// the generation only; KIP-848's request carries the subscription and owned partitions too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeartbeatInput {
+    pub generation: Generation,
+    /// The topics of the subscription (for a pattern, those that matched so far).
+    pub subscribed: Vec<String>,
+    /// The server-side regex of the subscription (KIP-848), which the coordinator resolves.
+    pub regex: Option<String>,
+    pub owned: BTreeSet<TopicPartition>,
 }
 
 /// How many of `partitions` `learner_ready()` takes as newly ready: those the member learns and

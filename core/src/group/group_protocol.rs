@@ -12,33 +12,18 @@
 //! [`GroupDriver`] it is given), whose pure transitions say what follows. The retry loop, the
 //! heartbeat clock and `max.poll.interval.ms` stay with the driver, so a new protocol inherits
 //! them (KIP-62's contract and the error table of the Java client do not depend on the wire).
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 
 use crate::backoff::Deadline;
 use crate::error::{Error, Result};
 use crate::group::coordinator::GroupDriver;
+use crate::group::group_member::HeartbeatInput;
 use crate::group::member::{Generation, Membership, Next};
 use crate::group::step::{JoinInput, JoinOutcome};
-use crate::types::TopicPartition;
 
 /// What a protocol's verbs return: a future that may run on the I/O runtime.
 pub(crate) type ProtocolFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// What a heartbeat carries of the member, read off it in one look by the heartbeat's caller
-/// ([`GroupMember::heartbeat_input`](crate::group::group_member::GroupMember::heartbeat_input)),
-/// so that a protocol reads nothing off the member while it sends (the classic protocol sends
-/// the generation only; KIP-848's request carries the subscription and owned partitions too).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HeartbeatInput {
-    pub generation: Generation,
-    /// The topics of the subscription (for a pattern, those that matched so far).
-    pub subscribed: Vec<String>,
-    /// The server-side regex of the subscription (KIP-848), which the coordinator resolves.
-    pub regex: Option<String>,
-    pub owned: BTreeSet<TopicPartition>,
-}
 
 /// How one attempt to reach a generation ended.
 #[derive(Debug)]
