@@ -111,6 +111,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 reserved: st.reserved,
                 now: turn_at,
             };
+            let held_before = shared.buffers.ledger.held();
             let planned = plan_fetches(
                 &mut st.partitions,
                 &mut st.reported_unknown,
@@ -125,8 +126,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             st.reserved += planned.reserved;
             metadata_wanted |= planned.metadata_wanted;
             if planned.waits_for_room {
-                // Woken as soon as a buffer comes back (records taken and dropped).
+                // Woken as soon as a buffer comes back (records taken and dropped). One that came
+                // back while the turn was planned woke nobody: plan again at once.
                 shared.buffers.ledger.want_room();
+                if shared.buffers.ledger.held() < held_before {
+                    shared.changed.notify_one();
+                }
             }
             let due = next_due(&st.partitions, &settings, turn_at);
             let plans: Vec<FetchPlan> = planned
