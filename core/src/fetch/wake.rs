@@ -321,7 +321,8 @@ mod tests {
         let t0 = Instant::now();
         let age = Duration::from_secs(300);
         // (wanted, in flight, fetched at, next allowed, due); times as offsets from t0.
-        let rows: [(bool, bool, Option<u64>, u64, Option<u64>); 6] = [
+        type Row = (bool, bool, Option<u64>, u64, Option<u64>);
+        let rows: [Row; 6] = [
             (true, false, Some(0), 100, Some(100)),
             (false, false, Some(0), 100, Some(300_000)),
             (false, false, Some(10_000), 100, Some(310_000)),
