@@ -425,7 +425,7 @@ impl Consumer {
         loop {
             c.check_open()?;
             c.run_commit_callbacks();
-            let statistics_due = c.emit_statistics(Instant::now())?;
+            let statistics_due = c.emit_statistics()?;
             if !steps_stand {
                 self.group_steps().await?;
             }
@@ -523,7 +523,7 @@ impl Consumer {
             return Some(Err(e));
         }
         c.run_commit_callbacks();
-        if let Err(e) = c.emit_statistics(Instant::now()) {
+        if let Err(e) = c.emit_statistics() {
             return Some(Err(e));
         }
         // Group steps that found nothing to do a moment ago stand for a record already waiting

@@ -266,7 +266,7 @@ impl Consumer {
             // fetch lock.
             self.run_commit_callbacks();
             // Before records are taken: an error of the callback leaves them for the next call.
-            let statistics_due = self.emit_statistics(Instant::now())?;
+            let statistics_due = self.emit_statistics()?;
             if !steps_stand {
                 self.group_poll()?;
             }

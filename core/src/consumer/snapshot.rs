@@ -83,6 +83,17 @@ impl Consumer {
     }
 }
 
+#[cfg(feature = "unstable-fuzzing")]
+impl Consumer {
+    /// How many turns the fetch task has planned since the consumer was created: each one a walk
+    /// over every assigned partition. For the integration tests that bound an idle consumer's
+    /// wake-ups; no stability promise.
+    #[doc(hidden)]
+    pub fn fetch_plan_passes(&self) -> u64 {
+        self.shared.lock().plan_passes()
+    }
+}
+
 /// The member's state as the metrics name it.
 pub(crate) fn member_state_name(state: MemberState) -> &'static str {
     match state {

@@ -85,10 +85,16 @@ impl Consumer {
         st.version += 1;
     }
 
-    /// Calls the statistics callback if an emission is due at `now`; the instant the next one is
-    /// due (for a waiting `poll()` to wake at), `None` when there is none to wait for.
-    pub(crate) fn emit_statistics(&self, now: Instant) -> Result<Option<Instant>> {
+    /// Calls the statistics callback if an emission is due now; the instant the next one is due
+    /// (for a waiting `poll()` to wake at), `None` when there is none to wait for. With
+    /// `statistics.interval.ms=0` (the default) it takes no lock and reads no clock: `poll()`
+    /// calls it on every pass of its loop.
+    pub(crate) fn emit_statistics(&self) -> Result<Option<Instant>> {
         let interval = self.shared.config.statistics_interval;
+        if interval.is_zero() {
+            return Ok(None);
+        }
+        let now = Instant::now();
         let (mut callback, version) = {
             let mut st = self.statistics.state.lock().unpoisoned();
             if st.callback.is_none() {
@@ -253,6 +259,22 @@ mod consumer_tests {
         c.set_statistics_callback(None);
         c.poll(Duration::from_millis(200)).unwrap();
         assert_eq!(seen.lock().unwrap().len(), 0);
+    }
+
+    /// poll() asks on every pass of its loop: with statistics off the answer takes no lock, so
+    /// it comes while the statistics' lock is held elsewhere (with them on, it waits for it).
+    #[test]
+    fn interval_zero_answers_without_the_statistics_lock() {
+        let c = Arc::new(consumer("0"));
+        recording(&c);
+        let held = c.statistics.state.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c2 = c.clone();
+        let asking = std::thread::spawn(move || tx.send(c2.emit_statistics().unwrap()).unwrap());
+        let answer = rx.recv_timeout(Duration::from_secs(10));
+        drop(held);
+        asking.join().unwrap();
+        assert_eq!(answer, Ok(None));
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //!   KIP-320's position validations.
 //! - [`validate`]: the pure part of KIP-320's position validation after a leader change.
 //! - [`txn`]: the pure decision which batches `isolation.level=read_committed` delivers.
+//! - [`wake`]: the pure decision when the fetch task plans its next turn with nothing to wake it
+//!   (the partitions' backoffs and KIP-572 deadlines, the metadata's age).
 //! - [`task`]: the fetch task, the only part that does I/O. It decodes and decompresses each
 //!   answer before it takes the lock `poll()` needs, which then covers only the hand-over of the
 //!   records ready for delivery.
@@ -44,6 +46,7 @@ mod state;
 mod task;
 mod txn;
 mod validate;
+mod wake;
 
 pub(crate) use deliver::{drain_records, take_one_ready, take_ready, BufferLimits, Streams};
 pub use record::ConsumerRecord;
@@ -74,6 +77,10 @@ pub(crate) struct FetchState {
     /// Records and key + value bytes handed to the application from partitions no longer
     /// assigned: with each assigned partition's own counts, the consumer's totals.
     delivered_before: (u64, u64),
+    /// The turns the fetch task has planned ([`plan::plan_fetches`]): what an idle consumer's
+    /// wake-ups cost, counted for the tests that bound them.
+    #[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(dead_code))]
+    plan_passes: u64,
 }
 
 impl FetchState {
@@ -90,6 +97,7 @@ impl FetchState {
             reported_unknown: HashSet::new(),
             rotation: 0,
             delivered_before: (0, 0),
+            plan_passes: 0,
         }
     }
 
@@ -116,6 +124,12 @@ impl FetchState {
             .fold(self.delivered_before, |(r, b), p| {
                 (r + p.records_delivered, b + p.bytes_delivered)
             })
+    }
+
+    /// How many turns the fetch task has planned since the consumer was created.
+    #[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(dead_code))]
+    pub(crate) fn plan_passes(&self) -> u64 {
+        self.plan_passes
     }
 
     /// The partitions fetched and their states, in order.

@@ -74,7 +74,7 @@ impl Settings {
 
     /// A healthy partition at the log end is answered only after fetch.max.wait.ms: a
     /// task.timeout.ms below that must not report it.
-    fn stuck_after(&self) -> Duration {
+    pub(super) fn stuck_after(&self) -> Duration {
         self.task_timeout.max(2 * self.fetch_max_wait)
     }
 }
@@ -226,7 +226,11 @@ pub(super) fn plan_fetches(
         // Java client does).
         let (leader, epoch) = info.map_or((-1, -1), |i| (i.leader, i.leader_epoch));
         match validate::plan(p, leader, epoch, now) {
-            validate::Planned::Send(v) => out.validations.push((tp.clone(), v)),
+            validate::Planned::Send(v) => {
+                // Waiting for an answer from now on, idle as it may have been until now.
+                p.main.was_idle = false;
+                out.validations.push((tp.clone(), v));
+            }
             validate::Planned::NeedsLeader => out.metadata_wanted = true,
             validate::Planned::Nothing => {}
         }
@@ -376,6 +380,7 @@ pub(super) fn plan_fetches(
         for c in &parts {
             if let Some(s) = partitions.get_mut(&c.tp).and_then(|p| p.stream_mut(kind)) {
                 s.in_flight = true;
+                s.was_idle = false;
             }
         }
         out.fetches.push(Fetch {
@@ -394,6 +399,7 @@ pub(super) fn plan_fetches(
         for (tp, _, _) in &lookups {
             if let Some(p) = partitions.get_mut(tp) {
                 p.lookup_in_flight = true;
+                p.main.was_idle = false;
             }
         }
         out.lookups = lookups;

@@ -151,6 +151,11 @@ pub(crate) struct Stream {
     pub failing: bool,
     pub last_error: Option<String>,
     pub stuck_reported_at: Option<Instant>,
+    /// The last turn of the fetch task found the stream idle and left it so (it sent nothing
+    /// for it): the idle time lasts until the change that wakes the task for its next turn (a
+    /// resume, a drained buffer, a seek), however long after the last turn that comes. The
+    /// planner clears it when it sends the stream's fetch, lookup or validation.
+    pub was_idle: bool,
     /// The whole first batch did not fit `max.partition.fetch.bytes`: put this partition first in
     /// the next request, where the broker returns at least one whole batch (KIP-74).
     pub oversized: bool,
@@ -175,6 +180,7 @@ impl Stream {
             failing: false,
             last_error: None,
             stuck_reported_at: None,
+            was_idle: false,
             oversized: false,
             answered_at: 0,
         }
@@ -231,9 +237,12 @@ impl Stream {
         now: Instant,
         task_timeout: Duration,
     ) -> Option<String> {
-        if activity == Activity::Idle {
+        // The fetch task plans a turn when something changes, not on a clock: a stream left
+        // idle by the last turn stayed idle until now.
+        if activity == Activity::Idle || std::mem::take(&mut self.was_idle) {
             self.last_progress = now;
         }
+        self.was_idle = activity == Activity::Idle;
         if !task_stuck(
             self.last_progress,
             activity,
@@ -972,6 +981,26 @@ mod tests {
         assert!(!task_stuck(t0, Activity::Idle, None, t0 + secs(3600), TASK));
     }
 
+    /// The fetch task looks at the clock only on turns, which an idle consumer has seldom: a
+    /// stream paused at one turn and resumed an hour later counts from the resume, not from
+    /// its last progress before the pause.
+    #[test]
+    fn idle_time_between_two_turns_does_not_count() {
+        let t0 = Instant::now();
+        let mut s = Stream::new(Backoff::new(secs(1), secs(1)));
+        s.last_progress = t0;
+        assert_eq!(s.stuck(Activity::Idle, t0 + secs(1), TASK), None);
+        let resumed = t0 + secs(3600);
+        assert_eq!(s.stuck(Activity::Ready, resumed, TASK), None);
+        assert_eq!(s.last_progress, resumed);
+        // From then on the clock runs: stuck task.timeout.ms after the resume.
+        assert_eq!(s.stuck(Activity::Ready, resumed + secs(4), TASK), None);
+        assert_eq!(
+            s.stuck(Activity::Ready, resumed + TASK, TASK).as_deref(),
+            Some("no progress for 5000 ms")
+        );
+    }
+
     #[test]
     fn a_report_comes_again_after_another_task_timeout() {
         let t0 = Instant::now();
@@ -1054,16 +1083,25 @@ mod tests {
         // Reported once per task.timeout.ms.
         assert_eq!(s.stuck(a, t0 + secs(6), TASK), None);
 
-        // Paused for a minute, then fetching again: the pause is not counted.
+        // Paused for a minute, then fetching again: the pause is not counted. A fetch sent at
+        // the turn that found it idle counts from that turn...
         let mut s = stream();
         let t0 = s.last_progress;
         let idle = s.activity(false, true, false);
         assert_eq!(idle, Activity::Idle);
         assert_eq!(s.stuck(idle, t0 + secs(60), TASK), None);
         s.in_flight = true;
+        s.was_idle = false; // as the planner leaves a stream it sends
         let a = s.activity(false, false, false);
         assert_eq!(s.stuck(a, t0 + secs(64), TASK), None);
         assert!(s.stuck(a, t0 + secs(65), TASK).is_some());
+        // ... one resumed later, from the turn the resume woke.
+        let mut s = stream();
+        assert_eq!(s.stuck(idle, t0 + secs(60), TASK), None);
+        s.in_flight = true;
+        assert_eq!(s.stuck(a, t0 + secs(64), TASK), None);
+        assert_eq!(s.stuck(a, t0 + secs(68), TASK), None);
+        assert!(s.stuck(a, t0 + secs(69), TASK).is_some());
     }
 
     #[test]

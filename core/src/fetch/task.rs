@@ -19,6 +19,7 @@ use super::session::{is_session_error, FetchSession};
 use super::state::{Recovery, StreamKind};
 use super::txn::TxnFilter;
 use super::validate::{ValidationAnswer, ValidationAsked};
+use super::wake::{metadata_due, next_due};
 use super::Shared;
 use crate::backoff::{Deadline, Retry};
 use crate::cluster::Lane;
@@ -94,20 +95,23 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let settings = Settings::of(&shared.config);
     loop {
         let meta = shared.cluster.metadata();
-        let (plans, lookups, validations) = {
+        let (plans, lookups, validations, partitions_due) = {
             let mut st = shared.lock();
             if st.closed {
                 break;
             }
             let st = &mut *st;
+            st.plan_passes += 1;
+            let turn_at = Instant::now();
             let turn = Turn {
                 metadata: &meta,
                 busy: &busy_brokers,
                 lookup_in_flight,
                 expansion: st.expansion.per_mille(),
                 reserved: st.reserved,
-                now: Instant::now(),
+                now: turn_at,
             };
+            let held_before = shared.buffers.ledger.held();
             let planned = plan_fetches(
                 &mut st.partitions,
                 &mut st.reported_unknown,
@@ -122,15 +126,20 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             st.reserved += planned.reserved;
             metadata_wanted |= planned.metadata_wanted;
             if planned.waits_for_room {
-                // Woken as soon as a buffer comes back (records taken and dropped).
+                // Woken as soon as a buffer comes back (records taken and dropped). One that came
+                // back while the turn was planned woke nobody: plan again at once.
                 shared.buffers.ledger.want_room();
+                if shared.buffers.ledger.held() < held_before {
+                    shared.changed.notify_one();
+                }
             }
+            let due = next_due(&st.partitions, &settings, turn_at);
             let plans: Vec<FetchPlan> = planned
                 .fetches
                 .into_iter()
                 .map(|f| build_fetch(&shared.config, f))
                 .collect();
-            (plans, planned.lookups, planned.validations)
+            (plans, planned.lookups, planned.validations, due)
         };
 
         for plan in plans {
@@ -195,10 +204,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 TaskDone::Lookup(keys, result)
             });
         }
-        let age_due = meta
-            .fetched_at
-            .is_none_or(|t| t.elapsed() >= shared.config.common.metadata_max_age);
-        if (metadata_wanted || age_due) && !metadata_in_flight && Instant::now() >= next_metadata {
+        let max_age = shared.config.common.metadata_max_age;
+        let now = Instant::now();
+        let metadata_at = metadata_due(
+            metadata_wanted,
+            metadata_in_flight,
+            meta.fetched_at,
+            max_age,
+            next_metadata,
+        );
+        if metadata_at.is_some_and(|at| now >= at) {
             metadata_in_flight = true;
             metadata_wanted = false;
             let shared2 = shared.clone();
@@ -208,11 +223,33 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             });
         }
 
+        // No fixed clock: the next turn comes with an answer, a change, room in the budget, or
+        // the earliest timer of the partitions and of the metadata (a walk over every partition
+        // per turn is what an idle consumer of thousands of partitions would spend its CPU on).
+        let wake_at = [
+            partitions_due,
+            metadata_due(
+                metadata_wanted,
+                metadata_in_flight,
+                meta.fetched_at,
+                max_age,
+                next_metadata,
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let timer = async {
+            match wake_at {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         let done = tokio::select! {
             Some(done) = tasks.join_next(), if !tasks.is_empty() => done.ok(),
             _ = shared.changed.notified() => None,
             _ = shared.buffers.ledger.room_freed() => None,
-            _ = tokio::time::sleep(Duration::from_millis(50)) => None,
+            _ = timer => None,
         };
         match done {
             Some(TaskDone::Fetch {
