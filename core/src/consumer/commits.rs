@@ -43,8 +43,9 @@ impl Consumer {
                 "committing offsets needs group.id".into(),
             ));
         }
-        let d =
+        let (d, owner) =
             GroupDriver::simple_committer(self.shared.cluster.clone(), self.shared.config.clone())?;
+        super::driver_task::serve(self.runtime()?, Arc::downgrade(&d), owner);
         self.give_leader_epochs(&d);
         *s = Some(d.clone());
         Ok(d)
@@ -471,8 +472,8 @@ impl GroupDriver {
                 let (next, err, own_join) = self
                     .with_member(move |m| commit_verdict(&mut m.membership, &sent, error_code))
                     .await
-                    // No member: a simple committer (or a member that closed meanwhile) is
-                    // judged outside any generation.
+                    // The member's owner is gone (the consumer closed meanwhile): judged
+                    // outside any generation.
                     .unwrap_or_else(|| {
                         commit_verdict(&mut Membership::new(None), &generation, error_code)
                     });

@@ -7,8 +7,9 @@
 //!   (see [`taken_in_background`](crate::group::step::taken_in_background)), when woken and at
 //!   least every [`BACKGROUND_IDLE`].
 //!
-//! It owns the member ([`GroupMember`](crate::group::group_member::GroupMember), held in a
-//! [`MemberOwner`]): nothing else holds it, so no lock guards it. Everyone else changes or asks
+//! It owns the member ([`GroupMember`](crate::group::group_member::GroupMember)) and the
+//! group coordinator it talks to, held in a [`MemberOwner`]: nothing else holds them, so no
+//! lock guards them. Everyone else changes or asks
 //! it by a call on the driver's mailbox ([`GroupDriver::with_member`]): the application's
 //! steps in `poll()`, commits, and the join and heartbeat sub-futures of this very task (which
 //! wait for the answer while the loop below runs their call). After every call the task
@@ -112,6 +113,24 @@ pub(super) fn spawn(
     runtime.spawn(run(driver, member, group, shared, commands, sender));
 }
 
+/// The owner of a simple committer's member (a consumer with `assign()` and a `group.id`,
+/// which never joins): it serves the calls of the commits (the coordinator found or lost, a
+/// commit error judged) until the driver, and with it the calls' sender, is gone.
+pub(super) fn serve(
+    runtime: &tokio::runtime::Handle,
+    driver: Weak<GroupDriver>,
+    mut owner: MemberOwner,
+) {
+    runtime.spawn(async move {
+        while let Some(call) = owner.calls.recv().await {
+            let Some(driver) = driver.upgrade() else {
+                return;
+            };
+            owner.serve(&driver, call);
+        }
+    });
+}
+
 /// The task's loop (see the module's words). `me` is the channel the task serves, to tell a
 /// consumer that subscribed again (a newer task) from this one.
 async fn run(
@@ -175,7 +194,7 @@ async fn run(
             // A call from the application's side, a commit, or the join or heartbeat above.
             // The driver holds a sender as long as the task runs: never None here.
             Some(call) = member.calls.recv() => {
-                member.run(&driver, call);
+                member.serve(&driver, call);
                 false
             }
             () = tokio::time::sleep(BACKGROUND_IDLE) => true,

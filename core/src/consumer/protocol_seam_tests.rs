@@ -305,3 +305,53 @@ fn closing_during_a_join_drops_it_in_the_driver_task_then_revokes_and_leaves() {
     );
     assert!(d.is_closed());
 }
+
+/// The member has one owner, the driver task: a call told without waiting (the async front's
+/// non-async `enforce_rebalance`) runs before any call sent after it, the view shows a call's
+/// change as soon as its answer is back, and once the member is gone a call answers None at
+/// once rather than waiting for an owner that will never run it.
+#[test]
+fn the_driver_task_owns_the_member_and_runs_calls_in_the_order_sent() {
+    let (_log, _fake, c) = joined("cooperative-sticky", &[0]);
+    let d = c.driver().expect("a driver");
+    c.enforce_rebalance("first").expect("a subscribed member");
+    let reason = ask(&c, |m| m.membership.rejoin_reason().to_string());
+    assert_eq!(reason, "enforced: first");
+    assert!(
+        d.read_view(|v| v.rejoin_needed && v.rejoin_reason == "enforced: first"),
+        "the view shows what the last answered call left"
+    );
+    // Told calls keep their order among themselves and before what is asked after them.
+    for i in 0..100 {
+        c.enforce_rebalance(&format!("call {i}"))
+            .expect("a subscribed member");
+    }
+    assert_eq!(
+        ask(&c, |m| m.membership.rejoin_reason().to_string()),
+        "enforced: call 99"
+    );
+    c.close(Some(Duration::from_secs(5))).expect("close");
+    // The task ends soon after close (its heartbeat loop sees the member closed); from then
+    // on a call answers None at once. Each call is bounded: none may wait for an owner gone.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let gone = d.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let answer = rt.block_on(gone.with_member(|_| 7));
+            if answer.is_none() || Instant::now() > deadline {
+                let _ = tx.send(answer);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let answer = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("every call to the member answers");
+    assert_eq!(answer, None, "the closed member's owner ended");
+}

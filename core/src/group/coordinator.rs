@@ -6,10 +6,11 @@
 //! The driver never starts a rejoin on its own: it only records that one is needed; `poll()`
 //! on the caller's thread starts it.
 //!
-//! The member's state ([`GroupMember`]) is not here: the member's driver task owns it
-//! (`consumer/driver_task.rs`), and everyone else (the poll thread's steps, the join, the
-//! heartbeat, the commits) changes it by sending that task a call ([`MemberCall`],
-//! [`GroupDriver::with_member`]) and reading the [`MemberView`] the task publishes after each.
+//! The member's state ([`GroupMember`]) and which broker is its coordinator are not here: the
+//! member's driver task owns both ([`Owned`], `consumer/driver_task.rs`), and everyone else
+//! (the poll thread's steps, the join, the heartbeat, the commits) changes them by sending that
+//! task a call ([`MemberCall`], [`GroupDriver::with_member`]) and reads what the task publishes
+//! after each: the [`MemberView`], and the coordinator with its connection.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,7 +34,6 @@ use crate::group::step::{JoinInput, JoinOutcome};
 use crate::net::Connection;
 use crate::offsets::{AsyncCommitDone, AsyncCommits};
 use crate::protocol::group::Member;
-use crate::sync::Unpoisoned;
 use crate::types::TopicPartition;
 
 use tokio::sync::mpsc;
@@ -51,7 +51,9 @@ pub(crate) struct GroupDriver {
     /// Counts the calls to the member: group steps that found nothing to do stand only while
     /// it is unchanged (`consumer::group::IdleSteps`).
     membership_accesses: Arc<AtomicU64>,
-    coordinator: Mutex<Option<(i32, Arc<Connection>)>>,
+    /// The group coordinator and the connection to it, as the driver task last published it
+    /// ([`Owned::coordinator`]): read here without asking the task.
+    coordinator: tokio::sync::watch::Receiver<Option<Coordinator>>,
     /// The last `poll()` (max.poll.interval.ms), written by the application's thread.
     last_poll: SharedInstant,
     pub assignors: Vec<Box<dyn Assignor>>,
@@ -81,17 +83,57 @@ pub(crate) struct GroupDriver {
 /// The leader epoch of `offset` of a partition, for a commit (-1: unknown).
 pub(crate) type LeaderEpochs = Arc<dyn Fn(&TopicPartition, i64) -> i32 + Send + Sync>;
 
-/// A call to the member, run by its owner (the driver task) with the member in hand.
-pub(crate) type MemberCall = Box<dyn FnOnce(&mut GroupMember) + Send>;
+/// The group coordinator's broker id and the connection to it.
+type Coordinator = (i32, Arc<Connection>);
 
-/// The member and the calls to it, for the task that owns it: made with the driver
-/// ([`GroupDriver::new`]) and moved into the driver task, the one place the member lives.
-pub(crate) struct MemberOwner {
+/// A call to what the driver task owns, run by the task with it in hand.
+pub(crate) type MemberCall = Box<dyn FnOnce(&mut Owned) + Send>;
+
+/// What the driver task owns: the member, and which broker is its group coordinator.
+pub(crate) struct Owned {
     pub member: GroupMember,
+    /// Published to [`GroupDriver::coordinator`]'s readers; changed only here.
+    coordinator: tokio::sync::watch::Sender<Option<Coordinator>>,
+}
+
+impl Owned {
+    /// A caller found the coordinator (FindCoordinator): it is the one from now on.
+    fn coordinator_found(&mut self, found: Coordinator) {
+        self.coordinator.send_replace(Some(found));
+    }
+
+    /// A caller found coordinator `id` gone: forget it, unless another was found since.
+    fn coordinator_lost(&mut self, id: i32) {
+        self.coordinator
+            .send_if_modified(|c| forget_coordinator(c, id));
+    }
+}
+
+/// Forgets the coordinator `known` if it is broker `lost`, and says whether it did: a caller
+/// that found `lost` gone must not undo a newer coordinator another caller found meanwhile.
+fn forget_coordinator<C>(known: &mut Option<(i32, C)>, lost: i32) -> bool {
+    known.take_if(|(id, _)| *id == lost).is_some()
+}
+
+/// What the driver task owns and the calls to it: made with the driver ([`GroupDriver::new`])
+/// and moved into the driver task, the one place the member and the coordinator are kept.
+pub(crate) struct MemberOwner {
+    pub owned: Owned,
     pub calls: mpsc::UnboundedReceiver<MemberCall>,
 }
 
 impl MemberOwner {
+    /// Runs a call sent to the task ([`GroupDriver::with_member`], [`GroupDriver::coordinator`]),
+    /// counted and published as [`MemberOwner::run`] is.
+    pub fn serve(&mut self, driver: &GroupDriver, call: MemberCall) {
+        driver.membership_accesses.fetch_add(1, Ordering::AcqRel);
+        call(&mut self.owned);
+        let member = &self.owned.member;
+        driver
+            .view
+            .send_if_modified(|view| member.refresh_view(view));
+    }
+
     /// Runs `change` on the member (a call sent to the task, or the task's own step), then
     /// counts it and publishes what it changed, so the view never lags a change once its
     /// caller has the answer.
@@ -101,8 +143,8 @@ impl MemberOwner {
         change: impl FnOnce(&mut GroupMember) -> R,
     ) -> R {
         driver.membership_accesses.fetch_add(1, Ordering::AcqRel);
-        let r = change(&mut self.member);
-        let member = &self.member;
+        let r = change(&mut self.owned.member);
+        let member = &self.owned.member;
         driver
             .view
             .send_if_modified(|view| member.refresh_view(view));
@@ -134,9 +176,9 @@ impl GroupDriver {
     pub fn simple_committer(
         cluster: Arc<Cluster>,
         config: ConsumerConfig,
-    ) -> Result<Arc<GroupDriver>> {
-        // No member: a simple consumer is in no generation, and its commits' errors are
-        // judged without one (`GroupDriver::with_member` answers None).
+    ) -> Result<(Arc<GroupDriver>, MemberOwner)> {
+        // Its member never joins: a simple consumer commits outside any generation. The owner
+        // serves the coordinator's calls (`driver_task::serve`).
         GroupDriver::build(
             cluster,
             config,
@@ -145,7 +187,6 @@ impl GroupDriver {
             true,
             Default::default(),
         )
-        .map(|(driver, _)| driver)
     }
 
     fn build(
@@ -194,6 +235,7 @@ impl GroupDriver {
         let created = Instant::now();
         let (view, _) = tokio::sync::watch::channel(member.view());
         let (mailbox, calls) = mpsc::unbounded_channel();
+        let (coordinator, coordinator_view) = tokio::sync::watch::channel(None);
         let driver = Arc::new(GroupDriver {
             group_id,
             protocol,
@@ -202,7 +244,7 @@ impl GroupDriver {
             membership_accesses,
             cluster,
             config,
-            coordinator: Mutex::new(None),
+            coordinator: coordinator_view,
             last_poll: SharedInstant::new(created, Some(created)),
             assignors,
             group_protocol,
@@ -215,7 +257,11 @@ impl GroupDriver {
             async_idle: tokio::sync::Notify::new(),
             leader_epochs: std::sync::OnceLock::new(),
         });
-        Ok((driver, MemberOwner { member, calls }))
+        let owned = Owned {
+            member,
+            coordinator,
+        };
+        Ok((driver, MemberOwner { owned, calls }))
     }
 
     /// Runs `call` on the member in its owner, the driver task, and gives its answer; None
@@ -228,8 +274,8 @@ impl GroupDriver {
         call: impl FnOnce(&mut GroupMember) -> R + Send + 'static,
     ) -> Option<R> {
         let (answer, answered) = tokio::sync::oneshot::channel();
-        let sent = self.mailbox.send(Box::new(move |m: &mut GroupMember| {
-            let _ = answer.send(call(m));
+        let sent = self.mailbox.send(Box::new(move |o: &mut Owned| {
+            let _ = answer.send(call(&mut o.member));
         }));
         if sent.is_err() {
             return None;
@@ -241,7 +287,9 @@ impl GroupDriver {
     /// code that may not wait: the application's non-async calls on the async front). Later
     /// calls run after it; the view shows it once it ran.
     pub fn tell_member(&self, call: impl FnOnce(&mut GroupMember) + Send + 'static) {
-        let _ = self.mailbox.send(Box::new(call));
+        let _ = self
+            .mailbox
+            .send(Box::new(move |o: &mut Owned| call(&mut o.member)));
     }
 
     /// `read` of the member's [`MemberView`], as the member's owner last published it.
@@ -310,56 +358,57 @@ impl GroupDriver {
         }
     }
 
+    /// The connection to the group coordinator: the one the driver task keeps while it is
+    /// alive, else found now (FindCoordinator) and handed to the task, which keeps it for
+    /// every later caller.
     pub(crate) async fn coordinator(&self, deadline: Deadline) -> Result<Arc<Connection>> {
-        {
-            let c = self.coordinator.lock().unpoisoned();
-            if let Some((_, conn)) = c.as_ref() {
-                if conn.is_alive() {
-                    return Ok(conn.clone());
-                }
-            }
+        Ok(self.coordinator_and_id(deadline).await?.1)
+    }
+
+    async fn coordinator_and_id(&self, deadline: Deadline) -> Result<Coordinator> {
+        let known = self.coordinator.borrow().clone();
+        if let Some((id, conn)) = known.filter(|(_, conn)| conn.is_alive()) {
+            return Ok((id, conn));
         }
         let (id, conn) = self
             .cluster
             .find_coordinator(&self.group_id, deadline)
             .await?;
         tracing::debug!(group = %self.group_id, coordinator = id, "found the group coordinator");
-        *self.coordinator.lock().unpoisoned() = Some((id, conn.clone()));
-        Ok(conn)
+        let found = (id, conn.clone());
+        let _ = self
+            .mailbox
+            .send(Box::new(move |o: &mut Owned| o.coordinator_found(found)));
+        Ok((id, conn))
     }
 
     /// The connection JoinGroup and SyncGroup go on ([`Lane::Join`]), to the same coordinator:
     /// the broker holds those until the rebalance gets that far, and the member's heartbeats,
     /// commits and LeaveGroup must not wait behind them.
     pub(crate) async fn join_connection(&self, deadline: Deadline) -> Result<Arc<Connection>> {
-        let coordinator = self.coordinator(deadline).await?;
-        let id = self
-            .coordinator
-            .lock()
-            .unpoisoned()
-            .as_ref()
-            .map(|(id, _)| *id)
-            .ok_or_else(|| Error::Transport("the group coordinator was lost".into()))?;
+        let (id, coordinator) = self.coordinator_and_id(deadline).await?;
         self.cluster
             .connect_at(id, Lane::Join, coordinator.addr().to_string(), deadline)
             .await
     }
 
+    /// The coordinator answered that it is not (or failed): its connections close now, and the
+    /// driver task forgets it, so the next caller looks for it again.
     pub(crate) fn coordinator_unknown(&self, why: &str) {
-        if let Some((id, _)) = self.coordinator.lock().unpoisoned().take() {
-            tracing::info!(group = %self.group_id, coordinator = id, reason = why, "marking the coordinator unknown");
-            self.cluster.disconnect(id, Lane::Coordinator);
-            self.cluster.disconnect(id, Lane::Join);
-        }
+        let Some(id) = self.coordinator_id() else {
+            return;
+        };
+        tracing::info!(group = %self.group_id, coordinator = id, reason = why, "marking the coordinator unknown");
+        self.cluster.disconnect(id, Lane::Coordinator);
+        self.cluster.disconnect(id, Lane::Join);
+        let _ = self
+            .mailbox
+            .send(Box::new(move |o: &mut Owned| o.coordinator_lost(id)));
     }
 
     /// The coordinator's broker id, while one is known.
     pub(crate) fn coordinator_id(&self) -> Option<i32> {
-        self.coordinator
-            .lock()
-            .unpoisoned()
-            .as_ref()
-            .map(|(id, _)| *id)
+        self.coordinator.borrow().as_ref().map(|(id, _)| *id)
     }
 
     /// The last assignment said whether a follow-up rebalance is coming (learner-sticky): while
@@ -617,6 +666,31 @@ impl GroupDriver {
                 }
             }
             (None, None) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::forget_coordinator;
+
+    #[test]
+    fn a_lost_coordinator_is_forgotten_only_while_it_is_the_known_one() {
+        // (known, lost) -> (forgotten, known after)
+        let table: &[(Option<i32>, i32, bool, Option<i32>)] = &[
+            (Some(1), 1, true, None),
+            // Another was found since the caller saw broker 1 fail: kept.
+            (Some(2), 1, false, Some(2)),
+            (None, 1, false, None),
+        ];
+        for &(known, lost, forgotten, after) in table {
+            let mut c = known.map(|id| (id, "connection"));
+            assert_eq!(
+                forget_coordinator(&mut c, lost),
+                forgotten,
+                "{known:?} lost {lost}"
+            );
+            assert_eq!(c.map(|(id, _)| id), after, "{known:?} lost {lost}");
         }
     }
 }
