@@ -332,8 +332,12 @@ fn a_member_that_lost_its_partitions_cannot_commit_them() {
         "a commit after the partitions were lost moved the offset (result {:?})",
         results[0]
     );
+    // Which refusal the callback sees depends on whether the member has taken in the lost
+    // partitions yet when it runs; both name why the commit cannot be made.
     assert!(
-        matches!(&results[0], Err(lagless::Error::CommitFailed(m)) if m.contains("not part of an active group")),
+        matches!(&results[0], Err(lagless::Error::CommitFailed(m))
+            if m.contains("not part of an active group")
+                || m.contains("poll() was not called within max.poll.interval.ms")),
         "{:?}",
         results[0]
     );
