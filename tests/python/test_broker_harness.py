@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -225,15 +226,29 @@ def wait_gone(pids, seconds: float) -> float:
     return time.monotonic() - t0
 
 
-@pytest.mark.slow
-def test_stop_with_pid_stops_the_cluster_once_that_process_is_gone(tmp_path):
-    d = tmp_path / "watched"
+@contextlib.contextmanager
+def watched_cluster(d: Path):
+    """A cluster started in `d` with `--stop-with-pid` of a fresh `stdin_child()`: yields
+    (child, broker pid, watchdog pid, start's key=value output). Afterwards the child is killed
+    if it still runs, and the cluster stopped if its state is still there."""
     child = stdin_child()
     try:
         out = cli("start", "--dir", str(d), "--stop-with-pid", str(child.pid))
         assert out.returncode == 0, out.stderr
         info = parse_kv(out.stdout)
-        broker, watchdog = int(info["pids"]), int(info["watchdog"])
+        yield child, int(info["pids"]), int(info["watchdog"]), info
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if (d / "cluster.json").exists():
+            cli("stop", "--dir", str(d))
+
+
+@pytest.mark.slow
+def test_stop_with_pid_stops_the_cluster_once_that_process_is_gone(tmp_path):
+    d = tmp_path / "watched"
+    with watched_cluster(d) as (child, broker, watchdog, info):
         state = json.loads((d / "cluster.json").read_text())
         assert state["watchdog_pid"] == watchdog
         # `start` has exited and its brokers run on (detached), as without the flag; beside them
@@ -250,23 +265,12 @@ def test_stop_with_pid_stops_the_cluster_once_that_process_is_gone(tmp_path):
         assert not d.exists()
         assert java_pids_mentioning(str(d)) == []
         print(f"broker and watchdog gone {took:.1f} s after the watched process exited")
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        if (d / "cluster.json").exists():
-            cli("stop", "--dir", str(d))
 
 
 @pytest.mark.slow
 def test_stop_of_a_watched_cluster_ends_its_watchdog(tmp_path):
     d = tmp_path / "stopped"
-    child = stdin_child()
-    try:
-        out = cli("start", "--dir", str(d), "--stop-with-pid", str(child.pid))
-        assert out.returncode == 0, out.stderr
-        info = parse_kv(out.stdout)
-        broker, watchdog = int(info["pids"]), int(info["watchdog"])
+    with watched_cluster(d) as (child, broker, watchdog, _):
         assert kafka_broker.pid_alive(watchdog)
         stop = cli("stop", "--dir", str(d))
         assert stop.returncode == 0, stop.stderr
@@ -274,9 +278,3 @@ def test_stop_of_a_watched_cluster_ends_its_watchdog(tmp_path):
         assert not kafka_broker.pid_alive(broker) and not kafka_broker.pid_alive(watchdog)
         assert not d.exists() and java_pids_mentioning(str(d)) == []
         assert child.poll() is None
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        if (d / "cluster.json").exists():
-            cli("stop", "--dir", str(d))
