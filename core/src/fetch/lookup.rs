@@ -76,12 +76,44 @@ pub(super) async fn lookup_positions(
         .filter(|(_, l, _)| *l == PositionLookup::Committed)
         .map(|(tp, _, _)| tp.clone())
         .collect();
-    let committed = match (&config.group_id, committed_wanted.is_empty()) {
-        (Some(group), false) => {
-            fetch_committed_with_epochs(&shared.cluster, group, &committed_wanted, deadline).await?
-        }
-        _ => HashMap::new(),
+    // KIP-333: a takeover's log end E is asked beside its committed offset, not after it. Both
+    // answers describe the partition once this member owns it (the previous owner committed
+    // before the partition moved, and the log end only grows), so the order of the two reads
+    // does not matter; asking both at once puts E one round trip nearer the assignment, so fewer
+    // records produced after the takeover fall below E into the backlog, and the first record
+    // above E is fetched one round trip sooner.
+    let takeover_ends: Vec<(TopicPartition, i64)> = if config.enable_parallel_rebalance {
+        committed_wanted
+            .iter()
+            .map(|tp| (tp.clone(), LATEST_TIMESTAMP))
+            .collect()
+    } else {
+        Vec::new()
     };
+    let committed = async {
+        match (&config.group_id, committed_wanted.is_empty()) {
+            (Some(group), false) => {
+                fetch_committed_with_epochs(&shared.cluster, group, &committed_wanted, deadline)
+                    .await
+            }
+            _ => Ok(HashMap::new()),
+        }
+    };
+    let log_ends = async {
+        if takeover_ends.is_empty() {
+            return Ok(Vec::new());
+        }
+        list_offsets_with(
+            &shared.cluster,
+            &takeover_ends,
+            config.isolation_level,
+            deadline,
+            false,
+        )
+        .await
+    };
+    let (committed, log_ends) = tokio::join!(committed, log_ends);
+    let committed = committed?;
     let committed_offsets: Vec<(TopicPartition, i64)> = committed
         .iter()
         .filter_map(|(tp, c)| match c {
@@ -111,20 +143,8 @@ pub(super) async fn lookup_positions(
         }
     }
     if !takeovers.is_empty() {
-        let ends: Vec<(TopicPartition, i64)> = takeovers
-            .iter()
-            .map(|(tp, _, _)| (tp.clone(), LATEST_TIMESTAMP))
-            .collect();
-        let mut ends: HashMap<TopicPartition, Result<ListedOffset>> = list_offsets_with(
-            &shared.cluster,
-            &ends,
-            config.isolation_level,
-            deadline,
-            false,
-        )
-        .await?
-        .into_iter()
-        .collect();
+        let mut ends: HashMap<TopicPartition, Result<ListedOffset>> =
+            log_ends?.into_iter().collect();
         for (tp, c, committed_epoch) in takeovers {
             let outcome = match ends.remove(&tp) {
                 Some(Ok(end)) => {
