@@ -88,15 +88,7 @@ fn an_idle_consumer_of_many_partitions_sends_only_what_changed_and_misses_no_rec
     let b = proxy.bootstrap();
     let topic = "fetch-sessions";
     lagless::admin::create_topic(&b, topic, PARTITIONS, 1).unwrap();
-    let c = configs::consumer(&[
-        ("bootstrap.servers", b.as_str()),
-        ("auto.offset.reset", "earliest"),
-        ("fetch.max.wait.ms", "500"),
-    ]);
-    let tps: Vec<TopicPartition> = (0..PARTITIONS)
-        .map(|p| TopicPartition::new(topic, p))
-        .collect();
-    c.assign(&tps).unwrap();
+    let (c, _) = configs::assigned_all(&b, topic, PARTITIONS);
     let mut read = BTreeMap::new();
 
     produce_round(&b, topic, 0, 3);

@@ -8,7 +8,7 @@ mod own_broker;
 
 use std::time::{Duration, Instant};
 
-use lagless::{Consumer, TopicPartition};
+use lagless::Consumer;
 use own_broker::OwnBroker;
 
 const PARTITIONS: i32 = 1_000;
@@ -28,15 +28,7 @@ fn an_idle_consumer_of_many_partitions_plans_a_turn_only_per_fetch_answer() {
     let b = broker.bootstrap.as_str();
     let topic = "idle-wakeups";
     lagless::admin::create_topic(b, topic, PARTITIONS, 1).unwrap();
-    let c = configs::consumer(&[
-        ("bootstrap.servers", b),
-        ("auto.offset.reset", "earliest"),
-        ("fetch.max.wait.ms", "500"),
-    ]);
-    let tps: Vec<TopicPartition> = (0..PARTITIONS)
-        .map(|p| TopicPartition::new(topic, p))
-        .collect();
-    c.assign(&tps).unwrap();
+    let (c, tps) = configs::assigned_all(b, topic, PARTITIONS);
     // Every position looked up (offset 0 of an empty log), so that the window below sees only
     // the idle fetches.
     for tp in &tps {

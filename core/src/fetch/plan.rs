@@ -426,7 +426,7 @@ pub(super) fn fetch_wait(configured: Duration, held_back: bool) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::cell::{Cell, RefCell};
 
     use bytes::Bytes;
@@ -438,12 +438,13 @@ mod tests {
     use crate::protocol::records::{RecordSpans, Span};
     use crate::recovery::{RecoveryRange, RecoveryState};
 
-    const MIB: usize = 1 << 20;
+    pub(in crate::fetch) const MIB: usize = 1 << 20;
     const WAIT: Duration = Duration::from_millis(500);
     const TASK_TIMEOUT: Duration = Duration::from_secs(60);
 
     /// A 64 MiB budget, fetch.max.bytes 50 MiB, max.partition.fetch.bytes 1 MiB.
-    const SETTINGS: Settings = Settings {
+    /// Also the settings of fetch/wake.rs's tests.
+    pub(in crate::fetch) const SETTINGS: Settings = Settings {
         limits: budget::Limits {
             buffer_max: 64 * MIB,
             fetch_max: 50 * MIB,

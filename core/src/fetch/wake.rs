@@ -111,22 +111,9 @@ pub(super) fn metadata_due(
 mod tests {
     use super::*;
     use crate::backoff::Backoff;
-    use crate::fetch::budget;
+    use crate::fetch::plan::tests::{MIB, SETTINGS};
     use crate::fetch::state::{PositionLookup, Recovery, Validation};
     use crate::recovery::{RecoveryRange, RecoveryState};
-
-    const MIB: usize = 1 << 20;
-    const TASK_TIMEOUT: Duration = Duration::from_secs(60);
-    const SETTINGS: Settings = Settings {
-        limits: budget::Limits {
-            buffer_max: 64 * MIB,
-            fetch_max: 50 * MIB,
-            partition_max: MIB,
-        },
-        max_partition_fetch_bytes: MIB as i32,
-        fetch_max_wait: Duration::from_millis(500),
-        task_timeout: TASK_TIMEOUT,
-    };
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

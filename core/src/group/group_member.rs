@@ -361,61 +361,30 @@ impl GroupMember {
     /// did (readers are told only then).
     pub fn refresh_view(&self, view: &mut MemberView) -> bool {
         let m = &self.membership;
-        let mut changed = false;
-        let mut set = |field: &mut bool, now: bool| {
-            changed |= *field != now;
-            *field = now;
-        };
-        set(&mut view.owns_in_generation, m.owned_generation().is_some());
-        set(&mut view.holds_no_generation, m.holds_no_generation());
-        set(&mut view.heartbeats_enabled, m.heartbeats_enabled());
-        set(&mut view.rejoin_needed, m.rejoin_needed());
-        if view.state != m.state() {
-            view.state = m.state();
-            changed = true;
-        }
-        if view.rejoin_reason != m.rejoin_reason() {
-            view.rejoin_reason = m.rejoin_reason().to_string();
-            changed = true;
-        }
-        if view.rebalances != self.rebalances {
-            view.rebalances = self.rebalances.clone();
-            changed = true;
-        }
-        if view.learning != self.learning {
-            view.learning = self.learning.clone();
-            changed = true;
-        }
-        if view.ready != self.ready {
-            view.ready = self.ready.clone();
-            changed = true;
-        }
-        if view.fatal.as_ref() != m.fatal() {
-            view.fatal = m.fatal().cloned();
-            changed = true;
-        }
-        if view.generation != *m.generation() {
-            view.generation = m.generation().clone();
-            changed = true;
-        }
-        let commit_generation = m.commit_generation(false);
-        if view.commit_generation != commit_generation {
-            view.commit_generation = commit_generation;
-            changed = true;
-        }
-        if view.owned != self.owned {
-            view.owned = self.owned.clone();
-            changed = true;
-        }
-        if view.subscribed != self.subscribed {
-            view.subscribed = self.subscribed.clone();
-            changed = true;
-        }
-        if view.regex.as_deref() != self.topics.regex() {
+        let changed = [
+            copy_changed(
+                &mut view.owns_in_generation,
+                &m.owned_generation().is_some(),
+            ),
+            copy_changed(&mut view.holds_no_generation, &m.holds_no_generation()),
+            copy_changed(&mut view.heartbeats_enabled, &m.heartbeats_enabled()),
+            copy_changed(&mut view.rejoin_needed, &m.rejoin_needed()),
+            copy_changed(&mut view.state, &m.state()),
+            copy_changed(&mut view.rejoin_reason, m.rejoin_reason()),
+            copy_changed(&mut view.rebalances, &self.rebalances),
+            copy_changed(&mut view.learning, &self.learning),
+            copy_changed(&mut view.ready, &self.ready),
+            copy_changed(&mut view.fatal, &m.fatal().cloned()),
+            copy_changed(&mut view.generation, m.generation()),
+            copy_changed(&mut view.commit_generation, &m.commit_generation(false)),
+            copy_changed(&mut view.owned, &self.owned),
+            copy_changed(&mut view.subscribed, &self.subscribed),
+        ];
+        let regex_changed = view.regex.as_deref() != self.topics.regex();
+        if regex_changed {
             view.regex = self.topics.regex().map(str::to_string);
-            changed = true;
         }
-        changed
+        regex_changed || changed.contains(&true)
     }
 
     /// What the group protocol heard, applied ([`Membership::on_answer`]): the member's reply,
@@ -734,6 +703,19 @@ impl GroupMember {
                 .request_rejoin("learned partitions are ready to be handed over");
         }
     }
+}
+
+/// Sets `field` to `now` when they differ (copying only then): whether it changed.
+fn copy_changed<T, U>(field: &mut T, now: &U) -> bool
+where
+    T: std::borrow::Borrow<U>,
+    U: PartialEq + ToOwned<Owned = T> + ?Sized,
+{
+    if field.borrow() == now {
+        return false;
+    }
+    *field = now.to_owned();
+    true
 }
 
 #[cfg(test)]

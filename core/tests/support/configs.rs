@@ -7,7 +7,7 @@
 //! start clusters of their own.
 #![allow(dead_code)]
 
-use lagless::{Config, Consumer, Producer};
+use lagless::{Config, Consumer, Producer, TopicPartition};
 
 /// A config from `pairs`; panics naming the key of a bad one.
 pub fn config(pairs: &[(&str, &str)]) -> Config {
@@ -50,4 +50,24 @@ pub fn group_member_settings(group: &str) -> Vec<(&str, &str)> {
         ("heartbeat.interval.ms", "500"),
         ("max.poll.interval.ms", "30000"),
     ]
+}
+
+/// A consumer without a group assigned every partition of `topic` (`partitions` of them), from
+/// the earliest offset, that waits at most `fetch.max.wait.ms` = 500 ms for data: an idle reader
+/// of many partitions. Returns the consumer and the partitions.
+pub fn assigned_all(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+) -> (Consumer, Vec<TopicPartition>) {
+    let c = consumer(&[
+        ("bootstrap.servers", bootstrap),
+        ("auto.offset.reset", "earliest"),
+        ("fetch.max.wait.ms", "500"),
+    ]);
+    let tps: Vec<TopicPartition> = (0..partitions)
+        .map(|p| TopicPartition::new(topic, p))
+        .collect();
+    c.assign(&tps).unwrap_or_else(|e| panic!("assign: {e}"));
+    (c, tps)
 }
