@@ -34,6 +34,7 @@ use crate::types::TopicPartition;
 mod commits;
 mod driver_task;
 mod group;
+mod group_local;
 mod idle_steps;
 mod learners;
 #[cfg(test)]

@@ -10,6 +10,7 @@ use crate::backoff::{Deadline, Retry};
 use crate::consumer::Consumer;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::RebalanceProtocol;
+use crate::group::classic::Classic;
 use crate::group::coordinator::GroupDriver;
 use crate::group::member::{Generation, Membership, Next};
 use crate::offsets::{AsyncCommitDone, MergedCommit};
@@ -44,7 +45,12 @@ impl Consumer {
             ));
         }
         let (d, owner) =
-            GroupDriver::simple_committer(self.shared.cluster.clone(), self.shared.config.clone())?;
+            // Its member never joins, so no protocol speaks for it: any will do.
+            GroupDriver::simple_committer(
+                self.shared.cluster.clone(),
+                self.shared.config.clone(),
+                Arc::new(Classic),
+            )?;
         super::driver_task::serve(self.runtime()?, Arc::downgrade(&d), owner);
         self.give_leader_epochs(&d);
         *s = Some(d.clone());

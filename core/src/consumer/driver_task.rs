@@ -24,34 +24,20 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::group::{GroupLocal, MAX_STEPS_PER_POLL};
+pub(crate) use super::group_local::Command;
+use super::group_local::{GroupLocal, MAX_STEPS_PER_POLL};
 use crate::error::Result;
 use crate::fetch::Shared;
 use crate::group::coordinator::{GroupDriver, MemberOwner};
 use crate::group::group_member::{Effect, Event};
-use crate::group::step::{JoinInput, JoinOutcome};
+use crate::group::step::JoinOutcome;
 use crate::sync::Unpoisoned;
 
 /// How long the task waits when nothing wakes it: a failed join is tried again after its
 /// backoff, and the task notices within this that the consumer went away.
 const BACKGROUND_IDLE: Duration = Duration::from_secs(1);
-
-/// What the application's side asks of the driver task.
-#[derive(Debug)]
-pub(crate) enum Command {
-    /// Start a join sending this ([`Effect::StartJoin`]); its answer goes to the member.
-    StartJoin(JoinInput),
-    /// Drop the join in flight without its answer (leaving the group); answers whether one was
-    /// in flight.
-    DropJoin(oneshot::Sender<bool>),
-    /// Take the group steps that need no callback (a rebalance was heard, a join finished, the
-    /// application's steps ended leaving something to take).
-    Wake,
-    /// Stop: the consumer unsubscribed or closed.
-    Stop,
-}
 
 /// What the driver task decides about a command while a join may be in flight (`joining`): the
 /// pure half of [`run`], tested from literal inputs.
@@ -264,7 +250,10 @@ fn background_steps(
 
 #[cfg(test)]
 mod tests {
+    use tokio::sync::oneshot;
+
     use super::*;
+    use crate::group::step::JoinInput;
 
     fn input() -> JoinInput {
         JoinInput {

@@ -27,55 +27,17 @@ use crate::fetch::PositionLookup;
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_member::{Effect, Event, JoinPlan, Topics};
 use crate::sync::Unpoisoned;
-use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
 use tokio::sync::mpsc;
 
-use super::driver_task::{self, Command};
+use super::driver_task;
+use super::group_local::Command;
+pub(crate) use super::group_local::{Asked, GroupLocal, MAX_STEPS_PER_POLL};
 pub(crate) use super::idle_steps::IdleSteps;
 use super::rebalance_listener::{
     BlockingListener, Callback, Dispatch, GroupMetadata, RebalanceListener,
 };
-
-/// The consumer's side of the group: the driver (which holds the member's state, a
-/// [`crate::group::group_member::GroupMember`]), the listener, the commit bookkeeping, the
-/// channel to the member's driver task (which runs the join and the heartbeat), and how the
-/// application's steps and that task's background steps take turns.
-pub(crate) struct GroupLocal {
-    pub driver: Arc<GroupDriver>,
-    pub listener: Option<Box<dyn RebalanceListener>>,
-    pub next_auto_commit: Instant,
-    pub last_committed: HashMap<TopicPartition, OffsetAndMetadata>,
-    /// Group steps under way on the application's side (`poll()`, `recv()`, `close()`): while
-    /// any is, the background task leaves the group alone (a step may be between its decision
-    /// and its end, e.g. an assignment applied but not yet fetched).
-    pub caller_steps: usize,
-    /// Something for the background task may be left when the application's steps end: it was
-    /// woken meanwhile and left the group alone, or the steps did more than find nothing to do.
-    /// Only then does their end wake it, so a `poll()` that finds nothing to do wakes no other
-    /// thread (a `poll()` per record would otherwise pay a wake-up per record).
-    pub background_due: bool,
-    /// The member's driver task ([`driver_task`](super::driver_task)): it runs the join and the
-    /// heartbeat and takes the background steps; this side asks through these commands.
-    pub commands: mpsc::UnboundedSender<Command>,
-    /// What the application subscribed to, as it asked (`subscription()` answers from it
-    /// without waiting for the member to take the call).
-    pub asked: Asked,
-}
-
-/// What the application last subscribed to.
-pub(crate) enum Asked {
-    Names(BTreeSet<String>),
-    /// A client-side pattern: the topics it matched so far are the member's.
-    Pattern,
-    /// A server-side regex: only the coordinator knows what it matches.
-    Regex,
-}
-
-/// At most this many steps per `poll()` (lost, a finished join, revocations, a new join): each
-/// step brings the member closer to waiting, this only bounds a `poll()` in any case.
-pub(crate) const MAX_STEPS_PER_POLL: usize = 8;
 
 impl Consumer {
     /// Joins the consumer group `group.id` and reads the partitions the group assigns, of

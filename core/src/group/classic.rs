@@ -10,9 +10,8 @@ use std::time::Duration;
 use crate::backoff::Deadline;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{Assignor, LearnerIntent, MemberSubscription};
-use crate::group::coordinator::GroupDriver;
 use crate::group::group_member::HeartbeatInput;
-use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolFuture};
+use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolContext, ProtocolFuture};
 use crate::group::member::{Generation, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::step::{JoinInput, JoinOutcome};
@@ -44,7 +43,7 @@ impl GroupProtocol for Classic {
 
     fn join_once<'a>(
         &'a self,
-        driver: &'a GroupDriver,
+        driver: &'a dyn ProtocolContext,
         input: &'a JoinInput,
     ) -> ProtocolFuture<'a, JoinAttempt> {
         Box::pin(async move {
@@ -58,7 +57,7 @@ impl GroupProtocol for Classic {
 
     fn heartbeat<'a>(
         &'a self,
-        driver: &'a GroupDriver,
+        driver: &'a dyn ProtocolContext,
         input: &'a HeartbeatInput,
         deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<i16>> {
@@ -77,7 +76,7 @@ impl GroupProtocol for Classic {
 
     fn leave<'a>(
         &'a self,
-        driver: &'a GroupDriver,
+        driver: &'a dyn ProtocolContext,
         member_id: &'a str,
         reason: &'a str,
         deadline: Deadline,
@@ -100,11 +99,11 @@ impl GroupProtocol for Classic {
 /// JoinGroup, the leader's assignment, SyncGroup: `Ok(None)` asks to join again at once;
 /// `Err` is [`JoinAttempt::Backoff`] or [`JoinAttempt::Fatal`].
 async fn join_once(
-    d: &GroupDriver,
+    d: &dyn ProtocolContext,
     input: &JoinInput,
 ) -> std::result::Result<Option<JoinOutcome>, JoinAttempt> {
-    let rebalance_timeout = d.config.max_poll_interval;
-    let deadline = Deadline::after(d.config.common.default_api_timeout);
+    let rebalance_timeout = d.config().max_poll_interval;
+    let deadline = Deadline::after(d.config().common.default_api_timeout);
     let conn = d
         .join_connection(deadline)
         .await
@@ -114,14 +113,14 @@ async fn join_once(
     let v = conn
         .version::<JoinGroupRequest>()
         .map_err(JoinAttempt::Fatal)?;
-    if d.config.group_instance_id.is_some() && v < 5 {
+    if d.config().group_instance_id.is_some() && v < 5 {
         return Err(JoinAttempt::Fatal(Error::kafka(
             codes::UNSUPPORTED_VERSION,
             "the broker does not support static membership (group.instance.id needs JoinGroup v5)",
         )));
     }
     let protocols = d
-        .assignors
+        .assignors()
         .iter()
         .map(|a| {
             let sub = Subscription {
@@ -131,12 +130,12 @@ async fn join_once(
                     &to_topic_partitions(&input.ready),
                     LearnerIntent {
                         leaving: d.is_leaving(),
-                        max_learning: d.config.learner_max_warmup_partitions,
+                        max_learning: d.config().learner_max_warmup_partitions,
                     },
                 ),
                 owned_partitions: to_topic_partitions(&input.owned),
                 generation_id,
-                rack_id: d.config.common.client_rack.clone(),
+                rack_id: d.config().common.client_rack.clone(),
             };
             Ok((a.name(), encode_subscription(&sub, HIGHEST_VERSION)?))
         })
@@ -145,16 +144,16 @@ async fn join_once(
     let req = protocol::group::join_group(
         d.member(&member_id),
         Join {
-            session_timeout_ms: d.config.session_timeout.as_millis() as i32,
+            session_timeout_ms: d.config().session_timeout.as_millis() as i32,
             rebalance_timeout_ms: rebalance_timeout.as_millis() as i32,
             protocols,
             reason: &input.reason,
         },
         v,
     );
-    tracing::info!(group = %d.group_id, member = %member_id, reason = %input.reason, "joining the group");
+    tracing::info!(group = %d.group_id(), member = %member_id, reason = %input.reason, "joining the group");
     let timeout = d
-        .config
+        .config()
         .common
         .request_timeout
         .max(rebalance_timeout + JOIN_GROUP_TIMEOUT_LAPSE);
@@ -171,7 +170,7 @@ async fn join_once(
                 resp.error_code,
                 format!(
                     "session.timeout.ms={} is outside the range the broker allows: {range}",
-                    d.config.session_timeout.as_millis()
+                    d.config().session_timeout.as_millis()
                 ),
             );
             let reply = d
@@ -213,7 +212,7 @@ async fn join_once(
                 let subscription = decode_subscription(m.metadata.clone()).unwrap_or_else(|e| {
                     // A member whose metadata we cannot read gets nothing; the others go on.
                     tracing::error!(
-                        group = %d.group_id,
+                        group = %d.group_id(),
                         member = %m.member_id.as_str(),
                         error = %e,
                         "malformed subscription from a group member; assigning it no partitions"
@@ -289,7 +288,7 @@ async fn join_once(
         })
         .collect();
     tracing::info!(
-        group = %d.group_id,
+        group = %d.group_id(),
         generation = generation.generation_id,
         member = %generation.member_id,
         protocol = %protocol_name,
@@ -299,7 +298,7 @@ async fn join_once(
     let notes = assignor
         .read_assignment(assignment.user_data.as_ref())
         .unwrap_or_else(|e| {
-            tracing::warn!(group = %d.group_id, error = %e, "malformed user data in the assignment; learning nothing from it");
+            tracing::warn!(group = %d.group_id(), error = %e, "malformed user data in the assignment; learning nothing from it");
             LearnerAssignmentData::default()
         });
     let learning: BTreeSet<TopicPartition> = notes
@@ -326,7 +325,7 @@ async fn join_once(
 
 /// The broker's `group.min.session.timeout.ms`..`group.max.session.timeout.ms`, asked with
 /// DescribeConfigs, for the INVALID_SESSION_TIMEOUT error message.
-async fn session_timeout_range(d: &GroupDriver, conn: &Connection) -> String {
+async fn session_timeout_range(d: &dyn ProtocolContext, conn: &Connection) -> String {
     const MIN: &str = "group.min.session.timeout.ms";
     const MAX: &str = "group.max.session.timeout.ms";
     let coordinator = d.coordinator_id();
@@ -360,7 +359,7 @@ async fn session_timeout_range(d: &GroupDriver, conn: &Connection) -> String {
 
 /// What a join does after the member's reply to an error answer.
 fn follow(
-    d: &GroupDriver,
+    d: &dyn ProtocolContext,
     reply: Reply,
     code: i16,
     what: &str,
@@ -388,7 +387,7 @@ fn follow(
 /// metadata shows it (see
 /// [`AssignmentBasis`](crate::group::metadata_snapshot::AssignmentBasis)).
 async fn leader_assign(
-    d: &GroupDriver,
+    d: &dyn ProtocolContext,
     assignor: &dyn Assignor,
     members: &[MemberSubscription],
     deadline: Deadline,
@@ -397,15 +396,15 @@ async fn leader_assign(
         .iter()
         .flat_map(|m| m.subscription.topics.iter().cloned())
         .collect();
-    d.cluster.add_interest(topics.iter());
+    d.cluster().add_interest(topics.iter());
     let meta = d
-        .cluster
+        .cluster()
         .refresh(&topics.iter().cloned().collect::<Vec<_>>(), deadline)
         .await?;
     let assigned_from = MetadataSnapshot::assigned_from(&meta, &topics);
     let counts = assigned_from.partition_counts();
     for t in topics.iter().filter(|t| !counts.contains_key(*t)) {
-        tracing::warn!(group = %d.group_id, topic = %t, "a subscribed topic does not exist (yet); its partitions are assigned once metadata shows it");
+        tracing::warn!(group = %d.group_id(), topic = %t, "a subscribed topic does not exist (yet); its partitions are assigned once metadata shows it");
     }
     Ok((assignor.assign(&counts, members)?, assigned_from))
 }

@@ -35,9 +35,8 @@ use crate::cluster::Metadata;
 use crate::config::ConsumerConfig;
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::RebalanceProtocol;
-use crate::group::coordinator::GroupDriver;
 use crate::group::group_member::HeartbeatInput;
-use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolFuture};
+use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolContext, ProtocolFuture};
 use crate::group::member::{Generation, Membership, Next, ProtocolAnswer, Reply};
 use crate::group::step::{JoinInput, JoinOutcome};
 use crate::protocol::consumer_group::{
@@ -89,7 +88,7 @@ impl ConsumerGroup {
     /// says for the requests to come.
     async fn send(
         &self,
-        d: &GroupDriver,
+        d: &dyn ProtocolContext,
         sent: &Sent<'_>,
         deadline: Deadline,
     ) -> Result<MemberHeartbeatAnswer> {
@@ -99,11 +98,11 @@ impl ConsumerGroup {
             regex_field(sent.epoch, sent.regex, st.regex_held)
         };
         let req = heartbeat_request(
-            &d.config,
-            &d.group_id,
+            d.config(),
+            d.group_id(),
             sent,
             regex,
-            &topic_ids(&d.cluster.metadata()),
+            &topic_ids(&d.cluster().metadata()),
         );
         {
             // Held from the moment it may reach the coordinator: an answer lost on the way back
@@ -131,18 +130,22 @@ impl ConsumerGroup {
 
     /// The last assignment in names; a topic the metadata does not know yet is looked up once
     /// (the coordinator may assign a topic created after the consumer last asked about it).
-    async fn assignment(&self, d: &GroupDriver, topics: &[String]) -> BTreeSet<TopicPartition> {
+    async fn assignment(
+        &self,
+        d: &dyn ProtocolContext,
+        topics: &[String],
+    ) -> BTreeSet<TopicPartition> {
         let by_id = self.state.lock().unpoisoned().assignment.clone();
-        let (named, unknown) = name_assignment(&by_id, &topic_ids(&d.cluster.metadata()));
+        let (named, unknown) = name_assignment(&by_id, &topic_ids(&d.cluster().metadata()));
         if unknown.is_empty() {
             return named;
         }
-        let deadline = Deadline::after(d.config.common.request_timeout);
-        match d.cluster.refresh(topics, deadline).await {
+        let deadline = Deadline::after(d.config().common.request_timeout);
+        match d.cluster().refresh(topics, deadline).await {
             Ok(meta) => {
                 let (named, unknown) = name_assignment(&by_id, &topic_ids(&meta));
                 if !unknown.is_empty() {
-                    tracing::warn!(group = %d.group_id, topics = ?unknown, "assigned topics not in metadata yet; they are taken once metadata names them");
+                    tracing::warn!(group = %d.group_id(), topics = ?unknown, "assigned topics not in metadata yet; they are taken once metadata names them");
                 }
                 named
             }
@@ -153,9 +156,9 @@ impl ConsumerGroup {
     /// The coordinator's last assignment as the member takes it: in names, and whether it
     /// names a topic the consumer's metadata does not know yet (created since it last asked),
     /// which the member compares with what it owns ([`ProtocolAnswer::MemberAssignment`]).
-    fn assignment_heard(&self, d: &GroupDriver) -> ProtocolAnswer {
+    fn assignment_heard(&self, d: &dyn ProtocolContext) -> ProtocolAnswer {
         let by_id = self.state.lock().unpoisoned().assignment.clone();
-        let (assigned, unknown) = name_assignment(&by_id, &topic_ids(&d.cluster.metadata()));
+        let (assigned, unknown) = name_assignment(&by_id, &topic_ids(&d.cluster().metadata()));
         ProtocolAnswer::MemberAssignment {
             assigned,
             unknown_topics: !unknown.is_empty(),
@@ -170,11 +173,11 @@ impl GroupProtocol for ConsumerGroup {
 
     fn join_once<'a>(
         &'a self,
-        d: &'a GroupDriver,
+        d: &'a dyn ProtocolContext,
         input: &'a JoinInput,
     ) -> ProtocolFuture<'a, JoinAttempt> {
         Box::pin(async move {
-            let deadline = Deadline::after(d.config.common.default_api_timeout);
+            let deadline = Deadline::after(d.config().common.default_api_timeout);
             let sent = d.join_sending().await;
             let (member_id, epoch) = (sent.member_id, sent.generation_id);
             let member_id = if member_id.is_empty() {
@@ -222,7 +225,7 @@ impl GroupProtocol for ConsumerGroup {
                 return JoinAttempt::Again;
             };
             let assigned = self.assignment(d, &input.topics).await;
-            tracing::debug!(group = %d.group_id, epoch = answer.epoch, assigned = assigned.len(), "ConsumerGroupHeartbeat answered");
+            tracing::debug!(group = %d.group_id(), epoch = answer.epoch, assigned = assigned.len(), "ConsumerGroupHeartbeat answered");
             JoinAttempt::Joined(Box::new(JoinOutcome {
                 generation,
                 assigned,
@@ -237,7 +240,7 @@ impl GroupProtocol for ConsumerGroup {
 
     fn heartbeat<'a>(
         &'a self,
-        d: &'a GroupDriver,
+        d: &'a dyn ProtocolContext,
         input: &'a HeartbeatInput,
         deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<i16>> {
@@ -278,7 +281,7 @@ impl GroupProtocol for ConsumerGroup {
 
     fn leave_for_restart<'a>(
         &'a self,
-        d: &'a GroupDriver,
+        d: &'a dyn ProtocolContext,
         generation: &'a Generation,
         deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<()>> {
@@ -304,7 +307,7 @@ impl GroupProtocol for ConsumerGroup {
 
     fn leave<'a>(
         &'a self,
-        d: &'a GroupDriver,
+        d: &'a dyn ProtocolContext,
         member_id: &'a str,
         _reason: &'a str,
         deadline: Deadline,
@@ -416,7 +419,7 @@ fn topic_ids(meta: &Metadata) -> TopicIds {
         .collect()
 }
 
-fn follow(d: &GroupDriver, reply: Reply, answer: &MemberHeartbeatAnswer) -> JoinAttempt {
+fn follow(d: &dyn ProtocolContext, reply: Reply, answer: &MemberHeartbeatAnswer) -> JoinAttempt {
     let next = match reply {
         Reply::Next(next) => next,
         Reply::Generation(_) | Reply::Outlived => Next::JoinAgain,
@@ -439,7 +442,7 @@ fn follow(d: &GroupDriver, reply: Reply, answer: &MemberHeartbeatAnswer) -> Join
         }
         Next::Fatal(fatal) => {
             if let Some(m) = &answer.error_message {
-                tracing::warn!(group = %d.group_id, error = %fatal, broker_says = %m, "joining the group failed");
+                tracing::warn!(group = %d.group_id(), error = %fatal, broker_says = %m, "joining the group failed");
             }
             JoinAttempt::Fatal(fatal)
         }

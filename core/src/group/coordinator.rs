@@ -20,9 +20,8 @@ use crate::cluster::{Cluster, Lane};
 use crate::config::{ConsumerConfig, GroupProtocolKind};
 use crate::error::{codes, Error, Result};
 use crate::group::assignor::{assignor_by_name, Assignor, RebalanceProtocol};
-use crate::group::classic::Classic;
 use crate::group::group_member::{GroupMember, MemberSettings, MemberView};
-use crate::group::group_protocol::{GroupProtocol, JoinAttempt};
+use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolContext, ProtocolFuture};
 use crate::group::heartbeat::{
     heartbeat_step, interval_in_force, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness,
     SharedInstant, FOLLOW_UP_HEARTBEAT, FOLLOW_UP_WINDOW,
@@ -176,13 +175,14 @@ impl GroupDriver {
     pub fn simple_committer(
         cluster: Arc<Cluster>,
         config: ConsumerConfig,
+        group_protocol: Arc<dyn GroupProtocol>,
     ) -> Result<(Arc<GroupDriver>, MemberOwner)> {
         // Its member never joins: a simple consumer commits outside any generation. The owner
         // serves the coordinator's calls (`driver_task::serve`).
         GroupDriver::build(
             cluster,
             config,
-            Arc::new(Classic),
+            group_protocol,
             Arc::new(|| {}),
             true,
             Default::default(),
@@ -519,7 +519,10 @@ impl GroupDriver {
                     .request_timeout
                     .min(self.config.session_timeout),
             );
-            let answer = self.group_protocol.heartbeat(&self, &input, deadline).await;
+            let answer = self
+                .group_protocol
+                .heartbeat(self.as_ref(), &input, deadline)
+                .await;
             let outcome = match answer {
                 Ok(code) => {
                     let protocol = self.group_protocol.clone();
@@ -596,7 +599,7 @@ impl GroupDriver {
             if self.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
-            match self.group_protocol.join_once(&self, &input).await {
+            match self.group_protocol.join_once(self.as_ref(), &input).await {
                 JoinAttempt::Joined(outcome) => {
                     // A follow-up rebalance is coming (partitions were left out to move):
                     // heartbeat often until it starts, so this member notices it in tens of
@@ -667,6 +670,61 @@ impl GroupDriver {
             }
             (None, None) => {}
         }
+    }
+}
+
+/// The protocols' view of the driver ([`ProtocolContext`]): each method is the driver's own.
+impl ProtocolContext for GroupDriver {
+    fn group_id(&self) -> &str {
+        &self.group_id
+    }
+
+    fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    fn is_leaving(&self) -> bool {
+        GroupDriver::is_leaving(self)
+    }
+
+    fn member<'a>(&'a self, member_id: &'a str) -> Member<'a> {
+        GroupDriver::member(self, member_id)
+    }
+
+    fn coordinator(&self, deadline: Deadline) -> ProtocolFuture<'_, Result<Arc<Connection>>> {
+        Box::pin(GroupDriver::coordinator(self, deadline))
+    }
+
+    fn join_connection(&self, deadline: Deadline) -> ProtocolFuture<'_, Result<Arc<Connection>>> {
+        Box::pin(GroupDriver::join_connection(self, deadline))
+    }
+
+    fn coordinator_unknown(&self, why: &str) {
+        GroupDriver::coordinator_unknown(self, why)
+    }
+
+    fn coordinator_id(&self) -> Option<i32> {
+        GroupDriver::coordinator_id(self)
+    }
+
+    fn assignors(&self) -> &[Box<dyn Assignor>] {
+        &self.assignors
+    }
+
+    fn assignor(&self, name: &str) -> Option<&dyn Assignor> {
+        GroupDriver::assignor(self, name)
+    }
+
+    fn report(&self, answer: ProtocolAnswer) -> ProtocolFuture<'_, Reply> {
+        Box::pin(GroupDriver::report(self, answer))
+    }
+
+    fn join_sending(&self) -> ProtocolFuture<'_, Generation> {
+        Box::pin(GroupDriver::join_sending(self))
     }
 }
 

@@ -9,21 +9,56 @@
 //!
 //! A protocol decides nothing about the member itself: it sends, and reports each answer as a
 //! value ([`ProtocolAnswer`](crate::group::member::ProtocolAnswer)) to the member's state ([`Membership::on_answer`], through the
-//! [`GroupDriver`] it is given), whose pure transitions say what follows. The retry loop, the
+//! [`ProtocolContext`] it is given), whose pure transitions say what follows. The retry loop, the
 //! heartbeat clock and `max.poll.interval.ms` stay with the driver, so a new protocol inherits
 //! them (KIP-62's contract and the error table of the Java client do not depend on the wire).
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use crate::backoff::Deadline;
+use crate::cluster::Cluster;
+use crate::config::ConsumerConfig;
 use crate::error::{Error, Result};
-use crate::group::coordinator::GroupDriver;
+use crate::group::assignor::Assignor;
 use crate::group::group_member::HeartbeatInput;
-use crate::group::member::{Generation, Membership, Next};
+use crate::group::member::{Generation, Membership, Next, ProtocolAnswer, Reply};
 use crate::group::step::{JoinInput, JoinOutcome};
+use crate::net::Connection;
+use crate::protocol::group::Member;
 
 /// What a protocol's verbs return: a future that may run on the I/O runtime.
 pub(crate) type ProtocolFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a protocol may use of the member it carries: the member's settings, the group
+/// coordinator's connection, and the one way to change the member's state (`report`). The
+/// consumer's `GroupDriver` (group/coordinator.rs) is the one implementation; a protocol
+/// sees no more of it, so it depends on this seam and not on the driver.
+pub(crate) trait ProtocolContext: Send + Sync {
+    fn group_id(&self) -> &str;
+    fn config(&self) -> &ConsumerConfig;
+    fn cluster(&self) -> &Arc<Cluster>;
+    /// Whether the member's joins say it is leaving (learner-sticky scale-down).
+    fn is_leaving(&self) -> bool;
+    /// This member as the group requests name it.
+    fn member<'a>(&'a self, member_id: &'a str) -> Member<'a>;
+    /// The connection to the group coordinator (found first if none is known).
+    fn coordinator(&self, deadline: Deadline) -> ProtocolFuture<'_, Result<Arc<Connection>>>;
+    /// The coordinator's connection that JoinGroup and SyncGroup wait on (its own lane).
+    fn join_connection(&self, deadline: Deadline) -> ProtocolFuture<'_, Result<Arc<Connection>>>;
+    /// The coordinator answered that it is not (or failed): look for it again.
+    fn coordinator_unknown(&self, why: &str);
+    /// The coordinator's broker id, while one is known.
+    fn coordinator_id(&self) -> Option<i32>;
+    /// The assignors this member offers, in the order of `partition.assignment.strategy`.
+    fn assignors(&self) -> &[Box<dyn Assignor>];
+    /// The assignor of this member named `name`, if it offers one.
+    fn assignor(&self, name: &str) -> Option<&dyn Assignor>;
+    /// Hands an answer to the member's state ([`Membership::on_answer`]): what follows.
+    fn report(&self, answer: ProtocolAnswer) -> ProtocolFuture<'_, Reply>;
+    /// The member id and generation a join request goes out with.
+    fn join_sending(&self) -> ProtocolFuture<'_, Generation>;
+}
 
 /// How one attempt to reach a generation ended.
 #[derive(Debug)]
@@ -51,7 +86,7 @@ impl JoinAttempt {
 }
 
 /// A group protocol: the three verbs the group member needs from the wire. Each reports the
-/// answers it gets to the member as values (`driver.report(ProtocolAnswer).await`) before it
+/// answers it gets to the member as values (`driver.report(answer).await`) before it
 /// returns, and never changes the member itself, so the member's state (member id, generation,
 /// what is owed) moves by the same transitions whichever protocol carried it.
 pub(crate) trait GroupProtocol: Send + Sync {
@@ -61,7 +96,7 @@ pub(crate) trait GroupProtocol: Send + Sync {
     /// One attempt to reach a generation with `input`'s subscription and owned partitions.
     fn join_once<'a>(
         &'a self,
-        driver: &'a GroupDriver,
+        driver: &'a dyn ProtocolContext,
         input: &'a JoinInput,
     ) -> ProtocolFuture<'a, JoinAttempt>;
 
@@ -69,7 +104,7 @@ pub(crate) trait GroupProtocol: Send + Sync {
     /// answer). The driver hands the code to [`Membership::on_heartbeat`](crate::group::member::Membership::on_heartbeat).
     fn heartbeat<'a>(
         &'a self,
-        driver: &'a GroupDriver,
+        driver: &'a dyn ProtocolContext,
         input: &'a HeartbeatInput,
         deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<i16>>;
@@ -91,7 +126,7 @@ pub(crate) trait GroupProtocol: Send + Sync {
     /// session keeps its place).
     fn leave_for_restart<'a>(
         &'a self,
-        _driver: &'a GroupDriver,
+        _driver: &'a dyn ProtocolContext,
         _generation: &'a Generation,
         _deadline: Deadline,
     ) -> ProtocolFuture<'a, Result<()>> {
@@ -102,7 +137,7 @@ pub(crate) trait GroupProtocol: Send + Sync {
     /// code answered (`Err`: no answer).
     fn leave<'a>(
         &'a self,
-        driver: &'a GroupDriver,
+        driver: &'a dyn ProtocolContext,
         member_id: &'a str,
         reason: &'a str,
         deadline: Deadline,
@@ -181,7 +216,7 @@ pub(crate) mod fake {
 
         fn join_once<'a>(
             &'a self,
-            driver: &'a GroupDriver,
+            driver: &'a dyn ProtocolContext,
             input: &'a JoinInput,
         ) -> ProtocolFuture<'a, JoinAttempt> {
             Box::pin(async move {
@@ -233,7 +268,7 @@ pub(crate) mod fake {
 
         fn heartbeat<'a>(
             &'a self,
-            _driver: &'a GroupDriver,
+            _driver: &'a dyn ProtocolContext,
             input: &'a HeartbeatInput,
             _deadline: Deadline,
         ) -> ProtocolFuture<'a, Result<i16>> {
@@ -258,7 +293,7 @@ pub(crate) mod fake {
 
         fn leave<'a>(
             &'a self,
-            _driver: &'a GroupDriver,
+            _driver: &'a dyn ProtocolContext,
             member_id: &'a str,
             reason: &'a str,
             _deadline: Deadline,
