@@ -431,3 +431,139 @@ fn a_consumer_protocol_member_counts_its_rebalances_as_a_second_member_joins() {
     b.close(None).unwrap();
     a.close(None).unwrap();
 }
+
+/// The statistics callback (`statistics.interval.ms`, librdkafka's `stats_cb`) of a group
+/// member: called on the thread in `poll()` before that poll takes records, so each snapshot
+/// counts exactly the records the earlier polls handed out; not closer together than the
+/// interval; and an error it returns comes out of that `poll()` without losing a record. Every
+/// offset produced is read once.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn the_statistics_callback_counts_every_record_handed_out_before_it_on_the_polling_thread() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    const PARTITIONS: i32 = 3;
+    const PER: usize = 100;
+    const INTERVAL: Duration = Duration::from_millis(50);
+    let b = bootstrap();
+    let topic = new_topic(&b, "statistics", PARTITIONS);
+    let written = produce(&b, &topic, PARTITIONS, PER);
+    let group = unique_name("statistics");
+    let c = group_member(
+        &b,
+        &group,
+        &[("statistics.interval.ms", "50"), ("max.poll.records", "7")],
+    );
+    // What the test has been handed so far, read by the callback.
+    let handed_out = Arc::new(AtomicU64::new(0));
+    // Per call: (thread, when, handed out before it, the snapshot's total, the partitions' sum,
+    // generation, assigned partitions).
+    type Call = (
+        std::thread::ThreadId,
+        Instant,
+        u64,
+        u64,
+        u64,
+        Option<i32>,
+        usize,
+    );
+    let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
+    let fail_next = Arc::new(AtomicU64::new(0));
+    {
+        let (handed_out, calls, fail_next) = (handed_out.clone(), calls.clone(), fail_next.clone());
+        c.set_statistics_callback(Some(Box::new(move |m| {
+            let group = m.group.as_ref();
+            calls.lock().unwrap().push((
+                std::thread::current().id(),
+                Instant::now(),
+                handed_out.load(Ordering::SeqCst),
+                m.records_consumed_total,
+                m.partitions.iter().map(|p| p.records_consumed).sum(),
+                group.and_then(|g| g.generation_id),
+                group.map_or(0, |g| g.assigned_partitions),
+            ));
+            if fail_next.swap(0, Ordering::SeqCst) == 1 {
+                return Err(lagless::Error::InvalidArgument(
+                    "statistics callback failure".into(),
+                ));
+            }
+            Ok(())
+        })));
+    }
+    c.subscribe(&[&topic], None).unwrap();
+    let mut read: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    let mut errors = Vec::new();
+    let total = PARTITIONS as u64 * PER as u64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut failure_asked = false;
+    while handed_out.load(Ordering::SeqCst) < total || errors.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "read {read:?} and an error {errors:?} within 60 s"
+        );
+        // Once half is read, the next call fails (once).
+        if handed_out.load(Ordering::SeqCst) >= total / 2 && !failure_asked {
+            fail_next.store(1, Ordering::SeqCst);
+            failure_asked = true;
+        }
+        match c.poll(Duration::from_millis(100)) {
+            Ok(records) => {
+                for r in &records {
+                    read.entry(r.partition).or_default().push(r.offset);
+                }
+                handed_out.fetch_add(records.len() as u64, Ordering::SeqCst);
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    // One poll at the end: a snapshot after the last records.
+    let end = Instant::now() + 2 * INTERVAL;
+    while Instant::now() < end {
+        assert!(c.poll(INTERVAL).unwrap().is_empty());
+    }
+    let last = c.metrics();
+    c.close(None).unwrap();
+
+    let calls = calls.lock().unwrap().clone();
+    eprintln!(
+        "{} statistics calls, {} errors out of poll(), {total} records",
+        calls.len(),
+        errors.len()
+    );
+    assert_eq!(
+        errors,
+        vec!["invalid argument: statistics callback failure".to_string()]
+    );
+    for (p, offsets) in &read {
+        let want: Vec<i64> = written[p].iter().copied().collect();
+        assert_eq!(offsets, &want, "partition {p}: every offset once, in order");
+    }
+    assert!(calls.len() >= 3, "{} calls", calls.len());
+    let me = std::thread::current().id();
+    for (i, (thread, _, before, total_seen, partitions_sum, _, _)) in calls.iter().enumerate() {
+        assert_eq!(*thread, me, "call {i} ran on the polling thread");
+        assert_eq!(
+            total_seen, before,
+            "call {i} counts the records handed out before it"
+        );
+        assert_eq!(
+            partitions_sum, before,
+            "call {i}: the partitions' counts add up"
+        );
+    }
+    // Stamped inside the callback, a little after the emission the interval counts from.
+    for (a, b) in calls.iter().zip(&calls[1..]) {
+        assert!(
+            b.1 - a.1 >= INTERVAL - Duration::from_millis(5),
+            "two calls {:?} apart",
+            b.1 - a.1
+        );
+    }
+    let (_, _, _, final_total, _, generation, assigned) = *calls.last().unwrap();
+    assert_eq!(final_total, total, "the last call saw every record");
+    assert!(generation.is_some_and(|g| g >= 1) && assigned == PARTITIONS as usize);
+    for p in &last.partitions {
+        assert_eq!((p.position, p.lag), (Some(PER as i64), Some(0)), "{p:?}");
+    }
+}
