@@ -1,0 +1,193 @@
+//! Online migration of a consumer group between the classic protocol and KIP-848's consumer
+//! protocol, as the Java client allows: Kafka 4.x converts a classic group to the new protocol
+//! when the first consumer-protocol member joins it, and back when the last one leaves. A lagless
+//! classic member (with each assignor list a group may run) reads a topic, a lagless
+//! consumer-protocol member joins, then one of the two leaves: the upgrade completed (the classic
+//! member leaves) or rolled back (the new one leaves). Records are produced in every phase; each
+//! offset is read, no partition is ever held by both members at once (sampled after every
+//! poll), no poll() fails, and the member that stays ends up owning every partition.
+//!
+//! Not here: a group whose classic members run `learner-sticky`. The broker refuses to convert
+//! it (KAFKA-18134: "Cannot upgrade classic group ... because an unsupported custom assignor is
+//! in use", GROUP_ID_NOT_FOUND to the new member's ConsumerGroupHeartbeat): the new member gets
+//! no partition while the classic member keeps reading all of them.
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use lagless::Consumer;
+use support::*;
+
+const PARTITIONS: i32 = 4;
+const PER_PHASE: usize = 25;
+
+fn member(b: &str, group: &str, protocol: &str, strategy: Option<&str>) -> Consumer {
+    let mut extra: Vec<(&str, &str)> = vec![
+        ("group.id", group),
+        ("group.protocol", protocol),
+        ("auto.offset.reset", "earliest"),
+        ("max.poll.interval.ms", "30000"),
+    ];
+    if protocol == "classic" {
+        extra.push(("session.timeout.ms", "6000"));
+        extra.push(("heartbeat.interval.ms", "500"));
+        if let Some(s) = strategy {
+            extra.push(("partition.assignment.strategy", s));
+        }
+    }
+    consumer(b, &extra)
+}
+
+fn partitions(c: &Consumer) -> BTreeSet<i32> {
+    c.assignment().iter().map(|tp| tp.partition).collect()
+}
+
+/// The two members, what they read and what went wrong.
+struct Run {
+    members: Vec<(&'static str, Consumer)>,
+    read: BTreeMap<(i32, i64), usize>,
+    errors: Vec<String>,
+    overlaps: Vec<String>,
+}
+
+impl Run {
+    /// One poll of each member still in, then the ownership check.
+    fn poll_all(&mut self) {
+        for (who, c) in &self.members {
+            match c.poll(Duration::from_millis(50)) {
+                Ok(records) => {
+                    for r in records {
+                        *self.read.entry((r.partition, r.offset)).or_default() += 1;
+                    }
+                }
+                Err(e) => self.errors.push(format!("{who}: {e}")),
+            }
+        }
+        if let [(_, a), (_, b)] = &self.members[..] {
+            let (a, b) = (partitions(a), partitions(b));
+            if !a.is_disjoint(&b) {
+                self.overlaps.push(format!("{a:?} and {b:?}"));
+            }
+        }
+    }
+
+    /// Polls until `done` holds of the members' assignments, for at most 30 s.
+    fn until(&mut self, what: &str, done: impl Fn(&[BTreeSet<i32>]) -> bool) -> Duration {
+        let t0 = Instant::now();
+        loop {
+            self.poll_all();
+            let owned: Vec<BTreeSet<i32>> =
+                self.members.iter().map(|(_, c)| partitions(c)).collect();
+            if done(&owned) {
+                return t0.elapsed();
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "{what} within 30 s: owned {owned:?}, errors {:?}",
+                self.errors
+            );
+        }
+    }
+
+    /// Polls until every offset of `written` was read, for at most 30 s.
+    fn read_all(&mut self, written: &BTreeMap<i32, BTreeSet<i64>>) {
+        let t0 = Instant::now();
+        let want: usize = written.values().map(BTreeSet::len).sum();
+        while written
+            .iter()
+            .flat_map(|(p, os)| os.iter().map(move |o| (*p, *o)))
+            .filter(|k| self.read.contains_key(k))
+            .count()
+            < want
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "every record within 30 s: {} of {want}, errors {:?}",
+                self.read.len(),
+                self.errors
+            );
+            self.poll_all();
+        }
+    }
+}
+
+fn migrate(strategy: Option<&str>, classic_leaves: bool) {
+    init_logs();
+    let b = bootstrap();
+    let topic = new_topic(&b, "migration", PARTITIONS);
+    let group = unique_name("migration");
+    let all: BTreeSet<i32> = (0..PARTITIONS).collect();
+    let mut written = produce(&b, &topic, PARTITIONS, PER_PHASE);
+    let add = |written: &mut BTreeMap<i32, BTreeSet<i64>>| {
+        for (p, o) in produce(&b, &topic, PARTITIONS, PER_PHASE) {
+            written.entry(p).or_default().extend(o);
+        }
+    };
+    let classic = member(&b, &group, "classic", strategy);
+    classic.subscribe(&[&topic], None).unwrap();
+    let mut run = Run {
+        members: vec![("classic", classic)],
+        read: BTreeMap::new(),
+        errors: Vec::new(),
+        overlaps: Vec::new(),
+    };
+    run.until("the classic member owns every partition", |o| o[0] == all);
+    run.read_all(&written);
+
+    // The upgrade starts: a consumer-protocol member joins the classic group.
+    let new = member(&b, &group, "consumer", None);
+    new.subscribe(&[&topic], None).unwrap();
+    run.members.push(("consumer", new));
+    let split = run.until("the partitions shared between the two", |o| {
+        !o[0].is_empty() && !o[1].is_empty() && o[0].union(&o[1]).count() == all.len()
+    });
+    add(&mut written);
+    run.read_all(&written);
+
+    // One leaves: the classic member (the upgrade is done) or the new one (rolled back).
+    let leaving = usize::from(!classic_leaves);
+    let (who, gone) = run.members.remove(leaving);
+    gone.close(None).unwrap();
+    let took_over = run.until("the member that stays owns every partition", |o| {
+        o[0] == all
+    });
+    add(&mut written);
+    run.read_all(&written);
+    let (_, stays) = run.members.pop().unwrap();
+    stays.close(None).unwrap();
+
+    let duplicates = run.read.values().filter(|n| **n > 1).count();
+    eprintln!(
+        "{strategy:?}, {who} left: shared after {split:?}, the other owned all {took_over:?} \
+         later; {} offsets read, {duplicates} read twice",
+        run.read.len()
+    );
+    assert!(run.errors.is_empty(), "poll() failed: {:?}", run.errors);
+    assert!(
+        run.overlaps.is_empty(),
+        "a partition held by both members at once: {:?}",
+        run.overlaps
+    );
+    let want: usize = written.values().map(BTreeSet::len).sum();
+    assert_eq!(want, 3 * PARTITIONS as usize * PER_PHASE);
+    assert_eq!(run.read.len(), want, "every offset read, none other");
+}
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_classic_group_with_the_default_assignors_upgrades_to_the_consumer_protocol() {
+    migrate(None, true);
+}
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_cooperative_sticky_group_upgrades_and_rolls_back() {
+    migrate(Some("cooperative-sticky"), false);
+}
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_range_group_upgrades_and_rolls_back() {
+    migrate(Some("range"), false);
+}
