@@ -174,6 +174,11 @@ pub enum Error {
         context: String,
         /// The partition the code was answered for, when it was a per-partition error.
         partition: Option<ErrorPartition>,
+        /// The answer ended the client although the code alone is not fatal: the request that
+        /// got it cannot go on from any error it does not expect (a KIP-848 heartbeat, as the
+        /// Java client's heartbeat manager ends the member on those). [`Error::is_fatal`] says
+        /// so; the code keeps its own meaning elsewhere (a commit's `GROUP_ID_NOT_FOUND` is not).
+        fatal: bool,
     },
     /// A deadline passed before the operation completed (a call's `timeout`,
     /// `default.api.timeout.ms`, `delivery.timeout.ms`). Retriable.
@@ -447,6 +452,11 @@ pub mod codes {
     pub const UNSUPPORTED_VERSION: i16 = 35;
     /// CreateTopics: the topic exists already.
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    /// The request is malformed or not allowed in its context.
+    pub const INVALID_REQUEST: i16 = 42;
+    /// The coordinator has no group of that id (ConsumerGroupDescribe of a classic group; a
+    /// ConsumerGroupHeartbeat the coordinator will not let convert a classic group).
+    pub const GROUP_ID_NOT_FOUND: i16 = 69;
     /// Fetch (KIP-227): the broker does not know the fetch session (evicted, or restarted).
     pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
     /// Fetch (KIP-227): the request's session epoch is not the one the broker expects.
@@ -524,6 +534,18 @@ impl Error {
             code,
             context: context.into(),
             partition: None,
+            fatal: false,
+        }
+    }
+
+    /// The error for a broker error code that ends the client where it was answered, whatever
+    /// the code's own verdict (see the `fatal` field of [`Error::Kafka`]).
+    pub fn kafka_fatal(code: i16, context: impl Into<String>) -> Error {
+        Error::Kafka {
+            code,
+            context: context.into(),
+            partition: None,
+            fatal: true,
         }
     }
 
@@ -541,6 +563,7 @@ impl Error {
                 topic: topic.to_string(),
                 partition,
             }),
+            fatal: false,
         }
     }
 
@@ -614,15 +637,16 @@ impl Error {
 
     /// Whether the same call may succeed if tried again.
     pub fn is_retriable(&self) -> bool {
-        self.decide(self.kind().retriable(), |action| {
-            matches!(
-                action,
-                Action::Retry
-                    | Action::RefreshMetadata
-                    | Action::RediscoverCoordinator
-                    | Action::Rejoin
-            )
-        })
+        !self.ended_here()
+            && self.decide(self.kind().retriable(), |action| {
+                matches!(
+                    action,
+                    Action::Retry
+                        | Action::RefreshMetadata
+                        | Action::RediscoverCoordinator
+                        | Action::Rejoin
+                )
+            })
     }
 
     /// Whether a newer producer with the same `transactional.id` fenced this one (the broker's
@@ -633,7 +657,12 @@ impl Error {
 
     /// Whether the client can no longer be used (it should be closed).
     pub fn is_fatal(&self) -> bool {
-        self.decide(self.kind().fatal(), |action| action == Action::Fatal)
+        self.ended_here() || self.decide(self.kind().fatal(), |action| action == Action::Fatal)
+    }
+
+    /// A broker answer that ended the client where it came, whatever its code's verdict.
+    fn ended_here(&self) -> bool {
+        matches!(self, Error::Kafka { fatal: true, .. })
     }
 
     fn decide(&self, verdict: Verdict, by_action: impl FnOnce(Action) -> bool) -> bool {
@@ -655,6 +684,7 @@ impl fmt::Display for Error {
                 code,
                 context,
                 partition,
+                ..
             } => {
                 write!(f, "{} (Kafka error {code})", kafka_error_name(*code))?;
                 if let Some(p) = partition {

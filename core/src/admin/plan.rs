@@ -79,11 +79,8 @@ pub fn may_reset(state: &str, members: usize) -> Result<(), String> {
 /// classic DescribeGroups instead: a classic group (or no group at all) is not a consumer
 /// group to the new API.
 pub fn describe_as_classic(error_code: i16) -> bool {
-    error_code == GROUP_ID_NOT_FOUND || error_code == codes::UNSUPPORTED_VERSION
+    error_code == codes::GROUP_ID_NOT_FOUND || error_code == codes::UNSUPPORTED_VERSION
 }
-
-/// Kafka's GROUP_ID_NOT_FOUND: ConsumerGroupDescribe's answer for a classic group.
-pub(crate) const GROUP_ID_NOT_FOUND: i16 = 69;
 
 #[cfg(test)]
 mod tests {
@@ -193,7 +190,7 @@ mod tests {
     fn classic_groups_and_old_brokers_are_described_with_describe_groups() {
         let table = [
             (codes::NONE, false),
-            (GROUP_ID_NOT_FOUND, true),
+            (codes::GROUP_ID_NOT_FOUND, true),
             (codes::UNSUPPORTED_VERSION, true),
             (codes::GROUP_AUTHORIZATION_FAILED, false),
         ];

@@ -547,10 +547,16 @@ impl Assignor for LearnerStickyAssignor {
                 .into_iter()
                 .map(|(t, ps)| TopicPartitions::new(t, ps))
                 .collect();
-            a.user_data = Some(encode_learner_assignment_data(&LearnerAssignmentData {
-                learning,
-                follow_up,
-            }));
+            // Nothing to say is said with no user data (read as no learners, no follow-up): a
+            // Kafka 4.x coordinator converts a classic group to the consumer protocol only while
+            // its assignments carry none (KAFKA-18134), so a settled learner-sticky group can be
+            // upgraded in place, as a cooperative-sticky one.
+            a.user_data = (follow_up || !learning.is_empty()).then(|| {
+                encode_learner_assignment_data(&LearnerAssignmentData {
+                    learning,
+                    follow_up,
+                })
+            });
         }
         Ok(result)
     }
@@ -1499,12 +1505,19 @@ mod tests {
 
         let r = a.assign(&topics, &owners()).unwrap();
         assert_eq!(flags(&r), [false, false], "a stable group");
+        // KAFKA-18134: a coordinator converts a classic group to the consumer protocol only
+        // while its assignments carry no user data; a settled group's carry none.
+        assert!(r.values().all(|a| a.user_data.is_none()), "stable: {r:?}");
 
         let mut members = owners();
         members.push(learner("c", &[], &[], UNKNOWN_GENERATION));
         let r = a.assign(&topics, &members).unwrap();
         let learned = learning_of(&r["c"]);
         assert_eq!(learned.len(), 1);
+        assert!(
+            r["c"].user_data.is_some(),
+            "the learner hears what it learns"
+        );
         assert_eq!(
             flags(&r),
             [false; 3],

@@ -210,6 +210,7 @@ impl GroupProtocol for ConsumerGroup {
                         sent_epoch: epoch,
                         code: answer.error_code,
                         joining: true,
+                        message: answer.error_message.clone(),
                     })
                     .await;
                 return follow(d, reply, &answer);
@@ -272,7 +273,7 @@ impl GroupProtocol for ConsumerGroup {
         if code == codes::NONE {
             return Next::Continue;
         }
-        m.on_member_heartbeat_error(sent.generation_id, code, false)
+        m.on_member_heartbeat_error(sent.generation_id, code, false, None)
     }
 
     fn heartbeat_interval(&self) -> Option<Duration> {

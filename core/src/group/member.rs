@@ -108,6 +108,8 @@ pub enum ProtocolAnswer {
         sent_epoch: i32,
         code: i16,
         joining: bool,
+        /// The answer's error message, if the broker wrote one.
+        message: Option<String>,
     },
     /// KIP-848: a heartbeat sent with `sent_epoch` answered the member's epoch `epoch`.
     MemberEpoch { sent_epoch: i32, epoch: i32 },
@@ -555,7 +557,21 @@ impl Membership {
     /// unknown member gives up what it owns as lost and rejoins with epoch 0, keeping its member
     /// id (KIP-1082: the client made it); a coordinator error finds the coordinator again; the
     /// rest fails, fatally where the error table says so.
-    pub fn on_member_heartbeat_error(&mut self, sent_epoch: i32, code: i16, joining: bool) -> Next {
+    ///
+    /// Any other answer ends the member, as the Java client's heartbeat manager's default branch
+    /// does: retrying would leave the member in the group's eyes nowhere, owning nothing, with
+    /// nothing for the application to see. The case that matters: `GROUP_ID_NOT_FOUND` when the
+    /// coordinator will not convert a classic group to the consumer protocol (KAFKA-18134: its
+    /// classic members use an assignor the broker does not know, such as `learner-sticky`).
+    /// `broker_says` is the answer's error message; an ending error carries it, since it is
+    /// often the only explanation (the conversion's refusal names its reason there).
+    pub fn on_member_heartbeat_error(
+        &mut self,
+        sent_epoch: i32,
+        code: i16,
+        joining: bool,
+        broker_says: Option<&str>,
+    ) -> Next {
         let next = match code {
             codes::UNKNOWN_MEMBER_ID | codes::FENCED_MEMBER_EPOCH
                 if !joining && sent_epoch != self.generation.generation_id =>
@@ -578,7 +594,11 @@ impl Membership {
             codes::COORDINATOR_LOAD_IN_PROGRESS => Next::RetryAfterBackoff,
             _ => match kafka_error_action(code) {
                 Action::Retry | Action::RefreshMetadata => Next::RetryAfterBackoff,
-                _ => self.fail(code, "ConsumerGroupHeartbeat"),
+                Action::Fatal => self.fail(code, "ConsumerGroupHeartbeat"),
+                _ => self.end(Error::kafka_fatal(
+                    code,
+                    member_heartbeat_refusal(code, broker_says),
+                )),
             },
         };
         if joining && !matches!(next, Next::Fatal(_)) {
@@ -640,7 +660,13 @@ impl Membership {
                 sent_epoch,
                 code,
                 joining,
-            } => Reply::Next(self.on_member_heartbeat_error(sent_epoch, code, joining)),
+                message,
+            } => Reply::Next(self.on_member_heartbeat_error(
+                sent_epoch,
+                code,
+                joining,
+                message.as_deref(),
+            )),
             ProtocolAnswer::MemberEpoch { sent_epoch, epoch } => {
                 self.on_member_epoch(sent_epoch, epoch);
                 Reply::Generation(self.generation.clone())
@@ -770,6 +796,32 @@ impl Membership {
         }
         Next::Fatal(e)
     }
+
+    /// Ends the member with `e`: `poll()` reports it from now on.
+    fn end(&mut self, e: Error) -> Next {
+        self.fatal = Some(e.clone());
+        Next::Fatal(e)
+    }
+}
+
+/// What a ConsumerGroupHeartbeat answer that ends the member says, beside its code: the
+/// broker's own message, and for a refused conversion what to do about it.
+fn member_heartbeat_refusal(code: i16, broker_says: Option<&str>) -> String {
+    let mut text = String::from("ConsumerGroupHeartbeat");
+    if code == codes::GROUP_ID_NOT_FOUND {
+        text.push_str(
+            ": the coordinator will not convert the group of this id to the consumer \
+             protocol for this member (its reason follows). A classic consumer group converts \
+             only while its members' assignments carry no assignor data the broker cannot take \
+             over (KAFKA-18134: a custom assignor's, or learner-sticky's while a learner warms \
+             up): start this member again once the group has settled, or restart the classic \
+             members with cooperative-sticky first",
+        );
+    }
+    if let Some(m) = broker_says.filter(|m| !m.is_empty()) {
+        text.push_str(&format!(" (the broker says: {m})"));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -1292,10 +1344,20 @@ mod tests {
                 false,
                 true,
             ),
+            // The Java client's default branch: an answer it does not expect ends the member.
+            (codes::GROUP_ID_NOT_FOUND, "Fatal", true, false, true),
+            (codes::INVALID_REQUEST, "Fatal", true, false, true),
+            (
+                codes::REQUEST_TIMED_OUT,
+                "RetryAfterBackoff",
+                true,
+                false,
+                false,
+            ),
         ];
         for &(code, next, keeps_id, lost, fatal) in cases {
             let mut m = stable();
-            let got = m.on_member_heartbeat_error(5, code, false);
+            let got = m.on_member_heartbeat_error(5, code, false, None);
             let name = match &got {
                 Next::Continue => "Continue",
                 Next::JoinAgain => "JoinAgain",
@@ -1317,7 +1379,7 @@ mod tests {
         // An answer about an epoch the member has left behind changes nothing.
         let mut m = stable();
         assert_eq!(
-            m.on_member_heartbeat_error(4, codes::FENCED_MEMBER_EPOCH, false),
+            m.on_member_heartbeat_error(4, codes::FENCED_MEMBER_EPOCH, false, None),
             Next::Continue
         );
         assert!(!m.partitions_lost());
@@ -1325,7 +1387,7 @@ mod tests {
         let mut m = Membership::new(None);
         m.join_sent();
         assert_eq!(
-            m.on_member_heartbeat_error(0, codes::COORDINATOR_LOAD_IN_PROGRESS, true),
+            m.on_member_heartbeat_error(0, codes::COORDINATOR_LOAD_IN_PROGRESS, true, None),
             Next::RetryAfterBackoff
         );
         assert_eq!(m.state(), MemberState::Unjoined);
@@ -1347,7 +1409,7 @@ mod tests {
             }
             let sent = if joining { 0 } else { 5 };
             let Next::Fatal(e) =
-                m.on_member_heartbeat_error(sent, codes::INVALID_REGULAR_EXPRESSION, joining)
+                m.on_member_heartbeat_error(sent, codes::INVALID_REGULAR_EXPRESSION, joining, None)
             else {
                 panic!("joining {joining}: expected fatal")
             };
@@ -1358,6 +1420,51 @@ mod tests {
             assert!(text.contains("INVALID_REGULAR_EXPRESSION"), "{text}");
             assert_eq!(m.fatal(), Some(&e), "poll() reports it every time");
         }
+    }
+
+    /// KAFKA-18134: the coordinator will not convert a classic group whose members use an
+    /// assignor it does not know; the consumer-protocol member that asked is ended, with the
+    /// broker's reason and the way round it, not left retrying while it owns nothing.
+    #[test]
+    fn a_refused_conversion_ends_the_member_with_the_brokers_reason() {
+        let says = "Cannot upgrade classic group g to consumer group because an unsupported \
+                    custom assignor is in use.";
+        for joining in [true, false] {
+            let mut m = if joining {
+                Membership::new(None)
+            } else {
+                stable()
+            };
+            if joining {
+                m.join_sent();
+            }
+            let sent = if joining { 0 } else { 5 };
+            let got = m.on_answer(ProtocolAnswer::MemberHeartbeatFailed {
+                sent_epoch: sent,
+                code: codes::GROUP_ID_NOT_FOUND,
+                joining,
+                message: Some(says.into()),
+            });
+            let Reply::Next(Next::Fatal(e)) = got else {
+                panic!("joining {joining}: expected fatal, got {got:?}")
+            };
+            assert!(e.is_fatal() && !e.is_retriable(), "joining {joining}");
+            assert_eq!(e.kafka_code(), Some(codes::GROUP_ID_NOT_FOUND));
+            let text = e.to_string();
+            assert!(
+                text.starts_with("GROUP_ID_NOT_FOUND (Kafka error 69)"),
+                "{text}"
+            );
+            assert!(text.contains(says), "the broker's reason: {text}");
+            assert!(
+                text.contains("cooperative-sticky first"),
+                "the way round: {text}"
+            );
+            assert_eq!(m.fatal(), Some(&e), "poll() reports it every time");
+        }
+        // Elsewhere the code keeps its own verdict (ConsumerGroupDescribe of a classic group).
+        let e = Error::kafka(codes::GROUP_ID_NOT_FOUND, "OffsetCommit");
+        assert!(!e.is_fatal());
     }
 
     #[test]
@@ -1554,6 +1661,7 @@ mod tests {
                 sent_epoch: 5,
                 code: codes::FENCED_MEMBER_EPOCH,
                 joining: false,
+                message: None,
             }),
             Reply::Next(Next::JoinAgain)
         );
