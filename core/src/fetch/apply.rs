@@ -206,6 +206,16 @@ pub(crate) fn select_all(decoded: DecodedRecords, asked: &Asked) -> Selected {
 
 /// What the transaction filter reads of a batch: its header, and for a control batch the type
 /// its first record's key names.
+/// Which batches of an answer are worth decoding the records of, for
+/// [`decode_batches_in_where`](crate::protocol::records::decode_batches_in_where): all but those
+/// `filter` finds aborted. It takes a copy of the filter [`select`] is given, at the same state,
+/// and sees the same batches in the same order, so the two agree on every batch: `select` skips
+/// the batches left undecoded.
+pub(crate) fn worth_decoding(filter: &TxnFilter) -> impl FnMut(&Batch) -> bool {
+    let mut ahead = filter.clone();
+    move |b| ahead.verdict(&header(b)) != Verdict::Aborted
+}
+
 fn header(batch: &Batch) -> BatchHeader {
     let control = batch.is_control.then(|| {
         let key = batch.spans.first().and_then(|r| r.key).and_then(|k| {

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::task::JoinSet;
 
-use super::apply::{apply, fetch_failed, select, Asked, EpochEndOffset, PartitionAnswer, Selected};
+use super::apply::{
+    apply, fetch_failed, select, worth_decoding, Asked, EpochEndOffset, PartitionAnswer, Selected,
+};
 use super::lookup::{
     handle_validation, lookup_positions, reset_policy, validate_positions, LookedUp, LookupOutcome,
 };
@@ -29,7 +31,7 @@ use crate::protocol;
 use crate::protocol::fetch::{FetchFrom, FetchLimits};
 use crate::protocol::msg::fetch_response::EpochEndOffset as EpochEndOffsetField;
 use crate::protocol::msg::{FetchRequest, FetchResponse};
-use crate::protocol::records::{decode_batches_in, BatchPools, DecodedRecords, RecordSpans};
+use crate::protocol::records::{decode_batches_in_where, BatchPools, DecodedRecords, RecordSpans};
 use crate::types::TopicPartition;
 
 /// One Fetch request: to one broker, for one kind of stream. A Fetch names each partition once,
@@ -453,7 +455,7 @@ async fn decode_answer(
     let mut decoded_bytes = records_bytes;
     // The records chosen, and what decoding allocated beside the records field.
     let decode = move |data: Bytes, asked: Asked, filter: TxnFilter, pools: BatchPools| {
-        decode_batches_in(data, check_crcs, &pools).map(|d| {
+        decode_batches_in_where(data, check_crcs, &pools, worth_decoding(&filter)).map(|d| {
             let allocated = allocated_by(&d);
             (select(d, &asked, filter), allocated)
         })

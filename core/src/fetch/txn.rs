@@ -79,7 +79,7 @@ pub(crate) enum Verdict {
 
 /// The filter of one partition's Fetch answer: [`TxnFilter::verdict`] of each batch in offset
 /// order.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct TxnFilter {
     /// read_committed: aborted transactions are filtered. Otherwise only control batches are
     /// skipped.
@@ -391,9 +391,11 @@ mod in_the_fetch_path {
         apply_main, apply_recovery, main_asked, ok_with_end, partition_at, recovering,
         recovery_asked,
     };
-    use crate::fetch::apply::{select, Asked, Selected};
+    use crate::fetch::apply::{select, worth_decoding, Asked, Selected};
     use crate::fetch::StreamKind;
-    use crate::protocol::records::{decode_batches, BatchBuilder, Compression};
+    use crate::protocol::records::{
+        decode_batches, decode_batches_in_where, BatchBuilder, Compression, PROCESS_BATCH_POOLS,
+    };
     use bytes::Bytes;
 
     /// One batch of a partition's log.
@@ -467,8 +469,48 @@ mod in_the_fetch_path {
         }))
     }
 
+    /// What `select` chooses of `data`, decoded as the fetch task decodes it (the records of
+    /// aborted batches left undecoded), checked against decoding every batch.
     fn chosen(data: &Bytes, asked: &Asked, filter: TxnFilter) -> Selected {
-        select(decode_batches(data.clone(), false).unwrap(), asked, filter)
+        let pools = &PROCESS_BATCH_POOLS;
+        let lean = decode_batches_in_where(data.clone(), false, pools, worth_decoding(&filter));
+        let whole = select(
+            decode_batches(data.clone(), false).unwrap(),
+            asked,
+            filter.clone(),
+        );
+        let s = select(lean.unwrap(), asked, filter);
+        assert_eq!(read(&s), read(&whole), "the same records either way");
+        s
+    }
+
+    /// A read_committed consumer does not decode the records of aborted batches (compressed
+    /// or not); committed ones, markers and plain batches are decoded.
+    #[test]
+    fn the_records_of_aborted_batches_are_not_decoded() {
+        let log = [
+            W::Txn(1, 3, false), // 0-2, committed at 3
+            W::Commit(1),
+            W::Txn(2, 5, true),  // 4-8, aborted at 11
+            W::Txn(2, 2, false), // 9-10, aborted at 11
+            W::Abort(2),
+            W::Txn(2, 2, false), // 12-13: producer 2's next transaction, committed at 14
+            W::Commit(2),
+        ];
+        let data = encode(0, &log);
+        let f = filter(&[(2, 4)]);
+        let d =
+            decode_batches_in_where(data, false, &PROCESS_BATCH_POOLS, worth_decoding(&f)).unwrap();
+        let decoded: Vec<usize> = d.batches.iter().map(|b| b.spans.len()).collect();
+        assert_eq!(decoded, vec![3, 1, 0, 0, 1, 2, 1]);
+        let s = select(d, &main_asked(0), f);
+        assert_eq!(read(&s), (vec![0, 1, 2, 12, 13], 15));
+        // read_uncommitted decodes every batch.
+        let data = encode(0, &log);
+        let all = TxnFilter::read_uncommitted();
+        let d = decode_batches_in_where(data, false, &PROCESS_BATCH_POOLS, worth_decoding(&all))
+            .unwrap();
+        assert!(d.batches.iter().all(|b| !b.spans.is_empty()));
     }
 
     /// The offsets chosen, each checked against its value, and the next fetch offset.

@@ -29,6 +29,20 @@ pub fn decode_batches_in(
     check_crcs: bool,
     pools: &BatchPools,
 ) -> Result<DecodedRecords> {
+    decode_batches_in_where(data, check_crcs, pools, |_| true)
+}
+
+/// [`decode_batches_in`], decoding the records of a data batch only when `wanted` says so of it:
+/// `wanted` sees every batch once, in order, a data batch before its records are decoded (with
+/// none), a control batch whole (its record says its type); a data batch it refuses comes back
+/// with its header and no records. A read_committed consumer so skips the records of aborted
+/// transactions without reading them, as the Java client skips their batches.
+pub fn decode_batches_in_where(
+    data: Bytes,
+    check_crcs: bool,
+    pools: &BatchPools,
+    mut wanted: impl FnMut(&Batch) -> bool,
+) -> Result<DecodedRecords> {
     let mut batches = Vec::new();
     let mut pos = 0;
     loop {
@@ -60,17 +74,25 @@ pub fn decode_batches_in(
                 truncated: true,
             });
         }
-        batches.push(decode_batch(&data, pos..pos + size, check_crcs, pools)?);
+        batches.push(decode_batch_where(
+            &data,
+            pos..pos + size,
+            check_crcs,
+            pools,
+            &mut wanted,
+        )?);
         pos += size;
     }
 }
 
-/// Decodes the complete batch at `range` of `data`.
-pub(super) fn decode_batch(
+/// Decodes the complete batch at `range` of `data`, its records only if `wanted` (see
+/// [`decode_batches_in_where`]).
+fn decode_batch_where(
     data: &Bytes,
     range: Range<usize>,
     check_crcs: bool,
     pools: &BatchPools,
+    wanted: &mut impl FnMut(&Batch) -> bool,
 ) -> Result<Batch> {
     let start = range.start;
     let b = &data[range];
@@ -122,6 +144,23 @@ pub(super) fn decode_batch(
         )));
     }
     let record_count = record_count as usize;
+    let is_control = attributes & CONTROL_MASK != 0;
+    let head = Batch {
+        base_offset,
+        last_offset,
+        partition_leader_epoch: be_i32(b, 12),
+        timestamp_type,
+        is_control,
+        is_transactional: attributes & TRANSACTIONAL_MASK != 0,
+        producer_id: be_i64(b, PRODUCER_ID_AT),
+        compression,
+        data: Bytes::new(),
+        spans: Held::from(Vec::new()),
+        inflated_bytes: 0,
+    };
+    if !is_control && !wanted(&head) {
+        return Ok(head);
+    }
     let (data, spans, inflated_bytes) = if compression == Compression::None {
         let region = start + RECORDS_AT..start + b.len();
         if record_count > region.len() / MIN_RECORD_SIZE {
@@ -155,19 +194,17 @@ pub(super) fn decode_batch(
         let spans = decode_records(&inflated, 0..len, record_count, &ctx, &pools.spans)?;
         (inflated, spans, capacity)
     };
-    Ok(Batch {
-        base_offset,
-        last_offset,
-        partition_leader_epoch: be_i32(b, 12),
-        timestamp_type,
-        is_control: attributes & CONTROL_MASK != 0,
-        is_transactional: attributes & TRANSACTIONAL_MASK != 0,
-        producer_id: be_i64(b, PRODUCER_ID_AT),
-        compression,
+    let batch = Batch {
         data,
         spans,
         inflated_bytes,
-    })
+        ..head
+    };
+    if is_control {
+        // Decoded whatever it says: `wanted` learns of the marker from its record.
+        wanted(&batch);
+    }
+    Ok(batch)
 }
 
 pub(super) struct RecordContext {
