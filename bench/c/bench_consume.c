@@ -62,6 +62,18 @@ int main(int argc, char **argv) {
         {"fetch.max.wait.ms", "500"}, {"check.crcs", "true"},
     };
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) check(lagless_config_set(conf, kv[i][0], kv[i][1]), kv[i][0]);
+    /* bench/eos: more settings (isolation.level), one key=value a line. */
+    const char *extra = getenv("BENCH_CONFIG");
+    if (extra != NULL) {
+        char *copy = strdup(extra), *save = NULL;
+        for (char *line = strtok_r(copy, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+            char *eq = strchr(line, '=');
+            if (eq == NULL) continue;
+            *eq = '\0';
+            check(lagless_config_set(conf, line, eq + 1), line);
+        }
+        free(copy);
+    }
     const char *group = getenv("BENCH_GROUP");
     if (group && *group) check(lagless_config_set(conf, "group.id", group), "group.id");
     lagless_consumer *c = NULL;

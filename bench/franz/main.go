@@ -47,6 +47,19 @@ func main() {
 		kgo.FetchMaxPartitionBytes(1048576),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
+	// bench/eos: BENCH_CONFIG lines; franz-go's options for the one key it is given.
+	for _, line := range strings.Split(os.Getenv("BENCH_CONFIG"), "\n") {
+		switch line {
+		case "":
+		case "isolation.level=read_committed":
+			opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		case "isolation.level=read_uncommitted":
+			opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+		default:
+			fmt.Fprintln(os.Stderr, "BENCH_CONFIG: no franz-go option for", line)
+			os.Exit(2)
+		}
+	}
 	// BENCH_GROUP=<group.id>: subscribe in that group instead of assigning.
 	if group := os.Getenv("BENCH_GROUP"); group != "" {
 		opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
