@@ -2,6 +2,9 @@
 //! it: which call is legal in which state, where a call or a failure moves the producer, and
 //! which broker errors abort the transaction, end the producer, or are tried again. Pure: the
 //! producer (`producer::transactional`) carries the decisions out.
+use std::time::Duration;
+
+use crate::backoff::Backoff;
 use crate::error::{codes, Error};
 
 /// Where a transactional producer stands.
@@ -152,6 +155,25 @@ pub(crate) fn classify(code: i16) -> TxnErrorClass {
     }
 }
 
+/// The first wait before AddPartitionsToTxn is sent again (with `retry.backoff.ms` if that is
+/// shorter). Its usual retry is CONCURRENT_TRANSACTIONS: the coordinator is still writing the
+/// previous transaction's markers, a matter of milliseconds, so a wait of `retry.backoff.ms`
+/// (100 ms by default) would be added to nearly every transaction that follows a commit. The
+/// Java client retries it after 20 ms too.
+pub(crate) const ADD_PARTITIONS_RETRY_BACKOFF: Duration = Duration::from_millis(20);
+
+/// The backoff of AddPartitionsToTxn: from [`ADD_PARTITIONS_RETRY_BACKOFF`] (or `retry_backoff`,
+/// if shorter) doubling up to `retry_backoff_max`.
+pub(crate) fn add_partitions_backoff(
+    retry_backoff: Duration,
+    retry_backoff_max: Duration,
+) -> Backoff {
+    Backoff::new(
+        retry_backoff.min(ADD_PARTITIONS_RETRY_BACKOFF),
+        retry_backoff_max,
+    )
+}
+
 /// The error the caller gets for broker error `code` of a transactional request `what`:
 /// fencing is always `PRODUCER_FENCED` (so [`Error::is_producer_fenced`] tells it), an
 /// abortable code is [`Error::TransactionAbortable`].
@@ -192,8 +214,31 @@ pub(crate) fn on_failure(state: TxnState, e: &Error) -> Option<TxnState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backoff::Retry;
     use TxnCall as C;
     use TxnState as S;
+
+    /// After a commit, the next transaction's AddPartitionsToTxn is answered
+    /// CONCURRENT_TRANSACTIONS until the markers are written: it is tried again after about
+    /// 20 ms, not retry.backoff.ms, and still backs off from there.
+    #[test]
+    fn add_partitions_is_retried_sooner_than_retry_backoff() {
+        let ms = Duration::from_millis;
+        let mut retry = Retry::new(add_partitions_backoff(ms(100), ms(1000)));
+        let first = retry.failed();
+        assert!(
+            first >= ms(16) && first <= ms(24),
+            "20 ms less or more jitter: {first:?}"
+        );
+        let later: Vec<Duration> = (0..6).map(|_| retry.failed()).collect();
+        assert!(
+            later.last().unwrap() > &ms(200),
+            "it still backs off: {later:?}"
+        );
+        // A shorter retry.backoff.ms is kept.
+        let mut retry = Retry::new(add_partitions_backoff(ms(5), ms(1000)));
+        assert!(retry.failed() <= ms(6));
+    }
 
     fn verdict(a: Admit) -> String {
         match a {

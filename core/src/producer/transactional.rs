@@ -138,7 +138,21 @@ async fn call_coordinator<R, T>(
 where
     R: crate::protocol::wire::Api,
 {
-    let backoff = shared.cluster.backoff();
+    call_coordinator_with(shared.cluster.backoff(), shared, deadline, what, req, read).await
+}
+
+/// [`call_coordinator`], retrying with `backoff`.
+async fn call_coordinator_with<R, T>(
+    backoff: crate::backoff::Backoff,
+    shared: &Arc<Shared>,
+    deadline: Deadline,
+    what: &str,
+    req: impl Fn() -> R,
+    read: impl Fn(R::Response) -> Result<T>,
+) -> Result<T>
+where
+    R: crate::protocol::wire::Api,
+{
     crate::backoff::retry_until_if(backoff, deadline, what, retriable, || async {
         let conn = coordinator(shared, deadline).await?;
         let r = match conn.call_before(&req(), deadline).await {
@@ -209,7 +223,9 @@ pub(super) fn add_partitions(shared: &Arc<Shared>, parts: Vec<(Arc<str>, i32)>) 
     let shared = shared.clone();
     tokio::spawn(async move {
         let deadline = Deadline::after(shared.config.delivery_timeout);
-        let r = call_coordinator(
+        let common = &shared.cluster.config;
+        let r = call_coordinator_with(
+            add_partitions_backoff(common.retry_backoff, common.retry_backoff_max),
             &shared,
             deadline,
             "AddPartitionsToTxn",
