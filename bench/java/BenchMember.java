@@ -1,6 +1,6 @@
 // A group member for the rebalance figure of bench/run (the Java twin of
 // core/examples/bench_member.rs): BenchMember <bootstrap> <topic> <group> <strategy> <seconds>
-// [<warm-up ms>]. After every poll that returned records prints "D <partition> <unix ms>" once per
+// [<warm-up ms>] (strategy "consumer": group.protocol=consumer). After every poll that returned records prints "D <partition> <unix ms>" once per
 // partition. With a warm-up it sleeps that long in onPartitionsAssigned for newly assigned
 // partitions (preparing for them, as an application loading state would). Once BENCH_BUSY_FILE
 // exists it spends BENCH_BUSY_MS processing (sleeping) after every poll.
@@ -24,7 +24,9 @@ public class BenchMember {
         p.put("bootstrap.servers", args[0]);
         p.put("client.id", "bench-member");
         p.put("group.id", args[2]);
-        p.put("partition.assignment.strategy", strategy);
+        // "consumer": KIP-848's protocol, the broker's assignor (no client-side strategy).
+        if (args[3].equals("consumer")) p.put("group.protocol", "consumer");
+        else p.put("partition.assignment.strategy", strategy);
         p.put("auto.offset.reset", "latest");
         p.put("enable.auto.commit", "true");
         p.put("fetch.max.wait.ms", "500");

@@ -1,7 +1,7 @@
 //! A group member for the rebalance figure of `bench/run`:
 //! `bench_member <bootstrap> <topic> <group> <strategy> <seconds> [<warm-up ms>]`.
 //! Subscribes with `partition.assignment.strategy` = strategy (range, cooperative-sticky,
-//! learner-sticky,cooperative-sticky), polls for `seconds`, and after every poll that returned
+//! learner-sticky,cooperative-sticky), or with `group.protocol=consumer` for `consumer`, polls for `seconds`, and after every poll that returned
 //! records prints `D <partition> <unix ms>` once per partition in it. Then closes (leaving the
 //! group). With a warm-up, the member spends that long preparing for partitions it is about to
 //! own (loading state, say) before it consumes them: with learner-sticky on a thread of its own,
@@ -68,17 +68,21 @@ fn main() -> lagless::Result<()> {
     }
     let seconds: f64 = args[5].parse().expect("seconds");
     let warm_up = Duration::from_millis(args.get(6).map_or(0, |a| a.parse().expect("warm-up ms")));
-    let config = Config::from_pairs([
+    let mut config = Config::from_pairs([
         ("bootstrap.servers", args[1].as_str()),
         ("client.id", "bench-member"),
         ("group.id", args[3].as_str()),
-        ("partition.assignment.strategy", args[4].as_str()),
         ("auto.offset.reset", "latest"),
         ("enable.auto.commit", "true"),
         ("fetch.max.wait.ms", "500"),
     ])?;
+    // `consumer`: KIP-848's protocol, the broker's assignor (no client-side strategy).
+    if args[4] == "consumer" {
+        config.set("group.protocol", "consumer")?;
+    } else {
+        config.set("partition.assignment.strategy", &args[4])?;
+    }
     let learner = args[4].starts_with("learner-sticky");
-    let mut config = config;
     if learner {
         config.set("learner.readiness", "explicit")?;
     }
