@@ -394,7 +394,8 @@ mod in_the_fetch_path {
     use crate::fetch::apply::{select, worth_decoding, Asked, Selected};
     use crate::fetch::StreamKind;
     use crate::protocol::records::{
-        decode_batches, decode_batches_in_where, BatchBuilder, Compression, PROCESS_BATCH_POOLS,
+        decode_batches, decode_batches_in_where, BatchBuilder, Compression, DecodedRecords,
+        PROCESS_BATCH_POOLS,
     };
     use bytes::Bytes;
 
@@ -469,17 +470,27 @@ mod in_the_fetch_path {
         }))
     }
 
-    /// What `select` chooses of `data`, decoded as the fetch task decodes it (the records of
-    /// aborted batches left undecoded), checked against decoding every batch.
+    /// `data` decoded as the fetch task decodes it: the records of the batches `filter` finds
+    /// aborted are left undecoded.
+    fn lean(data: &Bytes, filter: &TxnFilter) -> DecodedRecords {
+        decode_batches_in_where(
+            data.clone(),
+            false,
+            &PROCESS_BATCH_POOLS,
+            worth_decoding(filter),
+        )
+        .unwrap()
+    }
+
+    /// What `select` chooses of `data`, decoded the lean way, checked against decoding every
+    /// batch.
     fn chosen(data: &Bytes, asked: &Asked, filter: TxnFilter) -> Selected {
-        let pools = &PROCESS_BATCH_POOLS;
-        let lean = decode_batches_in_where(data.clone(), false, pools, worth_decoding(&filter));
         let whole = select(
             decode_batches(data.clone(), false).unwrap(),
             asked,
             filter.clone(),
         );
-        let s = select(lean.unwrap(), asked, filter);
+        let s = select(lean(data, &filter), asked, filter);
         assert_eq!(read(&s), read(&whole), "the same records either way");
         s
     }
@@ -499,17 +510,13 @@ mod in_the_fetch_path {
         ];
         let data = encode(0, &log);
         let f = filter(&[(2, 4)]);
-        let d =
-            decode_batches_in_where(data, false, &PROCESS_BATCH_POOLS, worth_decoding(&f)).unwrap();
+        let d = lean(&data, &f);
         let decoded: Vec<usize> = d.batches.iter().map(|b| b.spans.len()).collect();
         assert_eq!(decoded, vec![3, 1, 0, 0, 1, 2, 1]);
         let s = select(d, &main_asked(0), f);
         assert_eq!(read(&s), (vec![0, 1, 2, 12, 13], 15));
         // read_uncommitted decodes every batch.
-        let data = encode(0, &log);
-        let all = TxnFilter::read_uncommitted();
-        let d = decode_batches_in_where(data, false, &PROCESS_BATCH_POOLS, worth_decoding(&all))
-            .unwrap();
+        let d = lean(&data, &TxnFilter::read_uncommitted());
         assert!(d.batches.iter().all(|b| !b.spans.is_empty()));
     }
 

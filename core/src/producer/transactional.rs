@@ -127,22 +127,9 @@ fn maybe_forget(shared: &Shared, e: &Error) {
 }
 
 /// Sends a request built by `req` to the transaction coordinator and reads its answer with
-/// `read` (the answer's error code), retrying until `deadline`.
+/// `read` (the answer's error code), retrying with `backoff` (the cluster's, but for
+/// AddPartitionsToTxn) until `deadline`.
 async fn call_coordinator<R, T>(
-    shared: &Arc<Shared>,
-    deadline: Deadline,
-    what: &str,
-    req: impl Fn() -> R,
-    read: impl Fn(R::Response) -> Result<T>,
-) -> Result<T>
-where
-    R: crate::protocol::wire::Api,
-{
-    call_coordinator_with(shared.cluster.backoff(), shared, deadline, what, req, read).await
-}
-
-/// [`call_coordinator`], retrying with `backoff`.
-async fn call_coordinator_with<R, T>(
     backoff: crate::backoff::Backoff,
     shared: &Arc<Shared>,
     deadline: Deadline,
@@ -181,6 +168,7 @@ async fn init_pid(
         .as_millis()
         .min(i32::MAX as u128) as i32;
     call_coordinator(
+        shared.cluster.backoff(),
         shared,
         deadline,
         "InitProducerId",
@@ -224,7 +212,7 @@ pub(super) fn add_partitions(shared: &Arc<Shared>, parts: Vec<(Arc<str>, i32)>) 
     tokio::spawn(async move {
         let deadline = Deadline::after(shared.config.delivery_timeout);
         let common = &shared.cluster.config;
-        let r = call_coordinator_with(
+        let r = call_coordinator(
             add_partitions_backoff(common.retry_backoff, common.retry_backoff_max),
             &shared,
             deadline,
@@ -410,6 +398,7 @@ async fn send_offsets(shared: Arc<Shared>, o: OffsetsToSend, deadline: Deadline)
     let r = async {
         let pid = (pid.id, pid.epoch);
         call_coordinator(
+            shared.cluster.backoff(),
             &shared,
             deadline,
             "AddOffsetsToTxn",
@@ -515,6 +504,7 @@ async fn end(shared: &Arc<Shared>, commit: bool, deadline: Deadline) -> Result<(
     let r = async {
         if started {
             call_coordinator(
+                shared.cluster.backoff(),
                 shared,
                 deadline,
                 "EndTxn",
