@@ -10,7 +10,8 @@ CLI::
     python3 tests/kafka_broker.py fetch
     python3 tests/kafka_broker.py start [--nodes 1|3] [--port P] [--dir D] [--timeout S]
                                         [--security [--reauth-ms N]] [--proxied-listeners N]
-                                        [--broker-property KEY=VALUE ...] [--stop-with-pid PID]
+                                        [--broker-property KEY=VALUE ...] [--feature NAME=LEVEL ...]
+                                        [--stop-with-pid PID]
     python3 tests/kafka_broker.py stop [--dir D] [--keep-data]
     python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] [--security] -- CMD ARGS...
     python3 tests/kafka_broker.py create-topic NAME --partitions N [--replication-factor R] [--bootstrap B]
@@ -788,7 +789,7 @@ class KafkaCluster:
                  die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None,
                  security: bool = False, reauth_ms: int | None = None,
                  racks: list[str] | None = None, proxied_listeners: int = 0,
-                 broker_properties: list[str] | None = None):
+                 broker_properties: list[str] | None = None, features: list[str] | None = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         if reauth_ms is not None and not security:
@@ -805,6 +806,13 @@ class KafkaCluster:
         self.racks = list(racks or [])
         # KEY=VALUE lines appended to every node's server.properties (a test's broker setting).
         self.broker_properties = list(broker_properties or [])
+        # Cluster features finalized at a level of the test's choosing when the storage is
+        # formatted (StorageTool --feature), such as transaction.version=1 for the classic
+        # transaction protocol; unnamed features get the release's default level.
+        self.features = list(features or [])
+        for feature in self.features:
+            if "=" not in feature:
+                raise BrokerError(f"--feature {feature!r}: expected NAME=LEVEL")
         for prop in self.broker_properties:
             key, eq, _ = prop.partition("=")
             if not eq or not key.strip():
@@ -1104,6 +1112,8 @@ logger.clients.level = WARN
                     args.insert(1, "--standalone")
                 if self.security:
                     args += scram_format_args()
+                for feature in self.features:
+                    args += ["--feature", feature]
                 cmd = [java, *TOOL_JVM, f"-Dlog4j2.configurationFile={_tools_log4j(self.lib)}",
                        "-cp", f"{self.lib}/*", STORAGE_TOOL, *args]
                 procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
@@ -1382,7 +1392,8 @@ def cmd_start(a) -> int:
     c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, die_with_parent=False,
                      security=a.security, reauth_ms=a.reauth_ms,
                      racks=a.racks.split(",") if a.racks else None,
-                     proxied_listeners=a.proxied_listeners, broker_properties=a.broker_property)
+                     proxied_listeners=a.proxied_listeners, broker_properties=a.broker_property,
+                     features=a.feature)
     if a.stop_with_pid is not None and process_start_time(a.stop_with_pid) is None:
         raise BrokerError(f"--stop-with-pid {a.stop_with_pid}: no such process")
     c.start()
@@ -1438,7 +1449,8 @@ def cmd_run(a) -> int:
         raise BrokerError("run needs a command: run [--nodes N] -- CMD ARGS...")
     c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, security=a.security,
                      reauth_ms=a.reauth_ms, racks=a.racks.split(",") if a.racks else None,
-                     proxied_listeners=a.proxied_listeners, broker_properties=a.broker_property)
+                     proxied_listeners=a.proxied_listeners, broker_properties=a.broker_property,
+                     features=a.feature)
 
     def on_signal(signum, _frame):
         raise _Terminated(signum)
@@ -1537,6 +1549,9 @@ def main(argv: list[str] | None = None) -> int:
                              "proxied.k=<advertised> and proxied.k.targets=<bound>")
         sp.add_argument("--broker-property", action="append", default=[], metavar="KEY=VALUE",
                         help="a line added to every node's server.properties (repeatable)")
+        sp.add_argument("--feature", action="append", default=[], metavar="NAME=LEVEL",
+                        help="a cluster feature finalized at LEVEL when the storage is formatted, "
+                             "e.g. transaction.version=1 (repeatable)")
 
     sp = sub.add_parser("start", help="start a cluster in the background")
     cluster_args(sp)

@@ -26,7 +26,7 @@ use crate::error::{codes, Error, Result};
 use crate::protocol::msg::{
     ApiKey, ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest, StrBytes,
 };
-use crate::protocol::wire::{self, client_versions, Api, MAX_FRAME_BYTES};
+use crate::protocol::wire::{self, client_versions, Api, Versions, ALL_VERSIONS, MAX_FRAME_BYTES};
 use crate::sasl::{self, SaslCredentials};
 use crate::security::{tls, Security};
 use crate::sync::Unpoisoned;
@@ -58,6 +58,9 @@ pub struct Connection {
     received: Arc<AtomicU64>,
     /// api key -> (min, max) as the broker advertises them.
     broker_versions: HashMap<i16, (i16, i16)>,
+    /// The cluster-wide feature levels the broker says are finalized (ApiVersions v3+), by
+    /// feature name: `transaction.version` says which transaction protocol (KIP-890) to speak.
+    finalized_features: HashMap<String, i16>,
     tasks: Vec<JoinHandle<()>>,
     /// Response frames the setup (ApiVersions, SASL) read: more than these and the connection
     /// has answered a request of its users.
@@ -141,6 +144,7 @@ impl Connection {
             alive,
             received,
             broker_versions: HashMap::new(),
+            finalized_features: HashMap::new(),
             tasks,
             setup_frames: 0,
         };
@@ -212,7 +216,18 @@ impl Connection {
             .iter()
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
+        self.finalized_features = resp
+            .finalized_features
+            .iter()
+            .map(|f| (f.name.to_string(), f.max_version_level))
+            .collect();
         Ok(())
+    }
+
+    /// The finalized level of cluster feature `name` (such as `transaction.version`), as this
+    /// broker reported it when the connection was set up; `None` when it is not finalized.
+    pub fn finalized_feature(&self, name: &str) -> Option<i16> {
+        self.finalized_features.get(name).copied()
     }
 
     /// The broker's address, as connected to.
@@ -234,11 +249,18 @@ impl Connection {
     /// The highest version of `R` that both this broker and lagless speak. A broker that has none
     /// in common is too old (or too new) for lagless: say so, with both ranges.
     pub fn version<R: Api>(&self) -> Result<i16> {
-        let (cmin, cmax) = client_versions::<R>();
+        self.version_within::<R>(ALL_VERSIONS)
+    }
+
+    /// The highest version of `R` that both sides speak within `wanted` (inclusive): for a
+    /// request whose meaning changes with its version (a transactional Produce v12 adds its
+    /// partitions to the transaction, KIP-890), the caller says which versions it means.
+    pub fn version_within<R: Api>(&self, wanted: Versions) -> Result<i16> {
+        let client = client_versions::<R>();
         let name = ApiKey::try_from(R::KEY)
             .map(|k| format!("{k:?}"))
             .unwrap_or_else(|_| R::KEY.to_string());
-        let Some(&(bmin, bmax)) = self.broker_versions.get(&R::KEY) else {
+        let Some(&broker) = self.broker_versions.get(&R::KEY) else {
             return Err(Error::kafka(
                 codes::UNSUPPORTED_VERSION,
                 format!(
@@ -247,18 +269,23 @@ impl Connection {
                 ),
             ));
         };
-        let v = bmax.min(cmax);
-        if v < bmin.max(cmin) {
-            return Err(Error::kafka(
+        wire::common_version(client, broker, wanted).ok_or_else(|| {
+            let (lo, hi) = (client.0.max(wanted.0), client.1.min(wanted.1));
+            Error::kafka(
                 codes::UNSUPPORTED_VERSION,
                 format!(
-                    "broker {} supports {name} versions {bmin}..={bmax}, lagless needs {cmin}..={cmax}: \
-                     the broker is too old for lagless (Kafka 2.1 or newer is required)",
-                    self.addr
+                    "broker {} supports {name} versions {}..={}, lagless needs {lo}..={hi}{}",
+                    self.addr,
+                    broker.0,
+                    broker.1,
+                    if wanted == ALL_VERSIONS {
+                        ": the broker is too old for lagless (Kafka 2.1 or newer is required)"
+                    } else {
+                        " for what it is doing"
+                    }
                 ),
-            ));
-        }
-        Ok(v)
+            )
+        })
     }
 
     /// Sends `req` at the negotiated version and waits up to `request.timeout.ms` for the answer.
@@ -271,11 +298,22 @@ impl Connection {
     /// wait cut short by the deadline leaves the request sent (its late answer is dropped) and
     /// the connection open.
     pub async fn call_before<R: Api>(&self, req: &R, deadline: Deadline) -> Result<R::Response> {
+        self.call_within_before(req, ALL_VERSIONS, deadline).await
+    }
+
+    /// `call_before` at a version within `wanted` (see [`Connection::version_within`]).
+    pub async fn call_within_before<R: Api>(
+        &self,
+        req: &R,
+        wanted: Versions,
+        deadline: Deadline,
+    ) -> Result<R::Response> {
+        let v = self.version_within::<R>(wanted)?;
         let timeout = self
             .request_timeout
             .min(deadline.remaining())
             .max(Duration::from_millis(1));
-        self.call_with_timeout(req, timeout).await
+        self.call_at_version(req, v, timeout).await
     }
 
     pub async fn call_with_timeout<R: Api>(
@@ -288,8 +326,8 @@ impl Connection {
     }
 
     /// Sends a request the broker will not answer (a Produce with acks=0).
-    pub fn send_no_response<R: Api>(&self, req: &R) -> Result<()> {
-        let v = self.version::<R>()?;
+    pub fn send_no_response<R: Api>(&self, req: &R, wanted: Versions) -> Result<()> {
+        let v = self.version_within::<R>(wanted)?;
         let id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let frame = wire::encode_request(req, v, id, &self.client_id)?;
         self.outgoing.send(frame).map_err(|_| self.closed_error())
@@ -305,15 +343,16 @@ impl Connection {
         self.answer::<R>(sent, version, timeout).await
     }
 
-    /// Sends `req` at the negotiated version now, before returning, and gives the wait for its
+    /// Sends `req` at the negotiated version within `wanted` now, before returning, and gives the wait for its
     /// answer (up to `request.timeout.ms`). Requests sent this way leave the connection in the
     /// order of the calls, which the idempotent producer relies on for the batches of one
     /// partition.
     pub fn send_now<R: Api>(
         self: &Arc<Self>,
         req: &R,
+        wanted: Versions,
     ) -> Result<impl std::future::Future<Output = Result<R::Response>> + Send + 'static> {
-        let version = self.version::<R>()?;
+        let version = self.version_within::<R>(wanted)?;
         let sent = self.write::<R>(req, version)?;
         let conn = self.clone();
         Ok(async move {

@@ -3,7 +3,9 @@
 //!
 //! - committed and aborted transactions interleaved over three partitions: read_committed
 //!   delivers exactly the committed records, in order per partition; read_uncommitted all of
-//!   them;
+//!   them; under transaction version 2 (KIP-890, the default of a Kafka 4.x cluster) and, on a
+//!   cluster formatted with transaction.version 1, under the classic protocol, each told apart
+//!   by the epochs and sequences the partition saw;
 //! - fencing: a second producer with the same transactional.id fences the first (its next
 //!   commit fails with PRODUCER_FENCED, fatal) and aborts the first one's open transaction;
 //! - consume-transform-produce with `send_offsets_to_transaction`: the group's offsets move
@@ -60,12 +62,90 @@ fn transaction_version(addr: &str) -> (Option<i16>, i16) {
     (tv, end_txn)
 }
 
+/// The producers partition `partition` of `topic` knows of (DescribeProducers v0, asked of its
+/// leader `addr`): (producer id, epoch, last sequence). What the partition saw tells which
+/// transaction protocol the producer spoke: under version 2 (KIP-890) every transaction ends
+/// with a new epoch and the sequences restart; under version 1 one epoch runs on.
+fn producers_of(addr: &str, topic: &str, partition: i32) -> Vec<(i64, i32, i32)> {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use kafka_protocol::messages::{
+        ApiKey, DescribeProducersRequest, DescribeProducersResponse, RequestHeader, ResponseHeader,
+        TopicName,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+    use std::io::{Read, Write};
+    let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_partition_indexes(vec![partition])]);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::DescribeProducers as i16)
+        .with_request_api_version(0)
+        .with_correlation_id(1)
+        .with_client_id(Some(StrBytes::from_static_str("transactions-test")));
+    let mut frame = bytes::BytesMut::new();
+    header
+        .encode(&mut frame, DescribeProducersRequest::header_version(0))
+        .unwrap();
+    req.encode(&mut frame, 0).unwrap();
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(T)).unwrap();
+    sock.write_all(&(frame.len() as i32).to_be_bytes()).unwrap();
+    sock.write_all(&frame).unwrap();
+    let mut len = [0u8; 4];
+    sock.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    sock.read_exact(&mut body).unwrap();
+    let mut body = bytes::Bytes::from(body);
+    ResponseHeader::decode(&mut body, DescribeProducersResponse::header_version(0)).unwrap();
+    let resp = DescribeProducersResponse::decode(&mut body, 0).unwrap();
+    let part = &resp.topics[0].partitions[0];
+    assert_eq!(
+        part.error_code, 0,
+        "DescribeProducers of {topic}-{partition}"
+    );
+    part.active_producers
+        .iter()
+        .map(|p| (p.producer_id.0, p.producer_epoch, p.last_sequence))
+        .collect()
+}
+
+/// The transaction protocol a broker formatted with the release's defaults speaks: Kafka 4.x
+/// finalizes transaction.version 2 (KIP-890) for a new cluster.
+const DEFAULT_PROTOCOL: Protocol = Protocol::V2;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Protocol {
+    V1,
+    V2,
+}
+
+/// The settings of a cluster formatted for transaction version 1 (the classic protocol).
+const CLASSIC: &[&str] = &["--feature", "transaction.version=1"];
+
 #[test]
 #[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
 fn committed_and_aborted_transactions_are_read_committed_exactly() {
     let _one = one_cluster();
     let broker = OwnBroker::start(1);
-    let bootstrap = broker.bootstrap.as_str();
+    interleaved_transactions(&broker.bootstrap, DEFAULT_PROTOCOL);
+}
+
+/// Both transaction protocols, on a cluster formatted with transaction.version 1: partitions
+/// and the group join transactions by AddPartitionsToTxn and AddOffsetsToTxn, and one epoch
+/// runs through every transaction.
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn transactions_of_the_classic_protocol_where_the_cluster_speaks_only_it() {
+    let _one = one_cluster();
+    let broker = OwnBroker::start_with(1, CLASSIC);
+    interleaved_transactions(&broker.bootstrap, Protocol::V1);
+    offsets_committed_only_with_their_transaction(&broker.bootstrap);
+}
+
+/// 12 transactions of 30 records over three partitions, every third aborted: read_committed
+/// delivers exactly the committed records, in order per partition; read_uncommitted all. The
+/// partitions' producer state shows the protocol `want` was spoken.
+fn interleaved_transactions(bootstrap: &str, want: Protocol) {
     let topic = "tx-interleaved";
     lagless::admin::create_topic(bootstrap, topic, PARTITIONS, 1).unwrap();
     let (tv, end_txn) = transaction_version(bootstrap.split(',').next().unwrap());
@@ -119,6 +199,18 @@ fn committed_and_aborted_transactions_are_read_committed_exactly() {
     );
     assert_eq!(count(&all), 360);
     assert_eq!(ru, all, "read_uncommitted: every record, in order");
+    // Each partition got 10 records in each of the 12 transactions.
+    let producers = producers_of(bootstrap.split(',').next().unwrap(), topic, 0);
+    println!("producers of {topic}-0 (id, epoch, last sequence): {producers:?}");
+    let [(_, epoch, last_sequence)] = producers[..] else {
+        panic!("one producer wrote {topic}-0: {producers:?}");
+    };
+    match want {
+        // The epoch went up at the end of each transaction; the sequences restarted with it.
+        Protocol::V2 => assert!(epoch >= 11 && last_sequence < 10, "{producers:?}"),
+        // One epoch, one run of sequences: 120 records.
+        Protocol::V1 => assert_eq!((epoch, last_sequence), (0, 119)),
+    }
 }
 
 #[test]
@@ -177,13 +269,17 @@ fn a_second_producer_fences_the_first_and_aborts_its_transaction() {
     assert_eq!(count(&ru), 42, "the aborted 30 are in the log");
 }
 
-/// The group's committed offsets of `topic`, per partition (-1: none).
 #[test]
 #[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
 fn offsets_sent_to_a_transaction_are_committed_only_with_it() {
     let _one = one_cluster();
     let broker = OwnBroker::start(1);
-    let bootstrap = broker.bootstrap.as_str();
+    offsets_committed_only_with_their_transaction(&broker.bootstrap);
+}
+
+/// Consume-transform-produce: 90 input records in transactions carrying their offsets, every
+/// third transaction aborted (its offsets stay, its records are read again).
+fn offsets_committed_only_with_their_transaction(bootstrap: &str) {
     let (input, output) = ("ctp-in", "ctp-out");
     lagless::admin::create_topic(bootstrap, input, PARTITIONS, 1).unwrap();
     lagless::admin::create_topic(bootstrap, output, PARTITIONS, 1).unwrap();

@@ -814,8 +814,11 @@ fn member_heartbeat_refusal(code: i16, broker_says: Option<&str>) -> String {
              protocol for this member (its reason follows). A classic consumer group converts \
              only while its members' assignments carry no assignor data the broker cannot take \
              over (KAFKA-18134: a custom assignor's, or learner-sticky's while a learner warms \
-             up): start this member again once the group has settled, or restart the classic \
-             members with cooperative-sticky first",
+             up): start this member again once the group has settled, or move the classic \
+             members off that assignor first, one restart at a time: to \
+             partition.assignment.strategy=cooperative-sticky,<their assignor> (the group keeps \
+             their assignor until every member lists both, then takes cooperative-sticky), then \
+             to cooperative-sticky alone",
         );
     }
     if let Some(m) = broker_says.filter(|m| !m.is_empty()) {
@@ -1457,8 +1460,8 @@ mod tests {
             );
             assert!(text.contains(says), "the broker's reason: {text}");
             assert!(
-                text.contains("cooperative-sticky first"),
-                "the way round: {text}"
+                text.contains("partition.assignment.strategy=cooperative-sticky,<their assignor>"),
+                "the way round, through a list every member shares: {text}"
             );
             assert_eq!(m.fatal(), Some(&e), "poll() reports it every time");
         }

@@ -4,6 +4,8 @@ use super::*;
 
 use tokio::sync::mpsc;
 
+use crate::protocol::wire::ALL_VERSIONS;
+
 /// One Produce request being assembled.
 pub(super) struct RequestPlan {
     pub(super) leader: i32,
@@ -203,6 +205,12 @@ fn dispatcher(shared: Arc<Shared>, leader: i32) -> mpsc::UnboundedSender<Request
                     .iter()
                     .map(|b| (&*b.pending.topic, b.pending.partition, &b.data)),
             );
+            // A transactional Produce's version says whether it adds its partitions to the
+            // transaction (KIP-890): the producer's transaction protocol chooses.
+            let versions = shared
+                .txn
+                .as_ref()
+                .map_or(ALL_VERSIONS, |t| lock(t).protocol.produce());
             let conn = shared
                 .cluster
                 .broker(
@@ -212,10 +220,10 @@ fn dispatcher(shared: Arc<Shared>, leader: i32) -> mpsc::UnboundedSender<Request
                 .await;
             let sent = conn.and_then(|conn| {
                 if acks == 0 {
-                    conn.send_no_response(&req)?;
+                    conn.send_no_response(&req, versions)?;
                     return Ok(None);
                 }
-                conn.send_now(&req).map(Some)
+                conn.send_now(&req, versions).map(Some)
             });
             let shared = shared.clone();
             match sent {

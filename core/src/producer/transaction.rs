@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::error::{codes, Error};
+use crate::protocol::wire::Versions;
 
 /// Where a transactional producer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +156,72 @@ pub(crate) fn classify(code: i16) -> TxnErrorClass {
     }
 }
 
+/// The transaction protocol a transactional producer speaks (KIP-890), chosen once, at
+/// `init_transactions`, from what its transaction coordinator says of the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxnProtocol {
+    /// Transaction version 1, the classic protocol: AddPartitionsToTxn before a partition's
+    /// first batch, AddOffsetsToTxn before TxnOffsetCommit, one producer epoch for every
+    /// transaction until an abortable error makes the producer bump it (InitProducerId).
+    V1,
+    /// Transaction version 2 (Kafka 4.0+): the first Produce (v12+) of a partition adds it to
+    /// the transaction, TxnOffsetCommit v5 adds the group, and EndTxn v5 bumps the epoch at the
+    /// end of every transaction and says the new one: a late write of an ended transaction (a
+    /// zombie's, or a retry that arrives after the commit) is refused instead of joining the next
+    /// one, and an abort needs no InitProducerId.
+    V2,
+}
+
+impl TxnProtocol {
+    /// The protocol for a coordinator whose cluster has `transaction.version` finalized at
+    /// `finalized` (none: not finalized) and which speaks EndTxn up to `end_txn_max`. A cluster
+    /// finalizes a level only once every broker supports it, so the partition leaders speak
+    /// Produce v12 too.
+    pub(crate) fn choose(finalized: Option<i16>, end_txn_max: i16) -> TxnProtocol {
+        match finalized {
+            Some(level) if level >= 2 && end_txn_max >= 5 => TxnProtocol::V2,
+            _ => TxnProtocol::V1,
+        }
+    }
+
+    /// The Produce versions of a transactional producer: v12 means "add the partition".
+    pub(crate) fn produce(self) -> Versions {
+        match self {
+            TxnProtocol::V1 => (i16::MIN, 11),
+            TxnProtocol::V2 => (12, i16::MAX),
+        }
+    }
+
+    /// The EndTxn versions: v5 bumps the epoch and answers with it.
+    pub(crate) fn end_txn(self) -> Versions {
+        match self {
+            TxnProtocol::V1 => (i16::MIN, 4),
+            TxnProtocol::V2 => (5, i16::MAX),
+        }
+    }
+
+    /// The TxnOffsetCommit versions: v5 adds the group to the transaction. v4 only tells the
+    /// coordinator that the client knows TRANSACTION_ABORTABLE, which lagless does.
+    pub(crate) fn txn_offset_commit(self) -> Versions {
+        match self {
+            TxnProtocol::V1 => (i16::MIN, 4),
+            TxnProtocol::V2 => (5, i16::MAX),
+        }
+    }
+
+    /// Whether partitions and groups join the transaction by requests of their own
+    /// (AddPartitionsToTxn, AddOffsetsToTxn) before their writes.
+    pub(crate) fn adds_explicitly(self) -> bool {
+        self == TxnProtocol::V1
+    }
+
+    /// Whether the producer itself bumps the epoch (InitProducerId) after an abortable error,
+    /// so that every partition can restart its sequences: under V2 the abort's EndTxn does.
+    pub(crate) fn client_bumps_epoch(self) -> bool {
+        self == TxnProtocol::V1
+    }
+}
+
 /// The first wait before AddPartitionsToTxn is sent again (with `retry.backoff.ms` if that is
 /// shorter). Its usual retry is CONCURRENT_TRANSACTIONS: the coordinator is still writing the
 /// previous transaction's markers, a matter of milliseconds, so a wait of `retry.backoff.ms`
@@ -221,6 +288,40 @@ mod tests {
     /// After a commit, the next transaction's AddPartitionsToTxn is answered
     /// CONCURRENT_TRANSACTIONS until the markers are written: it is tried again after about
     /// 20 ms, not retry.backoff.ms, and still backs off from there.
+    #[test]
+    fn the_transaction_protocol_follows_the_clusters_transaction_version() {
+        use TxnProtocol::*;
+        // (finalized transaction.version, the coordinator's highest EndTxn) -> protocol
+        let table = [
+            (None, 5, V1),
+            (Some(0), 5, V1),
+            (Some(1), 5, V1),
+            (Some(2), 5, V2),
+            (Some(3), 6, V2),
+            // A coordinator that can not end a version 2 transaction.
+            (Some(2), 4, V1),
+        ];
+        for (finalized, end_txn_max, want) in table {
+            assert_eq!(
+                TxnProtocol::choose(finalized, end_txn_max),
+                want,
+                "{finalized:?} {end_txn_max}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_transaction_protocol_keeps_to_the_versions_that_mean_it() {
+        use TxnProtocol::*;
+        // Produce v12, TxnOffsetCommit v5 and EndTxn v5 mean version 2 to the broker (implicit
+        // adds, an epoch per transaction): version 1 stays below them, version 2 at or above.
+        assert_eq!((V1.produce().1, V2.produce().0), (11, 12));
+        assert_eq!((V1.txn_offset_commit().1, V2.txn_offset_commit().0), (4, 5));
+        assert_eq!((V1.end_txn().1, V2.end_txn().0), (4, 5));
+        assert!(V1.adds_explicitly() && V1.client_bumps_epoch());
+        assert!(!V2.adds_explicitly() && !V2.client_bumps_epoch());
+    }
+
     #[test]
     fn add_partitions_is_retried_sooner_than_retry_backoff() {
         let ms = Duration::from_millis;

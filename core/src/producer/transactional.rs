@@ -2,15 +2,19 @@
 //! to the transaction. The decisions are in [`transaction`](super::transaction); this module
 //! talks to the transaction coordinator and the group coordinator.
 //!
-//! The classic protocol (transaction version 1): the producer adds each partition to the
-//! transaction (AddPartitionsToTxn) before the first batch of the transaction goes to it, and
-//! ends the transaction (EndTxn) after every batch of it was acknowledged. InitProducerId with
-//! the transactional id fences every older producer of that id and aborts its open transaction.
+//! InitProducerId with the transactional id fences every older producer of that id and aborts
+//! its open transaction. Then, under the classic protocol (transaction version 1), the producer
+//! adds each partition to the transaction (AddPartitionsToTxn) before the first batch of the
+//! transaction goes to it, adds the group before its offsets (AddOffsetsToTxn), and ends the
+//! transaction (EndTxn) after every batch of it was acknowledged. Under transaction version 2
+//! (KIP-890, when the cluster finalized it) the writes add themselves (Produce v12,
+//! TxnOffsetCommit v5) and EndTxn v5 answers with the epoch of the next transaction.
 use std::collections::HashMap;
 
 use super::transaction::*;
 use super::*;
 use crate::net::Connection;
+use crate::protocol::wire::{Versions, ALL_VERSIONS};
 use crate::types::{GroupMetadata, OffsetAndMetadata, TopicPartition};
 
 /// How often commit and abort look whether an AddPartitionsToTxn under way has answered.
@@ -30,6 +34,8 @@ pub(super) struct Txn {
     pub(super) needs_bump: bool,
     /// AddPartitionsToTxn is under way.
     pub(super) adding: bool,
+    /// The transaction protocol, chosen by `init_transactions`.
+    pub(super) protocol: TxnProtocol,
     /// The transaction coordinator, until it moves.
     pub(super) coordinator: Option<Arc<Connection>>,
 }
@@ -43,6 +49,7 @@ impl Txn {
             started: false,
             needs_bump: false,
             adding: false,
+            protocol: TxnProtocol::V1,
             coordinator: None,
         }
     }
@@ -126,11 +133,12 @@ fn maybe_forget(shared: &Shared, e: &Error) {
     }
 }
 
-/// Sends a request built by `req` to the transaction coordinator and reads its answer with
-/// `read` (the answer's error code), retrying with `backoff` (the cluster's, but for
-/// AddPartitionsToTxn) until `deadline`.
+/// Sends a request built by `req` to the transaction coordinator at a version within
+/// `versions` and reads its answer with `read` (the answer's error code), retrying with `backoff`
+/// (the cluster's, but for AddPartitionsToTxn) until `deadline`.
 async fn call_coordinator<R, T>(
     backoff: crate::backoff::Backoff,
+    versions: Versions,
     shared: &Arc<Shared>,
     deadline: Deadline,
     what: &str,
@@ -142,7 +150,7 @@ where
 {
     crate::backoff::retry_until_if(backoff, deadline, what, retriable, || async {
         let conn = coordinator(shared, deadline).await?;
-        let r = match conn.call_before(&req(), deadline).await {
+        let r = match conn.call_within_before(&req(), versions, deadline).await {
             Ok(resp) => read(resp),
             Err(e) => Err(e),
         };
@@ -169,6 +177,7 @@ async fn init_pid(
         .min(i32::MAX as u128) as i32;
     call_coordinator(
         shared.cluster.backoff(),
+        ALL_VERSIONS,
         shared,
         deadline,
         "InitProducerId",
@@ -200,8 +209,21 @@ pub(super) fn add_partitions(shared: &Arc<Shared>, parts: Vec<(Arc<str>, i32)>) 
         if t.adding || t.state != TxnState::InTransaction && t.state != TxnState::Committing {
             return;
         }
-        t.adding = true;
         t.started = true;
+        if !t.protocol.adds_explicitly() {
+            // Transaction version 2: the partitions' first Produce (v12) adds them.
+            drop(t);
+            if let Some(added) = lock(&shared.acc)
+                .idem
+                .as_mut()
+                .and_then(|i| i.txn_added.as_mut())
+            {
+                added.extend(parts);
+            }
+            shared.wake.notify_one();
+            return;
+        }
+        t.adding = true;
         t.id.clone()
     };
     let Some(pid) = lock(&shared.acc).idem.as_ref().and_then(|i| i.pid) else {
@@ -214,6 +236,7 @@ pub(super) fn add_partitions(shared: &Arc<Shared>, parts: Vec<(Arc<str>, i32)>) 
         let common = &shared.cluster.config;
         let r = call_coordinator(
             add_partitions_backoff(common.retry_backoff, common.retry_backoff_max),
+            ALL_VERSIONS,
             &shared,
             deadline,
             "AddPartitionsToTxn",
@@ -324,13 +347,24 @@ async fn init(shared: Arc<Shared>, deadline: Deadline) -> Result<()> {
     let pid = init_pid(&shared, deadline, None)
         .await
         .map_err(|e| fail(&shared, e))?;
+    // The coordinator that answered says which protocol the cluster speaks.
+    let conn = coordinator(&shared, deadline)
+        .await
+        .map_err(|e| fail(&shared, e))?;
+    let protocol = TxnProtocol::choose(
+        conn.finalized_feature("transaction.version"),
+        conn.version::<crate::protocol::msg::EndTxnRequest>()
+            .unwrap_or(-1),
+    );
     tracing::debug!(
         producer_id = pid.id,
         epoch = pid.epoch,
+        ?protocol,
         "transactional producer initialised"
     );
     lock(&shared.acc).next_transaction(Some(pid));
     let mut t = lock(txn_of(&shared)?);
+    t.protocol = protocol;
     t.state = TxnState::Ready;
     t.started = false;
     t.needs_bump = false;
@@ -350,6 +384,7 @@ fn begin(shared: &Shared) -> Result<()> {
 /// What `send_offsets_to_transaction` sends, taken before anything is sent.
 struct OffsetsToSend {
     id: String,
+    protocol: TxnProtocol,
     pid: ProducerIdEpoch,
     group: GroupMetadata,
     offsets: Vec<(String, i32, i64, String)>,
@@ -370,13 +405,14 @@ fn offsets_to_send(
         .as_ref()
         .and_then(|i| i.pid)
         .ok_or_else(|| Error::IllegalState("no producer id".into()))?;
-    let id = {
+    let (id, protocol) = {
         let mut t = lock(txn_of(shared)?);
         t.started = true;
-        t.id.clone()
+        (t.id.clone(), t.protocol)
     };
     Ok(Some(OffsetsToSend {
         id,
+        protocol,
         pid,
         group: group.clone(),
         offsets: offsets
@@ -386,26 +422,31 @@ fn offsets_to_send(
     }))
 }
 
-/// AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to the group's.
+/// AddOffsetsToTxn to the transaction coordinator (transaction version 1), then TxnOffsetCommit
+/// to the group's.
 async fn send_offsets(shared: Arc<Shared>, o: OffsetsToSend, deadline: Deadline) -> Result<()> {
     closed(&shared)?;
     let OffsetsToSend {
         id,
+        protocol,
         pid,
         group,
         offsets,
     } = o;
     let r = async {
         let pid = (pid.id, pid.epoch);
-        call_coordinator(
-            shared.cluster.backoff(),
-            &shared,
-            deadline,
-            "AddOffsetsToTxn",
-            || crate::protocol::txn::add_offsets(&id, pid, &group.group_id),
-            |resp| answer(resp.error_code, "AddOffsetsToTxn"),
-        )
-        .await?;
+        if protocol.adds_explicitly() {
+            call_coordinator(
+                shared.cluster.backoff(),
+                ALL_VERSIONS,
+                &shared,
+                deadline,
+                "AddOffsetsToTxn",
+                || crate::protocol::txn::add_offsets(&id, pid, &group.group_id),
+                |resp| answer(resp.error_code, "AddOffsetsToTxn"),
+            )
+            .await?;
+        }
         let member = crate::protocol::txn::Membership {
             group_id: &group.group_id,
             generation_id: group.generation_id,
@@ -431,7 +472,9 @@ async fn send_offsets(shared: Arc<Shared>, o: OffsetsToSend, deadline: Deadline)
                     .cluster
                     .find_coordinator(&group.group_id, deadline)
                     .await?;
-                let resp = conn.call_before(&req, deadline).await?;
+                let resp = conn
+                    .call_within_before(&req, protocol.txn_offset_commit(), deadline)
+                    .await?;
                 answer(crate::protocol::txn::txn_offset_commit_error(&resp), &what)
             },
         )
@@ -490,33 +533,47 @@ async fn wait_for_adds(shared: &Shared, deadline: Deadline) -> Result<()> {
 }
 
 /// Ends the transaction (EndTxn) if anything joined it, then makes the producer ready for the
-/// next one; after a failed batch, the abort also bumps the epoch (KIP-360).
+/// next one. After a failed batch the abort bumps the epoch (KIP-360): under transaction
+/// version 1 with an InitProducerId of the producer's own, under version 2 the EndTxn does, as it
+/// does at the end of every transaction.
 async fn end(shared: &Arc<Shared>, commit: bool, deadline: Deadline) -> Result<()> {
-    let (id, started, bump) = {
+    let (id, protocol, started, needs_bump) = {
         let t = lock(txn_of(shared)?);
-        (t.id.clone(), t.started, t.needs_bump && !commit)
+        (t.id.clone(), t.protocol, t.started, t.needs_bump && !commit)
     };
+    // Under version 2 an abort with nothing in it still bumps the epoch at the coordinator.
+    let send_end = started || needs_bump && !protocol.client_bumps_epoch();
+    let bump = needs_bump && protocol.client_bumps_epoch();
     let pid = lock(&shared.acc)
         .idem
         .as_ref()
         .and_then(|i| i.pid)
         .ok_or_else(|| Error::IllegalState("no producer id".into()))?;
     let r = async {
-        if started {
-            call_coordinator(
+        let mut next = None;
+        if send_end {
+            next = call_coordinator(
                 shared.cluster.backoff(),
+                protocol.end_txn(),
                 shared,
                 deadline,
                 "EndTxn",
                 || crate::protocol::txn::end_txn(&id, (pid.id, pid.epoch), commit),
-                |resp| answer(resp.error_code, "EndTxn"),
+                |resp| {
+                    answer(resp.error_code, "EndTxn")?;
+                    // v5: the producer id and epoch of the next transaction.
+                    Ok((resp.producer_id.0 >= 0).then_some(ProducerIdEpoch {
+                        id: resp.producer_id.0,
+                        epoch: resp.producer_epoch,
+                    }))
+                },
             )
             .await?;
         }
         if bump {
             return init_pid(shared, deadline, Some(pid)).await.map(Some);
         }
-        Ok(None)
+        Ok(next)
     };
     let new_pid = r.await.map_err(|e| fail(shared, e))?;
     lock(&shared.acc).next_transaction(new_pid);

@@ -75,7 +75,9 @@ pub const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
 pub fn lagless_max_version(key: ApiKey) -> i16 {
     match key {
         ApiKey::Fetch => 12,
-        ApiKey::Produce => 11,
+        // v12 (KIP-890): a transactional Produce adds its partition to the transaction; a
+        // transactional producer of the classic protocol stays at v11 (`TxnProtocol`).
+        ApiKey::Produce => 12,
         ApiKey::ListOffsets => 9,
         ApiKey::Metadata => 12,
         ApiKey::OffsetCommit => 9,
@@ -108,16 +110,33 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
         // lifetime of KIP-368.
         ApiKey::SaslHandshake => 1,
         ApiKey::SaslAuthenticate => 2,
-        // The classic transaction protocol (transaction version 1): a client adds partitions
-        // with v3 (v4+ is the brokers' batched form), ends with EndTxn v4 (v5 is KIP-890's
-        // epoch bump per transaction, which needs transaction.version 2 and implicit adds).
+        // Transactions. The classic protocol (transaction version 1) adds partitions with
+        // AddPartitionsToTxn v3 (v4+ is the brokers' batched form) and the group with
+        // AddOffsetsToTxn, and ends with EndTxn up to v4. Transaction version 2 (KIP-890) adds
+        // both implicitly (Produce v12, TxnOffsetCommit v5) and ends with EndTxn v5, whose answer
+        // carries the epoch bumped for the next transaction. `producer::transaction::TxnProtocol`
+        // says which versions each protocol uses.
         ApiKey::AddPartitionsToTxn => 3,
         ApiKey::AddOffsetsToTxn => 3,
-        ApiKey::EndTxn => 4,
+        ApiKey::EndTxn => 5,
         // v3+ carries the member's generation and id (KIP-447).
-        ApiKey::TxnOffsetCommit => 3,
+        ApiKey::TxnOffsetCommit => 5,
         _ => -1,
     }
+}
+
+/// An inclusive range of request versions, (lowest, highest).
+pub type Versions = (i16, i16);
+
+/// Any version both sides speak.
+pub const ALL_VERSIONS: Versions = (i16::MIN, i16::MAX);
+
+/// The highest version in all three ranges (lagless' own for the request, the broker's, and
+/// the caller's `wanted`), or `None` when they have none in common.
+pub fn common_version(client: Versions, broker: Versions, wanted: Versions) -> Option<i16> {
+    let lowest = client.0.max(broker.0).max(wanted.0);
+    let highest = client.1.min(broker.1).min(wanted.1);
+    (highest >= lowest).then_some(highest)
 }
 
 /// The versions lagless itself can use for request `R`: the crate's encodable range, capped by
@@ -272,6 +291,29 @@ mod tests {
                 fuzz_selector(key as i16, version, lowest),
                 want,
                 "{key:?} v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_common_version_is_the_highest_in_every_range() {
+        // (lagless, broker, wanted) -> version
+        let table: [(Versions, Versions, Versions, Option<i16>); 6] = [
+            ((0, 12), (3, 13), ALL_VERSIONS, Some(12)),
+            ((0, 12), (3, 10), ALL_VERSIONS, Some(10)),
+            // A transactional Produce of the classic protocol: never v12, which adds partitions.
+            ((0, 12), (3, 13), (i16::MIN, 11), Some(11)),
+            // EndTxn of transaction version 2 against a broker that stops at v4: none.
+            ((0, 5), (0, 4), (5, i16::MAX), None),
+            ((0, 5), (0, 5), (5, i16::MAX), Some(5)),
+            // The broker's range above lagless' own.
+            ((0, 9), (10, 12), ALL_VERSIONS, None),
+        ];
+        for (client, broker, wanted, want) in table {
+            assert_eq!(
+                common_version(client, broker, wanted),
+                want,
+                "{client:?} {broker:?} {wanted:?}"
             );
         }
     }

@@ -57,9 +57,11 @@ pub use compression::Compression;
 use compression::*;
 #[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(unused_imports))]
 pub use decode::decode_batches;
+#[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(unused_imports))]
+pub use decode::decode_batches_in;
+pub use decode::decode_batches_in_where;
 #[cfg(test)]
 pub(crate) use decode::PROCESS_BATCH_POOLS;
-pub use decode::{decode_batches_in, decode_batches_in_where};
 pub use encode::{set_producer_state, set_transactional_state};
 
 /// The idempotence fields of a v2 record batch's header.
