@@ -12,7 +12,11 @@
 //!   only when the transaction commits; an aborted one leaves them where they were.
 //! - an exactly-once pipeline: three instances (processes) consume, transform and produce in
 //!   transactions carrying their offsets while input flows; three are SIGKILLed inside open
-//!   transactions and restarted: the output read committed holds each input record once;
+//!   transactions and restarted: the output read committed holds each input record once; with
+//!   the members on the classic and on the consumer group protocol;
+//! - a revocation in the middle of a transaction (eager, cooperative-sticky, consumer
+//!   protocol): the listener aborts it and rewinds the partitions the member keeps; a member
+//!   whose poll interval ran out mid-transaction can not commit its offsets;
 //! - a producer SIGKILLed with a transaction open (its records flushed into the log): nothing
 //!   of it is read committed, and a successor with the same transactional.id aborts it at
 //!   init_transactions and goes on.
@@ -701,7 +705,8 @@ fn open_marker(slot: usize) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("lagless-pipeline-{}-{slot}", std::process::id()))
 }
 
-fn spawn_instance(bootstrap: &str, slot: usize) -> std::process::Child {
+/// Starts pipeline instance `slot`; `group_protocol` is its consumer's `group.protocol`.
+fn spawn_instance(bootstrap: &str, slot: usize, group_protocol: &str) -> std::process::Child {
     let _ = std::fs::remove_file(open_marker(slot));
     std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -715,6 +720,8 @@ fn spawn_instance(bootstrap: &str, slot: usize) -> std::process::Child {
         .env("LAGLESS_TXN_CHILD_BOOTSTRAP", bootstrap)
         .env("LAGLESS_TXN_SLOT", slot.to_string())
         .env("LAGLESS_TXN_CHILD_OUT", open_marker(slot))
+        // support/configs.rs's group member settings follow it.
+        .env("LAGLESS_TEST_GROUP_PROTOCOL", group_protocol)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap()
@@ -724,12 +731,31 @@ fn spawn_instance(bootstrap: &str, slot: usize) -> std::process::Child {
 #[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
 fn an_exactly_once_pipeline_of_three_survives_rolling_kills() {
     killed_producer_if_spawned();
+    pipeline_with_rolling_kills("classic");
+}
+
+/// The pipeline with its members on the consumer group protocol (KIP-848): the broker assigns
+/// incrementally, and the offsets of a transaction go with the member's epoch, which a member
+/// that lost partitions no longer has.
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn an_exactly_once_pipeline_under_the_consumer_protocol_survives_rolling_kills() {
+    pipeline_with_rolling_kills("consumer");
+}
+
+/// Three pipeline instances (processes, members of one group on `group_protocol`) while the
+/// input flows; three SIGKILLs inside open transactions, each instance restarted at once.
+fn pipeline_with_rolling_kills(group_protocol: &str) {
     let _one = one_cluster();
     let broker = OwnBroker::start(1);
     let bootstrap = broker.bootstrap.as_str();
     lagless::admin::create_topic(bootstrap, "pipe-in", PIPELINE_INPUT_PARTITIONS, 1).unwrap();
     lagless::admin::create_topic(bootstrap, "pipe-out", PARTITIONS, 1).unwrap();
-    let mut instances = Instances((0..3).map(|slot| spawn_instance(bootstrap, slot)).collect());
+    let mut instances = Instances(
+        (0..3)
+            .map(|slot| spawn_instance(bootstrap, slot, group_protocol))
+            .collect(),
+    );
     // The input flows in 20 rounds of 150 records, one every 300 ms, from a thread of its own.
     const ROUNDS: usize = 20;
     const PER_ROUND: usize = 150;
@@ -786,7 +812,7 @@ fn an_exactly_once_pipeline_of_three_survives_rolling_kills() {
         let child = &mut instances.0[slot];
         child.kill().unwrap();
         child.wait().unwrap();
-        *child = spawn_instance(bootstrap, slot);
+        *child = spawn_instance(bootstrap, slot, group_protocol);
         kills += 1;
     }
     feeder.join().unwrap();
@@ -867,15 +893,29 @@ struct AbortOnRevoke {
     aborted_in_callback: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// The recommended listener of a consume-transform-produce loop: a revocation in the middle of
+/// a transaction aborts it, and the partitions the member keeps (under cooperative or
+/// consumer-protocol rebalancing) are read again from their committed offsets, since the abort
+/// undid their records too; the revoked ones are read again by their new owner.
 impl lagless::RebalanceListener for AbortOnRevoke {
     fn on_partitions_revoked(
         &mut self,
-        _consumer: &Consumer,
-        _partitions: &[TopicPartition],
+        consumer: &Consumer,
+        partitions: &[TopicPartition],
     ) -> lagless::Result<()> {
         use std::sync::atomic::Ordering;
         if self.open.swap(false, Ordering::SeqCst) {
             self.producer.abort_transaction(T)?;
+            let kept: Vec<TopicPartition> = consumer
+                .assignment()
+                .into_iter()
+                .filter(|tp| !partitions.contains(tp))
+                .collect();
+            if !kept.is_empty() {
+                for (tp, committed) in consumer.committed(&kept, Some(T))? {
+                    consumer.seek(&tp, committed.map_or(0, |o| o.offset))?;
+                }
+            }
             self.aborted_in_callback.fetch_add(1, Ordering::SeqCst);
         }
         Ok(())
@@ -924,6 +964,39 @@ fn transact_round(
 #[test]
 #[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
 fn a_revocation_in_the_middle_of_a_transaction_aborts_it_and_nothing_is_read_twice() {
+    // Eager: every partition is revoked at the rebalance, so the open transaction's records of
+    // both partitions are read again from the committed offsets.
+    revocation_mid_transaction(&[
+        ("group.protocol", "classic"),
+        ("partition.assignment.strategy", "range"),
+    ]);
+}
+
+/// Cooperative: only the partition that moves to B is revoked. The abort undid A's records of
+/// the partition it keeps too, so the listener reads those again from the committed offsets.
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn a_cooperative_revocation_in_the_middle_of_a_transaction_rewinds_the_kept_partitions_too() {
+    revocation_mid_transaction(&[
+        ("group.protocol", "classic"),
+        ("partition.assignment.strategy", "cooperative-sticky"),
+    ]);
+}
+
+/// The same under the consumer group protocol (KIP-848): the broker assigns, incrementally, and
+/// the offsets go with the member's epoch.
+#[test]
+#[ignore = "starts a Kafka broker of its own: run by tests/run, or by hand with -- --include-ignored"]
+fn a_revocation_under_the_consumer_protocol_in_the_middle_of_a_transaction() {
+    revocation_mid_transaction(&[("group.protocol", "consumer")]);
+}
+
+/// A owns both partitions of the input and holds a transaction open across its polls; B joins,
+/// and the revocation comes in the middle of A's transaction: the listener aborts it (once).
+/// Then both transact a poll at a time until the group has committed all 40 input offsets:
+/// the output read_committed holds each input record once. `protocol`: the members' group
+/// protocol and assignor settings.
+fn revocation_mid_transaction(protocol: &[(&'static str, &'static str)]) {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
     let _one = one_cluster();
@@ -940,15 +1013,20 @@ fn a_revocation_in_the_middle_of_a_transaction_aborts_it_and_nothing_is_read_twi
     }
     plain.close(T).unwrap();
     let member = |id: &str| {
-        let mut settings = configs::group_member_settings("revoke");
-        settings.extend([
+        let mut settings = vec![
+            ("group.id", "revoke"),
+            ("auto.offset.reset", "earliest"),
             ("bootstrap.servers", bootstrap),
             ("enable.auto.commit", "false"),
             ("max.poll.records", "6"),
-            // Eager: every partition is revoked at the rebalance, so the open transaction's
-            // records of both partitions are read again from the committed offsets.
-            ("partition.assignment.strategy", "range"),
-        ]);
+        ];
+        if !protocol.contains(&("group.protocol", "consumer")) {
+            settings.extend([
+                ("session.timeout.ms", "6000"),
+                ("heartbeat.interval.ms", "500"),
+            ]);
+        }
+        settings.extend(protocol.iter().copied());
         let c = Arc::new(configs::consumer(&settings));
         let p = Arc::new(transactional(bootstrap, id));
         p.init_transactions(T).unwrap();
