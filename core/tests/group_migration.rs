@@ -12,7 +12,10 @@
 //! classic group only while they carry none (KAFKA-18134: otherwise the new member's
 //! ConsumerGroupHeartbeat gets GROUP_ID_NOT_FOUND, "Cannot upgrade classic group ... because an
 //! unsupported custom assignor is in use", which ends that member with the broker's reason:
-//! `member_heartbeat_errors_follow_the_java_table` in group/member.rs).
+//! `member_heartbeat_errors_follow_the_java_table` in group/member.rs). That refusal is provoked
+//! on cue with a learner whose warm-up never ends until the test says so (explicit readiness):
+//! the new member is ended with the broker's reason, the classic members go on, and once the
+//! warm-up is over a consumer-protocol member converts the group.
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -204,4 +207,134 @@ fn a_settled_learner_sticky_group_upgrades() {
 #[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
 fn a_learner_sticky_group_rolls_back() {
     migrate(Some("learner-sticky"), false);
+}
+
+/// While a learner warms up, a `learner-sticky` group's assignments carry assignor data, which
+/// the broker will not take over (KAFKA-18134): a consumer-protocol member that joins then is
+/// refused (GROUP_ID_NOT_FOUND), and lagless ends it with the broker's reason rather than leave
+/// it retrying in the group with nothing, while the classic members go on undisturbed. Once the
+/// warm-up is over and the group settled, a consumer-protocol member converts the group.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_learner_sticky_group_warming_up_refuses_the_conversion_until_it_settles() {
+    use std::sync::{Arc, Mutex};
+    init_logs();
+    let b = bootstrap();
+    let topic = new_topic(&b, "migration-refused", PARTITIONS);
+    let group = unique_name("migration-refused");
+    produce(&b, &topic, PARTITIONS, PER_PHASE);
+    let all: BTreeSet<i32> = (0..PARTITIONS).collect();
+    let a = member(&b, &group, "classic", Some("learner-sticky"));
+    a.subscribe(&[&topic], None).unwrap();
+    let mut run = Run {
+        members: vec![("a", a)],
+        read: BTreeMap::new(),
+        errors: Vec::new(),
+        overlaps: Vec::new(),
+    };
+    run.until("a owns every partition", |o| o[0] == all);
+    // b learns partitions and stays a learner: with explicit readiness nothing moves to it until
+    // it calls learner_ready(), so the warm-up is in flight for as long as the test wants.
+    let learning: Arc<Mutex<Vec<lagless::TopicPartition>>> = Arc::default();
+    let learner = consumer(
+        &b,
+        &[
+            ("group.id", group.as_str()),
+            ("group.protocol", "classic"),
+            ("auto.offset.reset", "earliest"),
+            ("session.timeout.ms", "6000"),
+            ("heartbeat.interval.ms", "500"),
+            ("partition.assignment.strategy", "learner-sticky"),
+            ("learner.readiness", "explicit"),
+        ],
+    );
+    let seen = learning.clone();
+    let listener = lagless::RebalanceEventListener(
+        move |_: &Consumer, event: lagless::RebalanceEvent, tps: &[lagless::TopicPartition]| {
+            if event == lagless::RebalanceEvent::Learning {
+                seen.lock().unwrap().extend_from_slice(tps);
+            }
+            Ok(())
+        },
+    );
+    learner
+        .subscribe(&[&topic], Some(Box::new(listener)))
+        .unwrap();
+    run.members.push(("learner", learner));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while learning.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the learner never learned");
+        run.poll_all();
+    }
+    // The conversion is refused: the new member's poll() fails, fatally, with the reason.
+    let refused = member(&b, &group, "consumer", None);
+    refused.subscribe(&[&topic], None).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let e = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the consumer-protocol member was not refused"
+        );
+        run.poll_all();
+        match refused.poll(Duration::from_millis(50)) {
+            Ok(r) => assert!(r.is_empty(), "the refused member read records"),
+            Err(e) => break e,
+        }
+    };
+    eprintln!("refused: {e}");
+    assert_eq!(
+        e.kafka_code(),
+        Some(lagless::error::codes::GROUP_ID_NOT_FOUND)
+    );
+    assert!(e.is_fatal(), "{e}");
+    assert!(
+        e.to_string().contains("the broker says: "),
+        "the broker's reason: {e}"
+    );
+    assert!(refused.assignment().is_empty());
+    let again = refused.poll(Duration::from_millis(50)).unwrap_err();
+    assert_eq!(again.to_string(), e.to_string(), "every poll() reports it");
+    drop(refused);
+    // The warm-up ends; once the learner owns what it learned the group settles, and a
+    // consumer-protocol member converts it (a follow-up rebalance may still be due at first:
+    // a member refused then is replaced by a new one).
+    let learned = learning.lock().unwrap().clone();
+    assert!(run.members[1].1.learner_ready(&learned).unwrap() > 0);
+    run.until("the learner owns what it learned", |o| {
+        o[1].len() == learned.len() && o[0].union(&o[1]).count() == all.len()
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut joined, mut refusals) = (member(&b, &group, "consumer", None), 0);
+    joined.subscribe(&[&topic], None).unwrap();
+    while joined.assignment().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the settled group never converted"
+        );
+        run.poll_all();
+        if joined.poll(Duration::from_millis(50)).is_err() {
+            refusals += 1;
+            joined = member(&b, &group, "consumer", None);
+            joined.subscribe(&[&topic], None).unwrap();
+        }
+    }
+    eprintln!(
+        "converted once settled ({refusals} refusal(s) while a follow-up was due); the new \
+         member owns {:?}",
+        partitions(&joined)
+    );
+    joined.close(None).unwrap();
+    for (_, c) in run.members.drain(..) {
+        c.close(None).unwrap();
+    }
+    assert!(
+        run.errors.is_empty(),
+        "the classic members' poll() failed: {:?}",
+        run.errors
+    );
+    assert!(
+        run.overlaps.is_empty(),
+        "a partition held by both classic members at once: {:?}",
+        run.overlaps
+    );
 }
