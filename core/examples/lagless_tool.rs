@@ -14,6 +14,8 @@
 //!     [--strategy range|cooperative-sticky|roundrobin|LIST]
 //!     [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit] [--hex]
 //!     [--poll-delay-ms D] [--config KEY=VALUE]...
+//! lagless_tool transform --bootstrap B --topic IN --output OUT --group G --transactional-id ID
+//!     [--strategy S] [--session-timeout-ms X] [--poll-delay-ms D] [--config KEY=VALUE]...
 //! ```
 //!
 //! `produce` sends records `i = start .. start+count` with value `value-<i>`, a header `h` =
@@ -55,6 +57,18 @@
 //! commits and polls again. Auto-commit is off unless `--config
 //! enable.auto.commit=true` turns it on. `--config` passes any other lagless setting (Java key
 //! names).
+//!
+//! `transform` is an exactly-once consume-transform-produce loop: a member of group G reading IN
+//! at read_committed writes, for every record polled, a record keyed `<partition>-<offset>` of
+//! the input (the value copied) to OUT, in one transaction per poll that also carries the
+//! polled offsets (`send_offsets_to_transaction` with the member's group metadata), and commits
+//! it. `--poll-delay-ms D` is its processing: the transaction's records are flushed, then it
+//! waits D ms before it commits (so that a kill most likely lands in an open transaction). A
+//! transaction that can only be aborted is aborted and the partitions of its records are read
+//! again from their committed offsets. It prints `{"event":"open","records":n}` once a
+//! transaction's records are flushed (with `--poll-delay-ms`), `{"event":"committed","records":n}`
+//! per committed transaction and `{"event":"aborted","why":"..."}` per aborted one, and runs
+//! until SIGTERM/SIGINT (then `{"event":"done",...}`). Its `--config` settings go to the consumer.
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::io::Write;
@@ -77,6 +91,9 @@ usage: lagless_tool produce --bootstrap B --topic T --count N [--keyed] [--compr
                             [--timeout-ms MS] [--strategy S] [--session-timeout-ms X]
                             [--max-poll-interval-ms Y] [--commit] [--hex] [--poll-delay-ms D]
                             [--config KEY=VALUE]...
+       lagless_tool transform --bootstrap B --topic IN --output OUT --group G
+                            --transactional-id ID [--strategy S] [--session-timeout-ms X]
+                            [--poll-delay-ms D] [--config KEY=VALUE]...
 (see the header of core/examples/lagless_tool.rs for the output format)";
 
 /// How long one `poll()` waits; also how quickly a signal or the idle timeout is noticed.
@@ -220,6 +237,10 @@ struct Args {
     transaction_size: u64,
     /// produce: every K-th transaction (the K-th, 2K-th, ...) is aborted; 0: none.
     abort_every: u64,
+    /// transform: the topic written.
+    output: Option<String>,
+    /// transform: the producer's transactional.id.
+    transactional_id: Option<String>,
     config: Vec<(String, String)>,
 }
 
@@ -257,6 +278,8 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--commit" => a.commit = true,
             "--hex" => a.hex = true,
             "--poll-delay-ms" => a.poll_delay_ms = number(flag, value(flag)?)?,
+            "--output" => a.output = Some(value(flag)?),
+            "--transactional-id" => a.transactional_id = Some(value(flag)?),
             "--config" => {
                 let kv = value(flag)?;
                 let (k, v) = kv
@@ -618,6 +641,113 @@ fn consume(a: &Args) -> lagless::Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// transform
+// ---------------------------------------------------------------------------------------------
+
+/// The exactly-once loop of `transform` (see the header).
+fn transform(a: &Args, input: &str, output: &str, group: &str, id: &str) -> lagless::Result<()> {
+    let bootstrap = a.bootstrap.as_deref().expect("checked");
+    let mut pairs: Vec<(&str, &str)> = vec![
+        ("bootstrap.servers", bootstrap),
+        ("client.id", "lagless-tool-transform"),
+        ("group.id", group),
+        ("auto.offset.reset", "earliest"),
+        ("enable.auto.commit", "false"),
+        ("isolation.level", "read_committed"),
+    ];
+    if let Some(s) = &a.strategy {
+        pairs.push(("partition.assignment.strategy", s));
+    }
+    if let Some(x) = &a.session_timeout_ms {
+        pairs.push(("session.timeout.ms", x));
+    }
+    let consumer = Consumer::from_config(&build_config(&pairs, &a.config)?)?;
+    let producer = Producer::from_config(&build_config(
+        &[
+            ("bootstrap.servers", bootstrap),
+            ("client.id", "lagless-tool-transform"),
+            ("transactional.id", id),
+            ("linger.ms", "5"),
+        ],
+        &[],
+    )?)?;
+    producer.init_transactions(CLOSE_TIMEOUT)?;
+    consumer.subscribe(&[input], None)?;
+    let mut committed_records: u64 = 0;
+    while !STOP.load(Ordering::SeqCst) {
+        let records = consumer.poll(POLL_INTERVAL)?;
+        if records.is_empty() {
+            continue;
+        }
+        // Taken with the records: it ties their offsets to the generation that owned them.
+        let metadata = consumer.group_metadata();
+        producer.begin_transaction()?;
+        let mut next: std::collections::HashMap<TopicPartition, OffsetAndMetadata> =
+            std::collections::HashMap::new();
+        let written = records.iter().try_for_each(|r| {
+            let mut out = ProducerRecord::new(output, r.value.clone().unwrap_or_default())
+                .with_key(format!("{}-{}", r.partition, r.offset));
+            out.headers = r.headers.clone();
+            next.insert(
+                TopicPartition::new(&*r.topic, r.partition),
+                OffsetAndMetadata {
+                    offset: r.offset + 1,
+                    metadata: String::new(),
+                },
+            );
+            producer.send(out).map(drop)
+        });
+        let ended = written
+            .and_then(|()| {
+                if a.poll_delay_ms > 0 {
+                    producer.flush(CLOSE_TIMEOUT)?;
+                    emit(&format!(
+                        "{{\"event\":\"open\",\"records\":{}}}",
+                        records.len()
+                    ));
+                    std::thread::sleep(Duration::from_millis(a.poll_delay_ms));
+                }
+                let metadata = metadata.as_ref().ok_or_else(|| {
+                    Error::TransactionAbortable("the member is not in the group".into())
+                })?;
+                producer.send_offsets_to_transaction(&next, metadata, CLOSE_TIMEOUT)
+            })
+            .and_then(|()| producer.commit_transaction(CLOSE_TIMEOUT));
+        match ended {
+            Ok(()) => {
+                committed_records += records.len() as u64;
+                emit(&format!(
+                    "{{\"event\":\"committed\",\"records\":{}}}",
+                    records.len()
+                ));
+            }
+            Err(Error::TransactionAbortable(why)) => {
+                emit(&format!(
+                    "{{\"event\":\"aborted\",\"why\":{}}}",
+                    json_str(&why)
+                ));
+                producer.abort_transaction(CLOSE_TIMEOUT)?;
+                // The transaction's records are read again: from the committed offsets of the
+                // partitions still owned (the new owner of the others starts there too).
+                let tps: Vec<TopicPartition> = next.into_keys().collect();
+                for (tp, committed) in consumer.committed(&tps, Some(CLOSE_TIMEOUT))? {
+                    if consumer.assignment().contains(&tp) {
+                        consumer.seek(&tp, committed.map_or(0, |o| o.offset))?;
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let closed = consumer.close(Some(CLOSE_TIMEOUT));
+    producer.close(CLOSE_TIMEOUT)?;
+    emit(&format!(
+        "{{\"event\":\"done\",\"records\":{committed_records},\"reason\":\"signal\"}}"
+    ));
+    closed
+}
+
+// ---------------------------------------------------------------------------------------------
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -647,6 +777,22 @@ fn main() -> ExitCode {
         "consume" => {
             install_signal_handlers();
             consume(&args)
+        }
+        "transform" => {
+            let (Some(output), Some(group), Some(id), Some(input)) = (
+                args.output.as_deref(),
+                args.group.as_deref(),
+                args.transactional_id.as_deref(),
+                args.topic.as_deref(),
+            ) else {
+                eprintln!(
+                    "lagless_tool: transform needs --topic, --output, --group and \
+                     --transactional-id\n{USAGE}"
+                );
+                return ExitCode::from(2);
+            };
+            install_signal_handlers();
+            transform(&args, input, output, group, id)
         }
         other => {
             eprintln!("lagless_tool: unknown command `{other}`\n{USAGE}");

@@ -74,4 +74,39 @@ pub struct GroupMetadata {
     /// The assignor the group chose in the member's generation ("range", "cooperative-sticky");
     /// `None` without a generation.
     pub protocol: Option<String>,
+    /// KIP-320: the leader epoch of each offset, as the consumer knows it, for the offsets sent
+    /// to a transaction with this metadata.
+    pub(crate) leader_epochs: LeaderEpochLookup,
 }
+
+/// KIP-320: the leader epoch to commit with an offset of a partition (the next record to read),
+/// looked up in the fetch state of the consumer that made the [`GroupMetadata`]; -1 where it is
+/// not known (that consumer is gone, or never read near the offset). A transactional offset
+/// commit carries it as the consumer's own commits do, so that the partition's next owner can
+/// check the offset against the log before reading from it. Compares equal to any other: it is
+/// a lookup, not part of the member's identity.
+#[derive(Clone, Default)]
+pub(crate) struct LeaderEpochLookup(pub(crate) Option<LeaderEpochs>);
+
+/// The leader epoch (KIP-320) to commit with an offset of a partition; -1 for unknown.
+pub(crate) type LeaderEpochs = std::sync::Arc<dyn Fn(&TopicPartition, i64) -> i32 + Send + Sync>;
+
+impl LeaderEpochLookup {
+    pub(crate) fn epoch_at(&self, tp: &TopicPartition, offset: i64) -> i32 {
+        self.0.as_ref().map_or(-1, |f| f(tp, offset))
+    }
+}
+
+impl std::fmt::Debug for LeaderEpochLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LeaderEpochLookup")
+    }
+}
+
+impl PartialEq for LeaderEpochLookup {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LeaderEpochLookup {}

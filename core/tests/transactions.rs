@@ -66,31 +66,27 @@ fn transaction_version(addr: &str) -> (Option<i16>, i16) {
     (tv, end_txn)
 }
 
-/// The producers partition `partition` of `topic` knows of (DescribeProducers v0, asked of its
-/// leader `addr`): (producer id, epoch, last sequence). What the partition saw tells which
-/// transaction protocol the producer spoke: under version 2 (KIP-890) every transaction ends
-/// with a new epoch and the sequences restart; under version 1 one epoch runs on.
-fn producers_of(addr: &str, topic: &str, partition: i32) -> Vec<(i64, i32, i32)> {
-    use kafka_protocol::messages::describe_producers_request::TopicRequest;
-    use kafka_protocol::messages::{
-        ApiKey, DescribeProducersRequest, DescribeProducersResponse, RequestHeader, ResponseHeader,
-        TopicName,
-    };
-    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+/// Request `req` of api `key` at `version`, sent to broker `addr` on a connection of its own, and
+/// its answer: for what lagless itself does not ask (DescribeProducers), or asks only inside
+/// its own calls (OffsetFetch's committed leader epoch).
+fn raw_call<Req, Resp>(addr: &str, key: i16, version: i16, req: &Req) -> Resp
+where
+    Req: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion,
+    Resp: kafka_protocol::protocol::Decodable + kafka_protocol::protocol::HeaderVersion,
+{
+    use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
     use std::io::{Read, Write};
-    let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
-        .with_name(TopicName(StrBytes::from_string(topic.into())))
-        .with_partition_indexes(vec![partition])]);
     let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::DescribeProducers as i16)
-        .with_request_api_version(0)
+        .with_request_api_key(key)
+        .with_request_api_version(version)
         .with_correlation_id(1)
         .with_client_id(Some(StrBytes::from_static_str("transactions-test")));
     let mut frame = bytes::BytesMut::new();
     header
-        .encode(&mut frame, DescribeProducersRequest::header_version(0))
+        .encode(&mut frame, Req::header_version(version))
         .unwrap();
-    req.encode(&mut frame, 0).unwrap();
+    req.encode(&mut frame, version).unwrap();
     let mut sock = std::net::TcpStream::connect(addr).unwrap();
     sock.set_read_timeout(Some(T)).unwrap();
     sock.write_all(&(frame.len() as i32).to_be_bytes()).unwrap();
@@ -100,8 +96,24 @@ fn producers_of(addr: &str, topic: &str, partition: i32) -> Vec<(i64, i32, i32)>
     let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
     sock.read_exact(&mut body).unwrap();
     let mut body = bytes::Bytes::from(body);
-    ResponseHeader::decode(&mut body, DescribeProducersResponse::header_version(0)).unwrap();
-    let resp = DescribeProducersResponse::decode(&mut body, 0).unwrap();
+    ResponseHeader::decode(&mut body, Resp::header_version(version)).unwrap();
+    Resp::decode(&mut body, version).unwrap()
+}
+
+/// The producers partition `partition` of `topic` knows of (DescribeProducers v0, asked of its
+/// leader `addr`): (producer id, epoch, last sequence). What the partition saw tells which
+/// transaction protocol the producer spoke: under version 2 (KIP-890) every transaction ends
+/// with a new epoch and the sequences restart; under version 1 one epoch runs on.
+fn producers_of(addr: &str, topic: &str, partition: i32) -> Vec<(i64, i32, i32)> {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use kafka_protocol::messages::{
+        ApiKey, DescribeProducersRequest, DescribeProducersResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_partition_indexes(vec![partition])]);
+    let resp: DescribeProducersResponse = raw_call(addr, ApiKey::DescribeProducers as i16, 0, &req);
     let part = &resp.topics[0].partitions[0];
     assert_eq!(
         part.error_code, 0,
@@ -111,6 +123,31 @@ fn producers_of(addr: &str, topic: &str, partition: i32) -> Vec<(i64, i32, i32)>
         .iter()
         .map(|p| (p.producer_id.0, p.producer_epoch, p.last_sequence))
         .collect()
+}
+
+/// The leader epochs committed with `group`'s offsets of `topic` (OffsetFetch v7 to its
+/// coordinator `addr`), per partition: -1 where an offset was committed without one.
+fn committed_leader_epochs(addr: &str, group: &str, topic: &str) -> Vec<i32> {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{
+        ApiKey, GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_indexes((0..PARTITIONS).collect())]))
+        .with_require_stable(true);
+    let resp: OffsetFetchResponse = raw_call(addr, ApiKey::OffsetFetch as i16, 7, &req);
+    assert_eq!(resp.error_code, 0, "OffsetFetch of {group}");
+    let mut epochs: Vec<(i32, i32)> = resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.committed_leader_epoch))
+        .collect();
+    epochs.sort();
+    epochs.into_iter().map(|(_, e)| e).collect()
 }
 
 /// The transaction protocol a broker formatted with the release's defaults speaks: Kafka 4.x
@@ -359,6 +396,11 @@ fn offsets_committed_only_with_their_transaction(bootstrap: &str) {
         vec![30, 30, 30],
         "every input record's offset committed"
     );
+    // KIP-320: the offsets went with the leader epoch the consumer read them under (the
+    // topic's first leader: epoch 0), so that a next owner can check them against the log.
+    let epochs = committed_leader_epochs(bootstrap.split(',').next().unwrap(), "ctp", input);
+    println!("committed leader epochs of {input}: {epochs:?}");
+    assert_eq!(epochs, vec![0, 0, 0]);
     let out = read_all(bootstrap, output, "read_committed");
     let mut keys: Vec<String> = out.values().flatten().cloned().collect();
     keys.sort();

@@ -230,6 +230,9 @@ impl Consumer {
             member_id: generation.member_id,
             group_instance_id: local.driver.config.group_instance_id.clone(),
             protocol: generation.protocol,
+            leader_epochs: crate::types::LeaderEpochLookup(
+                local.driver.leader_epochs.get().cloned(),
+            ),
         })
     }
 

@@ -33,7 +33,6 @@ use crate::group::step::{JoinInput, JoinOutcome};
 use crate::net::Connection;
 use crate::offsets::{AsyncCommitDone, AsyncCommits};
 use crate::protocol::group::Member;
-use crate::types::TopicPartition;
 
 use tokio::sync::mpsc;
 
@@ -79,8 +78,8 @@ pub(crate) struct GroupDriver {
     pub(crate) leader_epochs: std::sync::OnceLock<LeaderEpochs>,
 }
 
-/// The leader epoch of `offset` of a partition, for a commit (-1: unknown).
-pub(crate) type LeaderEpochs = Arc<dyn Fn(&TopicPartition, i64) -> i32 + Send + Sync>;
+// The leader epoch of `offset` of a partition, for a commit (-1: unknown).
+pub(crate) use crate::types::LeaderEpochs;
 
 /// The group coordinator's broker id and the connection to it.
 type Coordinator = (i32, Arc<Connection>);

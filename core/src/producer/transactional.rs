@@ -387,7 +387,8 @@ struct OffsetsToSend {
     protocol: TxnProtocol,
     pid: ProducerIdEpoch,
     group: GroupMetadata,
-    offsets: Vec<(String, i32, i64, String)>,
+    /// (topic, partition, offset, leader epoch, metadata)
+    offsets: Vec<(String, i32, i64, i32, String)>,
 }
 
 /// `send_offsets_to_transaction` up to the requests: `None` when there is nothing to send.
@@ -417,7 +418,16 @@ fn offsets_to_send(
         group: group.clone(),
         offsets: offsets
             .iter()
-            .map(|(tp, o)| (tp.topic.clone(), tp.partition, o.offset, o.metadata.clone()))
+            .map(|(tp, o)| {
+                let epoch = group.leader_epochs.epoch_at(tp, o.offset);
+                (
+                    tp.topic.clone(),
+                    tp.partition,
+                    o.offset,
+                    epoch,
+                    o.metadata.clone(),
+                )
+            })
             .collect(),
     }))
 }
@@ -459,7 +469,7 @@ async fn send_offsets(shared: Arc<Shared>, o: OffsetsToSend, deadline: Deadline)
             &member,
             offsets
                 .iter()
-                .map(|(t, p, o, m)| (t.as_str(), *p, *o, m.as_str())),
+                .map(|(t, p, o, e, m)| (t.as_str(), *p, *o, *e, m.as_str())),
         );
         let what = format!("TxnOffsetCommit of group `{}`", group.group_id);
         crate::backoff::retry_until_if(

@@ -112,20 +112,21 @@ pub(crate) struct Membership<'a> {
     pub group_instance_id: Option<&'a str>,
 }
 
-/// TxnOffsetCommit of `offsets` (topic, partition, offset, metadata) for the group.
+/// TxnOffsetCommit of `offsets` (topic, partition, offset, leader epoch or -1, metadata) for the
+/// group.
 pub(crate) fn txn_offset_commit<'a>(
     transactional_id: &str,
     pid: (i64, i16),
     member: &Membership<'_>,
-    offsets: impl IntoIterator<Item = (&'a str, i32, i64, &'a str)>,
+    offsets: impl IntoIterator<Item = (&'a str, i32, i64, i32, &'a str)>,
 ) -> TxnOffsetCommitRequest {
-    let topics = group_by_topic(offsets.into_iter().map(|(t, p, o, m)| {
+    let topics = group_by_topic(offsets.into_iter().map(|(t, p, o, epoch, m)| {
         (
             t,
             TxnOffsetCommitRequestPartition::default()
                 .with_partition_index(p)
                 .with_committed_offset(o)
-                .with_committed_leader_epoch(-1)
+                .with_committed_leader_epoch(epoch)
                 .with_committed_metadata(Some(StrBytes::from_string(m.to_string()))),
         )
     }))
@@ -222,10 +223,11 @@ mod tests {
             member_id: "m-1",
             group_instance_id: Some("i"),
         };
-        let c = txn_offset_commit("tx", (7, 3), &m, [("a", 0, 42, "")]);
+        let c = txn_offset_commit("tx", (7, 3), &m, [("a", 0, 42, 6, "")]);
         assert_eq!((c.generation_id, c.member_id.as_str()), (5, "m-1"));
         assert_eq!(c.group_instance_id.as_ref().unwrap().as_str(), "i");
-        assert_eq!(c.topics[0].partitions[0].committed_offset, 42);
+        let p = &c.topics[0].partitions[0];
+        assert_eq!((p.committed_offset, p.committed_leader_epoch), (42, 6));
         let e = end_txn("tx", (7, 3), false);
         assert!(!e.committed);
         assert_eq!(add_offsets("tx", (7, 3), "g").group_id.0.as_str(), "g");

@@ -12,6 +12,8 @@
 //        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS|LIST]
 //        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit [--commit-idle-ms MS]]
 //        [--hex] [--trace] [--seek-on-truncation]
+//   java -cp 'OUT:LIB/*' InteropClient transform --bootstrap B --topic IN --output OUT --group G
+//        --transactional-id ID [--strategy S] [--session-timeout-ms X] [--poll-delay-ms D]
 //
 // Both take --config KEY=VALUE (repeatable): a client property set after the defaults above, so
 // it can also override them (e.g. security.protocol, sasl.mechanism, sasl.jaas.config,
@@ -53,6 +55,14 @@
 // partition to its divergent offset (to its fetch position where the broker knew none) and reads
 // on, as an application that handles KIP-320's error does; without it the exception ends the run.
 // Timeouts (request.timeout.ms, default.api.timeout.ms) and the other settings come with --config.
+//
+// transform: as lagless_tool transform (see core/examples/lagless_tool.rs): the exactly-once
+// consume-transform-produce loop of the Java client's documentation, one transaction per poll
+// carrying the polled offsets (sendOffsetsToTransaction with consumer.groupMetadata()), each input
+// record written to OUT keyed "<partition>-<offset>"; an abortable failure aborts and seeks the
+// transaction's partitions still owned back to their committed offsets. Prints
+// {"event":"open","records":n} once a transaction's records are flushed (with --poll-delay-ms),
+// {"event":"committed","records":n} / {"event":"aborted","why":"..."} and runs until SIGTERM.
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -104,6 +114,7 @@ public final class InteropClient {
         switch (argv[0]) {
             case "produce": rc = produce(a); break;
             case "consume": rc = consume(a); break;
+            case "transform": rc = transform(a); break;
             default: usage("unknown command " + argv[0]); rc = 2;
         }
         OUT.flush();
@@ -273,6 +284,105 @@ public final class InteropClient {
                     + ",\"end_us\":" + nowUs() + ",\"error\":" + (error == null ? "null" : jsonStr(error))
                     + ",\"in\":\"" + in + "\"}");
         }
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // transform
+
+    static int transform(Map<String, String> a) throws Exception {
+        String input = a.get("--topic"), output = a.get("--output");
+        if (output == null || !a.containsKey("--group") || !a.containsKey("--transactional-id")) {
+            usage("transform needs --output, --group and --transactional-id");
+        }
+        long delayMs = Long.parseLong(a.getOrDefault("--poll-delay-ms", "0"));
+        Properties c = new Properties();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("--bootstrap"));
+        c.put(ConsumerConfig.CLIENT_ID_CONFIG, "interop-java-transform");
+        c.put(ConsumerConfig.GROUP_ID_CONFIG, a.get("--group"));
+        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        if (a.containsKey("--strategy")) {
+            c.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, strategyClasses(a.get("--strategy")));
+        }
+        if (a.containsKey("--session-timeout-ms")) {
+            c.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, a.get("--session-timeout-ms"));
+        }
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.get("--bootstrap"));
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, "interop-java-transform");
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, a.get("--transactional-id"));
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        for (String[] kv : CONFIG) {
+            c.put(kv[0], kv[1]); // to the consumer, as lagless_tool transform does
+        }
+        AtomicBoolean stop = new AtomicBoolean();
+        long committedRecords = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(c);
+             KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            Thread main = Thread.currentThread();
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                stop.set(true);
+                consumer.wakeup();
+                try {
+                    main.join(30_000);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
+            producer.initTransactions();
+            consumer.subscribe(List.of(input));
+            while (!stop.get()) {
+                ConsumerRecords<byte[], byte[]> records;
+                try {
+                    records = consumer.poll(Duration.ofMillis(100));
+                } catch (WakeupException e) {
+                    break;
+                }
+                if (records.isEmpty()) {
+                    continue;
+                }
+                producer.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+                try {
+                    for (ConsumerRecord<byte[], byte[]> r : records) {
+                        byte[] key = (r.partition() + "-" + r.offset()).getBytes(StandardCharsets.UTF_8);
+                        producer.send(new ProducerRecord<>(output, null, key, r.value(), r.headers()));
+                        next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    }
+                    if (delayMs > 0) {
+                        producer.flush();
+                        emit("{\"event\":\"open\",\"records\":" + records.count() + "}");
+                        Thread.sleep(delayMs);
+                    }
+                    producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
+                    producer.commitTransaction();
+                    committedRecords += records.count();
+                    emit("{\"event\":\"committed\",\"records\":" + records.count() + "}");
+                } catch (org.apache.kafka.common.errors.ProducerFencedException
+                         | org.apache.kafka.common.errors.OutOfOrderSequenceException
+                         | org.apache.kafka.common.errors.AuthorizationException e) {
+                    throw e; // fatal: the documentation's loop closes the producer
+                } catch (org.apache.kafka.common.KafkaException e) {
+                    emit("{\"event\":\"aborted\",\"why\":" + jsonStr(errorText(e)) + "}");
+                    producer.abortTransaction();
+                    Set<TopicPartition> owned = consumer.assignment();
+                    Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(next.keySet());
+                    for (TopicPartition tp : next.keySet()) {
+                        if (owned.contains(tp)) {
+                            OffsetAndMetadata o = committed.get(tp);
+                            consumer.seek(tp, o == null ? 0 : o.offset());
+                        }
+                    }
+                }
+            }
+        }
+        emit("{\"event\":\"done\",\"records\":" + committedRecords + ",\"reason\":\"signal\"}");
+        return 0;
     }
 
     // ---------------------------------------------------------------------------------------------
