@@ -15,7 +15,8 @@
 //! `member_heartbeat_errors_follow_the_java_table` in group/member.rs). That refusal is provoked
 //! on cue with a learner whose warm-up never ends until the test says so (explicit readiness):
 //! the new member is ended with the broker's reason, the classic members go on, and once the
-//! warm-up is over a consumer-protocol member converts the group.
+//! warm-up is over a consumer-protocol member converts the group. A classic member that owns
+//! nothing when the group converts (KAFKA-17733) goes through it like the others.
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,10 +70,17 @@ impl Run {
                 Err(e) => self.errors.push(format!("{who}: {e}")),
             }
         }
-        if let [(_, a), (_, b)] = &self.members[..] {
-            let (a, b) = (partitions(a), partitions(b));
-            if !a.is_disjoint(&b) {
-                self.overlaps.push(format!("{a:?} and {b:?}"));
+        let owned: Vec<(&str, BTreeSet<i32>)> = self
+            .members
+            .iter()
+            .map(|(who, c)| (*who, partitions(c)))
+            .collect();
+        for (i, (who_a, a)) in owned.iter().enumerate() {
+            for (who_b, b) in &owned[i + 1..] {
+                if !a.is_disjoint(b) {
+                    self.overlaps
+                        .push(format!("{who_a} owns {a:?} and {who_b} {b:?}"));
+                }
             }
         }
     }
@@ -337,4 +345,90 @@ fn a_learner_sticky_group_warming_up_refuses_the_conversion_until_it_settles() {
         "a partition held by both classic members at once: {:?}",
         run.overlaps
     );
+}
+
+/// KAFKA-17733: a classic group in which a member owns nothing (three cooperative-sticky members,
+/// two partitions) is converted when a consumer-protocol member joins; the member with the empty
+/// assignment must stay a member like the others (the broker once failed the conversion on it).
+/// The classic members then leave one at a time, the empty one first, records produced in every
+/// phase: every offset is read, no partition is held by two members at once, no poll() fails,
+/// and the consumer-protocol member ends up owning both partitions.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_classic_member_owning_nothing_goes_through_the_conversion() {
+    init_logs();
+    let b = bootstrap();
+    const TWO: i32 = 2;
+    let topic = new_topic(&b, "migration-empty", TWO);
+    let group = unique_name("migration-empty");
+    let mut written = produce(&b, &topic, TWO, PER_PHASE);
+    let mut add = |written: &mut BTreeMap<i32, BTreeSet<i64>>| {
+        for (p, o) in produce(&b, &topic, TWO, PER_PHASE) {
+            written.entry(p).or_default().extend(o);
+        }
+    };
+    let mut run = Run {
+        members: Vec::new(),
+        read: BTreeMap::new(),
+        errors: Vec::new(),
+        overlaps: Vec::new(),
+    };
+    for who in ["classic-1", "classic-2", "classic-3"] {
+        let c = member(&b, &group, "classic", Some("cooperative-sticky"));
+        c.subscribe(&[&topic], None).unwrap();
+        run.members.push((who, c));
+    }
+    run.until(
+        "two classic members own a partition each, one owns nothing",
+        |o| o.iter().filter(|s| s.len() == 1).count() == 2 && o.iter().any(BTreeSet::is_empty),
+    );
+    run.read_all(&written);
+    let empty = run
+        .members
+        .iter()
+        .find(|(_, c)| c.assignment().is_empty())
+        .map(|(who, _)| *who)
+        .expect("a member owning nothing");
+    // The conversion: a consumer-protocol member joins.
+    let new = member(&b, &group, "consumer", None);
+    new.subscribe(&[&topic], None).unwrap();
+    run.members.push(("consumer", new));
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        run.poll_all();
+    }
+    add(&mut written);
+    run.read_all(&written);
+    // The classic members leave one at a time, the one that owned nothing first.
+    let mut order = vec![empty];
+    order.extend(
+        ["classic-1", "classic-2", "classic-3"]
+            .into_iter()
+            .filter(|who| *who != empty),
+    );
+    for leaving in order {
+        let i = run.members.iter().position(|(who, _)| *who == leaving);
+        let (_, gone) = run.members.remove(i.expect("a classic member"));
+        gone.close(None).unwrap();
+        add(&mut written);
+        run.read_all(&written);
+    }
+    run.until("the consumer-protocol member owns both partitions", |o| {
+        o.len() == 1 && o[0].len() == TWO as usize
+    });
+    add(&mut written);
+    run.read_all(&written);
+    let (_, last) = run.members.pop().unwrap();
+    last.close(None).unwrap();
+    let duplicates = run.read.values().filter(|n| **n > 1).count();
+    eprintln!(
+        "{} offsets read, {duplicates} read twice, errors {:?}",
+        run.read.len(),
+        run.errors
+    );
+    assert!(run.errors.is_empty(), "poll() failed: {:?}", run.errors);
+    assert!(run.overlaps.is_empty(), "{:?}", run.overlaps);
+    let want: usize = written.values().map(BTreeSet::len).sum();
+    assert_eq!(want, 6 * TWO as usize * PER_PHASE);
+    assert_eq!(run.read.len(), want, "every offset read, none other");
 }
