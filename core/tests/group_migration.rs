@@ -362,7 +362,7 @@ fn a_classic_member_owning_nothing_goes_through_the_conversion() {
     let topic = new_topic(&b, "migration-empty", TWO);
     let group = unique_name("migration-empty");
     let mut written = produce(&b, &topic, TWO, PER_PHASE);
-    let mut add = |written: &mut BTreeMap<i32, BTreeSet<i64>>| {
+    let add = |written: &mut BTreeMap<i32, BTreeSet<i64>>| {
         for (p, o) in produce(&b, &topic, TWO, PER_PHASE) {
             written.entry(p).or_default().extend(o);
         }
