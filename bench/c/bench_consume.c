@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "lagless.h"
 
 #define BATCH 500
@@ -30,18 +31,18 @@ static long long cpu_ticks(void) {
     return (long long)(ut + st);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void check(lagless_error *err, const char *what) {
     if (err) {
         fprintf(stderr, "%s: %s (%s)\n", what, lagless_error_message(err), lagless_error_name(err));
         lagless_error_destroy(err);
         exit(1);
     }
+}
+
+/* A lagless setting, in the shape bench_config takes (a refusal ends the program). */
+static int set_lagless(void *conf, const char *k, const char *v) {
+    check(lagless_config_set((lagless_config *)conf, k, v), k);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -63,17 +64,7 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) check(lagless_config_set(conf, kv[i][0], kv[i][1]), kv[i][0]);
     /* bench/eos: more settings (isolation.level), one key=value a line. */
-    const char *extra = getenv("BENCH_CONFIG");
-    if (extra != NULL) {
-        char *copy = strdup(extra), *save = NULL;
-        for (char *line = strtok_r(copy, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
-            char *eq = strchr(line, '=');
-            if (eq == NULL) continue;
-            *eq = '\0';
-            check(lagless_config_set(conf, line, eq + 1), line);
-        }
-        free(copy);
-    }
+    bench_config(set_lagless, conf);
     const char *group = getenv("BENCH_GROUP");
     if (group && *group) check(lagless_config_set(conf, "group.id", group), "group.id");
     lagless_consumer *c = NULL;

@@ -11,6 +11,8 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "bench_common.h"
+
 #define BATCH 500
 
 static long long cpu_ticks(void) {
@@ -26,12 +28,6 @@ static long long cpu_ticks(void) {
     /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return 0;
     return (long long)(ut + st);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* Counts one message; returns -1 (after printing it) when it carries an error. */
@@ -78,20 +74,7 @@ int main(int argc, char **argv) {
         }
     }
     /* bench/run --tls: the security settings, one key=value a line. */
-    const char *extra = getenv("BENCH_CONFIG");
-    if (extra != NULL) {
-        char *copy = strdup(extra), *save = NULL;
-        for (char *line = strtok_r(copy, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
-            char *eq = strchr(line, '=');
-            if (eq == NULL) continue;
-            *eq = '\0';
-            if (rd_kafka_conf_set(conf, line, eq + 1, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
-                fprintf(stderr, "%s: %s\n", line, errstr);
-                return 1;
-            }
-        }
-        free(copy);
-    }
+    if (bench_config(set_any, conf)) return 1;
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
     if (!rk) {
         fprintf(stderr, "rd_kafka_new: %s\n", errstr);

@@ -10,6 +10,8 @@
  * processing (sleeping) after every poll, as BenchMember does; once BENCH_LEAVE_FILE exists it
  * prints "L <unix ms>" and leaves (closes) at once. */
 #include <librdkafka/rdkafka.h>
+
+#include "bench_common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +29,6 @@ static long long unix_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -41,15 +37,6 @@ static void sleep_ms(long ms) {
 static int exists(const char *path) {
     struct stat st;
     return path != NULL && stat(path, &st) == 0;
-}
-
-static int set(rd_kafka_conf_t *conf, const char *k, const char *v) {
-    char errstr[512];
-    if (rd_kafka_conf_set(conf, k, v, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
-        fprintf(stderr, "%s: %s\n", k, errstr);
-        return 1;
-    }
-    return 0;
 }
 
 /* Takes and gives back partitions as the group's rebalance protocol wants: incrementally under

@@ -5,6 +5,8 @@
  * BENCH_CONFIG (one key=value a line: acks, enable.idempotence), flushes, and prints
  * RESULT <records> <bytes> <seconds> (first produce to the last delivery report). */
 #include <librdkafka/rdkafka.h>
+
+#include "bench_common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,25 +14,10 @@
 
 static long long failed = 0;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
     (void)opaque;
     if (m->err) failed++;
-}
-
-static int set(rd_kafka_conf_t *conf, const char *k, const char *v) {
-    char errstr[512];
-    if (rd_kafka_conf_set(conf, k, v, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
-        fprintf(stderr, "%s: %s\n", k, errstr);
-        return 1;
-    }
-    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -50,17 +37,7 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         if (set(conf, kv[i][0], kv[i][1])) return 1;
-    const char *extra = getenv("BENCH_CONFIG");
-    if (extra != NULL) {
-        char *copy = strdup(extra), *save = NULL;
-        for (char *line = strtok_r(copy, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
-            char *eq = strchr(line, '=');
-            if (eq == NULL) continue;
-            *eq = '\0';
-            if (set(conf, line, eq + 1)) return 1;
-        }
-        free(copy);
-    }
+    if (bench_config(set_any, conf)) return 1;
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
     char errstr[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
