@@ -25,7 +25,7 @@
 //! empty (which removes it) until an answer confirms it, see [`regex_field`].
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use uuid::Uuid;
@@ -62,6 +62,10 @@ struct State {
     heartbeat_interval: Option<Duration>,
     /// The coordinator may hold a regex for this member ([`regex_held_after`]).
     regex_held: bool,
+    /// When an answer last gave the member an epoch other than the one it sent: partitions
+    /// another member still has to release may come with a later answer, so the heartbeat
+    /// comes sooner for a while ([`GroupProtocol::epoch_moved_at`]).
+    epoch_moved_at: Option<Instant>,
 }
 
 /// The consumer group protocol of KIP-848.
@@ -123,6 +127,9 @@ impl ConsumerGroup {
             }
             if let Some(a) = &answer.assignment {
                 st.assignment = a.clone();
+            }
+            if epoch_moved(sent.epoch, answer.epoch) {
+                st.epoch_moved_at = Some(Instant::now());
             }
         }
         Ok(answer)
@@ -280,6 +287,10 @@ impl GroupProtocol for ConsumerGroup {
         self.state.lock().unpoisoned().heartbeat_interval
     }
 
+    fn epoch_moved_at(&self) -> Option<Instant> {
+        self.state.lock().unpoisoned().epoch_moved_at
+    }
+
     fn leave_for_restart<'a>(
         &'a self,
         d: &'a dyn ProtocolContext,
@@ -413,6 +424,13 @@ fn heartbeat_request(
 }
 
 /// The topic ids metadata knows, by name.
+/// Whether an answer to a request of epoch `sent` moved the member to another epoch: a join
+/// (epoch 0) that made it a member, or a heartbeat answered with a newer epoch. The answers to
+/// leaving (epochs -1 and -2) move it nowhere the heartbeat goes on from.
+fn epoch_moved(sent: i32, answered: i32) -> bool {
+    answered > 0 && answered != sent
+}
+
 fn topic_ids(meta: &Metadata) -> TopicIds {
     meta.topics
         .values()
@@ -529,6 +547,16 @@ mod tests {
 
     /// A join of a new member: epoch 0, its own member id, nothing owned yet; no static id,
     /// assignor or rack configured: none is sent.
+    #[test]
+    fn an_epoch_moves_when_an_answer_gives_the_member_another_one_to_go_on_with() {
+        assert!(epoch_moved(JOIN_EPOCH, 1), "a new member's join");
+        assert!(epoch_moved(4, 6), "a heartbeat answered with a newer epoch");
+        assert!(!epoch_moved(6, 6), "answered with the epoch it sent");
+        assert!(!epoch_moved(LEAVE_EPOCH, LEAVE_EPOCH), "leaving");
+        assert!(!epoch_moved(STATIC_LEAVE_EPOCH, STATIC_LEAVE_EPOCH));
+        assert!(!epoch_moved(JOIN_EPOCH, 0), "an answer without an epoch");
+    }
+
     #[test]
     fn a_join_request_of_a_new_member_owns_nothing() {
         let config = config(&[]);

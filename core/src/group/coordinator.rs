@@ -23,8 +23,8 @@ use crate::group::assignor::{assignor_by_name, Assignor, RebalanceProtocol};
 use crate::group::group_member::{GroupMember, MemberSettings, MemberView};
 use crate::group::group_protocol::{GroupProtocol, JoinAttempt, ProtocolContext, ProtocolFuture};
 use crate::group::heartbeat::{
-    heartbeat_step, interval_in_force, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Liveness,
-    SharedInstant, FOLLOW_UP_HEARTBEAT, FOLLOW_UP_WINDOW,
+    heartbeat_step, interval_in_force, HeartbeatAnswer, HeartbeatClock, HeartbeatStep, Hurry,
+    Liveness, SharedInstant,
 };
 use crate::group::member::{poll_timeout_consequence, Generation, Next, ProtocolAnswer, Reply};
 use crate::group::metadata_snapshot::MetadataSnapshot;
@@ -451,27 +451,23 @@ impl GroupDriver {
                 self.group_protocol.heartbeat_interval(),
                 self.config.heartbeat_interval,
             );
-            // While a follow-up rebalance is expected the heartbeats are 40 ms apart: ticks of
-            // half that, so one is not late by a whole tick.
-            let follow_up = self
-                .follow_up_since
-                .get()
-                .is_some_and(|since| since.elapsed() < FOLLOW_UP_WINDOW);
-            tokio::time::sleep(if follow_up {
-                tick.min(FOLLOW_UP_HEARTBEAT / 2)
-            } else {
-                tick
-            })
-            .await;
+            let hurry = Hurry {
+                follow_up_since: self.follow_up_since.get(),
+                epoch_moved_at: self.group_protocol.epoch_moved_at(),
+            };
+            // Ticks of at most a quarter of the interval in force (10 ms while a follow-up
+            // rebalance is expected or the epoch just moved), so a heartbeat is late by a
+            // fraction of its interval at most.
+            let interval = hurry.interval(liveness.heartbeat_interval, Instant::now());
+            tokio::time::sleep(tick.min(interval / 4)).await;
             // What the heartbeat sends is read here, with the rest, off the member's view (not
             // its lock), so the protocol reads nothing off the member while it sends.
             let (enabled, input) = self.read_view(|v| (v.heartbeats_enabled, v.heartbeat_input()));
             let generation = &input.generation;
             // Always set (from the driver's creation on).
             let last_poll = self.last_poll.get().unwrap_or_else(Instant::now);
-            let follow_up_since = self.follow_up_since.get();
             let now = Instant::now();
-            match heartbeat_step(enabled, last_poll, &clock, follow_up_since, &liveness, now) {
+            match heartbeat_step(enabled, last_poll, &clock, hurry, &liveness, now) {
                 HeartbeatStep::NotInGeneration => {
                     clock = HeartbeatClock::new(now);
                     continue;

@@ -121,6 +121,13 @@ pub(crate) trait GroupProtocol: Send + Sync {
         None
     }
 
+    /// When the coordinator last moved the member's epoch, where the protocol has epochs that
+    /// move while the member keeps heartbeating (KIP-848): the heartbeat comes sooner for a
+    /// while after ([`heartbeat_interval`](crate::group::heartbeat::heartbeat_interval)).
+    fn epoch_moved_at(&self) -> Option<std::time::Instant> {
+        None
+    }
+
     /// A static member (`group.instance.id`) of `generation` closes and will be back: what the
     /// protocol tells the coordinator, once (the classic protocol: nothing, the member's
     /// session keeps its place).

@@ -75,21 +75,47 @@ pub(crate) fn next_heartbeat(
     }
 }
 
-/// The heartbeat interval in force: `heartbeat.interval.ms`, or [`FOLLOW_UP_HEARTBEAT`] while a
-/// follow-up rebalance is expected (since `follow_up_since`, for at most [`FOLLOW_UP_WINDOW`]),
-/// so that the member notices it in tens of milliseconds and the partitions in transit are
-/// without an owner that much less.
+/// After the coordinator moves a KIP-848 member's epoch, its heartbeat interval is the time
+/// since the move divided by this (never under [`FOLLOW_UP_HEARTBEAT`]) ...
+const SETTLING_DIVISOR: u32 = 8;
+/// ... for this many heartbeat intervals: the old owner of a partition the member was given hears
+/// of the move at its own next heartbeat, up to one interval later, and releases it then.
+const SETTLING_INTERVALS: u32 = 2;
+
+/// The heartbeat interval in force: `heartbeat.interval.ms`, shortened while the member expects
+/// to hear of a change soon:
+/// - [`FOLLOW_UP_HEARTBEAT`] while a follow-up rebalance is expected (since `follow_up_since`,
+///   for at most [`FOLLOW_UP_WINDOW`]), so that the member notices it in tens of milliseconds
+///   and the partitions in transit are without an owner that much less;
+/// - under KIP-848, for two intervals after the coordinator last moved the member's epoch
+///   (`epoch_moved_at`), an eighth of the time since the move, never under
+///   [`FOLLOW_UP_HEARTBEAT`]. A member whose epoch moved may have been given partitions that
+///   another member still has to release; the coordinator says so only in the answer to a
+///   later heartbeat. The old owner releases them once its own next heartbeat tells it to (up to
+///   an interval after the move, at a moment nobody can predict); beats 40 ms apart up to 320 ms
+///   after the move, then each an eighth later than the last, hear of a release at most an
+///   eighth of its delay late (40 ms at least): 16 heartbeats in the two intervals after a move
+///   where the interval is 500 ms (33 where it is the broker's default 5 s) instead of two.
+///   Java's client and librdkafka wait for the regular heartbeat (up to an interval).
 pub(crate) fn heartbeat_interval(
     configured: Duration,
     follow_up_since: Option<Instant>,
+    epoch_moved_at: Option<Instant>,
     now: Instant,
 ) -> Duration {
-    match follow_up_since {
-        Some(since) if now.saturating_duration_since(since) < FOLLOW_UP_WINDOW => {
-            FOLLOW_UP_HEARTBEAT.min(configured)
+    let mut interval = configured;
+    if let Some(since) = follow_up_since {
+        if now.saturating_duration_since(since) < FOLLOW_UP_WINDOW {
+            interval = interval.min(FOLLOW_UP_HEARTBEAT);
         }
-        _ => configured,
     }
+    if let Some(moved) = epoch_moved_at {
+        let since = now.saturating_duration_since(moved);
+        if since < configured * SETTLING_INTERVALS {
+            interval = interval.min((since / SETTLING_DIVISOR).max(FOLLOW_UP_HEARTBEAT));
+        }
+    }
+    interval
 }
 
 /// The heartbeat interval a member keeps to before any follow-up: under KIP-848 the one the
@@ -140,12 +166,28 @@ pub(crate) enum HeartbeatStep {
     Tick { session_lost: bool, send: bool },
 }
 
+/// What shortens the heartbeat interval for a while ([`heartbeat_interval`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Hurry {
+    /// A follow-up rebalance is expected since then.
+    pub follow_up_since: Option<Instant>,
+    /// KIP-848: the coordinator last moved the member's epoch then.
+    pub epoch_moved_at: Option<Instant>,
+}
+
+impl Hurry {
+    /// The interval in force at `now` for a member configured with `configured`.
+    pub fn interval(&self, configured: Duration, now: Instant) -> Duration {
+        heartbeat_interval(configured, self.follow_up_since, self.epoch_moved_at, now)
+    }
+}
+
 /// One tick of the heartbeat loop.
 pub(crate) fn heartbeat_step(
     heartbeats_enabled: bool,
     last_poll: Instant,
     clock: &HeartbeatClock,
-    follow_up_since: Option<Instant>,
+    hurry: Hurry,
     liveness: &Liveness,
     now: Instant,
 ) -> HeartbeatStep {
@@ -156,7 +198,7 @@ pub(crate) fn heartbeat_step(
         return HeartbeatStep::PollTimeoutExpired;
     }
     let session_lost = now.saturating_duration_since(clock.last_ok) > liveness.session_timeout;
-    let interval = heartbeat_interval(liveness.heartbeat_interval, follow_up_since, now);
+    let interval = hurry.interval(liveness.heartbeat_interval, now);
     let send = next_heartbeat(interval, clock.last_sent, clock.last_answer, now)
         .is_some_and(|due| due <= now);
     HeartbeatStep::Tick { session_lost, send }
@@ -205,7 +247,14 @@ mod tests {
         let now = Instant::now();
         assert_eq!(next_heartbeat(3000 * MS, None, None, now), Some(now));
         assert_eq!(
-            heartbeat_step(true, now, &HeartbeatClock::new(now), None, &liveness(), now),
+            heartbeat_step(
+                true,
+                now,
+                &HeartbeatClock::new(now),
+                Hurry::default(),
+                &liveness(),
+                now
+            ),
             HeartbeatStep::Tick {
                 session_lost: false,
                 send: true
@@ -226,7 +275,16 @@ mod tests {
             last_sent: Some(t0),
             last_answer: answered,
         };
-        let at = |ms: u32| heartbeat_step(true, t0, &clock, None, &liveness(), t0 + ms * MS);
+        let at = |ms: u32| {
+            heartbeat_step(
+                true,
+                t0,
+                &clock,
+                Hurry::default(),
+                &liveness(),
+                t0 + ms * MS,
+            )
+        };
         assert!(matches!(at(2999), HeartbeatStep::Tick { send: false, .. }));
         assert!(matches!(at(3000), HeartbeatStep::Tick { send: true, .. }));
     }
@@ -260,7 +318,7 @@ mod tests {
         let long_ago = HeartbeatClock::new(t0);
         let later = t0 + 600_000 * MS;
         assert_eq!(
-            heartbeat_step(false, t0, &long_ago, None, &liveness(), later),
+            heartbeat_step(false, t0, &long_ago, Hurry::default(), &liveness(), later),
             HeartbeatStep::NotInGeneration
         );
     }
@@ -269,7 +327,16 @@ mod tests {
     fn the_poll_interval_passing_ends_the_generation_before_any_heartbeat() {
         let t0 = Instant::now();
         let clock = HeartbeatClock::new(t0);
-        let at = |ms: u32| heartbeat_step(true, t0, &clock, None, &liveness(), t0 + ms * MS);
+        let at = |ms: u32| {
+            heartbeat_step(
+                true,
+                t0,
+                &clock,
+                Hurry::default(),
+                &liveness(),
+                t0 + ms * MS,
+            )
+        };
         assert!(matches!(at(300_000), HeartbeatStep::Tick { .. }));
         assert_eq!(at(300_001), HeartbeatStep::PollTimeoutExpired);
     }
@@ -282,8 +349,16 @@ mod tests {
             last_sent: Some(t0 + 9000 * MS),
             last_answer: Some((t0 + 9100 * MS, HeartbeatAnswer::Retry(1000 * MS))),
         };
-        let at =
-            |ms: u32| heartbeat_step(true, t0 + ms * MS, &clock, None, &liveness(), t0 + ms * MS);
+        let at = |ms: u32| {
+            heartbeat_step(
+                true,
+                t0 + ms * MS,
+                &clock,
+                Hurry::default(),
+                &liveness(),
+                t0 + ms * MS,
+            )
+        };
         assert_eq!(
             at(10_000),
             HeartbeatStep::Tick {
@@ -312,18 +387,18 @@ mod tests {
     #[test]
     fn a_follow_up_rebalance_shortens_the_interval_for_a_while() {
         let t0 = Instant::now();
-        assert_eq!(heartbeat_interval(3000 * MS, None, t0), 3000 * MS);
+        assert_eq!(heartbeat_interval(3000 * MS, None, None, t0), 3000 * MS);
         assert_eq!(
-            heartbeat_interval(3000 * MS, Some(t0), t0 + 50 * MS),
+            heartbeat_interval(3000 * MS, Some(t0), None, t0 + 50 * MS),
             FOLLOW_UP_HEARTBEAT
         );
         assert_eq!(
-            heartbeat_interval(30 * MS, Some(t0), t0),
+            heartbeat_interval(30 * MS, Some(t0), None, t0),
             30 * MS,
             "never slower than configured"
         );
         assert_eq!(
-            heartbeat_interval(3000 * MS, Some(t0), t0 + FOLLOW_UP_WINDOW),
+            heartbeat_interval(3000 * MS, Some(t0), None, t0 + FOLLOW_UP_WINDOW),
             3000 * MS,
             "the window closes"
         );
@@ -333,12 +408,103 @@ mod tests {
             last_answer: Some((t0 + 5 * MS, HeartbeatAnswer::Ok)),
         };
         assert!(matches!(
-            heartbeat_step(true, t0, &clock, Some(t0), &liveness(), t0 + 100 * MS),
+            heartbeat_step(
+                true,
+                t0,
+                &clock,
+                Hurry {
+                    follow_up_since: Some(t0),
+                    epoch_moved_at: None
+                },
+                &liveness(),
+                t0 + 100 * MS
+            ),
             HeartbeatStep::Tick { send: true, .. }
         ));
         assert!(matches!(
-            heartbeat_step(true, t0, &clock, None, &liveness(), t0 + 100 * MS),
+            heartbeat_step(
+                true,
+                t0,
+                &clock,
+                Hurry::default(),
+                &liveness(),
+                t0 + 100 * MS
+            ),
             HeartbeatStep::Tick { send: false, .. }
         ));
+    }
+
+    #[test]
+    fn after_the_coordinator_moves_the_epoch_the_heartbeats_come_sooner_then_space_out() {
+        let t0 = Instant::now();
+        let moved = |ms: u32| heartbeat_interval(500 * MS, None, Some(t0), t0 + ms * MS);
+        assert_eq!(
+            moved(0),
+            FOLLOW_UP_HEARTBEAT,
+            "never under the follow-up pace"
+        );
+        assert_eq!(moved(320), FOLLOW_UP_HEARTBEAT);
+        assert_eq!(moved(400), 50 * MS, "an eighth of the time since the move");
+        assert_eq!(moved(999), 124 * MS + 875 * Duration::from_micros(1));
+        assert_eq!(
+            moved(1000),
+            500 * MS,
+            "two intervals after the move, the interval"
+        );
+        assert_eq!(
+            heartbeat_interval(30 * MS, None, Some(t0), t0),
+            30 * MS,
+            "never longer than the interval in force"
+        );
+        // The beats a member sends after a move, ticking every millisecond from an answered
+        // heartbeat at the move: 16 beats in the first two intervals of 500 ms, then every 500 ms.
+        let hurry = Hurry {
+            follow_up_since: None,
+            epoch_moved_at: Some(t0),
+        };
+        let mut live = liveness();
+        live.heartbeat_interval = 500 * MS;
+        let mut clock = HeartbeatClock {
+            last_ok: t0,
+            last_sent: Some(t0),
+            last_answer: Some((t0, HeartbeatAnswer::Ok)),
+        };
+        let mut beats = Vec::new();
+        for ms in 1..=2000u32 {
+            let now = t0 + ms * MS;
+            if let HeartbeatStep::Tick { send: true, .. } =
+                heartbeat_step(true, now, &clock, hurry, &live, now)
+            {
+                beats.push(ms);
+                clock.last_sent = Some(now);
+                clock.last_answer = Some((now, HeartbeatAnswer::Ok));
+                clock.last_ok = now;
+            }
+        }
+        assert_eq!(
+            beats,
+            [
+                40, 80, 120, 160, 200, 240, 280, 320, 366, 419, 479, 548, 627, 717, 820, 938, 1438,
+                1938
+            ]
+        );
+        // Without the move, the interval alone.
+        let mut clock = HeartbeatClock {
+            last_ok: t0,
+            last_sent: Some(t0),
+            last_answer: Some((t0, HeartbeatAnswer::Ok)),
+        };
+        let mut beats = Vec::new();
+        for ms in 1..=1500u32 {
+            let now = t0 + ms * MS;
+            if let HeartbeatStep::Tick { send: true, .. } =
+                heartbeat_step(true, now, &clock, Hurry::default(), &live, now)
+            {
+                beats.push(ms);
+                clock.last_sent = Some(now);
+                clock.last_answer = Some((now, HeartbeatAnswer::Ok));
+            }
+        }
+        assert_eq!(beats, [500, 1000, 1500]);
     }
 }
