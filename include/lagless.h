@@ -283,6 +283,15 @@ typedef struct {
 typedef void (*lagless_commit_cb)(void *opaque, const lagless_error *err);
 
 /**
+ * The error callback: `error` is borrowed for the duration of the call (read it with
+ * `lagless_error_code`, `_name`, `_message`, ...; do not destroy it). Runs only inside
+ * `lagless_consumer_poll`/`_poll_batch`, on the thread that called it, once as each condition
+ * begins. It must not call `lagless_consumer_poll` on the same consumer nor destroy it, and
+ * must not unwind (longjmp, C++ exceptions) through lagless.
+ */
+typedef void (*lagless_error_cb)(void *opaque, const lagless_error *error);
+
+/**
  * Receives one log event: its level (`LAGLESS_LOG_*`), target (the lagless module) and message,
  * both borrowed for the duration of the call. Thread: ANY lagless thread (the I/O threads) or a
  * thread inside a lagless call; it must be thread-safe, quick, and must not call lagless.
@@ -756,6 +765,19 @@ int32_t lagless_error_partition(const lagless_error *err);
  * Frees an error. NULL is ignored. Thread-safety: any thread, once.
  */
 void lagless_error_destroy(lagless_error *err);
+
+/**
+ * Sets the error callback, for conditions of the whole cluster that no single call fails with,
+ * each heard once as it begins: every known broker failed its last connection attempt
+ * (`LAGLESS_ERR_TRANSPORT`, "all brokers are down"), a broker refused the credentials
+ * (`LAGLESS_ERR_AUTHENTICATION`) or the TLS handshake failed (`LAGLESS_ERR_SSL`), the group
+ * coordinator answered no heartbeat for `session.timeout.ms` (`LAGLESS_ERR_TIMEOUT`). The
+ * consumer goes on retrying meanwhile. A poll calls it before it takes records; a poll waiting
+ * for records calls it within about 100 ms of the condition. Conditions raised while no
+ * callback is set are logged only. NULL `error_cb` removes it. `opaque` is passed to it
+ * untouched and must stay valid until the callback is replaced or the consumer destroyed.
+ */
+lagless_error *lagless_consumer_set_error_callback(lagless_consumer *consumer, lagless_error_cb error_cb, void *opaque);
 
 /**
  * Sends lagless' log events at `max_level` (`LAGLESS_LOG_*`) and more severe to `callback`,

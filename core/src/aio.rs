@@ -354,6 +354,14 @@ impl Consumer {
         self.engine().set_statistics_callback(callback)
     }
 
+    /// The error callback ([`crate::Consumer::set_error_callback`]): each whole-cluster
+    /// condition from inside `recv()` (and `recv_batch()`, the stream), on the application's
+    /// task, before records are taken, once `recv()` next looks (a `recv()` waiting for records
+    /// does not wake for it). It must not block. An error it returns comes out of that `recv()`.
+    pub fn set_error_callback(&self, callback: Option<crate::ErrorCallback>) {
+        self.engine().set_error_callback(callback)
+    }
+
     /// KIP-333: whether `tp` has a recovery stream still draining a backlog.
     pub fn recovery_active(&self, tp: &TopicPartition) -> Result<bool> {
         self.engine().recovery_active(tp)
@@ -425,6 +433,7 @@ impl Consumer {
         loop {
             c.check_open()?;
             c.run_commit_callbacks();
+            c.emit_raised()?;
             let statistics_due = c.emit_statistics()?;
             if !steps_stand {
                 self.group_steps().await?;
@@ -523,7 +532,7 @@ impl Consumer {
             return Some(Err(e));
         }
         c.run_commit_callbacks();
-        if let Err(e) = c.emit_statistics() {
+        if let Err(e) = c.emit_raised().and_then(|()| c.emit_statistics().map(drop)) {
             return Some(Err(e));
         }
         // Group steps that found nothing to do a moment ago stand for a record already waiting

@@ -6,6 +6,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
+mod health;
+
+use health::{Health, Raised};
+
 use crate::backoff::{retry_until, retry_until_if, Backoff, Deadline, Retry};
 use crate::buffers::AnswerPool;
 use crate::config::CommonConfig;
@@ -153,6 +157,34 @@ pub struct Cluster {
     last_refresh_error: StdMutex<Option<Error>>,
     /// The buffers every connection reads its answers into.
     answers: Arc<AnswerPool>,
+    /// Whole-cluster conditions for the application's error callback (see `health`).
+    health: Arc<HealthWatch>,
+}
+
+/// The cluster's [`Health`] and what it raised, shared with the connection setups' tasks.
+#[derive(Debug, Default)]
+pub(crate) struct HealthWatch {
+    health: StdMutex<Health>,
+    raised: Raised,
+}
+
+impl HealthWatch {
+    fn attempted(
+        &self,
+        addr: &str,
+        outcome: std::result::Result<(), &Error>,
+        known: &BTreeSet<String>,
+    ) {
+        let raise = self
+            .health
+            .lock()
+            .unpoisoned()
+            .attempted(addr, outcome, known);
+        for e in &raise {
+            tracing::error!("{e}");
+        }
+        self.raised.push(raise);
+    }
 }
 
 impl Cluster {
@@ -171,7 +203,29 @@ impl Cluster {
             refresh_lock: Mutex::new(()),
             last_refresh_error: StdMutex::new(None),
             answers,
+            health: Arc::default(),
         })
+    }
+
+    /// Raises a whole-cluster condition found outside the connection setup (the group
+    /// coordinator silent for a session) for the application's error callback.
+    pub(crate) fn raise(&self, e: Error) {
+        tracing::error!("{e}");
+        self.health.raised.push([e]);
+    }
+
+    /// The conditions raised since the last call, oldest first (see `health`), for the
+    /// application's error callback.
+    pub(crate) fn take_raised(&self) -> Vec<Error> {
+        self.health.raised.take()
+    }
+
+    /// The addresses the client knows: its bootstrap servers and the brokers of the last
+    /// metadata.
+    fn known_addresses(&self) -> BTreeSet<String> {
+        let mut known: BTreeSet<String> = self.config.bootstrap_servers.iter().cloned().collect();
+        known.extend(self.metadata().brokers.values().cloned());
+        known
     }
 
     pub fn backoff(&self) -> Backoff {
@@ -284,6 +338,8 @@ impl Cluster {
         let setup_timeout = self.config.socket_connection_setup_timeout;
         let request_timeout = self.config.request_timeout;
         let answers = self.answers.clone();
+        let health = self.health.clone();
+        let known = self.known_addresses();
         let setup = tokio::spawn(async move {
             let addr = s.addr.clone();
             let connected = Connection::connect(
@@ -300,6 +356,7 @@ impl Cluster {
                 // (`reconnect_wait`), not here: a broker that accepts connections and cuts each
                 // one right after the setup would otherwise be reconnected to at once, forever.
                 Ok(c) => {
+                    health.attempted(&addr, Ok(()), &known);
                     if let Some(failed) = s.failures.connected() {
                         tracing::info!(
                             broker = %addr,
@@ -311,6 +368,7 @@ impl Cluster {
                     Ok(c)
                 }
                 Err(e) => {
+                    health.attempted(&addr, Err(&e), &known);
                     let now = Instant::now();
                     s.next_attempt = now + s.retry.failed();
                     match s.failures.failed(now) {

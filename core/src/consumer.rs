@@ -33,6 +33,7 @@ use crate::types::TopicPartition;
 
 mod commits;
 mod driver_task;
+pub mod error_callback;
 mod group;
 mod group_local;
 mod idle_steps;
@@ -137,6 +138,8 @@ pub struct Consumer {
     fetch_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// `statistics.interval.ms`'s callback and when it last ran.
     statistics: statistics::Statistics,
+    /// The error callback for whole-cluster conditions.
+    error_callback: error_callback::ErrorCallbackSlot,
 }
 
 impl Consumer {
@@ -176,6 +179,7 @@ impl Consumer {
             group_protocol,
             fetch_task: Mutex::new(Some(fetch_task)),
             statistics: statistics::Statistics::new(Instant::now()),
+            error_callback: Default::default(),
         })
     }
 
@@ -266,7 +270,8 @@ impl Consumer {
             // records) and finished async commits' callbacks, on this thread and outside the
             // fetch lock.
             self.run_commit_callbacks();
-            // Before records are taken: an error of the callback leaves them for the next call.
+            // Before records are taken: an error of a callback leaves them for the next call.
+            self.emit_raised()?;
             let statistics_due = self.emit_statistics()?;
             if !steps_stand {
                 self.group_poll()?;

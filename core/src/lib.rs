@@ -54,6 +54,7 @@ pub mod sync;
 pub mod types;
 
 pub use config::Config;
+pub use consumer::error_callback::ErrorCallback;
 pub use consumer::statistics::{StatisticsCallback, StatisticsDue};
 pub use consumer::{
     CommitCallback, CommitResults, Consumer, ConsumerRecord, GroupMetadata, RebalanceListener,

@@ -200,3 +200,43 @@ fn a_failed_auto_commit_is_sent_again() {
         c.poll(Duration::from_millis(50)).unwrap();
     }
 }
+
+/// A coordinator that stops answering heartbeats (the connection stays open) is heard of through
+/// the error callback once `session.timeout.ms` passed without an answer, on the polling thread.
+#[test]
+fn a_coordinator_silent_for_a_session_reaches_the_error_callback() {
+    let broker = FakeBroker::start(
+        TOPIC,
+        vec![Behavior::Records {
+            total: 100,
+            per_sec: 0,
+        }],
+    );
+    let c = joined_member(&broker);
+    let heard: std::sync::Arc<std::sync::Mutex<Vec<Error>>> = Default::default();
+    let sink = heard.clone();
+    c.set_error_callback(Some(Box::new(move |e: &Error| {
+        sink.lock().unwrap().push(e.clone());
+        Ok(())
+    })));
+    broker.stall(kafka_protocol::messages::ApiKey::Heartbeat);
+    let stalled = Instant::now();
+    // session.timeout.ms is 6 s: heard after it, and within a few seconds more.
+    while heard.lock().unwrap().is_empty() && stalled.elapsed() < Duration::from_secs(20) {
+        let _ = c.poll(Duration::from_millis(100));
+    }
+    let took = stalled.elapsed();
+    let heard = heard.lock().unwrap().clone();
+    let silent: Vec<&Error> = heard
+        .iter()
+        .filter(|e| e.to_string().contains("answered no heartbeat"))
+        .collect();
+    assert_eq!(silent.len(), 1, "{heard:?}");
+    assert_eq!(silent[0].kind(), lagless::ErrorKind::Timeout, "{heard:?}");
+    assert!(silent[0].to_string().contains("6000 ms"), "{heard:?}");
+    assert!(
+        took >= Duration::from_secs(6),
+        "heard after {took:?}: {heard:?}"
+    );
+    eprintln!("heard after {took:?}: {heard:?}");
+}

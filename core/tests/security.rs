@@ -570,6 +570,15 @@ fn a_wrong_password_is_an_authentication_error_naming_mechanism_and_broker() {
     );
     // A consumer without a group (assigned partitions) reports it from poll as well.
     let assigned = Consumer::from_config(&c).unwrap();
+    // Its error callback hears of the refusal too, once (the whole cluster refuses).
+    let heard: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>> = Default::default();
+    let sink = heard.clone();
+    assigned.set_error_callback(Some(Box::new(move |e: &lagless::Error| {
+        sink.lock()
+            .unwrap()
+            .push((e.name().to_string(), e.to_string()));
+        Ok(())
+    })));
     assigned
         .assign(&[TopicPartition::new("lagless-security-error", 0)])
         .unwrap();
@@ -585,6 +594,21 @@ fn a_wrong_password_is_an_authentication_error_naming_mechanism_and_broker() {
     };
     assert_eq!(e.name(), "AUTHENTICATION", "{e}");
     println!("assigned consumer: {:?}: {e}", started.elapsed());
+    // What was raised after the last call's callbacks ran reaches the next call's.
+    let _ = assigned.poll(Duration::from_millis(10));
+    let heard = heard.lock().unwrap().clone();
+    let refused: Vec<_> = heard
+        .iter()
+        .filter(|(k, _)| k == "AUTHENTICATION")
+        .collect();
+    assert_eq!(refused.len(), 1, "{heard:?}");
+    assert!(refused[0].1.contains("SCRAM-SHA-512"), "{heard:?}");
+    assert!(
+        !heard
+            .iter()
+            .any(|(_, m)| m.contains("not-alice-s-password-42")),
+        "secret in: {heard:?}"
+    );
     // The producer reports it too, from send's delivery.
     let producer = Producer::from_config(&c).unwrap();
     let started = Instant::now();

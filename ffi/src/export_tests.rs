@@ -715,3 +715,57 @@ fn a_regex_subscription_needs_the_consumer_protocol_and_a_regex() {
     ok(lagless_consumer_subscribe_regex(c, c"[".as_ptr(), null()));
     lagless_consumer_destroy(c);
 }
+
+/// Records each error the error callback hears: its code and message.
+unsafe extern "C" fn record_error(opaque: *mut std::ffi::c_void, error: *const lagless_error) {
+    // SAFETY: the test's list and the callback's borrowed error.
+    let (heard, code, message) = unsafe {
+        (
+            &mut *opaque.cast::<Vec<(i32, String)>>(),
+            lagless_error_code(error),
+            CStr::from_ptr(lagless_error_message(error))
+                .to_string_lossy()
+                .into_owned(),
+        )
+    };
+    heard.push((code, message));
+}
+
+#[test]
+fn the_error_callback_hears_all_brokers_down_once_inside_poll() {
+    let c = consumer(&[
+        (c"reconnect.backoff.ms", c"50"),
+        (c"reconnect.backoff.max.ms", c"100"),
+    ]);
+    let mut heard: Vec<(i32, String)> = Vec::new();
+    let opaque = (&mut heard as *mut Vec<(i32, String)>).cast();
+    ok(lagless_consumer_set_error_callback(
+        c,
+        Some(record_error),
+        opaque,
+    ));
+    let list = lagless_tplist_new();
+    ok(lagless_tplist_add(list, c"orders".as_ptr(), 0));
+    ok(lagless_consumer_assign(c, list));
+    lagless_tplist_destroy(list);
+    let mut m = null_mut();
+    // 127.0.0.1:9 refuses at once; attempts every 100 ms at most, the condition heard once.
+    for _ in 0..10 {
+        ok(lagless_consumer_poll(c, 200, &mut m));
+        assert!(m.is_null());
+    }
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0].0, LAGLESS_ERR_TRANSPORT, "{heard:?}");
+    assert!(heard[0].1.contains("all brokers are down"), "{heard:?}");
+    assert!(heard[0].1.contains("127.0.0.1:9"), "{heard:?}");
+    ok(lagless_consumer_set_error_callback(c, None, null_mut()));
+    let (code, msg) = outcome(lagless_consumer_set_error_callback(
+        null_mut(),
+        None,
+        null_mut(),
+    ));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    assert!(msg.contains("consumer"), "{msg}");
+    ok(lagless_consumer_close(c, 0));
+    lagless_consumer_destroy(c);
+}

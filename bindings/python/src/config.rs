@@ -22,10 +22,15 @@ const OAUTH_CB: &str = "oauth_cb";
 /// the core checks keys and values and names the key in its `ConfigError`. `oauth_cb` must be
 /// callable.
 pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Config> {
-    let (c, stats_cb) = parse(py, config)?;
-    if stats_cb.is_some() {
+    let (c, callbacks) = parse(py, config)?;
+    if callbacks.stats_cb.is_some() {
         return Err(PyTypeError::new_err(format!(
             "config `{STATS_CB}`: only a Consumer has statistics"
+        )));
+    }
+    if callbacks.error_cb.is_some() {
+        return Err(PyTypeError::new_err(format!(
+            "config `{ERROR_CB}`: only a Consumer has an error callback"
         )));
     }
     Ok(c)
@@ -34,16 +39,27 @@ pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Confi
 /// The key of the statistics callback (confluent-kafka's name): not a core key either.
 const STATS_CB: &str = "stats_cb";
 
-/// A consumer's config: as [`from_mapping`], and `stats_cb`, a callable given the statistics
-/// JSON (a str) every `statistics.interval.ms`.
+/// The key of the error callback (confluent-kafka's name).
+const ERROR_CB: &str = "error_cb";
+
+/// The callables of a consumer's config.
+#[derive(Default)]
+pub struct ConsumerCallbacks {
+    /// `stats_cb`: given the statistics JSON (a str) every `statistics.interval.ms`.
+    pub stats_cb: Option<Py<PyAny>>,
+    /// `error_cb`: given a `LaglessError` for each whole-cluster condition.
+    pub error_cb: Option<Py<PyAny>>,
+}
+
+/// A consumer's config: as [`from_mapping`], and its callables `stats_cb` and `error_cb`.
 pub fn consumer_from_mapping(
     py: Python<'_>,
     config: &Bound<'_, PyAny>,
-) -> PyResult<(Config, Option<Py<PyAny>>)> {
+) -> PyResult<(Config, ConsumerCallbacks)> {
     parse(py, config)
 }
 
-fn parse(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<(Config, Option<Py<PyAny>>)> {
+fn parse(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<(Config, ConsumerCallbacks)> {
     let mapping = config.cast::<PyMapping>().map_err(|_| {
         let got = config
             .get_type()
@@ -56,7 +72,7 @@ fn parse(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<(Config, Option<
     })?;
     let mut c = Config::new();
     let mut oauth_cb = None;
-    let mut stats_cb = None;
+    let mut callbacks = ConsumerCallbacks::default();
     for item in mapping.items()?.iter() {
         let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
         let key: String = k
@@ -73,14 +89,24 @@ fn parse(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<(Config, Option<
             oauth_cb = Some(v.unbind());
             continue;
         }
-        if key == STATS_CB {
+        if key == STATS_CB || key == ERROR_CB {
             if !v.is_callable() {
+                let takes = if key == STATS_CB {
+                    "json: str"
+                } else {
+                    "error: LaglessError"
+                };
                 return Err(PyTypeError::new_err(format!(
-                    "config `{STATS_CB}`: must be callable (json: str) -> None, got {}",
+                    "config `{key}`: must be callable ({takes}) -> None, got {}",
                     v.get_type().name()?
                 )));
             }
-            stats_cb = Some(v.unbind());
+            let slot = if key == STATS_CB {
+                &mut callbacks.stats_cb
+            } else {
+                &mut callbacks.error_cb
+            };
+            *slot = Some(v.unbind());
             continue;
         }
         let value: String = if v.is_instance_of::<PyBool>() {
@@ -105,7 +131,7 @@ fn parse(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<(Config, Option<
             argument: Secret::new(argument),
         }));
     }
-    Ok((c, stats_cb))
+    Ok((c, callbacks))
 }
 
 /// `oauth_cb(oauthbearer_config) -> (token, expiry[, principal[, extensions]])`, as in

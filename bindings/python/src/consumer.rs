@@ -53,6 +53,8 @@ pub struct Consumer {
     /// `stats_cb` of the config, shared with the core's statistics callback (and seen by the
     /// garbage collector here).
     stats_cb: Arc<Mutex<Option<Py<PyAny>>>>,
+    /// `error_cb` of the config, likewise.
+    error_cb: Arc<Mutex<Option<Py<PyAny>>>>,
     stash: Stash,
 }
 
@@ -208,21 +210,26 @@ impl Consumer {
 impl Consumer {
     #[new]
     fn py_new(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let (config, stats_cb) = crate::config::consumer_from_mapping(py, config)?;
+        let (config, cbs) = crate::config::consumer_from_mapping(py, config)?;
         let core = py.detach(|| CoreConsumer::from_config(&config)).py(py)?;
         let stash: Stash = Arc::new(Mutex::new(None));
-        let with_stats = stats_cb.is_some();
-        let stats_cb = Arc::new(Mutex::new(stats_cb));
+        let (with_stats, with_errors) = (cbs.stats_cb.is_some(), cbs.error_cb.is_some());
+        let stats_cb = Arc::new(Mutex::new(cbs.stats_cb));
+        let error_cb = Arc::new(Mutex::new(cbs.error_cb));
         if with_stats {
             core.set_statistics_callback(Some(statistics_callback(
                 stats_cb.clone(),
                 stash.clone(),
             )));
         }
+        if with_errors {
+            core.set_error_callback(Some(error_callback(error_cb.clone(), stash.clone())));
+        }
         Ok(Consumer {
             inner: Some(core),
             callbacks: Arc::new(Mutex::new(Callbacks::default())),
             stats_cb,
+            error_cb,
             stash,
         })
     }
@@ -771,6 +778,9 @@ impl Consumer {
         if let Ok(cb) = self.stats_cb.try_lock() {
             visit.call(&*cb)?;
         }
+        if let Ok(cb) = self.error_cb.try_lock() {
+            visit.call(&*cb)?;
+        }
         Ok(())
     }
 
@@ -779,6 +789,9 @@ impl Consumer {
             *cbs = Callbacks::default();
         }
         if let Ok(mut cb) = self.stats_cb.try_lock() {
+            *cb = None;
+        }
+        if let Ok(mut cb) = self.error_cb.try_lock() {
             *cb = None;
         }
     }
@@ -806,6 +819,31 @@ fn statistics_callback(
             cb.call1(py, (json,)).map(drop).map_err(|e| {
                 let msg = format!("stats_cb raised {e}");
                 stash_error(&stash, e);
+                Error::Callback(msg)
+            })
+        })
+    })
+}
+
+/// The core's error callback for `error_cb`: each whole-cluster condition as the `LaglessError`
+/// subclass of its kind (not raised: handed over, as confluent-kafka's `error_cb` gets a
+/// `KafkaError`), called with the GIL on the thread inside the core's `poll`. What it raises is
+/// stashed and that poll fails with it, as for `stats_cb`.
+fn error_callback(error_cb: Arc<Mutex<Option<Py<PyAny>>>>, stash: Stash) -> lagless::ErrorCallback {
+    Box::new(move |e: &Error| {
+        Python::attach(|py| {
+            let Some(cb) = error_cb
+                .lock()
+                .unpoisoned()
+                .as_ref()
+                .map(|c| c.clone_ref(py))
+            else {
+                return Ok(());
+            };
+            let error = crate::errors::exception(py, &crate::errors::to_py(py, e));
+            cb.call1(py, (error,)).map(drop).map_err(|raised| {
+                let msg = format!("error_cb raised {raised}");
+                stash_error(&stash, raised);
                 Error::Callback(msg)
             })
         })

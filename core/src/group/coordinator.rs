@@ -497,6 +497,12 @@ impl GroupDriver {
                 }
                 HeartbeatStep::Tick { session_lost, send } => {
                     if session_lost {
+                        self.cluster.raise(Error::Timeout(format!(
+                            "group {}: the group coordinator answered no heartbeat for \
+                             session.timeout.ms ({} ms); looking for it again",
+                            self.group_id,
+                            liveness.session_timeout.as_millis()
+                        )));
                         self.coordinator_unknown(
                             "session timed out without a successful heartbeat",
                         );

@@ -42,7 +42,12 @@ _OAuthCallback = Callable[[str], _OAuthToken]
 # `statistics.interval.ms`, called from poll()/consume() on the polling thread; what it raises
 # comes out of that call (as in confluent-kafka).
 _StatsCallback = Callable[[str], Any]
-_ConfigValue = Union[str, int, float, bool, _OAuthCallback, _StatsCallback]
+# `error_cb(error)`: conditions of the whole cluster (all brokers down, refused credentials or
+# certificate, a silent group coordinator) as the LaglessError subclass of their kind, each once
+# as it begins, called from poll()/consume() on the polling thread; what it raises comes out of
+# that call (as in confluent-kafka).
+_ErrorCallback = Callable[[LaglessError], Any]
+_ConfigValue = Union[str, int, float, bool, _OAuthCallback, _StatsCallback, _ErrorCallback]
 _Payload = Union[bytes, bytearray, str, None]
 _Headers = Union[Iterable[Tuple[str, _Payload]], Mapping[str, _Payload]]
 _PartitionsCallback = Callable[["Consumer", List["TopicPartition"]], Any]

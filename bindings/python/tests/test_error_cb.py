@@ -1,0 +1,64 @@
+"""`error_cb` as confluent-kafka has it: conditions of the whole cluster (all brokers down,
+refused credentials or certificate, a silent group coordinator) handed to the callback from
+poll()/consume() on the polling thread, each once as it begins; what the callback raises comes
+out of that poll. No broker needed: nothing listens on 127.0.0.1:1."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import List
+
+import pytest
+
+import lagless
+
+
+def unreachable(**extra) -> dict:
+    return {
+        "bootstrap.servers": "127.0.0.1:1",
+        "reconnect.backoff.ms": 50,
+        "reconnect.backoff.max.ms": 100,
+        **extra,
+    }
+
+
+def test_error_cb_hears_all_brokers_down_once_on_the_polling_thread(consumers):
+    heard: List[tuple] = []
+
+    def on_error(e: lagless.LaglessError) -> None:
+        heard.append((threading.get_ident(), e))
+
+    c = lagless.Consumer(unreachable(error_cb=on_error))
+    consumers.append(c)
+    c.assign([lagless.TopicPartition("t", 0)])
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        assert c.poll(0.2) is None
+    assert len(heard) == 1, heard
+    thread, e = heard[0]
+    assert thread == threading.get_ident()
+    assert isinstance(e, lagless.TransportError), repr(e)
+    assert "all brokers are down" in str(e) and "127.0.0.1:1" in str(e), str(e)
+
+
+def test_what_error_cb_raises_comes_out_of_poll(consumers):
+    def on_error(e: lagless.LaglessError) -> None:
+        raise RuntimeError(f"giving up: {e}")
+
+    c = lagless.Consumer(unreachable(error_cb=on_error))
+    consumers.append(c)
+    c.assign([lagless.TopicPartition("t", 0)])
+    deadline = time.monotonic() + 10
+    with pytest.raises(RuntimeError, match="giving up: .*all brokers are down"):
+        while time.monotonic() < deadline:
+            c.poll(0.1)
+    # Raised once: the next polls go on.
+    for _ in range(3):
+        assert c.poll(0.1) is None
+
+
+def test_error_cb_must_be_callable_and_is_for_consumers_only():
+    with pytest.raises(TypeError, match="error_cb.*callable"):
+        lagless.Consumer(unreachable(error_cb="print"))
+    with pytest.raises(TypeError, match="error_cb.*only a Consumer"):
+        lagless.Producer({"bootstrap.servers": "127.0.0.1:1", "error_cb": print})
