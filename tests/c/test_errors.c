@@ -265,6 +265,47 @@ static void unreachable_broker(void) {
     CHECK(now_s() - t0 < 30); /* bounded by the timeouts, never a hang */
 }
 
+struct heard {
+    int calls;
+    int code;
+    int all_down;
+};
+
+static void on_error(void *opaque, const lagless_error *error) {
+    struct heard *h = opaque;
+    h->calls++;
+    h->code = lagless_error_code(error);
+    h->all_down = strstr(lagless_error_message(error), "all brokers are down") != NULL &&
+                  strstr(lagless_error_message(error), "127.0.0.1:1") != NULL;
+}
+
+/* The error callback hears "all brokers are down" once, inside the polls, while the consumer
+ * retries an address where nothing listens every 100 ms at most for 2 s. */
+static void error_callback(void) {
+    const char *cc[] = {"bootstrap.servers", "127.0.0.1:1", "reconnect.backoff.ms", "50",
+                        "reconnect.backoff.max.ms", "100", NULL};
+    struct heard h = {0, 0, 0};
+    lagless_consumer *c = new_consumer(cc);
+    lagless_tplist *l = lagless_tplist_new();
+    lagless_message *m = NULL;
+    int i;
+
+    CHECK_OK(lagless_consumer_set_error_callback(c, on_error, &h));
+    CHECK_OK(lagless_tplist_add(l, "t", 0));
+    CHECK_OK(lagless_consumer_assign(c, l));
+    lagless_tplist_destroy(l);
+    for (i = 0; i < 10; i++) {
+        CHECK_OK(lagless_consumer_poll(c, 200, &m));
+        CHECK(m == NULL);
+    }
+    CHECK(h.calls == 1);
+    CHECK(h.code == LAGLESS_ERR_TRANSPORT);
+    CHECK(h.all_down);
+    CHECK_OK(lagless_consumer_set_error_callback(c, NULL, NULL));
+    CHECK_OK(lagless_consumer_close(c, 1000));
+    lagless_consumer_destroy(c);
+}
+
 static void use_after_close(const char *bootstrap, const char *topic) {
     const char *cc[] = {"bootstrap.servers", NULL, "group.id", "lagless-closed", NULL};
     const char *pc[] = {"bootstrap.servers", NULL, NULL};
@@ -351,6 +392,7 @@ int main(int argc, char **argv) {
     bad_config();
     unknown_topic(bootstrap);
     unreachable_broker();
+    error_callback();
     use_after_close(bootstrap, argv[1]);
     printf("test_errors: ok\n");
     return 0;
