@@ -617,6 +617,16 @@ bool lagless_consumer_child_consumer_is_alive(lagless_consumer *consumer);
 lagless_error *lagless_consumer_metrics_json(lagless_consumer *consumer, char **out_json);
 
 /**
+ * The same snapshot as `lagless_consumer_metrics_json`, in the Prometheus text exposition
+ * format 0.0.4 (serve it with `Content-Type: text/plain; version=0.0.4; charset=utf-8`):
+ * `lagless_consumer_*` metrics labelled with `client_id`, `group_id` and, per partition,
+ * `topic` and `partition` (README.md's "Metrics" section maps each to its JSON field). A value
+ * not known yet has no sample. A new string the caller frees with `lagless_string_destroy`.
+ * `LAGLESS_ERR_CLOSED` after `lagless_consumer_close`. Does not wait.
+ */
+lagless_error *lagless_consumer_metrics_prometheus(lagless_consumer *consumer, char **out_text);
+
+/**
  * Makes the next record returned for (`topic`, `partition`) the one at `offset` (>= 0). The
  * partition must be assigned.
  */

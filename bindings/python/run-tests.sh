@@ -19,7 +19,8 @@ PYTHON="${PYTHON:-python3}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # pyarrow, polars and duckdb: the MessageBatch tests import consume_batch() results through Arrow.
-"$VENV/bin/python" -m pip install --quiet pytest confluent-kafka mypy pyarrow polars duckdb
+# prometheus-client: lagless.prometheus and its official text parser (tests/test_prometheus.py).
+"$VENV/bin/python" -m pip install --quiet pytest confluent-kafka mypy pyarrow polars duckdb prometheus-client
 start=$(date +%s)
 if [ -n "${LAGLESS_WHEEL:-}" ]; then
     # A wheel built already (tests/suites passes the one check-wheel.sh built): no second build.

@@ -5,6 +5,8 @@
 //! statistics and the Java client's metrics.
 //!
 //! A value not known yet is `None` (absent from the JSON as `null`), never a sentinel.
+//!
+//! [`prometheus`] renders the snapshot in the Prometheus text format.
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -239,6 +241,8 @@ impl ConsumerMetrics {
         self.to_json().to_string()
     }
 }
+
+pub mod prometheus;
 
 #[cfg(test)]
 #[path = "metrics_tests.rs"]

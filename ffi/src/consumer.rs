@@ -582,6 +582,26 @@ pub extern "C" fn lagless_consumer_metrics_json(
     }
 }
 
+/// The same snapshot as `lagless_consumer_metrics_json`, in the Prometheus text exposition
+/// format 0.0.4 (serve it with `Content-Type: text/plain; version=0.0.4; charset=utf-8`):
+/// `lagless_consumer_*` metrics labelled with `client_id`, `group_id` and, per partition,
+/// `topic` and `partition` (README.md's "Metrics" section maps each to its JSON field). A value
+/// not known yet has no sample. A new string the caller frees with `lagless_string_destroy`.
+/// `LAGLESS_ERR_CLOSED` after `lagless_consumer_close`. Does not wait.
+#[no_mangle]
+pub extern "C" fn lagless_consumer_metrics_prometheus(
+    consumer: *mut lagless_consumer,
+    out_text: *mut *mut c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(consumer);
+        try_out!(out_text);
+        let text = h.open()?.metrics().to_prometheus();
+        write_out(out_text, cstring_lossy(&text).into_raw());
+        Ok(())
+    }
+}
+
 /// Makes the next record returned for (`topic`, `partition`) the one at `offset` (>= 0). The
 /// partition must be assigned.
 #[no_mangle]

@@ -636,6 +636,57 @@ fn the_metrics_json_is_the_callers_string_with_unknown_values_null() {
     lagless_consumer_destroy(c);
 }
 
+#[test]
+fn the_metrics_prometheus_text_is_the_callers_string_without_unknown_values() {
+    let c = consumer(&[(c"client.id", c"app-1")]);
+    let list = lagless_tplist_new();
+    ok(lagless_tplist_add(list, c"orders".as_ptr(), 3));
+    ok(lagless_consumer_assign(c, list));
+    lagless_tplist_destroy(list);
+    let mut text: *mut c_char = null_mut();
+    ok(lagless_consumer_metrics_prometheus(c, &mut text));
+    assert!(!text.is_null());
+    // SAFETY: a string lagless returned, freed below.
+    let got = unsafe { CStr::from_ptr(text) }
+        .to_str()
+        .unwrap()
+        .to_string();
+    lagless_string_destroy(text);
+    // (The rendering is tested in the core; here what comes through the export.)
+    let lines: Vec<&str> = got.lines().collect();
+    for line in [
+        "# TYPE lagless_consumer_records_consumed_total counter",
+        r#"lagless_consumer_records_consumed_total{client_id="app-1"} 0"#,
+        r#"lagless_consumer_assigned_partitions{client_id="app-1"} 1"#,
+        r#"lagless_consumer_partition_records_consumed_total{client_id="app-1",topic="orders",partition="3"} 0"#,
+    ] {
+        assert!(lines.contains(&line), "{line} in {got}");
+    }
+    // Nobody listens at the bootstrap address: no offset of the partition is known, so none
+    // has a sample; and no group.
+    for absent in [
+        "lagless_consumer_position",
+        "lagless_consumer_records_lag",
+        "group_id=",
+        "lagless_consumer_group_",
+    ] {
+        assert!(!got.contains(absent), "{absent} in {got}");
+    }
+
+    let (code, msg) = outcome(lagless_consumer_metrics_prometheus(null_mut(), &mut text));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    assert!(msg.contains("consumer"), "{msg}");
+    let (code, msg) = outcome(lagless_consumer_metrics_prometheus(c, null_mut()));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    assert!(msg.contains("out_text"), "{msg}");
+    ok(lagless_consumer_close(c, 0));
+    text = null_mut();
+    let (code, _) = outcome(lagless_consumer_metrics_prometheus(c, &mut text));
+    assert_eq!(code, LAGLESS_ERR_CLOSED);
+    assert!(text.is_null(), "written only on success");
+    lagless_consumer_destroy(c);
+}
+
 /// Counts the statistics callback's calls and checks each JSON is the snapshot's object.
 unsafe extern "C" fn count_statistics(
     opaque: *mut std::ffi::c_void,

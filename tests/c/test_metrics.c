@@ -1,7 +1,8 @@
 /* The consumer's metrics through the C ABI, against a real broker: 10 records to partition 0
  * and 5 to partition 1 of a new topic, all consumed by a manually assigned consumer, partition
  * 0 committed at 4 and partition 1 at its position; lagless_consumer_metrics_json then says so
- * per partition, and the caller frees the string with lagless_string_destroy.
+ * per partition, and so does lagless_consumer_metrics_prometheus's text; the caller frees each
+ * string with lagless_string_destroy.
  * Usage: test_metrics TOPIC GROUP (TOPIC must not exist yet) */
 #include "common.h"
 
@@ -11,6 +12,20 @@ static void expect_in(const char *json, const char *fragment) {
         fprintf(stderr, "metrics JSON lacks %s: %s\n", fragment, json);
         exit(1);
     }
+}
+
+/* Fails the test unless `text` has the line `line` (a whole line). */
+static void expect_line(const char *text, const char *line) {
+    size_t n = strlen(line);
+    const char *at = text;
+    while ((at = strstr(at, line)) != NULL) {
+        if ((at == text || at[-1] == '\n') && at[n] == '\n') {
+            return;
+        }
+        at++;
+    }
+    fprintf(stderr, "Prometheus text lacks the line %s:\n%s\n", line, text);
+    exit(1);
 }
 
 static char *metrics(lagless_consumer *c) {
@@ -25,11 +40,12 @@ int main(int argc, char **argv) {
     const char *topic, *group;
     const char *pc[] = {"bootstrap.servers", NULL, "linger.ms", "0", NULL};
     const char *cc[] = {"bootstrap.servers", NULL, "group.id", NULL, "enable.auto.commit", "false",
-                        "auto.offset.reset", "earliest", NULL};
+                        "auto.offset.reset", "earliest", "client.id", "c-metrics", NULL};
     lagless_producer *p;
     lagless_consumer *c;
     lagless_tplist *parts, *commit;
-    char *json;
+    char *json, *text;
+    char line[512];
     int got[2] = {0, 0};
     double deadline;
     int i;
@@ -103,11 +119,42 @@ int main(int argc, char **argv) {
     expect_in(json, "\"partition\":1,\"paused\":false,\"position\":5,\"records_consumed\":5,");
     lagless_string_destroy(json);
 
+    /* The same snapshot in the Prometheus text format: assigned by hand, so no group_id label. */
+    text = NULL;
+    CHECK_OK(lagless_consumer_metrics_prometheus(c, &text));
+    CHECK(text != NULL);
+    printf("%s", text);
+    expect_line(text, "# TYPE lagless_consumer_records_consumed_total counter");
+    expect_line(text, "lagless_consumer_records_consumed_total{client_id=\"c-metrics\"} 15");
+    expect_line(text, "lagless_consumer_bytes_consumed_total{client_id=\"c-metrics\"} 45");
+    expect_line(text, "lagless_consumer_assigned_partitions{client_id=\"c-metrics\"} 2");
+    snprintf(line, sizeof line,
+             "lagless_consumer_committed_offset{client_id=\"c-metrics\",topic=\"%s\",partition=\"0\"} 4",
+             topic);
+    expect_line(text, line);
+    snprintf(line, sizeof line,
+             "lagless_consumer_position{client_id=\"c-metrics\",topic=\"%s\",partition=\"0\"} 10", topic);
+    expect_line(text, line);
+    snprintf(line, sizeof line,
+             "lagless_consumer_records_lag{client_id=\"c-metrics\",topic=\"%s\",partition=\"1\"} 0", topic);
+    expect_line(text, line);
+    snprintf(line, sizeof line,
+             "lagless_consumer_partition_records_consumed_total{client_id=\"c-metrics\",topic=\"%s\","
+             "partition=\"1\"} 5",
+             topic);
+    expect_line(text, line);
+    CHECK(strstr(text, "group_id=") == NULL);
+    lagless_string_destroy(text);
+
     EXPECT_ERR(lagless_consumer_metrics_json(c, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
+    EXPECT_ERR(lagless_consumer_metrics_prometheus(c, NULL), LAGLESS_ERR_INVALID_ARGUMENT);
     CHECK_OK(lagless_consumer_close(c, 10000));
     json = NULL;
     EXPECT_ERR(lagless_consumer_metrics_json(c, &json), LAGLESS_ERR_CLOSED);
     CHECK(json == NULL);
+    text = NULL;
+    EXPECT_ERR(lagless_consumer_metrics_prometheus(c, &text), LAGLESS_ERR_CLOSED);
+    CHECK(text == NULL);
     lagless_consumer_destroy(c);
     printf("test_metrics: ok\n");
     return 0;

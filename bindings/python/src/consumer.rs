@@ -577,6 +577,13 @@ impl Consumer {
         py.import("json")?.call_method1("loads", (json,))
     }
 
+    /// The same snapshot in the Prometheus text exposition format 0.0.4 (`lagless_consumer_*`
+    /// metrics; README.md's "Metrics" maps each to its field). `lagless.prometheus` has a
+    /// `prometheus_client` collector built on it.
+    fn metrics_prometheus(&self, py: Python<'_>) -> String {
+        self.read(py, |core| core.metrics().to_prometheus())
+    }
+
     /// KIP-333: whether any assigned partition has a recovery stream still draining a backlog.
     fn child_consumer_is_alive(&self, py: Python<'_>) -> bool {
         self.read(py, CoreConsumer::child_consumer_is_alive)

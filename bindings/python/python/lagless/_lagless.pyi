@@ -213,6 +213,11 @@ class Consumer:
         watermarks, lag and deliveries, the group member's state and rebalances, and the totals,
         as plain dicts and lists (README.md, "Metrics", names every field); None where a value
         is not known yet."""
+    def metrics_prometheus(self) -> str:
+        """The same snapshot in the Prometheus text exposition format 0.0.4: ``lagless_consumer_*``
+        metrics labelled with ``client_id``, ``group_id`` and per partition ``topic`` and
+        ``partition``; a value not known yet has no sample. ``lagless.prometheus.ConsumerCollector``
+        serves it through ``prometheus_client``."""
     def child_consumer_is_alive(self) -> bool:
         """Whether any assigned partition has a recovery stream still draining a backlog
         (KIP-333's "child consumer"). Always False with the mode off."""

@@ -1,0 +1,315 @@
+//! [`ConsumerMetrics::to_prometheus`]: the snapshot in the Prometheus text exposition format,
+//! version 0.0.4 (`Content-Type: text/plain; version=0.0.4; charset=utf-8`), for an HTTP
+//! handler to serve as it is. A pure function of the snapshot.
+//!
+//! Every name starts with `lagless_consumer_`, counters end in `_total`, times are in seconds and
+//! sizes in bytes; each family has its `# HELP` and `# TYPE`. Labels: `client_id` on every
+//! sample, `group_id` when the consumer is a group member, `topic` and `partition` on the
+//! partitions'. A value the snapshot does not know (`None`, `null` in the JSON) has no sample,
+//! and a family with no sample is left out whole: never a sentinel. README.md's "Metrics"
+//! section maps each name to the JSON field.
+//!
+//! The encoding is the Prometheus project's own Rust client, `prometheus-client`, rather than
+//! one of our own: its `prometheus_text` encoder writes the 0.0.4 format (names, the `_total`
+//! suffix, `# HELP` escaping, label value escaping of `\`, `"` and newlines, Go's number
+//! spelling), which is where a hand-written encoder would go wrong. Its model is a registry of
+//! live metrics updated in place, which does not fit a snapshot taken on demand; its
+//! [`Collector`] does: a collector writes families when the registry is encoded. So each
+//! rendering registers one collector holding a copy of the snapshot in a registry of its own and
+//! encodes that; nothing is kept between renderings, and the registry's atomics go unused.
+use std::fmt;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{prometheus_text, DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::TypedMetric;
+use prometheus_client::registry::Registry;
+
+use super::{ConsumerMetrics, Failing, PartitionMetrics};
+
+/// The `Content-Type` to serve [`ConsumerMetrics::to_prometheus`]'s text with.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The prefix of every name.
+const PREFIX: &str = "lagless_consumer";
+
+/// The member states [`super::GroupMetrics::state`] takes, each a sample of
+/// `lagless_consumer_group_state` (1 for the member's, 0 for the others), so that a query can
+/// look for any of them whether the member is in it or not.
+const MEMBER_STATES: [&str; 4] = [
+    "unjoined",
+    "preparing_rebalance",
+    "completing_rebalance",
+    "stable",
+];
+
+/// A sample's labels, in the order they are written.
+type Labels = Vec<(&'static str, String)>;
+
+impl ConsumerMetrics {
+    /// The snapshot in the Prometheus text exposition format 0.0.4 (see
+    /// [`crate::metrics::prometheus`]; README.md's "Metrics" section names each metric).
+    pub fn to_prometheus(&self) -> String {
+        let mut registry = Registry::with_prefix(PREFIX);
+        registry.register_collector(Box::new(Snapshot(self.clone())));
+        let mut text = String::new();
+        // Writing to a String does not fail, and no value here is one the encoder refuses
+        // (those are usize and isize beyond i64: the snapshot's are converted before).
+        prometheus_text::encode(&mut text, &registry)
+            .expect("the Prometheus text of a snapshot is always written");
+        text
+    }
+}
+
+/// The collector: one snapshot, written as it is on each encoding.
+#[derive(Debug)]
+struct Snapshot(ConsumerMetrics);
+
+impl Collector for Snapshot {
+    fn encode(&self, mut e: DescriptorEncoder) -> fmt::Result {
+        let m = &self.0;
+        let mut consumer: Labels = vec![("client_id", m.client_id.clone())];
+        if let Some(g) = &m.group {
+            consumer.push(("group_id", g.group_id.clone()));
+        }
+
+        // The totals.
+        family(
+            &mut e,
+            "records_consumed",
+            "Records handed to the application since the consumer was created.",
+            once(&consumer, ConstCounter::new(m.records_consumed_total)),
+        )?;
+        family(
+            &mut e,
+            "bytes_consumed",
+            "Key and value bytes of the records handed to the application since the consumer was created.",
+            once(&consumer, ConstCounter::new(m.bytes_consumed_total)),
+        )?;
+        family(
+            &mut e,
+            "buffered_bytes",
+            "What the records buffered for the application weigh (key, value, headers and 64 bytes a record).",
+            once(&consumer, ConstGauge::new(m.buffered_bytes)),
+        )?;
+        family(
+            &mut e,
+            "fetch_buffer_held_bytes",
+            "Memory the fetch path holds (what fetch.buffer.max.bytes bounds).",
+            once(&consumer, ConstGauge::new(m.fetch_buffer_held_bytes)),
+        )?;
+        family(
+            &mut e,
+            "fetch_buffer_max_bytes",
+            "fetch.buffer.max.bytes.",
+            once(&consumer, ConstGauge::new(m.fetch_buffer_max_bytes)),
+        )?;
+        family(
+            &mut e,
+            "assigned_partitions",
+            "Partitions assigned to the consumer.",
+            once(&consumer, ConstGauge::new(count(m.partitions.len()))),
+        )?;
+
+        // The group member.
+        if let Some(g) = &m.group {
+            let mut states: Vec<&str> = MEMBER_STATES.to_vec();
+            if !states.contains(&g.state) {
+                states.push(g.state);
+            }
+            let states = states
+                .into_iter()
+                .map(|s| {
+                    let mut labels = consumer.clone();
+                    labels.push(("state", s.to_string()));
+                    (labels, ConstGauge::new(i64::from(s == g.state)))
+                })
+                .collect();
+            family(
+                &mut e,
+                "group_state",
+                "Where the group member is in the join protocol: 1 for its state, 0 for the others.",
+                states,
+            )?;
+            if let Some(generation) = g.generation_id {
+                family(
+                    &mut e,
+                    "group_generation",
+                    "The group generation the member is in.",
+                    once(&consumer, ConstGauge::new(i64::from(generation))),
+                )?;
+            }
+            family(
+                &mut e,
+                "group_assigned_partitions",
+                "Partitions the group member owns.",
+                once(&consumer, ConstGauge::new(count(g.assigned_partitions))),
+            )?;
+            family(
+                &mut e,
+                "group_rebalances",
+                "Rebalances the member completed (joins whose assignment it applied).",
+                once(&consumer, ConstCounter::new(g.rebalance_count)),
+            )?;
+            if let Some(r) = &g.last_rebalance {
+                family(
+                    &mut e,
+                    "group_last_rebalance_duration_seconds",
+                    "How long the last completed rebalance took, from the start of its join to its assignment applied.",
+                    once(&consumer, ConstGauge::new(r.duration.as_secs_f64())),
+                )?;
+            }
+            family(
+                &mut e,
+                "group_time_since_last_poll_seconds",
+                "Time since max.poll.interval.ms's timer was last restarted (by poll, or by subscribe before the first).",
+                once(&consumer, ConstGauge::new(g.since_last_poll.as_secs_f64())),
+            )?;
+            family(
+                &mut e,
+                "group_max_poll_interval_seconds",
+                "max.poll.interval.ms, in seconds.",
+                once(
+                    &consumer,
+                    ConstGauge::new(g.max_poll_interval.as_secs_f64()),
+                ),
+            )?;
+        }
+
+        // The partitions.
+        let offset = |v: Option<i64>| v.map(ConstGauge::new);
+        let partitions = |f: &dyn Fn(&PartitionMetrics) -> Option<ConstGauge<i64>>| {
+            per_partition(m, &consumer, f)
+        };
+        family(
+            &mut e,
+            "position",
+            "The offset of the next record poll returns.",
+            partitions(&|p| offset(p.position)),
+        )?;
+        family(
+            &mut e,
+            "committed_offset",
+            "The group's committed offset as the consumer last knew it.",
+            partitions(&|p| offset(p.committed_offset)),
+        )?;
+        family(
+            &mut e,
+            "high_watermark",
+            "The high watermark the last fetch answer named.",
+            partitions(&|p| offset(p.high_watermark)),
+        )?;
+        family(
+            &mut e,
+            "last_stable_offset",
+            "The last stable offset the last fetch answer named.",
+            partitions(&|p| offset(p.last_stable_offset)),
+        )?;
+        family(
+            &mut e,
+            "log_start_offset",
+            "The log start offset the last fetch answer named.",
+            partitions(&|p| offset(p.log_start_offset)),
+        )?;
+        family(
+            &mut e,
+            "records_lag",
+            "The end offset (the high watermark, or the last stable offset under read_committed) minus the position.",
+            partitions(&|p| offset(p.lag)),
+        )?;
+        family(
+            &mut e,
+            "partition_records_consumed",
+            "Records handed to the application from the partition since it was assigned.",
+            per_partition(m, &consumer, |p| {
+                Some(ConstCounter::new(p.records_consumed))
+            }),
+        )?;
+        family(
+            &mut e,
+            "partition_bytes_consumed",
+            "Key and value bytes of the records handed to the application from the partition since it was assigned.",
+            per_partition(m, &consumer, |p| Some(ConstCounter::new(p.bytes_consumed))),
+        )?;
+        family(
+            &mut e,
+            "partition_paused",
+            "1 while the partition is paused by pause().",
+            partitions(&|p| Some(ConstGauge::new(i64::from(p.paused)))),
+        )?;
+        family(
+            &mut e,
+            "partition_failing_seconds",
+            "Time since the partition's stream last made progress, while its last attempt failed (KIP-572).",
+            per_partition(m, &consumer, |p| failing_seconds(&p.failing)),
+        )?;
+        family(
+            &mut e,
+            "partition_recovery_backlog",
+            "Offsets left in the backlog of the partition's recovery stream (KIP-333), while one drains.",
+            partitions(&|p| p.recovery.as_ref().map(|r| ConstGauge::new(r.backlog))),
+        )?;
+        family(
+            &mut e,
+            "partition_recovery_failing_seconds",
+            "Time since the partition's recovery stream last made progress, while its last attempt failed (KIP-572).",
+            per_partition(m, &consumer, |p| {
+                p.recovery.as_ref().and_then(|r| failing_seconds(&r.failing))
+            }),
+        )
+    }
+}
+
+/// One family: `# HELP`, `# TYPE` and a line for each sample; nothing without a sample.
+fn family<M: EncodeMetric + TypedMetric>(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    samples: Vec<(Labels, M)>,
+) -> fmt::Result {
+    if samples.is_empty() {
+        return Ok(());
+    }
+    let mut metric = e.encode_descriptor(name, help, None, M::TYPE)?;
+    for (labels, value) in &samples {
+        value.encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// The one sample of a family of the consumer's or the group member's.
+fn once<M>(labels: &Labels, value: M) -> Vec<(Labels, M)> {
+    vec![(labels.clone(), value)]
+}
+
+/// A sample for each partition `f` knows a value of, labelled with its topic and partition.
+fn per_partition<M>(
+    m: &ConsumerMetrics,
+    consumer: &Labels,
+    f: impl Fn(&PartitionMetrics) -> Option<M>,
+) -> Vec<(Labels, M)> {
+    m.partitions
+        .iter()
+        .filter_map(|p| {
+            let value = f(p)?;
+            let mut labels = consumer.clone();
+            labels.push(("topic", p.topic.clone()));
+            labels.push(("partition", p.partition.to_string()));
+            Some((labels, value))
+        })
+        .collect()
+}
+
+fn failing_seconds(f: &Option<Failing>) -> Option<ConstGauge<f64>> {
+    f.as_ref().map(|f| ConstGauge::new(f.since.as_secs_f64()))
+}
+
+/// A count as a gauge value (the encoder takes no usize beyond i64).
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+#[path = "prometheus_tests.rs"]
+mod tests;

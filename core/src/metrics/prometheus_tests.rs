@@ -1,0 +1,304 @@
+use std::time::Duration;
+
+use crate::metrics::*;
+
+fn partition(n: i32) -> PartitionMetrics {
+    PartitionMetrics {
+        topic: "orders".into(),
+        partition: n,
+        position: None,
+        committed_offset: None,
+        high_watermark: None,
+        last_stable_offset: None,
+        log_start_offset: None,
+        lag: None,
+        records_consumed: 0,
+        bytes_consumed: 0,
+        paused: false,
+        failing: None,
+        recovery: None,
+    }
+}
+
+fn group() -> GroupMetrics {
+    GroupMetrics {
+        group_id: "billing".into(),
+        state: "stable",
+        generation_id: Some(3),
+        member_id: Some("m-1".into()),
+        group_instance_id: None,
+        protocol: "classic",
+        assignor: Some("range".into()),
+        assigned_partitions: 2,
+        rebalance_count: 2,
+        last_rebalance: Some(LastRebalance {
+            reason: "the subscription changed".into(),
+            duration: Duration::from_millis(3_250),
+        }),
+        rejoin_reason: None,
+        since_last_poll: Duration::from_millis(1_500),
+        max_poll_interval: Duration::from_secs(300),
+    }
+}
+
+/// A group member with two partitions: one with every value known, one with none.
+fn snapshot() -> ConsumerMetrics {
+    ConsumerMetrics {
+        client_id: "billing-1".into(),
+        read_committed: true,
+        records_consumed_total: 12,
+        bytes_consumed_total: 340,
+        buffered_bytes: 1024,
+        fetch_buffer_held_bytes: 65_536,
+        fetch_buffer_max_bytes: 67_108_864,
+        group: Some(group()),
+        partitions: vec![
+            PartitionMetrics {
+                position: Some(40),
+                committed_offset: Some(30),
+                high_watermark: Some(100),
+                last_stable_offset: Some(90),
+                log_start_offset: Some(0),
+                lag: Some(50),
+                records_consumed: 12,
+                bytes_consumed: 340,
+                paused: true,
+                failing: Some(Failing {
+                    since: Duration::from_millis(2_000),
+                    last_error: Some("NOT_LEADER_OR_FOLLOWER".into()),
+                }),
+                recovery: Some(RecoveryMetrics {
+                    backlog: 500,
+                    failing: Some(Failing {
+                        since: Duration::from_millis(250),
+                        last_error: None,
+                    }),
+                }),
+                ..partition(0)
+            },
+            partition(1),
+        ],
+    }
+}
+
+/// The sample lines of a rendering (no `#` line), for the tests that look at a few.
+fn samples(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| !l.starts_with('#')).collect()
+}
+
+#[test]
+fn a_snapshot_renders_as_the_text_format() {
+    let want = r#"# HELP lagless_consumer_records_consumed_total Records handed to the application since the consumer was created.
+# TYPE lagless_consumer_records_consumed_total counter
+lagless_consumer_records_consumed_total{client_id="billing-1",group_id="billing"} 12
+# HELP lagless_consumer_bytes_consumed_total Key and value bytes of the records handed to the application since the consumer was created.
+# TYPE lagless_consumer_bytes_consumed_total counter
+lagless_consumer_bytes_consumed_total{client_id="billing-1",group_id="billing"} 340
+# HELP lagless_consumer_buffered_bytes What the records buffered for the application weigh (key, value, headers and 64 bytes a record).
+# TYPE lagless_consumer_buffered_bytes gauge
+lagless_consumer_buffered_bytes{client_id="billing-1",group_id="billing"} 1024
+# HELP lagless_consumer_fetch_buffer_held_bytes Memory the fetch path holds (what fetch.buffer.max.bytes bounds).
+# TYPE lagless_consumer_fetch_buffer_held_bytes gauge
+lagless_consumer_fetch_buffer_held_bytes{client_id="billing-1",group_id="billing"} 65536
+# HELP lagless_consumer_fetch_buffer_max_bytes fetch.buffer.max.bytes.
+# TYPE lagless_consumer_fetch_buffer_max_bytes gauge
+lagless_consumer_fetch_buffer_max_bytes{client_id="billing-1",group_id="billing"} 67108864
+# HELP lagless_consumer_assigned_partitions Partitions assigned to the consumer.
+# TYPE lagless_consumer_assigned_partitions gauge
+lagless_consumer_assigned_partitions{client_id="billing-1",group_id="billing"} 2
+# HELP lagless_consumer_group_state Where the group member is in the join protocol: 1 for its state, 0 for the others.
+# TYPE lagless_consumer_group_state gauge
+lagless_consumer_group_state{client_id="billing-1",group_id="billing",state="unjoined"} 0
+lagless_consumer_group_state{client_id="billing-1",group_id="billing",state="preparing_rebalance"} 0
+lagless_consumer_group_state{client_id="billing-1",group_id="billing",state="completing_rebalance"} 0
+lagless_consumer_group_state{client_id="billing-1",group_id="billing",state="stable"} 1
+# HELP lagless_consumer_group_generation The group generation the member is in.
+# TYPE lagless_consumer_group_generation gauge
+lagless_consumer_group_generation{client_id="billing-1",group_id="billing"} 3
+# HELP lagless_consumer_group_assigned_partitions Partitions the group member owns.
+# TYPE lagless_consumer_group_assigned_partitions gauge
+lagless_consumer_group_assigned_partitions{client_id="billing-1",group_id="billing"} 2
+# HELP lagless_consumer_group_rebalances_total Rebalances the member completed (joins whose assignment it applied).
+# TYPE lagless_consumer_group_rebalances_total counter
+lagless_consumer_group_rebalances_total{client_id="billing-1",group_id="billing"} 2
+# HELP lagless_consumer_group_last_rebalance_duration_seconds How long the last completed rebalance took, from the start of its join to its assignment applied.
+# TYPE lagless_consumer_group_last_rebalance_duration_seconds gauge
+lagless_consumer_group_last_rebalance_duration_seconds{client_id="billing-1",group_id="billing"} 3.25
+# HELP lagless_consumer_group_time_since_last_poll_seconds Time since max.poll.interval.ms's timer was last restarted (by poll, or by subscribe before the first).
+# TYPE lagless_consumer_group_time_since_last_poll_seconds gauge
+lagless_consumer_group_time_since_last_poll_seconds{client_id="billing-1",group_id="billing"} 1.5
+# HELP lagless_consumer_group_max_poll_interval_seconds max.poll.interval.ms, in seconds.
+# TYPE lagless_consumer_group_max_poll_interval_seconds gauge
+lagless_consumer_group_max_poll_interval_seconds{client_id="billing-1",group_id="billing"} 300.0
+# HELP lagless_consumer_position The offset of the next record poll returns.
+# TYPE lagless_consumer_position gauge
+lagless_consumer_position{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 40
+# HELP lagless_consumer_committed_offset The group's committed offset as the consumer last knew it.
+# TYPE lagless_consumer_committed_offset gauge
+lagless_consumer_committed_offset{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 30
+# HELP lagless_consumer_high_watermark The high watermark the last fetch answer named.
+# TYPE lagless_consumer_high_watermark gauge
+lagless_consumer_high_watermark{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 100
+# HELP lagless_consumer_last_stable_offset The last stable offset the last fetch answer named.
+# TYPE lagless_consumer_last_stable_offset gauge
+lagless_consumer_last_stable_offset{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 90
+# HELP lagless_consumer_log_start_offset The log start offset the last fetch answer named.
+# TYPE lagless_consumer_log_start_offset gauge
+lagless_consumer_log_start_offset{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 0
+# HELP lagless_consumer_records_lag The end offset (the high watermark, or the last stable offset under read_committed) minus the position.
+# TYPE lagless_consumer_records_lag gauge
+lagless_consumer_records_lag{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 50
+# HELP lagless_consumer_partition_records_consumed_total Records handed to the application from the partition since it was assigned.
+# TYPE lagless_consumer_partition_records_consumed_total counter
+lagless_consumer_partition_records_consumed_total{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 12
+lagless_consumer_partition_records_consumed_total{client_id="billing-1",group_id="billing",topic="orders",partition="1"} 0
+# HELP lagless_consumer_partition_bytes_consumed_total Key and value bytes of the records handed to the application from the partition since it was assigned.
+# TYPE lagless_consumer_partition_bytes_consumed_total counter
+lagless_consumer_partition_bytes_consumed_total{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 340
+lagless_consumer_partition_bytes_consumed_total{client_id="billing-1",group_id="billing",topic="orders",partition="1"} 0
+# HELP lagless_consumer_partition_paused 1 while the partition is paused by pause().
+# TYPE lagless_consumer_partition_paused gauge
+lagless_consumer_partition_paused{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 1
+lagless_consumer_partition_paused{client_id="billing-1",group_id="billing",topic="orders",partition="1"} 0
+# HELP lagless_consumer_partition_failing_seconds Time since the partition's stream last made progress, while its last attempt failed (KIP-572).
+# TYPE lagless_consumer_partition_failing_seconds gauge
+lagless_consumer_partition_failing_seconds{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 2.0
+# HELP lagless_consumer_partition_recovery_backlog Offsets left in the backlog of the partition's recovery stream (KIP-333), while one drains.
+# TYPE lagless_consumer_partition_recovery_backlog gauge
+lagless_consumer_partition_recovery_backlog{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 500
+# HELP lagless_consumer_partition_recovery_failing_seconds Time since the partition's recovery stream last made progress, while its last attempt failed (KIP-572).
+# TYPE lagless_consumer_partition_recovery_failing_seconds gauge
+lagless_consumer_partition_recovery_failing_seconds{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 0.25
+"#;
+    let got = snapshot().to_prometheus();
+    // Line by line first, so that a difference names its line.
+    for (n, (g, w)) in got.lines().zip(want.lines()).enumerate() {
+        assert_eq!(g, w, "line {}", n + 1);
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn label_values_escape_backslash_double_quote_and_newline() {
+    let m = ConsumerMetrics {
+        client_id: "app \"blue\"\\east\nrack-2".into(),
+        group: Some(GroupMetrics {
+            group_id: "g\\1".into(),
+            ..group()
+        }),
+        partitions: vec![PartitionMetrics {
+            topic: "a\"b".into(),
+            position: Some(7),
+            ..partition(3)
+        }],
+        ..snapshot()
+    };
+    let text = m.to_prometheus();
+    let labels = r#"client_id="app \"blue\"\\east\nrack-2",group_id="g\\1""#;
+    assert!(
+        text.contains(&format!(
+            "lagless_consumer_records_consumed_total{{{labels}}} 12\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "lagless_consumer_position{{{labels},topic=\"a\\\"b\",partition=\"3\"}} 7\n"
+        )),
+        "{text}"
+    );
+    // No raw newline inside a sample: every line is a comment or a whole sample.
+    for line in text.lines() {
+        assert!(
+            line.starts_with("# ") || line.starts_with("lagless_consumer_"),
+            "{line:?}"
+        );
+    }
+}
+
+#[test]
+fn values_not_known_have_no_sample_and_a_family_without_one_is_left_out() {
+    let m = ConsumerMetrics {
+        group: Some(GroupMetrics {
+            state: "unjoined",
+            generation_id: None,
+            member_id: None,
+            assignor: None,
+            assigned_partitions: 0,
+            rebalance_count: 0,
+            last_rebalance: None,
+            ..group()
+        }),
+        partitions: vec![partition(0), partition(1)],
+        ..snapshot()
+    };
+    let text = m.to_prometheus();
+    for absent in [
+        "lagless_consumer_group_generation",
+        "lagless_consumer_group_last_rebalance_duration_seconds",
+        "lagless_consumer_position",
+        "lagless_consumer_committed_offset",
+        "lagless_consumer_high_watermark",
+        "lagless_consumer_last_stable_offset",
+        "lagless_consumer_log_start_offset",
+        "lagless_consumer_records_lag",
+        "lagless_consumer_partition_failing_seconds",
+        "lagless_consumer_partition_recovery_backlog",
+        "lagless_consumer_partition_recovery_failing_seconds",
+    ] {
+        assert!(!text.contains(&format!("{absent} ")), "{absent}: {text}");
+        assert!(!text.contains(&format!("{absent}{{")), "{absent}: {text}");
+    }
+    // What is known still is, zero included.
+    let s = samples(&text);
+    for present in [
+        r#"lagless_consumer_group_state{client_id="billing-1",group_id="billing",state="unjoined"} 1"#,
+        r#"lagless_consumer_group_state{client_id="billing-1",group_id="billing",state="stable"} 0"#,
+        r#"lagless_consumer_group_rebalances_total{client_id="billing-1",group_id="billing"} 0"#,
+        r#"lagless_consumer_partition_records_consumed_total{client_id="billing-1",group_id="billing",topic="orders",partition="1"} 0"#,
+        r#"lagless_consumer_assigned_partitions{client_id="billing-1",group_id="billing"} 2"#,
+    ] {
+        assert!(s.contains(&present), "{present}: {text}");
+    }
+}
+
+#[test]
+fn a_consumer_outside_a_group_has_no_group_id_and_no_group_family() {
+    let m = ConsumerMetrics {
+        group: None,
+        ..snapshot()
+    };
+    let text = m.to_prometheus();
+    assert!(!text.contains("group_id="), "{text}");
+    assert!(!text.contains("lagless_consumer_group_"), "{text}");
+    assert!(samples(&text).contains(
+        &r#"lagless_consumer_records_lag{client_id="billing-1",topic="orders",partition="0"} 50"#
+    ));
+}
+
+#[test]
+fn a_member_state_outside_the_known_ones_is_a_sample_of_its_own() {
+    let m = ConsumerMetrics {
+        group: Some(GroupMetrics {
+            state: "reconciling",
+            ..group()
+        }),
+        ..snapshot()
+    };
+    let text = m.to_prometheus();
+    let states: Vec<&str> = samples(&text)
+        .into_iter()
+        .filter(|l| l.starts_with("lagless_consumer_group_state{"))
+        .map(|l| l.rsplit_once(",state=").unwrap().1)
+        .collect();
+    assert_eq!(
+        states,
+        [
+            r#""unjoined"} 0"#,
+            r#""preparing_rebalance"} 0"#,
+            r#""completing_rebalance"} 0"#,
+            r#""stable"} 0"#,
+            r#""reconciling"} 1"#,
+        ]
+    );
+}
