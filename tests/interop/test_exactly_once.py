@@ -1,5 +1,7 @@
 """Exactly-once across clients: lagless and Java consume-transform-produce instances share one
-consumer group (classic protocol, each client's default assignors, eager) and one output topic.
+consumer group and one output topic, once under the classic protocol (each client's default
+assignors, eager) and once under the consumer protocol (KIP-848: the broker assigns, and the
+offsets of a transaction go with the member's epoch).
 Each reads the input at read_committed and writes every record it polls, keyed
 "<partition>-<offset>", in a transaction that also carries the polled offsets
 (`send_offsets_to_transaction` / `sendOffsetsToTransaction` with the member's group metadata),
@@ -14,14 +16,20 @@ other client's members start, and neither client's aborted records are read."""
 import time
 from collections import Counter
 
+import pytest
+
 from clients import wait_until
 
 ROUNDS, PER_ROUND = 12, 150
 INPUT_PARTITIONS, OUTPUT_PARTITIONS = 6, 3
 
 
-def test_lagless_and_java_transform_exactly_once_in_one_group(clients, make_topic):
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_lagless_and_java_transform_exactly_once_in_one_group(clients, make_topic, group_protocol):
     inp, out = make_topic(INPUT_PARTITIONS), make_topic(OUTPUT_PARTITIONS)
+    # The consumer protocol takes its session timeout from the broker (6 s in the harness).
+    liveness = (["--session-timeout-ms", 6000] if group_protocol == "classic"
+                else ["--config", "group.protocol=consumer"])
     group = f"eos-{inp}"
     kinds = {0: "lagless", 1: "java", 2: "lagless", 3: "java"}
     started = Counter()
@@ -30,8 +38,7 @@ def test_lagless_and_java_transform_exactly_once_in_one_group(clients, make_topi
         started[slot] += 1
         return clients.start(kinds[slot], "transform", inp, "--output", out, "--group", group,
                              "--transactional-id", f"{group}-{slot}", "--poll-delay-ms", 200,
-                             "--session-timeout-ms", 6000,
-                             name=f"{kinds[slot]}-transform-{slot}-{started[slot]}")
+                             *liveness, name=f"{kinds[slot]}-transform-{slot}-{started[slot]}")
 
     procs = {slot: start(slot) for slot in kinds}
     expected: set[str] = set()
