@@ -432,3 +432,116 @@ fn a_classic_member_owning_nothing_goes_through_the_conversion() {
     assert_eq!(want, 6 * TWO as usize * PER_PHASE);
     assert_eq!(run.read.len(), want, "every offset read, none other");
 }
+
+/// The assignor the group chose, as `member` last heard it.
+fn chosen_assignor(member: &Consumer) -> Option<String> {
+    member.metrics().group.and_then(|g| g.assignor)
+}
+
+/// The way around KAFKA-18134 that the refusal's message advises: a `learner-sticky` group is
+/// rolled, one member at a time, through `cooperative-sticky,learner-sticky` (the group keeps
+/// learner-sticky until every member lists both, then takes cooperative-sticky) to
+/// `cooperative-sticky` alone, and then converts for a consumer-protocol member. Every offset is
+/// read across the rolls and the conversion, no partition is held twice, no poll() fails.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn a_learner_sticky_group_rolled_to_cooperative_sticky_converts() {
+    init_logs();
+    let b = bootstrap();
+    let topic = new_topic(&b, "migration-roll", PARTITIONS);
+    let group = unique_name("migration-roll");
+    let all: BTreeSet<i32> = (0..PARTITIONS).collect();
+    let mut written = produce(&b, &topic, PARTITIONS, PER_PHASE);
+    let add = |written: &mut BTreeMap<i32, BTreeSet<i64>>| {
+        for (p, o) in produce(&b, &topic, PARTITIONS, PER_PHASE) {
+            written.entry(p).or_default().extend(o);
+        }
+    };
+    let mut run = Run {
+        members: Vec::new(),
+        read: BTreeMap::new(),
+        errors: Vec::new(),
+        overlaps: Vec::new(),
+    };
+    for who in ["a", "b"] {
+        let c = member(&b, &group, "classic", Some("learner-sticky"));
+        c.subscribe(&[&topic], None).unwrap();
+        run.members.push((who, c));
+    }
+    let shared = |o: &[BTreeSet<i32>]| {
+        o.iter().all(|s| !s.is_empty())
+            && o.iter().map(BTreeSet::len).sum::<usize>() == all.len()
+            && o.iter().fold(BTreeSet::new(), |u, s| &u | s) == all
+    };
+    run.until(
+        "the two learner-sticky members share the partitions",
+        shared,
+    );
+    run.read_all(&written);
+    assert_eq!(
+        chosen_assignor(&run.members[0].1).as_deref(),
+        Some("learner-sticky")
+    );
+    let mut chosen = Vec::new();
+    for step in ["cooperative-sticky,learner-sticky", "cooperative-sticky"] {
+        for who in ["a", "b"] {
+            let i = run.members.iter().position(|(w, _)| *w == who).unwrap();
+            let (_, gone) = run.members.remove(i);
+            gone.close(None).unwrap();
+            let c = member(&b, &group, "classic", Some(step));
+            c.subscribe(&[&topic], None).unwrap();
+            run.members.push((who, c));
+            run.until("the partitions shared again after the roll", shared);
+            add(&mut written);
+            run.read_all(&written);
+            let heard: Vec<Option<String>> = run
+                .members
+                .iter()
+                .map(|(_, c)| chosen_assignor(c))
+                .collect();
+            chosen.push((step, who, heard));
+        }
+    }
+    eprintln!("assignors chosen after each restart: {chosen:?}");
+    // Once both list both, and from then on, the group runs cooperative-sticky.
+    for (step, who, heard) in &chosen[1..] {
+        assert!(
+            heard
+                .iter()
+                .all(|a| a.as_deref() == Some("cooperative-sticky")),
+            "after {who} restarted with {step}: {heard:?}"
+        );
+    }
+    // Now a consumer-protocol member converts the group.
+    let new = member(&b, &group, "consumer", None);
+    new.subscribe(&[&topic], None).unwrap();
+    run.members.push(("consumer", new));
+    run.until("the consumer-protocol member owns a partition", |o| {
+        !o[2].is_empty()
+    });
+    add(&mut written);
+    run.read_all(&written);
+    for who in ["a", "b"] {
+        let i = run.members.iter().position(|(w, _)| *w == who).unwrap();
+        let (_, gone) = run.members.remove(i);
+        gone.close(None).unwrap();
+    }
+    run.until("the consumer-protocol member owns every partition", |o| {
+        o[0] == all
+    });
+    add(&mut written);
+    run.read_all(&written);
+    let (_, last) = run.members.pop().unwrap();
+    last.close(None).unwrap();
+    let duplicates = run.read.values().filter(|n| **n > 1).count();
+    eprintln!(
+        "{} offsets read, {duplicates} read twice, errors {:?}",
+        run.read.len(),
+        run.errors
+    );
+    assert!(run.errors.is_empty(), "poll() failed: {:?}", run.errors);
+    assert!(run.overlaps.is_empty(), "{:?}", run.overlaps);
+    let want: usize = written.values().map(BTreeSet::len).sum();
+    assert_eq!(want, 7 * PARTITIONS as usize * PER_PHASE);
+    assert_eq!(run.read.len(), want, "every offset read, none other");
+}
