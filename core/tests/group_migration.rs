@@ -125,6 +125,25 @@ impl Run {
     }
 }
 
+impl Run {
+    /// Closes the last member and checks the whole run: `want` offsets written, each read, no
+    /// poll() failed, no partition held by two members at once.
+    fn finish(mut self, written: &BTreeMap<i32, BTreeSet<i64>>, want: usize) {
+        let (_, last) = self.members.pop().unwrap();
+        last.close(None).unwrap();
+        let duplicates = self.read.values().filter(|n| **n > 1).count();
+        eprintln!(
+            "{} offsets read, {duplicates} read twice, errors {:?}",
+            self.read.len(),
+            self.errors
+        );
+        assert!(self.errors.is_empty(), "poll() failed: {:?}", self.errors);
+        assert!(self.overlaps.is_empty(), "{:?}", self.overlaps);
+        assert_eq!(written.values().map(BTreeSet::len).sum::<usize>(), want);
+        assert_eq!(self.read.len(), want, "every offset read, none other");
+    }
+}
+
 fn migrate(strategy: Option<&str>, classic_leaves: bool) {
     init_logs();
     let b = bootstrap();
@@ -418,19 +437,7 @@ fn a_classic_member_owning_nothing_goes_through_the_conversion() {
     });
     add(&mut written);
     run.read_all(&written);
-    let (_, last) = run.members.pop().unwrap();
-    last.close(None).unwrap();
-    let duplicates = run.read.values().filter(|n| **n > 1).count();
-    eprintln!(
-        "{} offsets read, {duplicates} read twice, errors {:?}",
-        run.read.len(),
-        run.errors
-    );
-    assert!(run.errors.is_empty(), "poll() failed: {:?}", run.errors);
-    assert!(run.overlaps.is_empty(), "{:?}", run.overlaps);
-    let want: usize = written.values().map(BTreeSet::len).sum();
-    assert_eq!(want, 6 * TWO as usize * PER_PHASE);
-    assert_eq!(run.read.len(), want, "every offset read, none other");
+    run.finish(&written, 6 * TWO as usize * PER_PHASE);
 }
 
 /// The assignor the group chose, as `member` last heard it.
@@ -531,17 +538,5 @@ fn a_learner_sticky_group_rolled_to_cooperative_sticky_converts() {
     });
     add(&mut written);
     run.read_all(&written);
-    let (_, last) = run.members.pop().unwrap();
-    last.close(None).unwrap();
-    let duplicates = run.read.values().filter(|n| **n > 1).count();
-    eprintln!(
-        "{} offsets read, {duplicates} read twice, errors {:?}",
-        run.read.len(),
-        run.errors
-    );
-    assert!(run.errors.is_empty(), "poll() failed: {:?}", run.errors);
-    assert!(run.overlaps.is_empty(), "{:?}", run.overlaps);
-    let want: usize = written.values().map(BTreeSet::len).sum();
-    assert_eq!(want, 7 * PARTITIONS as usize * PER_PHASE);
-    assert_eq!(run.read.len(), want, "every offset read, none other");
+    run.finish(&written, 7 * PARTITIONS as usize * PER_PHASE);
 }

@@ -804,55 +804,49 @@ impl Consumer {
     }
 }
 
-/// The core's statistics callback for `stats_cb`: the snapshot's JSON as a str, called with the
-/// GIL on the thread inside the core's `poll` (so from `poll()`/`consume()`/iteration). What it
-/// raises is stashed and that poll fails with it, as confluent-kafka's `poll()` raises what its
-/// `stats_cb` raised; no record is lost (the core calls it before taking records).
+/// Calls the Python callable in `slot` (if any) with `args` made under the GIL, on the thread
+/// inside the core's `poll`. What it raises is stashed and that poll fails with it, as
+/// confluent-kafka's `poll()` raises what its callbacks raised; no record is lost (the core
+/// calls its callbacks before taking records). `name` is the config key, for the message.
+fn call_python_callback<A>(
+    slot: &Mutex<Option<Py<PyAny>>>,
+    stash: &Stash,
+    name: &str,
+    args: impl FnOnce(Python<'_>) -> A,
+) -> lagless::Result<()>
+where
+    A: for<'py> pyo3::call::PyCallArgs<'py>,
+{
+    Python::attach(|py| {
+        let Some(cb) = slot.lock().unpoisoned().as_ref().map(|c| c.clone_ref(py)) else {
+            return Ok(());
+        };
+        cb.call1(py, args(py)).map(drop).map_err(|e| {
+            let msg = format!("{name} raised {e}");
+            stash_error(stash, e);
+            Error::Callback(msg)
+        })
+    })
+}
+
+/// The core's statistics callback for `stats_cb`: the snapshot's JSON as a str.
 fn statistics_callback(
     stats_cb: Arc<Mutex<Option<Py<PyAny>>>>,
     stash: Stash,
 ) -> lagless::StatisticsCallback {
     Box::new(move |m: &lagless::ConsumerMetrics| {
         let json = m.to_json_string();
-        Python::attach(|py| {
-            let Some(cb) = stats_cb
-                .lock()
-                .unpoisoned()
-                .as_ref()
-                .map(|c| c.clone_ref(py))
-            else {
-                return Ok(());
-            };
-            cb.call1(py, (json,)).map(drop).map_err(|e| {
-                let msg = format!("stats_cb raised {e}");
-                stash_error(&stash, e);
-                Error::Callback(msg)
-            })
-        })
+        call_python_callback(&stats_cb, &stash, "stats_cb", |_| (json,))
     })
 }
 
 /// The core's error callback for `error_cb`: each whole-cluster condition as the `LaglessError`
 /// subclass of its kind (not raised: handed over, as confluent-kafka's `error_cb` gets a
-/// `KafkaError`), called with the GIL on the thread inside the core's `poll`. What it raises is
-/// stashed and that poll fails with it, as for `stats_cb`.
+/// `KafkaError`).
 fn error_callback(error_cb: Arc<Mutex<Option<Py<PyAny>>>>, stash: Stash) -> lagless::ErrorCallback {
     Box::new(move |e: &Error| {
-        Python::attach(|py| {
-            let Some(cb) = error_cb
-                .lock()
-                .unpoisoned()
-                .as_ref()
-                .map(|c| c.clone_ref(py))
-            else {
-                return Ok(());
-            };
-            let error = crate::errors::exception(py, &crate::errors::to_py(py, e));
-            cb.call1(py, (error,)).map(drop).map_err(|raised| {
-                let msg = format!("error_cb raised {raised}");
-                stash_error(&stash, raised);
-                Error::Callback(msg)
-            })
+        call_python_callback(&error_cb, &stash, "error_cb", |py| {
+            (crate::errors::exception(py, &crate::errors::to_py(py, e)),)
         })
     })
 }

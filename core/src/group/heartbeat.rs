@@ -434,6 +434,30 @@ mod tests {
         ));
     }
 
+    /// The milliseconds (after `t0`) at which a member heartbeats in its first `until` ms,
+    /// ticking every millisecond from a heartbeat sent and answered at `t0`, each answered at
+    /// once.
+    fn beats_sent(t0: Instant, hurry: Hurry, live: &Liveness, until: u32) -> Vec<u32> {
+        let mut clock = HeartbeatClock {
+            last_ok: t0,
+            last_sent: Some(t0),
+            last_answer: Some((t0, HeartbeatAnswer::Ok)),
+        };
+        let mut beats = Vec::new();
+        for ms in 1..=until {
+            let now = t0 + ms * MS;
+            if let HeartbeatStep::Tick { send: true, .. } =
+                heartbeat_step(true, now, &clock, hurry, live, now)
+            {
+                beats.push(ms);
+                clock.last_sent = Some(now);
+                clock.last_answer = Some((now, HeartbeatAnswer::Ok));
+                clock.last_ok = now;
+            }
+        }
+        beats
+    }
+
     #[test]
     fn after_the_coordinator_moves_the_epoch_the_heartbeats_come_sooner_then_space_out() {
         let t0 = Instant::now();
@@ -464,47 +488,15 @@ mod tests {
         };
         let mut live = liveness();
         live.heartbeat_interval = 500 * MS;
-        let mut clock = HeartbeatClock {
-            last_ok: t0,
-            last_sent: Some(t0),
-            last_answer: Some((t0, HeartbeatAnswer::Ok)),
-        };
-        let mut beats = Vec::new();
-        for ms in 1..=2000u32 {
-            let now = t0 + ms * MS;
-            if let HeartbeatStep::Tick { send: true, .. } =
-                heartbeat_step(true, now, &clock, hurry, &live, now)
-            {
-                beats.push(ms);
-                clock.last_sent = Some(now);
-                clock.last_answer = Some((now, HeartbeatAnswer::Ok));
-                clock.last_ok = now;
-            }
-        }
         assert_eq!(
-            beats,
+            beats_sent(t0, hurry, &live, 2000),
             [
                 40, 80, 120, 160, 200, 240, 280, 320, 366, 419, 479, 548, 627, 717, 820, 938, 1438,
                 1938
             ]
         );
         // Without the move, the interval alone.
-        let mut clock = HeartbeatClock {
-            last_ok: t0,
-            last_sent: Some(t0),
-            last_answer: Some((t0, HeartbeatAnswer::Ok)),
-        };
-        let mut beats = Vec::new();
-        for ms in 1..=1500u32 {
-            let now = t0 + ms * MS;
-            if let HeartbeatStep::Tick { send: true, .. } =
-                heartbeat_step(true, now, &clock, Hurry::default(), &live, now)
-            {
-                beats.push(ms);
-                clock.last_sent = Some(now);
-                clock.last_answer = Some((now, HeartbeatAnswer::Ok));
-            }
-        }
+        let beats = beats_sent(t0, Hurry::default(), &live, 1500);
         assert_eq!(beats, [500, 1000, 1500]);
     }
 }
