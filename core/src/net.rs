@@ -257,15 +257,19 @@ impl Connection {
     /// partitions to the transaction, KIP-890), the caller says which versions it means.
     pub fn version_within<R: Api>(&self, wanted: Versions) -> Result<i16> {
         let client = client_versions::<R>();
-        let name = ApiKey::try_from(R::KEY)
-            .map(|k| format!("{k:?}"))
-            .unwrap_or_else(|_| R::KEY.to_string());
+        // Named only for an error: this runs for every request (every Produce among them).
+        let name = || {
+            ApiKey::try_from(R::KEY)
+                .map(|k| format!("{k:?}"))
+                .unwrap_or_else(|_| R::KEY.to_string())
+        };
         let Some(&broker) = self.broker_versions.get(&R::KEY) else {
             return Err(Error::kafka(
                 codes::UNSUPPORTED_VERSION,
                 format!(
-                    "broker {} does not support the {name} API, which lagless needs",
-                    self.addr
+                    "broker {} does not support the {} API, which lagless needs",
+                    self.addr,
+                    name()
                 ),
             ));
         };
@@ -274,14 +278,17 @@ impl Connection {
             Error::kafka(
                 codes::UNSUPPORTED_VERSION,
                 format!(
-                    "broker {} supports {name} versions {}..={}, lagless needs {lo}..={hi}{}",
+                    "broker {} supports {} versions {}..={}, lagless needs {lo}..={hi}{}",
                     self.addr,
+                    name(),
                     broker.0,
                     broker.1,
                     if wanted == ALL_VERSIONS {
                         ": the broker is too old for lagless (Kafka 2.1 or newer is required)"
                     } else {
-                        " for what it is doing"
+                        " for the protocol the client chose (a transactional producer at \
+                         transaction version 2 needs Produce 12, EndTxn 5, TxnOffsetCommit 5; at \
+                         version 1 it keeps below them)"
                     }
                 ),
             )
