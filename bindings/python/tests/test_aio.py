@@ -670,3 +670,38 @@ def test_aio_producer_full_buffer_does_not_block_the_loop(bootstrap, make_topic)
     worst = max(lateness)
     print(f"ticker lateness while the buffer was full: max {worst * 1000:.1f} ms over {len(lateness)} ticks")
     assert worst < 0.2, f"the loop was blocked {worst * 1000:.0f} ms"
+
+
+def test_aio_metrics_and_prometheus_count_what_consume_returned(bootstrap, make_topic):
+    """lagless.aio.Consumer has the blocking consumer's snapshot: after 30 records of one
+    partition read with consume(), its position and records consumed are 30 in metrics() and in
+    the Prometheus text, and lagless.prometheus.ConsumerCollector takes it."""
+    pytest.importorskip("prometheus_client")
+    from prometheus_client import CollectorRegistry
+    from lagless.prometheus import ConsumerCollector
+
+    N = 30
+    topic = make_topic(1, prefix="py-aio-metrics")
+
+    async def main():
+        await send_all(bootstrap, topic, N, 1)
+        async with lagless.aio.Consumer({"bootstrap.servers": bootstrap, "client.id": "aio-metrics"}) as c:
+            c.assign([lagless.TopicPartition(topic, 0, 0)])
+            got = 0
+            deadline = time.monotonic() + 20
+            while got < N:
+                assert time.monotonic() < deadline, f"got {got} of {N}"
+                got += len(await c.consume(10, 1.0))
+            assert got == N
+            registry = CollectorRegistry()
+            registry.register(ConsumerCollector(c))
+            labels = {"client_id": "aio-metrics", "topic": topic, "partition": "0"}
+            scraped = registry.get_sample_value("lagless_consumer_position", labels)
+            return c.metrics(), c.metrics_prometheus(), scraped
+
+    m, text, scraped = run(main(), 40)
+    (p,) = [p for p in m["partitions"] if p["topic"] == topic]
+    assert (p["position"], p["records_consumed"], p["consumer_lag"]) == (N, N, 0), p
+    assert m["records_consumed_total"] == N, m
+    assert scraped == N
+    assert f'lagless_consumer_position{{client_id="aio-metrics",topic="{topic}",partition="0"}} {N}' in text, text

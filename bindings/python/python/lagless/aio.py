@@ -770,6 +770,17 @@ class Consumer:
     def paused(self) -> List[TopicPartition]:
         return self._native.paused()
 
+    def metrics(self) -> Dict[str, Any]:
+        """What the consumer is doing now, as :meth:`lagless.Consumer.metrics` (does not wait:
+        the snapshot is read under the consumer's short locks)."""
+        return self._native.metrics()
+
+    def metrics_prometheus(self) -> str:
+        """The same snapshot in the Prometheus text format, as
+        :meth:`lagless.Consumer.metrics_prometheus`; ``lagless.prometheus.ConsumerCollector``
+        takes this consumer too."""
+        return self._native.metrics_prometheus()
+
     def learner_ready(self, partitions: Iterable[TopicPartition]) -> int:
         return self._native.learner_ready(partitions)
 
