@@ -356,8 +356,9 @@ impl Consumer {
 
     /// The error callback ([`crate::Consumer::set_error_callback`]): each whole-cluster
     /// condition from inside `recv()` (and `recv_batch()`, the stream), on the application's
-    /// task, before records are taken, once `recv()` next looks (a `recv()` waiting for records
-    /// does not wake for it). It must not block. An error it returns comes out of that `recv()`.
+    /// task, before records are taken; a `recv()` waiting for records runs it within about
+    /// 100 ms (its wait wakes that often). It must not block. An error it returns comes out of
+    /// that `recv()`.
     pub fn set_error_callback(&self, callback: Option<crate::ErrorCallback>) {
         self.engine().set_error_callback(callback)
     }

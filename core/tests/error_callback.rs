@@ -122,3 +122,34 @@ fn without_a_callback_nothing_is_kept_for_later() {
         heard.lock().unwrap()
     );
 }
+
+/// The async consumer runs it from a `recv()` that waits for records (which wakes every 100 ms),
+/// on the application's task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_async_recv_runs_it() {
+    let config = lagless::Config::from_pairs([
+        ("bootstrap.servers", "127.0.0.1:1"),
+        ("reconnect.backoff.ms", "50"),
+        ("reconnect.backoff.max.ms", "100"),
+    ])
+    .unwrap();
+    let consumer = lagless::aio::Consumer::from_config(&config).unwrap();
+    let heard: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = heard.clone();
+    consumer.set_error_callback(Some(Box::new(move |e: &Error| {
+        sink.lock().unwrap().push(e.to_string());
+        Ok(())
+    })));
+    consumer
+        .assign(&[lagless::TopicPartition::new("t", 0)])
+        .unwrap();
+    // One recv of 2 s: nothing to read, but the condition is heard while it waits.
+    let got = consumer
+        .recv_batch_timeout(10, Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert!(got.is_empty());
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert!(heard[0].contains("all brokers are down"), "{heard:?}");
+}
