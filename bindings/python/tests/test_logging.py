@@ -36,9 +36,15 @@ def run(setup: str) -> str:
 def test_an_unreachable_broker_is_warned_of_once_with_no_logging_setup():
     # Nothing configured: Python's last-resort handler prints WARNING and above.
     err = run("")
-    warnings = [l for l in err.splitlines() if "cannot connect to broker 127.0.0.1:1" in l]
+    lines = err.splitlines()
+    all_down = [l for l in lines if "all brokers are down" in l]
+    warnings = [l for l in lines if "cannot connect to broker 127.0.0.1:1" in l and l not in all_down]
     assert len(warnings) == 1, err
     assert "refused" in warnings[0].lower(), warnings
+    # The whole-cluster condition (what error_cb gets) is logged at ERROR once too, naming the
+    # last address and cause.
+    assert len(all_down) == 1, err
+    assert "127.0.0.1:1" in all_down[0], all_down
     assert "(retrying)" not in err, "DEBUG lines printed at the default level"
 
 
