@@ -798,14 +798,21 @@ fn pipeline_with_rolling_kills(group_protocol: &str) {
             .map(|slot| spawn_instance(bootstrap, slot, group_protocol))
             .collect(),
     );
-    // The input flows in 20 rounds of 150 records, one every 300 ms, from a thread of its own.
+    // The input flows in rounds of 150 records, one every 300 ms, from a thread of its own: at
+    // least 20 rounds, and on until the kills are done (a victim must have records to hold a
+    // transaction open with; a fixed number of rounds could all be processed before the last
+    // kill's victim got partitions again), at most 200.
     const ROUNDS: usize = 20;
     const PER_ROUND: usize = 150;
+    let kills_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let feeder = {
         let bootstrap = bootstrap.to_string();
-        std::thread::spawn(move || {
+        let kills_done = kills_done.clone();
+        std::thread::spawn(move || -> usize {
             let input = configs::producer(&[("bootstrap.servers", &bootstrap), ("linger.ms", "5")]);
-            for round in 0..ROUNDS {
+            let mut round = 0;
+            let done = || kills_done.load(std::sync::atomic::Ordering::Acquire);
+            while round < ROUNDS || (!done() && round < 200) {
                 for i in 0..PER_ROUND {
                     let partition = ((round * PER_ROUND + i) as i32) % PIPELINE_INPUT_PARTITIONS;
                     input
@@ -814,8 +821,10 @@ fn pipeline_with_rolling_kills(group_protocol: &str) {
                 }
                 input.flush(T).unwrap();
                 std::thread::sleep(Duration::from_millis(300));
+                round += 1;
             }
             input.close(T).unwrap();
+            round * PER_ROUND
         })
     };
     let all: Vec<TopicPartition> = (0..PIPELINE_INPUT_PARTITIONS)
@@ -857,14 +866,15 @@ fn pipeline_with_rolling_kills(group_protocol: &str) {
         *child = spawn_instance(bootstrap, slot, group_protocol);
         kills += 1;
     }
-    feeder.join().unwrap();
+    kills_done.store(true, std::sync::atomic::Ordering::Release);
+    let fed = feeder.join().unwrap();
     let ends: Vec<i64> = observer
         .end_offsets(&all, Some(T))
         .unwrap()
         .into_iter()
         .map(|(_, o)| o)
         .collect();
-    assert_eq!(ends.iter().sum::<i64>(), (ROUNDS * PER_ROUND) as i64);
+    assert_eq!(ends.iter().sum::<i64>(), fed as i64);
     // Until the group has committed every input offset (or 120 s); an instance that ends by
     // itself fails the test.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -918,12 +928,12 @@ fn pipeline_with_rolling_kills(group_protocol: &str) {
     );
     assert_eq!(kills, 3);
     assert!(
-        uncommitted > ROUNDS * PER_ROUND,
+        uncommitted > fed,
         "the killed instances' open transactions wrote records: {uncommitted}"
     );
     assert!(twice.is_empty(), "read twice: {twice:?}");
     assert!(missing.is_empty(), "missing: {missing:?}");
-    assert_eq!(count(&out), ROUNDS * PER_ROUND);
+    assert_eq!(count(&out), fed);
 }
 
 /// The listener of the recommended exactly-once loop: a revocation (or a loss) in the middle of
