@@ -62,3 +62,40 @@ def test_error_cb_must_be_callable_and_is_for_consumers_only():
         lagless.Consumer(unreachable(error_cb="print"))
     with pytest.raises(TypeError, match="error_cb.*only a Consumer"):
         lagless.Producer({"bootstrap.servers": "127.0.0.1:1", "error_cb": print})
+
+
+def test_librdkafka_beside_lagless_hears_the_same_condition():
+    """The same scenario with confluent-kafka (librdkafka): its error_cb gets _ALL_BROKERS_DOWN
+    for a bootstrap where nothing listens; lagless' gets "all brokers are down" once. Both
+    within 2 s of polls. The difference, by design: librdkafka calls again at every failed
+    attempt (_TRANSPORT) and every time the condition is re-entered (in one run of this test, 20
+    _ALL_BROKERS_DOWN and 79 _TRANSPORT in 2 s with a 50-100 ms backoff); lagless once per
+    condition, until a connection succeeds."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    theirs: List[str] = []
+    rd = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "group.id": "error-cb-compare",
+            "reconnect.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 100,
+            "error_cb": lambda e: theirs.append(e.name()),
+            "log_level": 0,
+        }
+    )
+    ours: List[lagless.LaglessError] = []
+    c = lagless.Consumer(unreachable(error_cb=ours.append, **{"group.id": "error-cb-compare"}))
+    try:
+        rd.subscribe(["t"])
+        c.subscribe(["t"])
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            rd.poll(0.1)
+            c.poll(0.1)
+    finally:
+        rd.close()
+        c.close(timeout=1)
+    assert "_ALL_BROKERS_DOWN" in theirs, theirs
+    down = [e for e in ours if "all brokers are down" in str(e)]
+    assert len(down) == 1 and isinstance(down[0], lagless.TransportError), ours
+    print(f"librdkafka error_cb: {theirs}; lagless error_cb: {[str(e) for e in ours]}")
