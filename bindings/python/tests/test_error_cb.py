@@ -68,8 +68,8 @@ def test_librdkafka_beside_lagless_hears_the_same_condition():
     """The same scenario with confluent-kafka (librdkafka): its error_cb gets _ALL_BROKERS_DOWN
     for a bootstrap where nothing listens; lagless' gets "all brokers are down" once. Both
     within 2 s of polls. The difference, by design: librdkafka calls again at every failed
-    attempt (_TRANSPORT) and every time the condition is re-entered (in one run of this test, 20
-    _ALL_BROKERS_DOWN and 79 _TRANSPORT in 2 s with a 50-100 ms backoff); lagless once per
+    attempt (_TRANSPORT) and every time the condition is re-entered (19 _ALL_BROKERS_DOWN and 76
+    _TRANSPORT in 2 s with a 50-100 ms backoff, in two runs of librdkafka alone); lagless once per
     condition, until a connection succeeds."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     theirs: List[str] = []
