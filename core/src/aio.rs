@@ -416,6 +416,14 @@ impl Consumer {
             ));
         }
         let c = self.engine();
+        let mut timing = crate::consumer::PollTiming::start(&c.poll_times);
+        let records = self.recv_records(max).await?;
+        timing.records = records.len();
+        Ok(records)
+    }
+
+    async fn recv_records(&self, max: usize) -> Result<Vec<ConsumerRecord>> {
+        let c = self.engine();
         let max = max.clamp(1, c.config().max_poll_records.max(1));
         let limits = BufferLimits::of(c.config());
         let take = || -> Result<Option<Vec<ConsumerRecord>>> {

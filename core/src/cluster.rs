@@ -14,7 +14,7 @@ use crate::backoff::{retry_until, retry_until_if, Backoff, Deadline, Retry};
 use crate::buffers::AnswerPool;
 use crate::config::CommonConfig;
 use crate::error::{codes, kafka_error_action, Action, Error, Result};
-use crate::net::Connection;
+use crate::net::{broker_metrics, BrokerSnapshot, Connection, ConnectionStats, LaneStats};
 use crate::protocol::msg::{
     create_topics_request::CreatableTopic, CreateTopicsRequest, FindCoordinatorRequest, StrBytes,
     TopicName,
@@ -120,6 +120,9 @@ struct Slot {
     retry: Retry,
     next_attempt: Instant,
     failures: ConnectFailures,
+    /// What this slot's connections did, also in [`Cluster::stats`] (read without the slot's
+    /// lock, which a connection setup holds).
+    stats: Arc<ConnectionStats>,
 }
 
 /// Which of the connections to a broker a request goes on. A broker answers the requests of one
@@ -148,6 +151,8 @@ pub struct Cluster {
     metadata: RwLock<Arc<Metadata>>,
     /// broker id -> connection slot. Bootstrap servers use ids -1, -2, ...
     slots: StdMutex<HashMap<(i32, Lane), SharedSlot>>,
+    /// The slots' counts, for [`Cluster::broker_metrics`].
+    stats: StdMutex<HashMap<(i32, Lane), Arc<ConnectionStats>>>,
     /// Topics whose metadata the client keeps; `None` in the set means "all topics" (a pattern
     /// subscription).
     interest: StdMutex<(BTreeSet<String>, bool)>,
@@ -199,6 +204,7 @@ impl Cluster {
             config,
             metadata: RwLock::new(Arc::new(Metadata::default())),
             slots: StdMutex::new(HashMap::new()),
+            stats: StdMutex::new(HashMap::new()),
             interest: StdMutex::new((BTreeSet::new(), false)),
             refresh_lock: Mutex::new(()),
             last_refresh_error: StdMutex::new(None),
@@ -265,7 +271,13 @@ impl Cluster {
     fn slot(&self, id: i32, lane: Lane, addr: &str) -> Arc<Mutex<Slot>> {
         let mut slots = self.slots.lock().unpoisoned();
         let slot = slots.entry((id, lane)).or_insert_with(|| {
+            let stats = Arc::new(ConnectionStats::default());
+            self.stats
+                .lock()
+                .unpoisoned()
+                .insert((id, lane), stats.clone());
             Arc::new(Mutex::new(Slot {
+                stats,
                 addr: addr.to_string(),
                 conn: None,
                 retry: Retry::new(Backoff::new(
@@ -342,6 +354,8 @@ impl Cluster {
         let known = self.known_addresses();
         let setup = tokio::spawn(async move {
             let addr = s.addr.clone();
+            let stats = s.stats.clone();
+            stats.setup_started();
             let connected = Connection::connect(
                 &addr,
                 &security,
@@ -349,8 +363,11 @@ impl Cluster {
                 setup_timeout,
                 request_timeout,
                 answers,
+                stats.clone(),
             )
-            .await;
+            .await
+            .map(Arc::new);
+            stats.setup_ended(connected.as_ref().ok());
             match connected {
                 // The failures in a row are forgotten once a connection has served a request
                 // (`reconnect_wait`), not here: a broker that accepts connections and cuts each
@@ -363,7 +380,6 @@ impl Cluster {
                             "connected to broker {addr} after {failed} failed attempts"
                         );
                     }
-                    let c = Arc::new(c);
                     s.conn = Some(c.clone());
                     Ok(c)
                 }
@@ -704,6 +720,44 @@ impl Cluster {
             Ok(())
         })
         .await
+    }
+
+    /// Every broker's metrics at `now` (bootstrap servers first, then by node id), and the
+    /// Fetch and OffsetCommit answer latencies of all of them.
+    pub(crate) fn broker_metrics(&self, now: Instant) -> BrokerSnapshot {
+        let stats: Vec<((i32, Lane), Arc<ConnectionStats>)> = self
+            .stats
+            .lock()
+            .unpoisoned()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        let mut by_broker: BTreeMap<i32, Vec<LaneStats>> = BTreeMap::new();
+        for ((id, _lane), s) in stats {
+            by_broker.entry(id).or_default().push(s.read(now));
+        }
+        let metadata = self.metadata();
+        let mut snapshot = BrokerSnapshot::default();
+        // Bootstrap servers (-1, -2, ...) in their configured order, then node ids.
+        let mut ids: Vec<i32> = by_broker.keys().copied().collect();
+        ids.sort_by_key(|id| (*id >= 0, id.abs()));
+        for id in ids {
+            let lanes = &by_broker[&id];
+            for l in lanes {
+                snapshot.fetch_latency.merge(&l.fetch_latency);
+                snapshot.commit_latency.merge(&l.commit_latency);
+            }
+            let (node_id, address) = if id >= 0 {
+                (Some(id), metadata.brokers.get(&id).cloned())
+            } else {
+                let i = usize::try_from(-1 - id).unwrap_or(usize::MAX);
+                (None, self.config.bootstrap_servers.get(i).cloned())
+            };
+            snapshot
+                .brokers
+                .push(broker_metrics(node_id, address.unwrap_or_default(), lanes));
+        }
+        snapshot
     }
 
     /// Drops the connection to broker `id` (after an error that says it is not what we think).

@@ -26,6 +26,7 @@ use crate::group::classic::Classic;
 use crate::group::consumer_group::ConsumerGroup;
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_protocol::GroupProtocol;
+use crate::metrics::window::PollTimes;
 use crate::offsets::{self, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
@@ -140,6 +141,33 @@ pub struct Consumer {
     statistics: statistics::Statistics,
     /// The error callback for whole-cluster conditions.
     error_callback: error_callback::ErrorCallbackSlot,
+    /// When polls started and ended, and what they returned (the poll metrics).
+    pub(crate) poll_times: Mutex<PollTimes>,
+}
+
+/// One `poll()` (or async `recv_batch()`) being timed for the poll metrics: started when made,
+/// ended when dropped, so that every way out of a poll (records, nothing, an error, an async
+/// caller giving up) ends it.
+pub(crate) struct PollTiming<'a> {
+    times: &'a Mutex<PollTimes>,
+    /// Records the poll returns.
+    pub records: usize,
+}
+
+impl<'a> PollTiming<'a> {
+    pub(crate) fn start(times: &'a Mutex<PollTimes>) -> PollTiming<'a> {
+        times.lock().unpoisoned().started(Instant::now());
+        PollTiming { times, records: 0 }
+    }
+}
+
+impl Drop for PollTiming<'_> {
+    fn drop(&mut self) {
+        self.times
+            .lock()
+            .unpoisoned()
+            .ended(Instant::now(), self.records);
+    }
 }
 
 impl Consumer {
@@ -180,6 +208,7 @@ impl Consumer {
             fetch_task: Mutex::new(Some(fetch_task)),
             statistics: statistics::Statistics::new(Instant::now()),
             error_callback: Default::default(),
+            poll_times: Mutex::new(PollTimes::default()),
         })
     }
 
@@ -259,6 +288,13 @@ impl Consumer {
     /// consumed that they did not see. `max == 0` is treated as 1.
     pub fn poll_at_most(&self, timeout: Duration, max: usize) -> Result<Vec<ConsumerRecord>> {
         self.check_open()?;
+        let mut timing = PollTiming::start(&self.poll_times);
+        let records = self.poll_records(timeout, max)?;
+        timing.records = records.len();
+        Ok(records)
+    }
+
+    fn poll_records(&self, timeout: Duration, max: usize) -> Result<Vec<ConsumerRecord>> {
         let now = Instant::now();
         let deadline = Deadline::after_from(now, timeout);
         let max = max.clamp(1, self.shared.config.max_poll_records.max(1));

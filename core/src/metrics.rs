@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 /// The consumer's snapshot.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerMetrics {
     /// `client.id` (empty when not set).
     pub client_id: String,
@@ -35,6 +35,109 @@ pub struct ConsumerMetrics {
     pub group: Option<GroupMetrics>,
     /// The assigned partitions, in topic and partition order.
     pub partitions: Vec<PartitionMetrics>,
+    /// `poll()`'s rhythm and the records it returned, over the last 30 to 60 s (the Java
+    /// consumer's `time-between-poll-*`, `poll-idle-ratio-avg`, `last-poll-seconds-ago`,
+    /// `records-consumed-rate`).
+    pub poll: PollStats,
+    /// Fetch answers' latency over the last 30 to 60 s, every broker's (the Java consumer's
+    /// `fetch-latency-avg`/`-max`); `None` when no answer came in that time.
+    pub fetch_latency: Option<LatencyMetrics>,
+    /// OffsetCommit answers' latency likewise (`commit-latency-avg`/`-max`).
+    pub commit_latency: Option<LatencyMetrics>,
+    /// The brokers the consumer talks or tried to talk to, bootstrap servers first, then by
+    /// node id.
+    pub brokers: Vec<BrokerMetrics>,
+}
+
+/// One broker: its connections (one per lane: fetches, the group coordinator's requests,
+/// joins, recovery fetches), over their whole life unless said otherwise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerMetrics {
+    /// The broker's node id; `None` for a bootstrap server, known by its address only.
+    pub node_id: Option<i32>,
+    /// `host:port`.
+    pub address: String,
+    /// `up` (a connection is alive), `connecting` (none is, a setup is under way), `down` (none
+    /// is, and the last setup failed or the last connection was lost), `init` (never tried).
+    pub state: &'static str,
+    /// Connections alive now.
+    pub connections: usize,
+    /// Connections set up (TCP, TLS, versions and SASL done).
+    pub connects_total: u64,
+    /// Connection setups that failed.
+    pub connect_failures_total: u64,
+    /// Connections closed or lost: every connection set up but the ones alive now.
+    pub disconnects_total: u64,
+    /// Requests written and not answered yet.
+    pub requests_in_flight: usize,
+    /// Requests written (the connection setup's own, ApiVersions and SASL, not counted).
+    pub requests_total: u64,
+    /// Bytes written to the broker.
+    pub bytes_sent_total: u64,
+    /// Bytes read from the broker.
+    pub bytes_received_total: u64,
+    /// Answer latency over the last 30 to 60 s, from a request being queued to its answer
+    /// read (a Fetch waiting at the log end included, as in librdkafka's `rtt`); `None` when no
+    /// answer came in that time.
+    pub request_latency: Option<LatencyMetrics>,
+}
+
+/// Latencies over a window: how many, their average, the largest, and two percentiles (kept to
+/// within 19%: a histogram of four buckets per doubling; `None` where not kept).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatencyMetrics {
+    /// Answers counted.
+    pub count: u64,
+    /// Their average.
+    pub avg: Duration,
+    /// The longest.
+    pub max: Duration,
+    /// Half were at most this long.
+    pub p50: Option<Duration>,
+    /// 99% were at most this long.
+    pub p99: Option<Duration>,
+}
+
+impl LatencyMetrics {
+    /// The latencies of `w` (milliseconds), `None` when it holds none.
+    pub fn of(w: &window::Window) -> Option<LatencyMetrics> {
+        Some(LatencyMetrics {
+            count: w.count,
+            avg: window::from_millis(w.avg()?),
+            max: window::from_millis(w.max()?),
+            p50: w.percentile(0.5).map(window::from_millis),
+            p99: w.percentile(0.99).map(window::from_millis),
+        })
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "count": self.count,
+            "avg_ms": ms_f(self.avg),
+            "max_ms": ms_f(self.max),
+            "p50_ms": self.p50.map(ms_f),
+            "p99_ms": self.p99.map(ms_f),
+        })
+    }
+}
+
+impl BrokerMetrics {
+    fn to_json(&self) -> Value {
+        json!({
+            "node_id": self.node_id,
+            "address": self.address,
+            "state": self.state,
+            "connections": self.connections,
+            "connects": self.connects_total,
+            "connect_failures": self.connect_failures_total,
+            "disconnects": self.disconnects_total,
+            "requests_in_flight": self.requests_in_flight,
+            "requests": self.requests_total,
+            "bytes_sent": self.bytes_sent_total,
+            "bytes_received": self.bytes_received_total,
+            "rtt": self.request_latency.as_ref().map(LatencyMetrics::to_json),
+        })
+    }
 }
 
 /// One assigned partition.
@@ -160,6 +263,11 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Milliseconds with their fraction (latencies under a millisecond are common on loopback).
+fn ms_f(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1000.0
+}
+
 fn failing_json(f: &Option<Failing>) -> (Value, Value) {
     match f {
         Some(f) => (json!(ms(f.since)), json!(f.last_error)),
@@ -233,6 +341,14 @@ impl ConsumerMetrics {
             "assigned_partitions": self.partitions.len(),
             "group": self.group.as_ref().map(GroupMetrics::to_json),
             "partitions": self.partitions.iter().map(PartitionMetrics::to_json).collect::<Vec<_>>(),
+            "last_poll_seconds_ago": self.poll.since_last_poll.map(|d| d.as_secs_f64()),
+            "time_between_poll_avg_ms": self.poll.time_between_poll_avg.map(ms_f),
+            "time_between_poll_max_ms": self.poll.time_between_poll_max.map(ms_f),
+            "poll_idle_ratio_avg": self.poll.poll_idle_ratio_avg,
+            "records_consumed_rate": self.poll.records_consumed_rate,
+            "fetch_latency": self.fetch_latency.as_ref().map(LatencyMetrics::to_json),
+            "commit_latency": self.commit_latency.as_ref().map(LatencyMetrics::to_json),
+            "brokers": self.brokers.iter().map(BrokerMetrics::to_json).collect::<Vec<_>>(),
         })
     }
 
@@ -243,6 +359,9 @@ impl ConsumerMetrics {
 }
 
 pub mod prometheus;
+pub mod window;
+
+pub use window::PollStats;
 
 #[cfg(test)]
 #[path = "metrics_tests.rs"]

@@ -104,6 +104,57 @@ fn snapshot() -> ConsumerMetrics {
             },
             partition(1),
         ],
+        poll: PollStats {
+            since_last_poll: Some(Duration::from_millis(1_500)),
+            time_between_poll_avg: Some(Duration::from_millis(250)),
+            time_between_poll_max: Some(Duration::from_millis(900)),
+            poll_idle_ratio_avg: Some(0.25),
+            records_consumed_rate: 4.5,
+        },
+        fetch_latency: Some(LatencyMetrics {
+            count: 8,
+            avg: Duration::from_micros(501_500),
+            max: Duration::from_millis(502),
+            p50: Some(Duration::from_millis(500)),
+            p99: Some(Duration::from_millis(502)),
+        }),
+        commit_latency: None,
+        brokers: vec![
+            BrokerMetrics {
+                node_id: None,
+                address: "127.0.0.1:9092".into(),
+                state: "down",
+                connections: 0,
+                connects_total: 1,
+                connect_failures_total: 0,
+                disconnects_total: 1,
+                requests_in_flight: 0,
+                requests_total: 1,
+                bytes_sent_total: 60,
+                bytes_received_total: 400,
+                request_latency: None,
+            },
+            BrokerMetrics {
+                node_id: Some(1),
+                address: "127.0.0.1:9092".into(),
+                state: "up",
+                connections: 2,
+                connects_total: 2,
+                connect_failures_total: 1,
+                disconnects_total: 0,
+                requests_in_flight: 1,
+                requests_total: 30,
+                bytes_sent_total: 3_000,
+                bytes_received_total: 90_000,
+                request_latency: Some(LatencyMetrics {
+                    count: 29,
+                    avg: Duration::from_micros(2_250),
+                    max: Duration::from_millis(502),
+                    p50: Some(Duration::from_micros(1_500)),
+                    p99: None,
+                }),
+            },
+        ],
     }
 }
 
@@ -158,6 +209,27 @@ fn the_json_names_each_value_and_leaves_what_is_unknown_null() {
                 "recovery": null,
             },
         ],
+        "last_poll_seconds_ago": 1.5,
+        "time_between_poll_avg_ms": 250.0,
+        "time_between_poll_max_ms": 900.0,
+        "poll_idle_ratio_avg": 0.25,
+        "records_consumed_rate": 4.5,
+        "fetch_latency": {"count": 8, "avg_ms": 501.5, "max_ms": 502.0, "p50_ms": 500.0, "p99_ms": 502.0},
+        "commit_latency": null,
+        "brokers": [
+            {
+                "node_id": null, "address": "127.0.0.1:9092", "state": "down",
+                "connections": 0, "connects": 1, "connect_failures": 0, "disconnects": 1,
+                "requests_in_flight": 0, "requests": 1, "bytes_sent": 60, "bytes_received": 400,
+                "rtt": null,
+            },
+            {
+                "node_id": 1, "address": "127.0.0.1:9092", "state": "up",
+                "connections": 2, "connects": 2, "connect_failures": 1, "disconnects": 0,
+                "requests_in_flight": 1, "requests": 30, "bytes_sent": 3000, "bytes_received": 90000,
+                "rtt": {"count": 29, "avg_ms": 2.25, "max_ms": 502.0, "p50_ms": 1.5, "p99_ms": null},
+            },
+        ],
     });
     assert_eq!(v, want);
 }
@@ -168,9 +240,18 @@ fn a_consumer_outside_a_group_renders_no_group() {
         read_committed: false,
         group: None,
         partitions: vec![],
+        poll: PollStats::default(),
+        fetch_latency: None,
+        brokers: vec![],
         ..snapshot()
     };
     let v = m.to_json();
+    // Nothing polled, nothing fetched: no value rather than a sentinel.
+    assert_eq!(v["last_poll_seconds_ago"], Value::Null);
+    assert_eq!(v["poll_idle_ratio_avg"], Value::Null);
+    assert_eq!(v["records_consumed_rate"], 0.0);
+    assert_eq!(v["fetch_latency"], Value::Null);
+    assert_eq!(v["brokers"], json!([]));
     assert_eq!(v["group"], Value::Null);
     assert_eq!(v["isolation_level"], "read_uncommitted");
     assert_eq!(v["assigned_partitions"], 0);

@@ -31,6 +31,9 @@ use crate::sasl::{self, SaslCredentials};
 use crate::security::{tls, Security};
 use crate::sync::Unpoisoned;
 
+mod stats;
+pub use stats::{broker_metrics, BrokerSnapshot, ConnectionStats, LaneStats};
+
 type Pending = Arc<Mutex<HashMap<i32, oneshot::Sender<Result<Bytes>>>>>;
 
 /// What the writer task sends. Authentication frames go first; while a re-authentication runs,
@@ -65,11 +68,13 @@ pub struct Connection {
     /// Response frames the setup (ApiVersions, SASL) read: more than these and the connection
     /// has answered a request of its users.
     setup_frames: u64,
+    /// The counts of the cluster's slot this connection serves (the per-broker metrics).
+    stats: Arc<ConnectionStats>,
 }
 
 impl Connection {
     /// Connects, then negotiates versions with ApiVersions. Answers are read into buffers of
-    /// `answers` (the cluster's pool).
+    /// `answers` (the cluster's pool); requests, bytes and latencies are counted in `stats`.
     pub async fn connect(
         addr: &str,
         security: &Security,
@@ -77,6 +82,7 @@ impl Connection {
         setup_timeout: Duration,
         request_timeout: Duration,
         answers: Arc<AnswerPool>,
+        stats: Arc<ConnectionStats>,
     ) -> Result<Connection> {
         let setup_deadline = Instant::now() + setup_timeout;
         let stream = match tokio::time::timeout(setup_timeout, TcpStream::connect(addr)).await {
@@ -104,6 +110,7 @@ impl Connection {
             sasl: security.sasl().is_some(),
             received: received.clone(),
             answers,
+            stats: stats.clone(),
         };
         let tasks = match security.tls() {
             None => {
@@ -147,6 +154,7 @@ impl Connection {
             finalized_features: HashMap::new(),
             tasks,
             setup_frames: 0,
+            stats,
         };
         conn.negotiate_versions().await?;
         if let Some(creds) = security.sasl() {
@@ -237,6 +245,11 @@ impl Connection {
 
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
+    }
+
+    /// Requests written and not yet answered (nor given up on).
+    pub fn in_flight(&self) -> usize {
+        self.pending.lock().unpoisoned().len()
     }
 
     /// Whether the broker answered a request beyond the connection setup: a connection lost
@@ -383,10 +396,12 @@ impl Connection {
             self.pending.lock().unpoisoned().remove(&id);
             return Err(self.closed_error());
         }
+        self.stats.request_written();
         Ok(Sent {
             id,
             rx,
             received_before,
+            at: Instant::now(),
         })
     }
 
@@ -401,9 +416,16 @@ impl Connection {
             id,
             rx,
             received_before,
+            at,
         } = sent;
         let body = match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(r)) => r?,
+            Ok(Ok(r)) => {
+                let body = r?;
+                let now = Instant::now();
+                self.stats
+                    .answered(R::KEY, now.saturating_duration_since(at), now);
+                body
+            }
             Ok(Err(_)) => return Err(self.closed_error()),
             Err(_) => {
                 self.pending.lock().unpoisoned().remove(&id);
@@ -450,6 +472,8 @@ struct Sent {
     id: i32,
     rx: oneshot::Receiver<Result<Bytes>>,
     received_before: u64,
+    /// When it was queued: its answer's latency runs from here.
+    at: Instant,
 }
 
 impl Drop for Connection {
@@ -626,6 +650,8 @@ struct Io {
     /// The pool the answers are read into: the cluster's (a consumer's counts them against its
     /// `fetch.buffer.max.bytes`).
     answers: Arc<AnswerPool>,
+    /// Bytes each way, for the per-broker metrics.
+    stats: Arc<ConnectionStats>,
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
@@ -648,6 +674,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             f = rx.recv(), if !held => match f { Some(f) => f, None => return },
         };
         let mut result = w.write_all(&frame).await;
+        io.stats.sent(frame.len());
         // A TLS stream buffers; flushing once the queue is empty sends many frames per record.
         if result.is_ok() && (held || rx.is_empty()) {
             result = w.flush().await;
@@ -731,6 +758,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut r: R, io: Io) {
             break lost(&io, "connection lost mid-response", &e);
         }
         let frame = AnswerPool::bytes(&buffers, buf, len);
+        io.stats.received(4 + len);
         answered += 1;
         io.received.fetch_add(1, Ordering::AcqRel);
         let id = match wire::response_correlation_id(&frame) {
@@ -784,6 +812,7 @@ mod tests {
             sasl: false,
             received: Default::default(),
             answers: Arc::new(AnswerPool::new()),
+            stats: Default::default(),
         }
     }
 

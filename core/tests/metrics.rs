@@ -1,6 +1,8 @@
 //! The consumer's metrics against a real broker: each partition's position, committed offset,
 //! lag and deliveries counted against what the test produced, consumed and committed; the group
 //! member's rebalance count as a second member joins; and the JSON rendering.
+#[path = "support/proxy.rs"]
+mod proxy;
 mod support;
 
 use std::collections::BTreeMap;
@@ -566,4 +568,146 @@ fn the_statistics_callback_counts_every_record_handed_out_before_it_on_the_polli
     for p in &last.partitions {
         assert_eq!((p.position, p.lag), (Some(PER as i64), Some(0)), "{p:?}");
     }
+}
+
+/// A free port on loopback for the test's proxy.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn brokers_poll_rhythm_and_latencies_are_counted_and_a_cut_connection_shows() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "metrics-brokers", 2);
+    produce(&bs, &topic, 2, PER_PARTITION);
+    // The consumer is bootstrapped through a proxy: the broker advertises its own address, so
+    // only the bootstrap connection goes through it, and cutting it leaves the rest alone.
+    let broker = bs.split(',').next().unwrap().to_string();
+    let port = free_port();
+    let proxy = proxy::Proxy::start(&[(port, broker.clone())]);
+    let started = Instant::now();
+    let group = unique_name("metrics-brokers-g");
+    let c = consumer(
+        &proxy.bootstrap(),
+        &[
+            ("group.id", &group),
+            ("enable.auto.commit", "false"),
+            ("auto.offset.reset", "earliest"),
+        ],
+    );
+    let tps: Vec<TopicPartition> = (0..2).map(|p| TopicPartition::new(&topic, p)).collect();
+    c.assign(&tps).unwrap();
+    let mut consumed = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while consumed < 2 * PER_PARTITION {
+        assert!(Instant::now() < deadline, "consumed {consumed} within 30 s");
+        consumed += c.poll(Duration::from_millis(200)).unwrap().len();
+    }
+    // Two commits: two OffsetCommit answers.
+    c.commit_sync(None, None).unwrap();
+    c.commit_sync(None, None).unwrap();
+    // A poll at the log end: a Fetch answered after waiting there; the poll after it starts
+    // at least 700 ms after it.
+    assert!(c.poll(Duration::from_millis(700)).unwrap().is_empty());
+    assert!(c.poll(Duration::ZERO).unwrap().is_empty());
+
+    let m = c.metrics();
+    let elapsed = started.elapsed().as_secs_f64();
+    // The bootstrap server, known by its address only, then the broker by its node id.
+    assert_eq!(m.brokers.len(), 2, "{:?}", m.brokers);
+    let (boot, node) = (&m.brokers[0], &m.brokers[1]);
+    assert_eq!(boot.node_id, None);
+    assert_eq!(boot.address, proxy.bootstrap());
+    assert_eq!((boot.connects_total, boot.connect_failures_total), (1, 0));
+    assert!(boot.requests_total >= 1, "{boot:?}");
+    let node_id = node.node_id.expect("the broker's node id");
+    assert!(node_id >= 0);
+    assert_eq!(node.address.rsplit(':').next(), broker.rsplit(':').next());
+    assert_eq!(node.state, "up", "{node:?}");
+    assert!(node.connections >= 1 && node.connects_total >= node.connections as u64);
+    assert_eq!(node.connect_failures_total, 0);
+    assert_eq!(node.disconnects_total, 0, "{node:?}");
+    // The records' values alone are 2 x PER_PARTITION x 5-6 bytes; the answers carry more.
+    assert!(
+        node.bytes_received_total > 2 * PER_PARTITION as u64 * 5,
+        "{node:?}"
+    );
+    assert!(
+        node.bytes_sent_total > 0 && node.requests_total >= 4,
+        "{node:?}"
+    );
+    let rtt = node.request_latency.as_ref().expect("answers came");
+    assert!(rtt.count >= 4 && rtt.max >= rtt.avg, "{rtt:?}");
+    let (p50, p99) = (rtt.p50.unwrap(), rtt.p99.unwrap());
+    assert!(p50 <= p99 && p99 <= rtt.max, "{rtt:?}");
+    let commits = m
+        .commit_latency
+        .as_ref()
+        .expect("two commits were answered");
+    assert_eq!(commits.count, 2, "{commits:?}");
+    let fetches = m.fetch_latency.as_ref().expect("fetches were answered");
+    assert!(fetches.count >= 2, "{fetches:?}");
+    // The fetch at the log end waited up to fetch.max.wait.ms (500 ms) there.
+    assert!(fetches.max >= Duration::from_millis(300), "{fetches:?}");
+
+    // poll(): its rhythm and what it returned, windowed as the Java client's.
+    let since = m.poll.since_last_poll.expect("polled");
+    assert!(since < Duration::from_secs(5), "{since:?}");
+    let between = m.poll.time_between_poll_max.expect("polled more than once");
+    assert!(
+        between >= Duration::from_millis(700),
+        "a poll waited 700 ms: {between:?}"
+    );
+    let idle = m.poll.poll_idle_ratio_avg.expect("polls ended");
+    assert!(idle > 0.0 && idle <= 1.0, "{idle}");
+    // The Java client's rate: the records over the time since the first sample, counted as at
+    // least one whole 30 s window.
+    let rate = m.poll.records_consumed_rate;
+    let n = consumed as f64;
+    assert!(
+        rate <= n / 30.0 && rate >= n / (30.0 + elapsed),
+        "{rate} for {n} in {elapsed} s"
+    );
+    // The JSON has the same.
+    let v = m.to_json();
+    assert_eq!(v["brokers"][1]["node_id"], node_id);
+    assert_eq!(v["commit_latency"]["count"], 2);
+
+    // Cut the bootstrap connection: its broker entry goes down with one disconnect, the
+    // broker's own connections stay up and the consumer goes on.
+    proxy.set(0, proxy::Mode::Refuse);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let boot = loop {
+        let m = c.metrics();
+        if m.brokers[0].state == "down" {
+            break m.brokers[0].clone();
+        }
+        assert!(Instant::now() < deadline, "still {:?}", m.brokers[0]);
+        c.poll(Duration::from_millis(100)).unwrap();
+    };
+    assert_eq!(
+        (boot.connects_total, boot.disconnects_total),
+        (1, 1),
+        "{boot:?}"
+    );
+    assert_eq!(boot.connections, 0);
+    produce(&bs, &topic, 2, 1);
+    let mut more = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while more < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "after the cut consumed {more} of 2"
+        );
+        more += c.poll(Duration::from_millis(200)).unwrap().len();
+    }
+    let node = c.metrics().brokers[1].clone();
+    assert_eq!((node.state, node.disconnects_total), ("up", 0), "{node:?}");
+    c.close(Some(Duration::from_secs(5))).unwrap();
 }

@@ -8,8 +8,8 @@ use crate::consumer::Consumer;
 use crate::fetch::{PartitionState, Stream};
 use crate::group::member::MemberState;
 use crate::metrics::{
-    known, lag, ConsumerMetrics, Failing, GroupMetrics, LastRebalance, PartitionMetrics,
-    RecoveryMetrics,
+    known, lag, ConsumerMetrics, Failing, GroupMetrics, LastRebalance, LatencyMetrics,
+    PartitionMetrics, RecoveryMetrics,
 };
 use crate::sync::Unpoisoned;
 use crate::types::TopicPartition;
@@ -31,6 +31,8 @@ impl Consumer {
             .collect();
         let buffered_bytes = st.buffered_bytes() as u64;
         drop(st);
+        let poll = self.poll_times.lock().unpoisoned().stats(now);
+        let brokers = self.shared.cluster.broker_metrics(now);
         ConsumerMetrics {
             client_id: config.common.client_id.clone(),
             read_committed,
@@ -41,6 +43,10 @@ impl Consumer {
             fetch_buffer_max_bytes: config.fetch_buffer_max_bytes as u64,
             group,
             partitions,
+            poll,
+            fetch_latency: LatencyMetrics::of(&brokers.fetch_latency),
+            commit_latency: LatencyMetrics::of(&brokers.commit_latency),
+            brokers: brokers.brokers,
         }
     }
 

@@ -26,7 +26,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::TypedMetric;
 use prometheus_client::registry::Registry;
 
-use super::{ConsumerMetrics, Failing, PartitionMetrics};
+use super::{BrokerMetrics, ConsumerMetrics, Failing, LatencyMetrics, PartitionMetrics};
 
 /// The `Content-Type` to serve [`ConsumerMetrics::to_prometheus`]'s text with.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -111,6 +111,69 @@ impl Collector for Snapshot {
             "Partitions assigned to the consumer.",
             once(&consumer, ConstGauge::new(count(m.partitions.len()))),
         )?;
+
+        // poll()'s rhythm and the answers' latencies, windowed as the Java client's.
+        let seconds = |d: Option<std::time::Duration>| d.map(|d| ConstGauge::new(d.as_secs_f64()));
+        let known = |v: Option<ConstGauge<f64>>| v.map(|v| once(&consumer, v)).unwrap_or_default();
+        family(
+            &mut e,
+            "last_poll_seconds_ago",
+            "Time since the last poll started.",
+            known(seconds(m.poll.since_last_poll)),
+        )?;
+        family(
+            &mut e,
+            "time_between_poll_avg_seconds",
+            "The average time between the starts of successive polls, over the last 30 to 60 s.",
+            known(seconds(m.poll.time_between_poll_avg)),
+        )?;
+        family(
+            &mut e,
+            "time_between_poll_max_seconds",
+            "The longest time between the starts of successive polls, over the last 30 to 60 s.",
+            known(seconds(m.poll.time_between_poll_max)),
+        )?;
+        family(
+            &mut e,
+            "poll_idle_ratio_avg",
+            "The average share of time the application spent inside poll, over the last 30 to 60 s.",
+            known(m.poll.poll_idle_ratio_avg.map(ConstGauge::new)),
+        )?;
+        family(
+            &mut e,
+            "records_consumed_rate",
+            "Records returned by polls per second, over the last 30 to 60 s.",
+            once(&consumer, ConstGauge::new(m.poll.records_consumed_rate)),
+        )?;
+        let latency = |l: &Option<LatencyMetrics>,
+                       f: fn(&LatencyMetrics) -> std::time::Duration| {
+            known(l.as_ref().map(|l| ConstGauge::new(f(l).as_secs_f64())))
+        };
+        family(
+            &mut e,
+            "fetch_latency_avg_seconds",
+            "The average Fetch answer latency, over the last 30 to 60 s.",
+            latency(&m.fetch_latency, |l| l.avg),
+        )?;
+        family(
+            &mut e,
+            "fetch_latency_max_seconds",
+            "The longest Fetch answer latency, over the last 30 to 60 s.",
+            latency(&m.fetch_latency, |l| l.max),
+        )?;
+        family(
+            &mut e,
+            "commit_latency_avg_seconds",
+            "The average OffsetCommit answer latency, over the last 30 to 60 s.",
+            latency(&m.commit_latency, |l| l.avg),
+        )?;
+        family(
+            &mut e,
+            "commit_latency_max_seconds",
+            "The longest OffsetCommit answer latency, over the last 30 to 60 s.",
+            latency(&m.commit_latency, |l| l.max),
+        )?;
+        brokers(&mut e, m, &consumer)?;
 
         // The group member.
         if let Some(g) = &m.group {
@@ -260,6 +323,130 @@ impl Collector for Snapshot {
         )
     }
 }
+
+/// The brokers' families, labelled with the broker's address and, when known, its node id.
+fn brokers(e: &mut DescriptorEncoder, m: &ConsumerMetrics, consumer: &Labels) -> fmt::Result {
+    let labels = |b: &BrokerMetrics| {
+        let mut labels = consumer.clone();
+        labels.push(("broker", b.address.clone()));
+        if let Some(id) = b.node_id {
+            labels.push(("node_id", id.to_string()));
+        }
+        labels
+    };
+    let each = |f: &dyn Fn(&BrokerMetrics) -> u64| -> Vec<(Labels, ConstCounter<u64>)> {
+        m.brokers
+            .iter()
+            .map(|b| (labels(b), ConstCounter::new(f(b))))
+            .collect()
+    };
+    let gauge = |f: &dyn Fn(&BrokerMetrics) -> Option<f64>| -> Vec<(Labels, ConstGauge<f64>)> {
+        m.brokers
+            .iter()
+            .filter_map(|b| Some((labels(b), ConstGauge::new(f(b)?))))
+            .collect()
+    };
+    let states = m
+        .brokers
+        .iter()
+        .flat_map(|b| {
+            let mut states: Vec<&str> = BROKER_STATES.to_vec();
+            if !states.contains(&b.state) {
+                states.push(b.state);
+            }
+            states.into_iter().map(move |s| {
+                let mut l = labels(b);
+                l.push(("state", s.to_string()));
+                (l, ConstGauge::new(i64::from(s == b.state)))
+            })
+        })
+        .collect();
+    family(
+        e,
+        "broker_state",
+        "The broker's connection state: 1 for its state, 0 for the others.",
+        states,
+    )?;
+    family(
+        e,
+        "broker_connections",
+        "Connections to the broker alive now.",
+        gauge(&|b| Some(b.connections as f64)),
+    )?;
+    family(
+        e,
+        "broker_connects",
+        "Connections to the broker set up.",
+        each(&|b| b.connects_total),
+    )?;
+    family(
+        e,
+        "broker_connect_failures",
+        "Connection setups to the broker that failed.",
+        each(&|b| b.connect_failures_total),
+    )?;
+    family(
+        e,
+        "broker_disconnects",
+        "Connections to the broker closed or lost.",
+        each(&|b| b.disconnects_total),
+    )?;
+    family(
+        e,
+        "broker_requests_in_flight",
+        "Requests written to the broker and not answered yet.",
+        gauge(&|b| Some(b.requests_in_flight as f64)),
+    )?;
+    family(
+        e,
+        "broker_requests",
+        "Requests written to the broker.",
+        each(&|b| b.requests_total),
+    )?;
+    family(
+        e,
+        "broker_sent_bytes",
+        "Bytes written to the broker.",
+        each(&|b| b.bytes_sent_total),
+    )?;
+    family(
+        e,
+        "broker_received_bytes",
+        "Bytes read from the broker.",
+        each(&|b| b.bytes_received_total),
+    )?;
+    let rtt = |f: fn(&LatencyMetrics) -> Option<std::time::Duration>| {
+        gauge(&move |b| Some(f(b.request_latency.as_ref()?)?.as_secs_f64()))
+    };
+    family(
+        e,
+        "broker_request_latency_avg_seconds",
+        "The broker's average answer latency, over the last 30 to 60 s.",
+        rtt(|l| Some(l.avg)),
+    )?;
+    family(
+        e,
+        "broker_request_latency_max_seconds",
+        "The broker's longest answer latency, over the last 30 to 60 s.",
+        rtt(|l| Some(l.max)),
+    )?;
+    family(
+        e,
+        "broker_request_latency_p50_seconds",
+        "Half of the broker's answers came within this, over the last 30 to 60 s.",
+        rtt(|l| l.p50),
+    )?;
+    family(
+        e,
+        "broker_request_latency_p99_seconds",
+        "99% of the broker's answers came within this, over the last 30 to 60 s.",
+        rtt(|l| l.p99),
+    )
+}
+
+/// The connection states [`BrokerMetrics::state`] takes, each a sample of
+/// `lagless_consumer_broker_state`.
+const BROKER_STATES: [&str; 4] = ["init", "connecting", "up", "down"];
 
 /// One family: `# HELP`, `# TYPE` and a line for each sample; nothing without a sample.
 fn family<M: EncodeMetric + TypedMetric>(

@@ -78,6 +78,10 @@ fn snapshot() -> ConsumerMetrics {
             },
             partition(1),
         ],
+        poll: PollStats::default(),
+        fetch_latency: None,
+        commit_latency: None,
+        brokers: vec![],
     }
 }
 
@@ -106,6 +110,9 @@ lagless_consumer_fetch_buffer_max_bytes{client_id="billing-1",group_id="billing"
 # HELP lagless_consumer_assigned_partitions Partitions assigned to the consumer.
 # TYPE lagless_consumer_assigned_partitions gauge
 lagless_consumer_assigned_partitions{client_id="billing-1",group_id="billing"} 2
+# HELP lagless_consumer_records_consumed_rate Records returned by polls per second, over the last 30 to 60 s.
+# TYPE lagless_consumer_records_consumed_rate gauge
+lagless_consumer_records_consumed_rate{client_id="billing-1",group_id="billing"} 0.0
 # HELP lagless_consumer_group_state Where the group member is in the join protocol: 1 for its state, 0 for the others.
 # TYPE lagless_consumer_group_state gauge
 lagless_consumer_group_state{client_id="billing-1",group_id="billing",state="unjoined"} 0
@@ -301,4 +308,104 @@ fn a_member_state_outside_the_known_ones_is_a_sample_of_its_own() {
             r#""reconciling"} 1"#,
         ]
     );
+}
+
+#[test]
+fn poll_latency_and_broker_families_carry_the_broker_labels_and_leave_unknowns_out() {
+    let m = ConsumerMetrics {
+        group: None,
+        poll: PollStats {
+            since_last_poll: Some(Duration::from_millis(1_500)),
+            time_between_poll_avg: None,
+            time_between_poll_max: Some(Duration::from_millis(900)),
+            poll_idle_ratio_avg: Some(0.25),
+            records_consumed_rate: 4.5,
+        },
+        fetch_latency: Some(LatencyMetrics {
+            count: 2,
+            avg: Duration::from_millis(250),
+            max: Duration::from_millis(500),
+            p50: None,
+            p99: None,
+        }),
+        brokers: vec![
+            BrokerMetrics {
+                node_id: None,
+                address: "127.0.0.1:9092".into(),
+                state: "down",
+                connections: 0,
+                connects_total: 1,
+                connect_failures_total: 0,
+                disconnects_total: 1,
+                requests_in_flight: 0,
+                requests_total: 1,
+                bytes_sent_total: 60,
+                bytes_received_total: 400,
+                request_latency: None,
+            },
+            BrokerMetrics {
+                node_id: Some(1),
+                address: "127.0.0.1:9092".into(),
+                state: "up",
+                connections: 2,
+                connects_total: 2,
+                connect_failures_total: 1,
+                disconnects_total: 0,
+                requests_in_flight: 1,
+                requests_total: 30,
+                bytes_sent_total: 3_000,
+                bytes_received_total: 90_000,
+                request_latency: Some(LatencyMetrics {
+                    count: 29,
+                    avg: Duration::from_micros(2_250),
+                    max: Duration::from_millis(502),
+                    p50: Some(Duration::from_micros(1_500)),
+                    p99: None,
+                }),
+            },
+        ],
+        ..snapshot()
+    };
+    let text = m.to_prometheus();
+    let s = samples(&text);
+    let bootstrap = r#"client_id="billing-1",broker="127.0.0.1:9092""#;
+    let node = r#"client_id="billing-1",broker="127.0.0.1:9092",node_id="1""#;
+    for present in [
+        r#"lagless_consumer_last_poll_seconds_ago{client_id="billing-1"} 1.5"#.to_string(),
+        r#"lagless_consumer_time_between_poll_max_seconds{client_id="billing-1"} 0.9"#.into(),
+        r#"lagless_consumer_poll_idle_ratio_avg{client_id="billing-1"} 0.25"#.into(),
+        r#"lagless_consumer_records_consumed_rate{client_id="billing-1"} 4.5"#.into(),
+        r#"lagless_consumer_fetch_latency_avg_seconds{client_id="billing-1"} 0.25"#.into(),
+        r#"lagless_consumer_fetch_latency_max_seconds{client_id="billing-1"} 0.5"#.into(),
+        format!("lagless_consumer_broker_state{{{bootstrap},state=\"down\"}} 1"),
+        format!("lagless_consumer_broker_state{{{bootstrap},state=\"up\"}} 0"),
+        format!("lagless_consumer_broker_state{{{node},state=\"up\"}} 1"),
+        format!("lagless_consumer_broker_state{{{node},state=\"init\"}} 0"),
+        format!("lagless_consumer_broker_connections{{{node}}} 2.0"),
+        format!("lagless_consumer_broker_connects_total{{{node}}} 2"),
+        format!("lagless_consumer_broker_connect_failures_total{{{node}}} 1"),
+        format!("lagless_consumer_broker_disconnects_total{{{bootstrap}}} 1"),
+        format!("lagless_consumer_broker_requests_in_flight{{{node}}} 1.0"),
+        format!("lagless_consumer_broker_requests_total{{{node}}} 30"),
+        format!("lagless_consumer_broker_sent_bytes_total{{{node}}} 3000"),
+        format!("lagless_consumer_broker_received_bytes_total{{{node}}} 90000"),
+        format!("lagless_consumer_broker_request_latency_avg_seconds{{{node}}} 0.00225"),
+        format!("lagless_consumer_broker_request_latency_max_seconds{{{node}}} 0.502"),
+        format!("lagless_consumer_broker_request_latency_p50_seconds{{{node}}} 0.0015"),
+    ] {
+        assert!(s.contains(&present.as_str()), "{present}: {text}");
+    }
+    for absent in [
+        "lagless_consumer_time_between_poll_avg_seconds",
+        "lagless_consumer_commit_latency_avg_seconds",
+        "lagless_consumer_broker_request_latency_p99_seconds",
+    ] {
+        assert!(!text.contains(absent), "{absent}: {text}");
+    }
+    // The bootstrap server's latency is unknown: only the node's sample.
+    let avg: Vec<&&str> = s
+        .iter()
+        .filter(|l| l.starts_with("lagless_consumer_broker_request_latency_avg_seconds"))
+        .collect();
+    assert_eq!(avg.len(), 1, "{text}");
 }
