@@ -894,6 +894,15 @@ lagless_error *lagless_producer_send(lagless_producer *producer, const char *top
 lagless_error *lagless_producer_poll(lagless_producer *producer, int32_t timeout_ms, size_t *out_served);
 
 /**
+ * What the producer is doing now, as one JSON object (README.md's "Metrics" section names
+ * every field): records and batches delivered, failed and retried, their rates, what waits in
+ * `buffer.memory`, the Produce latency and every broker's connections. A value not known yet is
+ * `null`. A new string the caller frees with `lagless_string_destroy`. `LAGLESS_ERR_CLOSED`
+ * after `lagless_producer_close`. Does not wait.
+ */
+lagless_error *lagless_producer_metrics_json(lagless_producer *producer, char **out_json);
+
+/**
  * Sends everything buffered and waits (up to `timeout_ms`; negative: `delivery.timeout.ms`)
  * until every record sent so far is acknowledged or failed, then runs the queued delivery
  * callbacks on this thread.

@@ -746,6 +746,7 @@ impl Cluster {
             for l in lanes {
                 snapshot.fetch_latency.merge(&l.fetch_latency);
                 snapshot.commit_latency.merge(&l.commit_latency);
+                snapshot.produce_latency.merge(&l.produce_latency);
             }
             let (node_id, address) = if id >= 0 {
                 (Some(id), metadata.brokers.get(&id).cloned())

@@ -49,6 +49,65 @@ pub struct ConsumerMetrics {
     pub brokers: Vec<BrokerMetrics>,
 }
 
+/// The producer's snapshot: [`crate::Producer::metrics`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProducerMetrics {
+    /// `client.id` (empty when not set).
+    pub client_id: String,
+    /// `transactional.id`, for a transactional producer.
+    pub transactional_id: Option<String>,
+    /// Records the brokers acknowledged since the producer was created.
+    pub records_sent_total: u64,
+    /// Records whose delivery failed (their callback or `Delivery` got the error).
+    pub records_failed_total: u64,
+    /// Batches the brokers acknowledged.
+    pub batches_sent_total: u64,
+    /// Batches put back for another attempt after a retriable error.
+    pub batch_retries_total: u64,
+    /// Records acknowledged per second, over the last 30 to 60 s (`record-send-rate`).
+    pub record_send_rate: f64,
+    /// Records failed per second, likewise (`record-error-rate`).
+    pub record_error_rate: f64,
+    /// Records sent and not completed yet (what `flush()` waits for).
+    pub records_outstanding: u64,
+    /// What those records weigh against `buffer.memory`.
+    pub buffered_bytes: u64,
+    /// `buffer.memory`.
+    pub buffer_memory: u64,
+    /// Produce answers' latency over the last 30 to 60 s, every broker's (`request-latency`
+    /// of the Produce requests); `None` when none came in that time.
+    pub produce_latency: Option<LatencyMetrics>,
+    /// The brokers the producer talks or tried to talk to.
+    pub brokers: Vec<BrokerMetrics>,
+}
+
+impl ProducerMetrics {
+    /// The snapshot as JSON (README.md's "Metrics" section names each field).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "type": "producer",
+            "client_id": self.client_id,
+            "transactional_id": self.transactional_id,
+            "records_sent_total": self.records_sent_total,
+            "records_failed_total": self.records_failed_total,
+            "batches_sent_total": self.batches_sent_total,
+            "batch_retries_total": self.batch_retries_total,
+            "record_send_rate": self.record_send_rate,
+            "record_error_rate": self.record_error_rate,
+            "records_outstanding": self.records_outstanding,
+            "buffered_bytes": self.buffered_bytes,
+            "buffer_memory": self.buffer_memory,
+            "produce_latency": self.produce_latency.as_ref().map(LatencyMetrics::to_json),
+            "brokers": self.brokers.iter().map(BrokerMetrics::to_json).collect::<Vec<_>>(),
+        })
+    }
+
+    /// [`ProducerMetrics::to_json`] as a string.
+    pub fn to_json_string(&self) -> String {
+        self.to_json().to_string()
+    }
+}
+
 /// One broker: its connections (one per lane: fetches, the group coordinator's requests,
 /// joins, recovery fetches), over their whole life unless said otherwise.
 #[derive(Debug, Clone, PartialEq)]

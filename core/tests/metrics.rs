@@ -711,3 +711,51 @@ fn brokers_poll_rhythm_and_latencies_are_counted_and_a_cut_connection_shows() {
     assert_eq!((node.state, node.disconnects_total), ("up", 0), "{node:?}");
     c.close(Some(Duration::from_secs(5))).unwrap();
 }
+
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn the_producer_counts_what_it_delivered_and_its_broker() {
+    init_logs();
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "metrics-producer", 2);
+    let p = producer(&bs, &[("linger.ms", "5"), ("client.id", "metrics-producer")]);
+    let started = Instant::now();
+    let before = p.metrics();
+    assert_eq!((before.records_sent_total, before.records_outstanding), (0, 0));
+    assert_eq!(before.produce_latency, None);
+    let n = 150;
+    let deliveries: Vec<_> = (0..n)
+        .map(|i| {
+            p.send(lagless::ProducerRecord::new(&topic, format!("r{i}")).with_partition(i % 2))
+                .unwrap()
+        })
+        .collect();
+    p.flush(Duration::from_secs(30)).unwrap();
+    for d in deliveries {
+        d.wait().unwrap();
+    }
+    let m = p.metrics();
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(m.client_id, "metrics-producer");
+    assert_eq!((m.records_sent_total, m.records_failed_total), (n as u64, 0));
+    // Two partitions: at least a batch each, at most a record each.
+    assert!((2..=n as u64).contains(&m.batches_sent_total), "{m:?}");
+    assert_eq!((m.records_outstanding, m.buffered_bytes), (0, 0));
+    let rate = m.record_send_rate;
+    let n = n as f64;
+    assert!(rate <= n / 30.0 && rate >= n / (30.0 + elapsed), "{rate}");
+    assert_eq!(m.record_error_rate, 0.0);
+    let produce = m.produce_latency.as_ref().expect("Produce answers came");
+    assert!(produce.count >= 1 && produce.count <= m.batches_sent_total, "{produce:?}");
+    let node = m
+        .brokers
+        .iter()
+        .find(|b| b.node_id.is_some())
+        .expect("the broker by its node id");
+    assert_eq!(node.state, "up");
+    assert!(node.requests_total >= produce.count, "{node:?}");
+    let v = m.to_json();
+    assert_eq!(v["type"], "producer");
+    assert_eq!(v["records_sent_total"], 150);
+    p.close(Duration::from_secs(5)).unwrap();
+}

@@ -637,6 +637,35 @@ fn the_metrics_json_is_the_callers_string_with_unknown_values_null() {
 }
 
 #[test]
+fn the_producer_metrics_json_is_the_callers_string() {
+    let p = producer(&[(c"client.id", c"billing-out")]);
+    let mut json: *mut c_char = null_mut();
+    ok(lagless_producer_metrics_json(p, &mut json));
+    // SAFETY: a string lagless returned, freed below.
+    let text = unsafe { CStr::from_ptr(json) }
+        .to_str()
+        .unwrap()
+        .to_string();
+    lagless_string_destroy(json);
+    assert!(text.contains(r#""type":"producer""#), "{text}");
+    assert!(text.contains(r#""client_id":"billing-out""#), "{text}");
+    assert!(text.contains(r#""records_sent_total":0"#), "{text}");
+    assert!(text.contains(r#""produce_latency":null"#), "{text}");
+    let (code, msg) = outcome(lagless_producer_metrics_json(null_mut(), &mut json));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    assert!(msg.contains("producer"), "{msg}");
+    let (code, msg) = outcome(lagless_producer_metrics_json(p, null_mut()));
+    assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT);
+    assert!(msg.contains("out_json"), "{msg}");
+    ok(lagless_producer_close(p, 0));
+    json = null_mut();
+    let (code, _) = outcome(lagless_producer_metrics_json(p, &mut json));
+    assert_eq!(code, LAGLESS_ERR_CLOSED);
+    assert!(json.is_null(), "written only on success");
+    lagless_producer_destroy(p);
+}
+
+#[test]
 fn the_metrics_prometheus_text_is_the_callers_string_without_unknown_values() {
     let c = consumer(&[(c"client.id", c"app-1")]);
     let list = lagless_tplist_new();

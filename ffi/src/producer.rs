@@ -15,10 +15,10 @@ use lagless::config::ProducerConfig;
 use lagless::sync::Unpoisoned;
 use lagless::{Error, Producer, ProducerRecord, RecordMetadata, Result};
 
-use crate::boundary::{api_timeout, bytes, c_str, write_opt, Opaque};
+use crate::boundary::{api_timeout, bytes, c_str, write_opt, write_out, Opaque};
 use crate::cast::{free_box, set_box, to_ref, try_slice};
 use crate::config::lagless_config;
-use crate::error::{lagless_error, CError};
+use crate::error::{cstring_lossy, lagless_error, CError};
 
 /// A Kafka producer. Created by `lagless_producer_new`, freed by `lagless_producer_destroy`.
 ///
@@ -301,6 +301,25 @@ pub extern "C" fn lagless_producer_poll(
         };
         let n = h.serve(timeout);
         write_opt(out_served, n);
+        Ok(())
+    }
+}
+
+/// What the producer is doing now, as one JSON object (README.md's "Metrics" section names
+/// every field): records and batches delivered, failed and retried, their rates, what waits in
+/// `buffer.memory`, the Produce latency and every broker's connections. A value not known yet is
+/// `null`. A new string the caller frees with `lagless_string_destroy`. `LAGLESS_ERR_CLOSED`
+/// after `lagless_producer_close`. Does not wait.
+#[no_mangle]
+pub extern "C" fn lagless_producer_metrics_json(
+    producer: *mut lagless_producer,
+    out_json: *mut *mut c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        try_out!(out_json);
+        let json = h.open()?.metrics().to_json_string();
+        write_out(out_json, cstring_lossy(&json).into_raw());
         Ok(())
     }
 }

@@ -281,6 +281,13 @@ impl Producer {
         }
     }
 
+    /// What the producer is doing now, as plain dicts (README.md's "Metrics" names every
+    /// field).
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let json = self.core().metrics().to_json_string();
+        py.import("json")?.call_method1("loads", (json,))
+    }
+
     /// Makes every delivery outcome queued while none was write a byte to `fd` (None: stop).
     /// The caller keeps `fd` open until it set None again.
     #[pyo3(signature = (fd))]

@@ -58,3 +58,21 @@ def test_enable_idempotence_both_ways(bootstrap, make_topic):
         assert [err for err, _ in seen] == [None] * 5, settings
         offsets = [m[2] for _, m in seen]
         assert offsets == sorted(offsets) and len(set(offsets)) == 5, settings
+
+
+def test_metrics_count_what_was_delivered_and_the_brokers(bootstrap, make_topic):
+    topic = make_topic(2)
+    p = lagless.Producer({"bootstrap.servers": bootstrap, "client.id": "py-metrics-out", "linger.ms": 5})
+    before = p.metrics()
+    assert (before["type"], before["records_sent_total"], before["produce_latency"]) == ("producer", 0, None)
+    for i in range(40):
+        p.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+    p.flush(30)
+    m = p.metrics()
+    assert m["client_id"] == "py-metrics-out"
+    assert (m["records_sent_total"], m["records_failed_total"], m["records_outstanding"]) == (40, 0, 0)
+    assert 2 <= m["batches_sent_total"] <= 40
+    assert m["produce_latency"]["count"] >= 1
+    nodes = [b for b in m["brokers"] if b["node_id"] is not None]
+    assert nodes and nodes[0]["state"] == "up", m["brokers"]
+    assert nodes[0]["requests"] >= m["produce_latency"]["count"]

@@ -39,6 +39,7 @@ struct Latencies {
     all: Windowed,
     fetch: Windowed,
     commit: Windowed,
+    produce: Windowed,
 }
 
 impl Default for Latencies {
@@ -47,6 +48,7 @@ impl Default for Latencies {
             all: Windowed::with_percentiles(),
             fetch: Windowed::default(),
             commit: Windowed::default(),
+            produce: Windowed::default(),
         }
     }
 }
@@ -66,6 +68,7 @@ pub struct LaneStats {
     pub latency: Window,
     pub fetch_latency: Window,
     pub commit_latency: Window,
+    pub produce_latency: Window,
 }
 
 impl ConnectionStats {
@@ -108,6 +111,8 @@ impl ConnectionStats {
             l.fetch.record(ms, now);
         } else if api_key == ApiKey::OffsetCommit as i16 {
             l.commit.record(ms, now);
+        } else if api_key == ApiKey::Produce as i16 {
+            l.produce.record(ms, now);
         }
     }
 
@@ -131,16 +136,18 @@ impl ConnectionStats {
             latency: l.all.live(now),
             fetch_latency: l.fetch.live(now),
             commit_latency: l.commit.live(now),
+            produce_latency: l.produce.live(now),
         }
     }
 }
 
-/// Every broker's metrics, and the Java consumer's fetch and commit latencies of all of them.
+/// Every broker's metrics, and the Fetch, OffsetCommit and Produce latencies of all of them.
 #[derive(Debug, Default)]
 pub struct BrokerSnapshot {
     pub brokers: Vec<BrokerMetrics>,
     pub fetch_latency: Window,
     pub commit_latency: Window,
+    pub produce_latency: Window,
 }
 
 /// One broker's metrics from its lanes' counts.

@@ -17,12 +17,27 @@ pub(super) struct Counters {
     pub(super) changed: Condvar,
     /// Notified with `changed`, for the async front's sends waiting for room.
     pub(super) freed: tokio::sync::Notify,
+    /// Batches put back for another attempt (the metrics' `record-retry`, by batch).
+    pub(super) batch_retries: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
 pub(super) struct CounterState {
     pub(super) bytes: usize,
     pub(super) outstanding: u64,
+    /// What the completed batches delivered, for the metrics: counted under the lock each
+    /// batch's completion takes anyway.
+    pub(super) delivered: Delivered,
+}
+
+/// Records and batches completed, and their rates over the last 30 to 60 s.
+#[derive(Default)]
+pub(super) struct Delivered {
+    pub(super) records_sent: u64,
+    pub(super) records_failed: u64,
+    pub(super) batches_sent: u64,
+    pub(super) sent: crate::metrics::window::Windowed,
+    pub(super) failed: crate::metrics::window::Windowed,
 }
 
 impl Counters {
@@ -80,6 +95,24 @@ impl Counters {
             }
             let _ = tokio::time::timeout(deadline.remaining(), freed).await;
         }
+    }
+
+    /// Releases a completed batch's `bytes` and `records`, counting them delivered (`ok`) or
+    /// failed.
+    pub(super) fn release_completed(&self, bytes: usize, records: u64, ok: bool) {
+        let now = std::time::Instant::now();
+        let mut s = lock(&self.state);
+        let d = &mut s.delivered;
+        if ok {
+            d.records_sent += records;
+            d.batches_sent += 1;
+            d.sent.record(records as f64, now);
+        } else {
+            d.records_failed += records;
+            d.failed.record(records as f64, now);
+        }
+        drop(s);
+        self.release(bytes, records);
     }
 
     pub(super) fn release(&self, bytes: usize, records: u64) {
@@ -173,7 +206,13 @@ impl Pending {
             };
             c.complete(r);
         }
-        self.counters.release(std::mem::take(&mut self.bytes), n);
+        // Nothing left in it (completed already): nothing to count again.
+        if n > 0 {
+            self.counters
+                .release_completed(std::mem::take(&mut self.bytes), n, outcome.is_ok());
+        } else {
+            self.counters.release(std::mem::take(&mut self.bytes), n);
+        }
     }
 
     pub(super) fn fail(&mut self, e: Error) {
@@ -595,6 +634,11 @@ impl Accumulator {
     /// sequence order among the other retries.
     pub(super) fn requeue(&mut self, mut batch: Sealed, at: Instant) {
         let (topic, p) = (batch.pending.topic.clone(), batch.pending.partition);
+        batch
+            .pending
+            .counters
+            .batch_retries
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         batch.retry_at = Some(at);
         if let Some(q) = self.partition_mut(&topic, p) {
             let base = batch.seq.map(|s| s.base);
@@ -940,6 +984,39 @@ mod tests {
         assert!(matches!(d.try_get(), Some(Err(Error::Timeout(_)))));
         assert_eq!(lock(&h.counters.state).outstanding, 0);
         assert_eq!(lock(&h.counters.state).bytes, 0);
+    }
+
+    #[test]
+    fn completed_batches_count_records_sent_and_failed_once_each() {
+        let mut h = Harness::new(16384, 0, 2);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            h.append(Target::Partition(0), b"a", t0);
+        }
+        h.append(Target::Partition(1), b"b", t0);
+        let r = h.drain(t0, true);
+        assert_eq!(r.batches.len(), 2);
+        for (i, (_, _, drained)) in r.batches.into_iter().enumerate() {
+            let Drained::Open(mut b, _) = drained else {
+                panic!("a first attempt drains open batches")
+            };
+            if i == 0 {
+                b.pending.complete(Ok((0, -1)));
+            } else {
+                b.pending.fail(Error::Timeout("x".into()));
+            }
+            // Completing again (nothing is left in it) counts nothing more.
+            b.pending.complete(Ok((0, -1)));
+        }
+        let s = lock(&h.counters.state);
+        let d = &s.delivered;
+        let mut counts = [d.records_sent, d.records_failed];
+        counts.sort();
+        // Which batch drained first is the accumulator's business: 3 and 1 either way round.
+        assert_eq!(counts, [1, 3]);
+        assert_eq!(d.batches_sent, 1);
+        assert_eq!(d.records_sent + d.records_failed, 4);
+        assert_eq!((s.outstanding, s.bytes), (0, 0));
     }
 
     #[test]

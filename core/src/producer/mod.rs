@@ -351,6 +351,36 @@ impl Producer {
         self.enqueue(record, Completion::Callback(Box::new(cb)))
     }
 
+    /// What the producer is doing: records and batches delivered, failed and retried, their
+    /// rates, what waits in `buffer.memory`, the Produce latency and every broker's connections.
+    /// Cheap: one look under the lock each batch's completion takes anyway.
+    pub fn metrics(&self) -> crate::metrics::ProducerMetrics {
+        let now = std::time::Instant::now();
+        let shared = &self.shared;
+        let s = lock(&shared.counters.state);
+        let d = &s.delivered;
+        let (sent, failed, batches) = (d.records_sent, d.records_failed, d.batches_sent);
+        let (send_rate, error_rate) = (d.sent.rate(now), d.failed.rate(now));
+        let (outstanding, bytes) = (s.outstanding, s.bytes);
+        drop(s);
+        let brokers = shared.cluster.broker_metrics(now);
+        crate::metrics::ProducerMetrics {
+            client_id: shared.config.common.client_id.clone(),
+            transactional_id: shared.config.transactional_id.clone(),
+            records_sent_total: sent,
+            records_failed_total: failed,
+            batches_sent_total: batches,
+            batch_retries_total: shared.counters.batch_retries.load(Ordering::Relaxed),
+            record_send_rate: send_rate,
+            record_error_rate: error_rate,
+            records_outstanding: outstanding,
+            buffered_bytes: bytes as u64,
+            buffer_memory: shared.config.buffer_memory as u64,
+            produce_latency: crate::metrics::LatencyMetrics::of(&brokers.produce_latency),
+            brokers: brokers.brokers,
+        }
+    }
+
     fn enqueue(&self, record: ProducerRecord, completion: Completion) -> Result<()> {
         if self.check_record(&record)? {
             let deadline = Deadline::after(self.shared.config.delivery_timeout);
