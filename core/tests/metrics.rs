@@ -718,10 +718,16 @@ fn the_producer_counts_what_it_delivered_and_its_broker() {
     init_logs();
     let bs = bootstrap();
     let topic = new_topic(&bs, "metrics-producer", 2);
-    let p = producer(&bs, &[("linger.ms", "5"), ("client.id", "metrics-producer")]);
+    let p = producer(
+        &bs,
+        &[("linger.ms", "5"), ("client.id", "metrics-producer")],
+    );
     let started = Instant::now();
     let before = p.metrics();
-    assert_eq!((before.records_sent_total, before.records_outstanding), (0, 0));
+    assert_eq!(
+        (before.records_sent_total, before.records_outstanding),
+        (0, 0)
+    );
     assert_eq!(before.produce_latency, None);
     let n = 150;
     let deliveries: Vec<_> = (0..n)
@@ -737,7 +743,10 @@ fn the_producer_counts_what_it_delivered_and_its_broker() {
     let m = p.metrics();
     let elapsed = started.elapsed().as_secs_f64();
     assert_eq!(m.client_id, "metrics-producer");
-    assert_eq!((m.records_sent_total, m.records_failed_total), (n as u64, 0));
+    assert_eq!(
+        (m.records_sent_total, m.records_failed_total),
+        (n as u64, 0)
+    );
     // Two partitions: at least a batch each, at most a record each.
     assert!((2..=n as u64).contains(&m.batches_sent_total), "{m:?}");
     assert_eq!((m.records_outstanding, m.buffered_bytes), (0, 0));
@@ -746,7 +755,10 @@ fn the_producer_counts_what_it_delivered_and_its_broker() {
     assert!(rate <= n / 30.0 && rate >= n / (30.0 + elapsed), "{rate}");
     assert_eq!(m.record_error_rate, 0.0);
     let produce = m.produce_latency.as_ref().expect("Produce answers came");
-    assert!(produce.count >= 1 && produce.count <= m.batches_sent_total, "{produce:?}");
+    assert!(
+        produce.count >= 1 && produce.count <= m.batches_sent_total,
+        "{produce:?}"
+    );
     let node = m
         .brokers
         .iter()

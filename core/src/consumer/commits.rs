@@ -19,6 +19,7 @@ use crate::protocol::msg::OffsetCommitRequest;
 use crate::sync::Unpoisoned;
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
+use tracing::Instrument;
 
 pub use crate::offsets::CommitResults;
 /// Called on the polling thread when an asynchronous commit completes.
@@ -385,10 +386,45 @@ impl GroupDriver {
         self.read_view(|v| v.commit_generation.clone())
     }
 
+    /// [`GroupDriver::commit_attempts`] in a `lagless.commit` span (the group, how many
+    /// partitions, whether it retries; once done, how many partitions failed, or the error), so
+    /// that a `tracing` subscriber (an OpenTelemetry one, say) sees each commit as one operation.
+    async fn commit_with(
+        &self,
+        offsets: &[(TopicPartition, OffsetAndMetadata)],
+        deadline: Deadline,
+        retries: bool,
+    ) -> Result<CommitResults> {
+        let span = tracing::info_span!(
+            "lagless.commit",
+            group = %self.group_id,
+            partitions = offsets.len(),
+            retries,
+            failed_partitions = tracing::field::Empty,
+            error = tracing::field::Empty,
+        );
+        let result = self
+            .commit_attempts(offsets, deadline, retries)
+            .instrument(span.clone())
+            .await;
+        match &result {
+            Ok(results) => {
+                span.record(
+                    "failed_partitions",
+                    results.iter().filter(|r| r.2.is_err()).count(),
+                );
+            }
+            Err(e) => {
+                span.record("error", tracing::field::display(e));
+            }
+        }
+        result
+    }
+
     /// OffsetCommit, retried until `deadline` when `retries`, else sent once. Not
     /// `backoff::retry_until`: one answer may accept some partitions and refuse others, and
     /// only the refused ones whose error allows it are sent again.
-    async fn commit_with(
+    async fn commit_attempts(
         &self,
         offsets: &[(TopicPartition, OffsetAndMetadata)],
         deadline: Deadline,

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::apply::{
     apply, fetch_failed, select, worth_decoding, Asked, EpochEndOffset, PartitionAnswer, Selected,
@@ -151,44 +152,61 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             let mut session = sessions
                 .remove(&(plan.broker, plan.kind))
                 .unwrap_or_default();
-            tasks.spawn(async move {
-                let timeout = shared2.config.common.request_timeout + shared2.config.fetch_max_wait;
-                let deadline = Deadline::after(timeout);
-                let mut request = plan.request;
-                let result = async {
-                    let conn = shared2
-                        .cluster
-                        .broker_on(plan.broker, plan.kind.lane(), deadline)
-                        .await?;
-                    let version = conn.version::<FetchRequest>()?;
-                    protocol::fetch::fit_to_version(&mut request, version);
-                    session.prepare(&mut request, version);
-                    conn.call_with_timeout(&request, timeout).await
+            // Each Fetch is a `lagless.fetch` span: the broker, the stream kind, how many
+            // partitions; the error if it failed.
+            let span = tracing::debug_span!(
+                "lagless.fetch",
+                broker = plan.broker,
+                stream = ?plan.kind,
+                partitions = plan.partitions.len(),
+                error = tracing::field::Empty,
+            );
+            let fetch_span = span.clone();
+            tasks.spawn(
+                async move {
+                    let timeout =
+                        shared2.config.common.request_timeout + shared2.config.fetch_max_wait;
+                    let deadline = Deadline::after(timeout);
+                    let mut request = plan.request;
+                    let result = async {
+                        let conn = shared2
+                            .cluster
+                            .broker_on(plan.broker, plan.kind.lane(), deadline)
+                            .await?;
+                        let version = conn.version::<FetchRequest>()?;
+                        protocol::fetch::fit_to_version(&mut request, version);
+                        session.prepare(&mut request, version);
+                        conn.call_with_timeout(&request, timeout).await
+                    }
+                    .await;
+                    match &result {
+                        Ok(resp) => session.answered(resp.error_code, resp.session_id),
+                        Err(e) => {
+                            fetch_span.record("error", tracing::field::display(e));
+                            session.failed();
+                        }
+                    }
+                    let result = match result {
+                        Ok(resp) => Ok(decode_answer(
+                            resp,
+                            &plan.partitions,
+                            &shared2.config,
+                            &shared2.buffers.batches,
+                        )
+                        .await),
+                        Err(e) => Err(e),
+                    };
+                    TaskDone::Fetch {
+                        plan_broker: plan.broker,
+                        kind: plan.kind,
+                        partitions: plan.partitions,
+                        reserved,
+                        result,
+                        session,
+                    }
                 }
-                .await;
-                match &result {
-                    Ok(resp) => session.answered(resp.error_code, resp.session_id),
-                    Err(_) => session.failed(),
-                }
-                let result = match result {
-                    Ok(resp) => Ok(decode_answer(
-                        resp,
-                        &plan.partitions,
-                        &shared2.config,
-                        &shared2.buffers.batches,
-                    )
-                    .await),
-                    Err(e) => Err(e),
-                };
-                TaskDone::Fetch {
-                    plan_broker: plan.broker,
-                    kind: plan.kind,
-                    partitions: plan.partitions,
-                    reserved,
-                    result,
-                    session,
-                }
-            });
+                .instrument(span),
+            );
         }
         if !validations.is_empty() {
             let shared2 = shared.clone();

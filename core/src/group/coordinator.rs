@@ -35,6 +35,7 @@ use crate::offsets::{AsyncCommitDone, AsyncCommits};
 use crate::protocol::group::Member;
 
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 pub(crate) struct GroupDriver {
     pub group_id: String,
@@ -580,7 +581,37 @@ impl GroupDriver {
     /// collects the outcome. Retriable failures retry with backoff here; a fatal one ends it.
     /// A follower also looks at the cluster right after joining, to stand in for the metadata
     /// the leader assigned from (see [`MetadataSnapshot::after_join`]).
+    ///
+    /// Runs in a `lagless.rebalance` span (the group, the protocol, why; once joined, the
+    /// generation and how many partitions were assigned, or the error).
     pub async fn join(self: Arc<Self>, input: JoinInput) -> Result<JoinOutcome> {
+        let span = tracing::info_span!(
+            "lagless.rebalance",
+            group = %self.group_id,
+            group_protocol = self.group_protocol.name(),
+            reason = %input.reason,
+            generation = tracing::field::Empty,
+            assigned_partitions = tracing::field::Empty,
+            error = tracing::field::Empty,
+        );
+        let joined = self
+            .clone()
+            .join_and_look(input)
+            .instrument(span.clone())
+            .await;
+        match &joined {
+            Ok(outcome) => {
+                span.record("generation", outcome.generation.generation_id);
+                span.record("assigned_partitions", outcome.assigned.len());
+            }
+            Err(e) => {
+                span.record("error", tracing::field::display(e));
+            }
+        }
+        joined
+    }
+
+    async fn join_and_look(self: Arc<Self>, input: JoinInput) -> Result<JoinOutcome> {
         let topics = input.topics.clone();
         let mut outcome = self.clone().join_until_done(input).await?;
         if outcome.assigned_from.is_none() {
