@@ -63,6 +63,36 @@
 #define LAGLESS_OFFSET_SPEC_LATEST -1
 
 /**
+ * A config call about topics (Kafka's `ConfigResource.Type` TOPIC), named by topic name.
+ */
+#define LAGLESS_RESOURCE_TOPIC 2
+
+/**
+ * A config call about brokers (Kafka's `ConfigResource.Type` BROKER), named by node id ("1").
+ */
+#define LAGLESS_RESOURCE_BROKER 4
+
+/**
+ * `lagless_alter_config_op`: set the key to the value.
+ */
+#define LAGLESS_ALTER_CONFIG_SET 0
+
+/**
+ * `lagless_alter_config_op`: remove the key (back to its default); the value is ignored.
+ */
+#define LAGLESS_ALTER_CONFIG_DELETE 1
+
+/**
+ * `lagless_alter_config_op`: add the value to a list key.
+ */
+#define LAGLESS_ALTER_CONFIG_APPEND 2
+
+/**
+ * `lagless_alter_config_op`: remove the value from a list key.
+ */
+#define LAGLESS_ALTER_CONFIG_SUBTRACT 3
+
+/**
  * A configuration key is unknown or its value is bad; the message names the key.
  */
 #define LAGLESS_ERR_CONFIG 1
@@ -277,6 +307,17 @@ typedef struct {
   const char *topic;
   int32_t total_count;
 } lagless_new_partitions;
+
+/**
+ * One change for `lagless_admin_incremental_alter_configs`: `op` is one of
+ * `LAGLESS_ALTER_CONFIG_*`; `value` may be NULL for `LAGLESS_ALTER_CONFIG_DELETE`. Read during
+ * the call.
+ */
+typedef struct {
+  const char *name;
+  const char *value;
+  int32_t op;
+} lagless_alter_config_op;
 
 /**
  * Where an application's OAUTHBEARER tokens come from. Called whenever a connection needs a
@@ -509,6 +550,23 @@ lagless_error *lagless_admin_alter_consumer_group_offsets(lagless_admin *admin, 
  * subscribed to. `*out_json` receives `[{"topic", "partition", "error"}]`.
  */
 lagless_error *lagless_admin_delete_consumer_group_offsets(lagless_admin *admin, const char *group, const lagless_tplist *partitions, int32_t timeout_ms, char **out_json);
+
+/**
+ * The configs of the `name_count` resources named in `names`, all of `resource_type`
+ * (`LAGLESS_RESOURCE_TOPIC` or `LAGLESS_RESOURCE_BROKER`) (DescribeConfigs). `*out_json`
+ * receives `[{"resource_type", "name", "error", "configs": [{"name", "value", "read_only",
+ * "is_default", "is_sensitive"}]}]` (value null when sensitive); a resource with an error has
+ * no `"configs"`.
+ */
+lagless_error *lagless_admin_describe_configs(lagless_admin *admin, int32_t resource_type, const char *const *names, size_t name_count, int32_t timeout_ms, char **out_json);
+
+/**
+ * Changes the configs of one resource, `name` of `resource_type`, key by key
+ * (IncrementalAlterConfigs): the `op_count` changes of `ops`; keys not named keep their values.
+ * `*out_json` receives `[{"resource_type", "name", "error"}]` (a key the broker does not know
+ * is the error `"kafka_code": 40`, INVALID_CONFIG).
+ */
+lagless_error *lagless_admin_incremental_alter_configs(lagless_admin *admin, int32_t resource_type, const char *name, const lagless_alter_config_op *ops, size_t op_count, int32_t timeout_ms, char **out_json);
 
 /**
  * Waits up to `timeout_ms` (negative: until a record, an error or a wakeup) and hands over up

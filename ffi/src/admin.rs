@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::ffi::c_char;
 use std::time::Duration;
 
-use lagless::admin::{AdminClient, GroupType, NewTopic, OffsetSpec};
+use lagless::admin::{AdminClient, AlterConfigOp, ConfigResource, GroupType, NewTopic, OffsetSpec};
 use lagless::{Config, Error, TopicPartition};
 
 use crate::boundary::{c_str, c_strs, write_out};
@@ -108,6 +108,32 @@ castable! { lagless_new_partitions: Ref<lagless_new_partitions> }
 pub const LAGLESS_OFFSET_SPEC_EARLIEST: i64 = -2;
 /// `lagless_admin_list_offsets`: the log end offset (the high watermark) of each partition.
 pub const LAGLESS_OFFSET_SPEC_LATEST: i64 = -1;
+
+/// A config call about topics (Kafka's `ConfigResource.Type` TOPIC), named by topic name.
+pub const LAGLESS_RESOURCE_TOPIC: i32 = 2;
+/// A config call about brokers (Kafka's `ConfigResource.Type` BROKER), named by node id ("1").
+pub const LAGLESS_RESOURCE_BROKER: i32 = 4;
+
+/// `lagless_alter_config_op`: set the key to the value.
+pub const LAGLESS_ALTER_CONFIG_SET: i32 = 0;
+/// `lagless_alter_config_op`: remove the key (back to its default); the value is ignored.
+pub const LAGLESS_ALTER_CONFIG_DELETE: i32 = 1;
+/// `lagless_alter_config_op`: add the value to a list key.
+pub const LAGLESS_ALTER_CONFIG_APPEND: i32 = 2;
+/// `lagless_alter_config_op`: remove the value from a list key.
+pub const LAGLESS_ALTER_CONFIG_SUBTRACT: i32 = 3;
+
+/// One change for `lagless_admin_incremental_alter_configs`: `op` is one of
+/// `LAGLESS_ALTER_CONFIG_*`; `value` may be NULL for `LAGLESS_ALTER_CONFIG_DELETE`. Read during
+/// the call.
+#[repr(C)]
+pub struct lagless_alter_config_op {
+    pub name: *const c_char,
+    pub value: *const c_char,
+    pub op: i32,
+}
+
+castable! { lagless_alter_config_op: Ref<lagless_alter_config_op> }
 
 /// An admin client for `config` (copied; it may be destroyed afterwards): `bootstrap.servers`
 /// is required, `security.protocol`, TLS and SASL keys apply, other consumer and producer keys
@@ -539,6 +565,126 @@ pub extern "C" fn lagless_admin_delete_consumer_group_offsets(
         let results = h.inner.delete_consumer_group_offsets(group, &tps, h.timeout(timeout_ms))?;
         give(out_json, partition_outcomes(&results));
         Ok(())
+    }
+}
+
+/// The configs of the `name_count` resources named in `names`, all of `resource_type`
+/// (`LAGLESS_RESOURCE_TOPIC` or `LAGLESS_RESOURCE_BROKER`) (DescribeConfigs). `*out_json`
+/// receives `[{"resource_type", "name", "error", "configs": [{"name", "value", "read_only",
+/// "is_default", "is_sensitive"}]}]` (value null when sensitive); a resource with an error has
+/// no `"configs"`.
+#[no_mangle]
+pub extern "C" fn lagless_admin_describe_configs(
+    admin: *mut lagless_admin,
+    resource_type: i32,
+    names: *const *const c_char,
+    name_count: usize,
+    timeout_ms: i32,
+    out_json: *mut *mut c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(admin);
+        try_out!(out_json);
+        let names = c_strs(names, name_count, "names")?;
+        distinct(names.iter().copied(), "resource")?;
+        let resources = names
+            .iter()
+            .map(|n| resource(resource_type, n))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let results = h.inner.describe_configs(&resources, h.timeout(timeout_ms))?;
+        give(out_json, array(results.iter().map(|(res, r)| {
+            let o = resource_obj(res).error(r);
+            let Ok(entries) = r else { return o.end() };
+            o.raw("configs", &array(entries.iter().map(|e| {
+                Obj::new()
+                    .str("name", &e.name)
+                    .opt_str("value", e.value.as_deref())
+                    .bool("read_only", e.read_only)
+                    .bool("is_default", e.is_default)
+                    .bool("is_sensitive", e.is_sensitive)
+                    .end()
+            })))
+            .end()
+        })));
+        Ok(())
+    }
+}
+
+/// Changes the configs of one resource, `name` of `resource_type`, key by key
+/// (IncrementalAlterConfigs): the `op_count` changes of `ops`; keys not named keep their values.
+/// `*out_json` receives `[{"resource_type", "name", "error"}]` (a key the broker does not know
+/// is the error `"kafka_code": 40`, INVALID_CONFIG).
+#[no_mangle]
+pub extern "C" fn lagless_admin_incremental_alter_configs(
+    admin: *mut lagless_admin,
+    resource_type: i32,
+    name: *const c_char,
+    ops: *const lagless_alter_config_op,
+    op_count: usize,
+    timeout_ms: i32,
+    out_json: *mut *mut c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(admin);
+        let name = try_str!(name);
+        try_out!(out_json);
+        let res = resource(resource_type, name)?;
+        let mut changes = Vec::new();
+        for (i, op) in try_slice(ops, op_count, "ops")?.iter().enumerate() {
+            let key = c_str(op.name, &format!("ops[{i}].name"))?.to_string();
+            if key.is_empty() {
+                return Err(Error::InvalidArgument(format!("`ops[{i}].name` is empty")));
+            }
+            let value = || c_str(op.value, &format!("ops[{i}].value")).map(str::to_string);
+            changes.push(match op.op {
+                LAGLESS_ALTER_CONFIG_SET => AlterConfigOp::Set(key, value()?),
+                LAGLESS_ALTER_CONFIG_DELETE => AlterConfigOp::Delete(key),
+                LAGLESS_ALTER_CONFIG_APPEND => AlterConfigOp::Append(key, value()?),
+                LAGLESS_ALTER_CONFIG_SUBTRACT => AlterConfigOp::Subtract(key, value()?),
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "`ops[{i}].op` must be one of LAGLESS_ALTER_CONFIG_*, got {other}"
+                    )))
+                }
+            });
+        }
+        if changes.is_empty() {
+            return Err(Error::InvalidArgument("no config change given".into()));
+        }
+        let results = h
+            .inner
+            .incremental_alter_configs(&[(res, changes)], h.timeout(timeout_ms))?;
+        give(
+            out_json,
+            array(results.iter().map(|(res, r)| resource_obj(res).error(r).end())),
+        );
+        Ok(())
+    }
+}
+
+fn resource(resource_type: i32, name: &str) -> Result<ConfigResource, Error> {
+    if name.is_empty() {
+        return Err(Error::InvalidArgument("a resource name is empty".into()));
+    }
+    match resource_type {
+        LAGLESS_RESOURCE_TOPIC => Ok(ConfigResource::Topic(name.to_string())),
+        LAGLESS_RESOURCE_BROKER => name.parse().map(ConfigResource::Broker).map_err(|_| {
+            Error::InvalidArgument(format!("a broker is named by its node id, got `{name}`"))
+        }),
+        other => Err(Error::InvalidArgument(format!(
+            "`resource_type` must be LAGLESS_RESOURCE_TOPIC or LAGLESS_RESOURCE_BROKER, got {other}"
+        ))),
+    }
+}
+
+fn resource_obj(res: &ConfigResource) -> Obj {
+    match res {
+        ConfigResource::Topic(t) => Obj::new()
+            .int("resource_type", LAGLESS_RESOURCE_TOPIC.into())
+            .str("name", t),
+        ConfigResource::Broker(id) => Obj::new()
+            .int("resource_type", LAGLESS_RESOURCE_BROKER.into())
+            .str("name", &id.to_string()),
     }
 }
 

@@ -883,6 +883,22 @@ fn every_admin_export_names_a_null_argument_and_writes_nothing() {
             lagless_admin_delete_consumer_group_offsets(a, t, list, 0, &mut out),
             "admin",
         ),
+        (
+            lagless_admin_describe_configs(a, LAGLESS_RESOURCE_TOPIC, &t, 1, 0, &mut out),
+            "admin",
+        ),
+        (
+            lagless_admin_incremental_alter_configs(
+                a,
+                LAGLESS_RESOURCE_TOPIC,
+                t,
+                null(),
+                0,
+                0,
+                &mut out,
+            ),
+            "admin",
+        ),
     ];
     for (i, (e, name)) in cases.into_iter().enumerate() {
         let (code, msg) = outcome(e);
@@ -958,6 +974,16 @@ fn admin_arguments_are_checked_before_anything_is_sent() {
     ok(lagless_tplist_add(doubled, t, 1));
     ok(lagless_tplist_add(doubled, t, 1));
     let nothing = lagless_tplist_new();
+    let no_value = [lagless_alter_config_op {
+        name: c"retention.ms".as_ptr(),
+        value: null(),
+        op: LAGLESS_ALTER_CONFIG_SET,
+    }];
+    let bad_op = [lagless_alter_config_op {
+        name: c"retention.ms".as_ptr(),
+        value: t,
+        op: 9,
+    }];
     let cases = [
         (
             lagless_admin_create_topics(a, zero_partitions.as_ptr(), 1, 0, &mut out),
@@ -1014,6 +1040,50 @@ fn admin_arguments_are_checked_before_anything_is_sent() {
         (
             lagless_admin_list_consumer_group_offsets(a, empty, null(), 0, &mut out),
             "`group` is empty",
+        ),
+        (
+            lagless_admin_describe_configs(a, 3, &t, 1, 0, &mut out),
+            "`resource_type` must be",
+        ),
+        (
+            lagless_admin_describe_configs(a, LAGLESS_RESOURCE_BROKER, &t, 1, 0, &mut out),
+            "node id, got `t`",
+        ),
+        (
+            lagless_admin_incremental_alter_configs(
+                a,
+                LAGLESS_RESOURCE_TOPIC,
+                t,
+                no_value.as_ptr(),
+                1,
+                0,
+                &mut out,
+            ),
+            "`ops[0].value` is NULL",
+        ),
+        (
+            lagless_admin_incremental_alter_configs(
+                a,
+                LAGLESS_RESOURCE_TOPIC,
+                t,
+                bad_op.as_ptr(),
+                1,
+                0,
+                &mut out,
+            ),
+            "`ops[0].op` must be",
+        ),
+        (
+            lagless_admin_incremental_alter_configs(
+                a,
+                LAGLESS_RESOURCE_TOPIC,
+                t,
+                null(),
+                0,
+                0,
+                &mut out,
+            ),
+            "no config change given",
         ),
     ];
     for (i, (e, says)) in cases.into_iter().enumerate() {

@@ -340,6 +340,46 @@ int main(int argc, char **argv) {
     }
     printf("group offsets: altered to 2 and 0 and read back\n");
 
+    /* Topic configs: the compacted topic says so; retention.ms set, read back, unknown key. */
+    {
+        const char *names[1];
+        lagless_alter_config_op ops[2];
+        names[0] = topic_b;
+        CHECK_OK(lagless_admin_describe_configs(admin, LAGLESS_RESOURCE_TOPIC, names, 1, 10000,
+                                                &json));
+        snprintf(want, sizeof want,
+                 "[{\"resource_type\":2,\"name\":\"%s\",\"error\":null,\"configs\":[", topic_b);
+        EXPECT_PREFIX(json, want);
+        EXPECT_HAS(json, "{\"name\":\"cleanup.policy\",\"value\":\"compact\",\"read_only\":false,"
+                         "\"is_default\":false,\"is_sensitive\":false}");
+        lagless_string_destroy(json);
+        ops[0].name = "retention.ms";
+        ops[0].value = "123456";
+        ops[0].op = LAGLESS_ALTER_CONFIG_SET;
+        CHECK_OK(lagless_admin_incremental_alter_configs(admin, LAGLESS_RESOURCE_TOPIC, topic_b,
+                                                         ops, 1, 10000, &json));
+        snprintf(want, sizeof want, "[{\"resource_type\":2,\"name\":\"%s\",\"error\":null}]",
+                 topic_b);
+        EXPECT_EQ(json, want);
+        lagless_string_destroy(json);
+        CHECK_OK(lagless_admin_describe_configs(admin, LAGLESS_RESOURCE_TOPIC, names, 1, 10000,
+                                                &json));
+        EXPECT_HAS(json, "{\"name\":\"retention.ms\",\"value\":\"123456\",\"read_only\":false,"
+                         "\"is_default\":false,\"is_sensitive\":false}");
+        lagless_string_destroy(json);
+        ops[1].name = "no.such.config";
+        ops[1].value = "1";
+        ops[1].op = LAGLESS_ALTER_CONFIG_SET;
+        CHECK_OK(lagless_admin_incremental_alter_configs(admin, LAGLESS_RESOURCE_TOPIC, topic_b,
+                                                         ops, 2, 10000, &json));
+        snprintf(want, sizeof want,
+                 "[{\"resource_type\":2,\"name\":\"%s\",\"error\":{\"code\":3,", topic_b);
+        EXPECT_PREFIX(json, want);
+        EXPECT_HAS(json, "no.such.config");
+        lagless_string_destroy(json);
+    }
+    printf("configs: cleanup.policy compact; retention.ms set and read back; unknown key refused\n");
+
     /* Deleting a topic twice in one call: the second time it is unknown. */
     {
         const char *names[2];
