@@ -53,6 +53,46 @@
 #define LAGLESS_VERSION_PATCH 0
 
 /**
+ * `lagless_admin_list_offsets`: the log start offset of each partition.
+ */
+#define LAGLESS_OFFSET_SPEC_EARLIEST -2
+
+/**
+ * `lagless_admin_list_offsets`: the log end offset (the high watermark) of each partition.
+ */
+#define LAGLESS_OFFSET_SPEC_LATEST -1
+
+/**
+ * A config call about topics (Kafka's `ConfigResource.Type` TOPIC), named by topic name.
+ */
+#define LAGLESS_RESOURCE_TOPIC 2
+
+/**
+ * A config call about brokers (Kafka's `ConfigResource.Type` BROKER), named by node id ("1").
+ */
+#define LAGLESS_RESOURCE_BROKER 4
+
+/**
+ * `lagless_alter_config_op`: set the key to the value.
+ */
+#define LAGLESS_ALTER_CONFIG_SET 0
+
+/**
+ * `lagless_alter_config_op`: remove the key (back to its default); the value is ignored.
+ */
+#define LAGLESS_ALTER_CONFIG_DELETE 1
+
+/**
+ * `lagless_alter_config_op`: add the value to a list key.
+ */
+#define LAGLESS_ALTER_CONFIG_APPEND 2
+
+/**
+ * `lagless_alter_config_op`: remove the value from a list key.
+ */
+#define LAGLESS_ALTER_CONFIG_SUBTRACT 3
+
+/**
  * A configuration key is unknown or its value is bad; the message names the key.
  */
 #define LAGLESS_ERR_CONFIG 1
@@ -171,6 +211,21 @@
 #define LAGLESS_OFFSET_INVALID -1
 
 /**
+ * An admin client (`lagless_admin_new` / `lagless_admin_destroy`). Its calls block for at most
+ * `timeout_ms` (negative: `default.api.timeout.ms`); any thread may make them, several at once.
+ *
+ * Each call's answer is a JSON text in `*out_json`, which the caller frees with
+ * `lagless_string_destroy`; its fields come in the order each function lists them. A call about
+ * several items (topics, groups, partitions) answers with an array of one object per item, in
+ * the order asked, each with `"error"`: `null` on success, else `{"code", "name",
+ * "kafka_code", "message"}` (what `lagless_error_code`, `_name`, `_kafka_code` and `_message`
+ * would say; `"kafka_code"` null for an error not from a broker). The call itself fails only
+ * as a whole: a bad argument (checked before anything is sent: an empty or repeated name, a
+ * count below 1) or no broker reached within the timeout.
+ */
+typedef struct lagless_admin lagless_admin;
+
+/**
  * The records of one `lagless_consumer_consume_batch`, in the order the consumer delivered
  * them. Owned by the caller, freed with `lagless_batch_destroy`. Immutable: any thread may read
  * it, one thread destroys it.
@@ -229,6 +284,40 @@ typedef struct lagless_producer lagless_producer;
  * for the duration of the callback. Not synchronized: one thread at a time.
  */
 typedef struct lagless_tplist lagless_tplist;
+
+/**
+ * A topic for `lagless_admin_create_topics`: `num_partitions` and `replication_factor` -1 take
+ * the broker's defaults; `config_names`/`config_values` hold `config_count` topic configs
+ * (`cleanup.policy`, `retention.ms`, ...; both NULL when the count is 0). Read during the call.
+ */
+typedef struct {
+  const char *name;
+  int32_t num_partitions;
+  int16_t replication_factor;
+  const char *const *config_names;
+  const char *const *config_values;
+  size_t config_count;
+} lagless_new_topic;
+
+/**
+ * A topic's partition count in all for `lagless_admin_create_partitions` (partitions are only
+ * ever added). Read during the call.
+ */
+typedef struct {
+  const char *topic;
+  int32_t total_count;
+} lagless_new_partitions;
+
+/**
+ * One change for `lagless_admin_incremental_alter_configs`: `op` is one of
+ * `LAGLESS_ALTER_CONFIG_*`; `value` may be NULL for `LAGLESS_ALTER_CONFIG_DELETE`. Read during
+ * the call.
+ */
+typedef struct {
+  const char *name;
+  const char *value;
+  int32_t op;
+} lagless_alter_config_op;
 
 /**
  * Where an application's OAUTHBEARER tokens come from. Called whenever a connection needs a
@@ -357,6 +446,127 @@ uint32_t lagless_version_int(void);
  * thread-safety: any thread.
  */
 lagless_error *lagless_admin_create_topic(const char *bootstrap, const char *name, int32_t partitions, int16_t replication_factor);
+
+/**
+ * An admin client for `config` (copied; it may be destroyed afterwards): `bootstrap.servers`
+ * is required, `security.protocol`, TLS and SASL keys apply, other consumer and producer keys
+ * are accepted and ignored. A bad setting gives `LAGLESS_ERR_CONFIG` naming the key. No
+ * connection is made before the first call. On success `*out_admin` receives the new handle.
+ */
+lagless_error *lagless_admin_new(const lagless_config *config, lagless_admin **out_admin);
+
+/**
+ * Frees the admin client; a call still running on another thread must have returned first.
+ * NULL is ignored.
+ */
+void lagless_admin_destroy(lagless_admin *admin);
+
+/**
+ * Creates the `topic_count` topics of `topics` (CreateTopics), without waiting for their
+ * leaders. `*out_json` receives `[{"topic", "error"}]`: a topic that exists already has the
+ * error `LAGLESS_ERR_KAFKA` with `"kafka_code": 36`.
+ */
+lagless_error *lagless_admin_create_topics(lagless_admin *admin, const lagless_new_topic *topics, size_t topic_count, int32_t timeout_ms, char **out_json);
+
+/**
+ * Deletes the `topic_count` topics named in `topics` (DeleteTopics). `*out_json` receives
+ * `[{"topic", "error"}]`: a topic the cluster does not have has `"kafka_code": 3`.
+ */
+lagless_error *lagless_admin_delete_topics(lagless_admin *admin, const char *const *topics, size_t topic_count, int32_t timeout_ms, char **out_json);
+
+/**
+ * Grows each of the `count` topics of `partitions` to its `total_count` partitions
+ * (CreatePartitions). `*out_json` receives `[{"topic", "error"}]`: asking for fewer partitions
+ * than a topic has is its error `"kafka_code": 37` (INVALID_PARTITIONS).
+ */
+lagless_error *lagless_admin_create_partitions(lagless_admin *admin, const lagless_new_partitions *partitions, size_t count, int32_t timeout_ms, char **out_json);
+
+/**
+ * The cluster: `*out_json` receives `{"cluster_id", "controller_id", "brokers": [{"id",
+ * "host", "port", "rack"}]}` (rack null when unset; controller -1 when the broker does not say).
+ */
+lagless_error *lagless_admin_describe_cluster(lagless_admin *admin, int32_t timeout_ms, char **out_json);
+
+/**
+ * The names of the cluster's topics, sorted, internal ones (`__consumer_offsets`) only with
+ * `include_internal`: `*out_json` receives `["name", ...]`.
+ */
+lagless_error *lagless_admin_list_topics(lagless_admin *admin, bool include_internal, int32_t timeout_ms, char **out_json);
+
+/**
+ * Describes the `topic_count` topics named in `topics` (Metadata). `*out_json` receives
+ * `[{"topic", "error", "topic_id", "is_internal", "partitions": [{"partition", "leader",
+ * "leader_epoch", "replicas", "isr", "offline_replicas"}]}]`, partitions in order (leader -1
+ * while a partition has none); a topic with an error has only `"topic"` and `"error"` (a topic
+ * the cluster does not have: `LAGLESS_ERR_UNKNOWN_TOPIC`).
+ */
+lagless_error *lagless_admin_describe_topics(lagless_admin *admin, const char *const *topics, size_t topic_count, int32_t timeout_ms, char **out_json);
+
+/**
+ * ListOffsets for each partition of `partitions` (their offsets are ignored): with `spec`
+ * `LAGLESS_OFFSET_SPEC_EARLIEST` the log start, `LAGLESS_OFFSET_SPEC_LATEST` the log end, a
+ * timestamp (>= 0, ms since the epoch) the first offset whose record is at or after it.
+ * `*out_json` receives `[{"topic", "partition", "error", "offset", "timestamp"}]` (offset -1
+ * when no record is that recent; timestamp -1 for the log start and end); a partition with an
+ * error has no offset and timestamp.
+ */
+lagless_error *lagless_admin_list_offsets(lagless_admin *admin, const lagless_tplist *partitions, int64_t spec, int32_t timeout_ms, char **out_json);
+
+/**
+ * Every consumer group of the cluster (ListGroups of every broker; groups of other kinds, such
+ * as Connect's, left out), by id: `*out_json` receives `[{"group_id", "protocol_type",
+ * "state", "group_type"}]` (protocol type "" for a group that only holds committed offsets).
+ */
+lagless_error *lagless_admin_list_consumer_groups(lagless_admin *admin, int32_t timeout_ms, char **out_json);
+
+/**
+ * Describes the `group_count` groups named in `groups`. `*out_json` receives `[{"group_id",
+ * "error", "group_type" ("classic" or "consumer"), "state", "protocol_type",
+ * "partition_assignor", "members": [{"member_id", "group_instance_id", "client_id", "host",
+ * "assignment": [{"topic", "partition"}]}]}]`; a group that does not exist is described with
+ * state "Dead" and no members; a group with an error has only `"group_id"` and `"error"`.
+ */
+lagless_error *lagless_admin_describe_consumer_groups(lagless_admin *admin, const char *const *groups, size_t group_count, int32_t timeout_ms, char **out_json);
+
+/**
+ * The committed offsets of `group` (OffsetFetch): of the partitions of `partitions`, or of
+ * every partition the group committed for when `partitions` is NULL. `*out_json` receives
+ * `[{"topic", "partition", "error", "offset", "metadata"}]`, offset -1 where nothing is
+ * committed; a partition with an error has no offset and metadata.
+ */
+lagless_error *lagless_admin_list_consumer_group_offsets(lagless_admin *admin, const char *group, const lagless_tplist *partitions, int32_t timeout_ms, char **out_json);
+
+/**
+ * Commits the offsets of `offsets` (each entry's offset, >= 0, and metadata) for `group` from
+ * outside it, as Kafka's Admin does: the coordinator accepts it only while the group has no
+ * member (else each partition has an error). `*out_json` receives `[{"topic", "partition",
+ * "error"}]`.
+ */
+lagless_error *lagless_admin_alter_consumer_group_offsets(lagless_admin *admin, const char *group, const lagless_tplist *offsets, int32_t timeout_ms, char **out_json);
+
+/**
+ * Deletes the committed offsets of `group` for the partitions of `partitions` (OffsetDelete);
+ * refused (`"kafka_code": 86`, GROUP_SUBSCRIBED_TO_TOPIC) for a topic the group's members are
+ * subscribed to. `*out_json` receives `[{"topic", "partition", "error"}]`.
+ */
+lagless_error *lagless_admin_delete_consumer_group_offsets(lagless_admin *admin, const char *group, const lagless_tplist *partitions, int32_t timeout_ms, char **out_json);
+
+/**
+ * The configs of the `name_count` resources named in `names`, all of `resource_type`
+ * (`LAGLESS_RESOURCE_TOPIC` or `LAGLESS_RESOURCE_BROKER`) (DescribeConfigs). `*out_json`
+ * receives `[{"resource_type", "name", "error", "configs": [{"name", "value", "read_only",
+ * "is_default", "is_sensitive"}]}]` (value null when sensitive); a resource with an error has
+ * no `"configs"`.
+ */
+lagless_error *lagless_admin_describe_configs(lagless_admin *admin, int32_t resource_type, const char *const *names, size_t name_count, int32_t timeout_ms, char **out_json);
+
+/**
+ * Changes the configs of one resource, `name` of `resource_type`, key by key
+ * (IncrementalAlterConfigs): the `op_count` changes of `ops`; keys not named keep their values.
+ * `*out_json` receives `[{"resource_type", "name", "error"}]` (a key the broker does not know
+ * is the error `"kafka_code": 40`, INVALID_CONFIG).
+ */
+lagless_error *lagless_admin_incremental_alter_configs(lagless_admin *admin, int32_t resource_type, const char *name, const lagless_alter_config_op *ops, size_t op_count, int32_t timeout_ms, char **out_json);
 
 /**
  * Waits up to `timeout_ms` (negative: until a record, an error or a wakeup) and hands over up

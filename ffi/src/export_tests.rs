@@ -435,6 +435,7 @@ fn every_destroy_ignores_null() {
     lagless_message_destroy(null_mut());
     lagless_batch_destroy(null_mut());
     lagless_group_metadata_destroy(null_mut());
+    lagless_admin_destroy(null_mut());
     lagless_error_destroy(null_mut());
 }
 
@@ -848,4 +849,303 @@ fn the_error_callback_hears_all_brokers_down_once_inside_poll() {
     assert!(msg.contains("consumer"), "{msg}");
     ok(lagless_consumer_close(c, 0));
     lagless_consumer_destroy(c);
+}
+
+/// An admin client of a cluster nobody listens at: argument checks come before any request.
+fn admin() -> *mut lagless_admin {
+    let config = lagless_config_new();
+    ok(lagless_config_set(
+        config,
+        c"bootstrap.servers".as_ptr(),
+        c"127.0.0.1:9".as_ptr(),
+    ));
+    let mut a = null_mut();
+    ok(lagless_admin_new(config, &mut a));
+    lagless_config_destroy(config);
+    assert!(!a.is_null());
+    a
+}
+
+#[test]
+fn every_admin_export_names_a_null_argument_and_writes_nothing() {
+    let mut out = untouched::<c_char>();
+    let mut a_out = untouched();
+    let a = null_mut::<lagless_admin>();
+    let t = c"t".as_ptr();
+    let list = lagless_tplist_new();
+    ok(lagless_tplist_add(list, t, 0));
+    let cases = [
+        (lagless_admin_new(null(), &mut a_out), "config"),
+        (
+            lagless_admin_create_topics(a, null(), 0, 0, &mut out),
+            "admin",
+        ),
+        (lagless_admin_delete_topics(a, &t, 1, 0, &mut out), "admin"),
+        (
+            lagless_admin_create_partitions(a, null(), 0, 0, &mut out),
+            "admin",
+        ),
+        (lagless_admin_describe_cluster(a, 0, &mut out), "admin"),
+        (lagless_admin_list_topics(a, false, 0, &mut out), "admin"),
+        (
+            lagless_admin_describe_topics(a, &t, 1, 0, &mut out),
+            "admin",
+        ),
+        (
+            lagless_admin_list_offsets(a, list, LAGLESS_OFFSET_SPEC_LATEST, 0, &mut out),
+            "admin",
+        ),
+        (lagless_admin_list_consumer_groups(a, 0, &mut out), "admin"),
+        (
+            lagless_admin_describe_consumer_groups(a, &t, 1, 0, &mut out),
+            "admin",
+        ),
+        (
+            lagless_admin_list_consumer_group_offsets(a, t, null(), 0, &mut out),
+            "admin",
+        ),
+        (
+            lagless_admin_alter_consumer_group_offsets(a, t, list, 0, &mut out),
+            "admin",
+        ),
+        (
+            lagless_admin_delete_consumer_group_offsets(a, t, list, 0, &mut out),
+            "admin",
+        ),
+        (
+            lagless_admin_describe_configs(a, LAGLESS_RESOURCE_TOPIC, &t, 1, 0, &mut out),
+            "admin",
+        ),
+        (
+            lagless_admin_incremental_alter_configs(
+                a,
+                LAGLESS_RESOURCE_TOPIC,
+                t,
+                null(),
+                0,
+                0,
+                &mut out,
+            ),
+            "admin",
+        ),
+    ];
+    for (i, (e, name)) in cases.into_iter().enumerate() {
+        let (code, msg) = outcome(e);
+        assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "case {i}: {msg}");
+        assert!(
+            msg.contains(&format!("`{name}` is NULL")),
+            "case {i}: {msg}"
+        );
+    }
+    let a = admin();
+    let cases = [
+        (
+            lagless_admin_describe_cluster(a, 0, null_mut()),
+            "`out_json` is NULL",
+        ),
+        (
+            lagless_admin_delete_topics(a, null(), 1, 0, &mut out),
+            "`topics` is NULL",
+        ),
+        (
+            lagless_admin_list_offsets(a, null(), -1, 0, &mut out),
+            "`partitions` is NULL",
+        ),
+        (
+            lagless_admin_alter_consumer_group_offsets(a, t, null(), 0, &mut out),
+            "`offsets` is NULL",
+        ),
+        (
+            lagless_admin_list_consumer_group_offsets(a, null(), null(), 0, &mut out),
+            "`group` is NULL",
+        ),
+    ];
+    for (i, (e, says)) in cases.into_iter().enumerate() {
+        let (code, msg) = outcome(e);
+        assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "case {i}: {msg}");
+        assert!(msg.contains(says), "case {i}: {msg}");
+    }
+    assert_eq!((out, a_out), (untouched(), untouched()));
+    lagless_admin_destroy(a);
+    lagless_tplist_destroy(list);
+}
+
+#[test]
+fn admin_arguments_are_checked_before_anything_is_sent() {
+    let a = admin();
+    let mut out = untouched::<c_char>();
+    let t = c"t".as_ptr();
+    let empty = c"".as_ptr();
+    let twice = [t, t];
+    let topic = |name: *const c_char, n: i32, rf: i16| lagless_new_topic {
+        name,
+        num_partitions: n,
+        replication_factor: rf,
+        config_names: null(),
+        config_values: null(),
+        config_count: 0,
+    };
+    let zero_partitions = [topic(t, 0, 1)];
+    let zero_replicas = [topic(t, 1, 0)];
+    let unnamed = [topic(empty, 1, 1)];
+    let same = [topic(t, 1, 1), topic(t, 2, 1)];
+    let configs_missing = [lagless_new_topic {
+        config_count: 1,
+        ..topic(t, 1, 1)
+    }];
+    let shrink_to_zero = [lagless_new_partitions {
+        topic: t,
+        total_count: 0,
+    }];
+    let no_offset = lagless_tplist_new();
+    ok(lagless_tplist_add(no_offset, t, 0));
+    let doubled = lagless_tplist_new();
+    ok(lagless_tplist_add(doubled, t, 1));
+    ok(lagless_tplist_add(doubled, t, 1));
+    let nothing = lagless_tplist_new();
+    let no_value = [lagless_alter_config_op {
+        name: c"retention.ms".as_ptr(),
+        value: null(),
+        op: LAGLESS_ALTER_CONFIG_SET,
+    }];
+    let bad_op = [lagless_alter_config_op {
+        name: c"retention.ms".as_ptr(),
+        value: t,
+        op: 9,
+    }];
+    let cases = [
+        (
+            lagless_admin_create_topics(a, zero_partitions.as_ptr(), 1, 0, &mut out),
+            "num_partitions (0)",
+        ),
+        (
+            lagless_admin_create_topics(a, zero_replicas.as_ptr(), 1, 0, &mut out),
+            "replication_factor (0)",
+        ),
+        (
+            lagless_admin_create_topics(a, unnamed.as_ptr(), 1, 0, &mut out),
+            "a topic name is empty",
+        ),
+        (
+            lagless_admin_create_topics(a, same.as_ptr(), 2, 0, &mut out),
+            "topic `t` is given twice",
+        ),
+        (
+            lagless_admin_create_topics(a, configs_missing.as_ptr(), 1, 0, &mut out),
+            "`topics[0].config_names` is NULL",
+        ),
+        (
+            lagless_admin_create_topics(a, null(), 0, 0, &mut out),
+            "no topic given",
+        ),
+        (
+            lagless_admin_create_partitions(a, shrink_to_zero.as_ptr(), 1, 0, &mut out),
+            "total_count must be >= 1",
+        ),
+        (
+            lagless_admin_delete_topics(a, twice.as_ptr(), 2, 0, &mut out),
+            "topic `t` is given twice",
+        ),
+        (
+            lagless_admin_describe_consumer_groups(a, &empty, 1, 0, &mut out),
+            "a group name is empty",
+        ),
+        (
+            lagless_admin_list_offsets(a, no_offset, -3, 0, &mut out),
+            "`spec` must be",
+        ),
+        (
+            lagless_admin_list_offsets(a, nothing, -1, 0, &mut out),
+            "`partitions` is empty",
+        ),
+        (
+            lagless_admin_list_offsets(a, doubled, -1, 0, &mut out),
+            "holds t-1 twice",
+        ),
+        (
+            lagless_admin_alter_consumer_group_offsets(a, t, no_offset, 0, &mut out),
+            "no offset set for t-0",
+        ),
+        (
+            lagless_admin_list_consumer_group_offsets(a, empty, null(), 0, &mut out),
+            "`group` is empty",
+        ),
+        (
+            lagless_admin_describe_configs(a, 3, &t, 1, 0, &mut out),
+            "`resource_type` must be",
+        ),
+        (
+            lagless_admin_describe_configs(a, LAGLESS_RESOURCE_BROKER, &t, 1, 0, &mut out),
+            "node id, got `t`",
+        ),
+        (
+            lagless_admin_incremental_alter_configs(
+                a,
+                LAGLESS_RESOURCE_TOPIC,
+                t,
+                no_value.as_ptr(),
+                1,
+                0,
+                &mut out,
+            ),
+            "`ops[0].value` is NULL",
+        ),
+        (
+            lagless_admin_incremental_alter_configs(
+                a,
+                LAGLESS_RESOURCE_TOPIC,
+                t,
+                bad_op.as_ptr(),
+                1,
+                0,
+                &mut out,
+            ),
+            "`ops[0].op` must be",
+        ),
+        (
+            lagless_admin_incremental_alter_configs(
+                a,
+                LAGLESS_RESOURCE_TOPIC,
+                t,
+                null(),
+                0,
+                0,
+                &mut out,
+            ),
+            "no config change given",
+        ),
+    ];
+    for (i, (e, says)) in cases.into_iter().enumerate() {
+        let (code, msg) = outcome(e);
+        assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "case {i}: {msg}");
+        assert!(
+            msg.contains(says),
+            "case {i}: {msg:?} does not say {says:?}"
+        );
+    }
+    assert_eq!(out, untouched());
+    for l in [no_offset, doubled, nothing] {
+        lagless_tplist_destroy(l);
+    }
+    lagless_admin_destroy(a);
+}
+
+#[test]
+fn an_admin_call_to_a_cluster_nobody_listens_at_fails_within_its_timeout() {
+    let a = admin();
+    let mut out = untouched::<c_char>();
+    let started = std::time::Instant::now();
+    let (code, msg) = outcome(lagless_admin_list_topics(a, false, 300, &mut out));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        code == LAGLESS_ERR_TIMEOUT || code == LAGLESS_ERR_TRANSPORT,
+        "{code}: {msg}"
+    );
+    assert!(msg.contains("127.0.0.1:9"), "{msg}");
+    assert_eq!(out, untouched());
+    lagless_admin_destroy(a);
 }

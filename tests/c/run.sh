@@ -4,7 +4,8 @@
 #   build every C program through pkg-config with -std=c99 -Wall -Wextra -Werror -pedantic;
 #   check the exports, soname and ABI baseline; run produce / error-path / two-process group /
 #   recovery-stream / learner-assignment / learner hand-over (readiness reported later, prepare
-#   to leave) / batch hand-over / transaction / consumer metrics / statistics callback tests and the TLS/SASL round trips
+#   to leave) / batch hand-over / transaction / consumer metrics / statistics callback / admin
+#   client tests and the TLS/SASL round trips
 #   (over the security listeners of `kafka_broker.py --security`) plainly, under
 #   AddressSanitizer and (produce, errors, lookups, batch) under valgrind; the two-process group
 #   again under group.protocol=consumer (KIP-848);
@@ -45,7 +46,7 @@ step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
 read -r -a PC <<<"$(pkg-config --cflags --libs lagless)"
-for t in test_produce test_errors group_member produce_n test_recovery test_recovery_thread test_learners test_handover test_lookups test_security test_batch test_transactions test_metrics test_statistics; do
+for t in test_produce test_errors group_member produce_n test_recovery test_recovery_thread test_learners test_handover test_lookups test_security test_batch test_transactions test_metrics test_statistics test_admin; do
   cc "${CFLAGS[@]}" -o "$work/$t" "tests/c/$t.c" "${PC[@]}" -pthread
   cc "${CFLAGS[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$work/asan-$t" "tests/c/$t.c" "${PC[@]}" -pthread
 done
@@ -141,6 +142,8 @@ step "consumer metrics"
 "$work/test_metrics" "lagless-c-metrics-$run_id" "lagless-c-metrics-g-$run_id"
 step "statistics callback"
 "$work/test_statistics" "lagless-c-statistics-$run_id"
+step "admin client"
+"$work/test_admin" "lagless-c-admin-$run_id" "lagless-c-admin-g-$run_id"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
 step "AddressSanitizer: produce"
@@ -169,6 +172,8 @@ step "AddressSanitizer: consumer metrics"
 "$work/asan-test_metrics" "lagless-c-metrics-asan-$run_id" "lagless-c-metrics-g-asan-$run_id"
 step "AddressSanitizer: statistics callback"
 "$work/asan-test_statistics" "lagless-c-statistics-asan-$run_id"
+step "AddressSanitizer: admin client"
+"$work/asan-test_admin" "lagless-c-admin-asan-$run_id" "lagless-c-admin-g-asan-$run_id"
 unset ASAN_OPTIONS
 
 if [[ "${LAGLESS_C_SKIP_VALGRIND:-0}" != 1 ]]; then

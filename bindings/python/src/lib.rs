@@ -1,8 +1,9 @@
-//! The native module `lagless._lagless`: the core's consumer, producer and admin helper as
+//! The native module `lagless._lagless`: the core's consumer, producer and admin client as
 //! Python classes. The Python package `lagless` re-exports it with the exception classes and
 //! the `RebalanceListener` base class.
 use pyo3::prelude::*;
 
+mod admin;
 mod batch;
 mod config;
 mod consumer;
@@ -42,6 +43,11 @@ fn create_topic(
 
 #[pymodule]
 fn _lagless(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<admin::AdminClient>()?;
+    m.add_class::<admin::NewTopic>()?;
+    m.add_class::<admin::NewPartitions>()?;
+    m.add_class::<admin::ConfigResource>()?;
+    m.add_class::<admin::OffsetSpec>()?;
     m.add_class::<consumer::Consumer>()?;
     m.add_class::<producer::Producer>()?;
     m.add_class::<types::TopicPartition>()?;

@@ -7,10 +7,15 @@ from ._errors import LaglessError
 from ._listener import RebalanceListener
 
 __all__ = [
+    "AdminClient",
+    "ConfigResource",
     "Consumer",
     "ConsumerGroupMetadata",
     "Message",
     "MessageBatch",
+    "NewPartitions",
+    "NewTopic",
+    "OffsetSpec",
     "Producer",
     "TopicPartition",
     "create_topic",
@@ -339,6 +344,140 @@ class Producer:
     def close(self, timeout: Optional[float] = None) -> None: ...
     def __enter__(self) -> "Producer": ...
     def __exit__(self, *_args: object) -> None: ...
+
+@final
+class NewTopic:
+    """A topic to create: ``num_partitions`` and ``replication_factor`` -1 take the broker's
+    defaults; ``config`` holds topic configs (``cleanup.policy``, ``retention.ms``, ...)."""
+    def __new__(
+        cls,
+        topic: str,
+        num_partitions: int = ...,
+        replication_factor: int = ...,
+        config: Optional[Mapping[str, str]] = None,
+    ) -> "NewTopic": ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def num_partitions(self) -> int: ...
+    @property
+    def replication_factor(self) -> int: ...
+    @property
+    def config(self) -> Dict[str, str]: ...
+
+@final
+class NewPartitions:
+    """A topic's partition count in all after ``create_partitions`` (partitions are only added)."""
+    def __new__(cls, topic: str, new_total_count: int) -> "NewPartitions": ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def new_total_count(self) -> int: ...
+
+@final
+class ConfigResource:
+    """What a config call is about: ``ConfigResource("topic", name)`` or
+    ``ConfigResource("broker", "1")`` (a broker by its node id). Equal resources are equal keys."""
+    def __new__(cls, restype: str, name: str) -> "ConfigResource": ...
+    @property
+    def restype(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    def __hash__(self) -> int: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
+
+@final
+class OffsetSpec:
+    """Which offset ``AdminClient.list_offsets`` looks up for a partition."""
+    @staticmethod
+    def earliest() -> "OffsetSpec": ...
+    @staticmethod
+    def latest() -> "OffsetSpec": ...
+    @staticmethod
+    def for_timestamp(timestamp: int) -> "OffsetSpec": ...
+
+@final
+class AdminClient:
+    """Kafka's admin operations, with confluent-kafka's method names but synchronous: each call
+    blocks (the GIL released) for at most ``request_timeout`` seconds (None:
+    ``default.api.timeout.ms``, 60 s by default).
+
+    A call about several items returns a dict from each item (topic name, group id,
+    ``TopicPartition``, ``ConfigResource``) to its result: None or the item's data on success,
+    else the ``LaglessError`` subclass of its error (not raised; e.g. KafkaError with
+    ``kafka_code`` 36 for a topic that exists already). A failure of the whole call (no broker
+    reached in time, a bad config key) raises. A bad argument (an empty name, a count below 1, a
+    negative offset, an item given twice) raises InvalidArgumentError naming it before anything
+    is sent."""
+    def __new__(cls, config: Mapping[str, Any]) -> "AdminClient": ...
+    def create_topics(
+        self, new_topics: Iterable[NewTopic], request_timeout: Optional[float] = None
+    ) -> Dict[str, Optional[LaglessError]]:
+        """Creates the topics; does not wait for their partitions' leaders."""
+    def delete_topics(
+        self, topics: Iterable[str], request_timeout: Optional[float] = None
+    ) -> Dict[str, Optional[LaglessError]]: ...
+    def create_partitions(
+        self, new_partitions: Iterable[NewPartitions], request_timeout: Optional[float] = None
+    ) -> Dict[str, Optional[LaglessError]]: ...
+    def describe_cluster(self, request_timeout: Optional[float] = None) -> Dict[str, Any]:
+        """``{"cluster_id", "controller_id", "brokers": [{"id", "host", "port", "rack"}]}``."""
+    def list_topics(self, include_internal: bool = False, request_timeout: Optional[float] = None) -> List[str]:
+        """The names of the cluster's topics, sorted (unlike confluent-kafka's, not a metadata
+        object: ``describe_topics`` and ``describe_cluster`` tell the rest)."""
+    def describe_topics(
+        self, topics: Iterable[str], request_timeout: Optional[float] = None
+    ) -> Dict[str, Union[Dict[str, Any], LaglessError]]:
+        """Per topic ``{"name", "topic_id", "is_internal", "partitions": [{"partition", "leader",
+        "leader_epoch", "replicas", "isr", "offline_replicas"}]}``; UnknownTopicError for a topic
+        the cluster does not have."""
+    def list_offsets(
+        self, offsets: Mapping[TopicPartition, OffsetSpec], request_timeout: Optional[float] = None
+    ) -> Dict[TopicPartition, Union[Dict[str, int], LaglessError]]:
+        """Per partition ``{"offset", "timestamp"}`` (offset -1 when no record is as recent as the
+        timestamp asked for)."""
+    def describe_configs(
+        self, resources: Iterable[ConfigResource], request_timeout: Optional[float] = None
+    ) -> Dict[ConfigResource, Union[Dict[str, Dict[str, Any]], LaglessError]]:
+        """Per resource, each config key to ``{"value", "read_only", "is_default",
+        "is_sensitive"}`` (value None when sensitive)."""
+    def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Mapping[str, Optional[str]]],
+        request_timeout: Optional[float] = None,
+    ) -> Dict[ConfigResource, Optional[LaglessError]]:
+        """Sets each key given a str, returns each key given None to its default; keys not given
+        keep their values."""
+    def list_consumer_groups(self, request_timeout: Optional[float] = None) -> List[Dict[str, str]]:
+        """Every consumer group of the cluster, by id: ``{"group_id", "protocol_type", "state",
+        "group_type"}``."""
+    def describe_consumer_groups(
+        self, group_ids: Iterable[str], request_timeout: Optional[float] = None
+    ) -> Dict[str, Union[Dict[str, Any], LaglessError]]:
+        """Per group ``{"group_id", "group_type" ("classic" or "consumer"), "state",
+        "protocol_type", "partition_assignor", "members": [{"member_id", "group_instance_id",
+        "client_id", "host", "assignment": [TopicPartition]}]}``; a group that does not exist is
+        described with state "Dead" and no members."""
+    def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Optional[Iterable[TopicPartition]] = None,
+        request_timeout: Optional[float] = None,
+    ) -> Dict[TopicPartition, Union[TopicPartition, LaglessError]]:
+        """The group's committed offsets, of ``partitions`` or of every partition it committed
+        for: each a TopicPartition with ``offset`` and ``metadata`` (OFFSET_INVALID when
+        nothing is committed)."""
+    def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Iterable[TopicPartition], request_timeout: Optional[float] = None
+    ) -> Dict[TopicPartition, Optional[LaglessError]]:
+        """Commits each partition's ``offset`` (and ``metadata``) for the group from outside it;
+        the coordinator accepts it only while the group has no member."""
+    def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], request_timeout: Optional[float] = None
+    ) -> Dict[TopicPartition, Optional[LaglessError]]:
+        """Deletes the group's committed offsets of the partitions; refused (KafkaError
+        ``kafka_code`` 86) for a topic the group's members are subscribed to."""
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) -> None: ...
 def run_cli(argv: List[str]) -> int: ...
