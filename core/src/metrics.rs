@@ -280,6 +280,13 @@ pub struct GroupMetrics {
     pub last_rebalance: Option<LastRebalance>,
     /// Why the rebalance under way or asked for was asked for (`None` when none is).
     pub rejoin_reason: Option<String>,
+    /// Since the last completed rebalance (`None` before the first).
+    pub since_last_rebalance: Option<Duration>,
+    /// The completed rebalances' average and longest duration over the last 30 to 60 s (`None`
+    /// when none completed in that time).
+    pub rebalance_latency_avg: Option<Duration>,
+    /// See [`GroupMetrics::rebalance_latency_avg`].
+    pub rebalance_latency_max: Option<Duration>,
     /// KIP-62: time since `max.poll.interval.ms`'s timer was last restarted (by `poll()`, or by
     /// `subscribe()` before the first).
     pub since_last_poll: Duration,
@@ -379,6 +386,9 @@ impl GroupMetrics {
             "rebalance_reason": self.last_rebalance.as_ref().map(|r| &r.reason),
             "rebalance_duration_ms": self.last_rebalance.as_ref().map(|r| ms(r.duration)),
             "rejoin_reason": self.rejoin_reason,
+            "last_rebalance_seconds_ago": self.since_last_rebalance.map(|d| d.as_secs_f64()),
+            "rebalance_latency_avg_ms": self.rebalance_latency_avg.map(ms_f),
+            "rebalance_latency_max_ms": self.rebalance_latency_max.map(ms_f),
             "last_poll_ms_ago": ms(self.since_last_poll),
             "max_poll_interval_ms": ms(self.max_poll_interval),
         })
@@ -398,6 +408,8 @@ impl ConsumerMetrics {
             "fetch_buffer_held_bytes": self.fetch_buffer_held_bytes,
             "fetch_buffer_max_bytes": self.fetch_buffer_max_bytes,
             "assigned_partitions": self.partitions.len(),
+            "records_lag_max": self.records_lag_max(),
+            "records_lead_min": self.records_lead_min(),
             "group": self.group.as_ref().map(GroupMetrics::to_json),
             "partitions": self.partitions.iter().map(PartitionMetrics::to_json).collect::<Vec<_>>(),
             "last_poll_seconds_ago": self.poll.since_last_poll.map(|d| d.as_secs_f64()),
@@ -414,6 +426,21 @@ impl ConsumerMetrics {
     /// [`ConsumerMetrics::to_json`] as a string.
     pub fn to_json_string(&self) -> String {
         self.to_json().to_string()
+    }
+
+    /// The largest lag of the partitions whose lag is known, now (the Java consumer's
+    /// `records-lag-max` is the largest seen in its window).
+    pub fn records_lag_max(&self) -> Option<i64> {
+        self.partitions.iter().filter_map(|p| p.lag).max()
+    }
+
+    /// The smallest lead (position minus log start offset: how far the position is from falling
+    /// off the log's start) of the partitions where both are known, now (`records-lead-min`).
+    pub fn records_lead_min(&self) -> Option<i64> {
+        self.partitions
+            .iter()
+            .filter_map(|p| Some(p.position? - p.log_start_offset?))
+            .min()
     }
 }
 

@@ -78,6 +78,9 @@ fn snapshot() -> ConsumerMetrics {
                 duration: Duration::from_millis(3_250),
             }),
             rejoin_reason: None,
+            since_last_rebalance: Some(Duration::from_millis(12_000)),
+            rebalance_latency_avg: Some(Duration::from_millis(3_250)),
+            rebalance_latency_max: Some(Duration::from_millis(3_250)),
             since_last_poll: Duration::from_millis(1_500),
             max_poll_interval: Duration::from_secs(300),
         }),
@@ -171,6 +174,9 @@ fn the_json_names_each_value_and_leaves_what_is_unknown_null() {
         "fetch_buffer_held_bytes": 65536,
         "fetch_buffer_max_bytes": 67108864,
         "assigned_partitions": 2,
+        // Partition 0 alone knows its lag (50) and its lead (position 40 - log start 0).
+        "records_lag_max": 50,
+        "records_lead_min": 40,
         "group": {
             "group_id": "billing",
             "state": "stable",
@@ -184,6 +190,9 @@ fn the_json_names_each_value_and_leaves_what_is_unknown_null() {
             "rebalance_reason": "the subscription changed",
             "rebalance_duration_ms": 3250,
             "rejoin_reason": null,
+            "last_rebalance_seconds_ago": 12.0,
+            "rebalance_latency_avg_ms": 3250.0,
+            "rebalance_latency_max_ms": 3250.0,
             "last_poll_ms_ago": 1500,
             "max_poll_interval_ms": 300000,
         },
@@ -255,4 +264,6 @@ fn a_consumer_outside_a_group_renders_no_group() {
     assert_eq!(v["group"], Value::Null);
     assert_eq!(v["isolation_level"], "read_uncommitted");
     assert_eq!(v["assigned_partitions"], 0);
+    assert_eq!(v["records_lag_max"], Value::Null);
+    assert_eq!(v["records_lead_min"], Value::Null);
 }

@@ -244,6 +244,8 @@ fn a_second_member_joining_counts_one_rebalance_on_the_first() {
     assert_eq!(before.rebalance_count, 0);
     assert_eq!(before.protocol, "classic");
     assert!(before.since_last_poll <= before.max_poll_interval);
+    assert_eq!(before.since_last_rebalance, None);
+    assert_eq!(before.rebalance_latency_max, None);
     let one = poll_until("the first member owns all 3 partitions", &[&a], |m| {
         m.group
             .as_ref()
@@ -275,6 +277,24 @@ fn a_second_member_joining_counts_one_rebalance_on_the_first() {
     );
     let g2 = two.group.unwrap();
     assert_eq!(g2.rebalance_count, g1.rebalance_count + 1, "{g2:?}");
+    // The Java consumer's rebalance-latency-avg/-max over the two, and last-rebalance-seconds-ago.
+    let second = g2.last_rebalance.as_ref().unwrap().duration;
+    let max = g2
+        .rebalance_latency_max
+        .expect("two rebalances in the window");
+    // (Kept as milliseconds in f64: equal to well within a millisecond.)
+    let longest = first.duration.max(second);
+    assert!(
+        max.abs_diff(longest) < Duration::from_millis(1),
+        "{max:?} vs {longest:?}"
+    );
+    let avg = g2.rebalance_latency_avg.unwrap();
+    let want = (first.duration + second) / 2;
+    assert!(
+        avg.abs_diff(want) < Duration::from_millis(1),
+        "{avg:?} vs {want:?}"
+    );
+    assert!(g2.since_last_rebalance.expect("completed") < Duration::from_secs(30));
     assert!(g2.generation_id > g1.generation_id);
     assert_eq!(g2.assigned_partitions, two.partitions.len());
     let bm = b.metrics().group.unwrap();

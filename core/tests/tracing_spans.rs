@@ -22,7 +22,8 @@ struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
 impl Visit for Fields<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_string(), format!("{value:?}"));
+        self.0
+            .insert(field.name().to_string(), format!("{value:?}"));
     }
     fn record_str(&mut self, field: &Field, value: &str) {
         self.0.insert(field.name().to_string(), value.to_string());
@@ -77,7 +78,10 @@ fn a_rebalance_a_commit_and_the_fetches_are_spans_with_their_fields() {
     let mut consumed = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
     while consumed < 30 {
-        assert!(Instant::now() < deadline, "consumed {consumed} of 30 within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "consumed {consumed} of 30 within 30 s"
+        );
         consumed += c.poll(Duration::from_millis(200)).unwrap().len();
     }
     c.commit_sync(None, None).unwrap();

@@ -7,6 +7,7 @@ use crate::config::{GroupProtocolKind, IsolationLevel};
 use crate::consumer::Consumer;
 use crate::fetch::{PartitionState, Stream};
 use crate::group::member::MemberState;
+use crate::metrics::window::from_millis;
 use crate::metrics::{
     known, lag, ConsumerMetrics, Failing, GroupMetrics, LastRebalance, LatencyMetrics,
     PartitionMetrics, RecoveryMetrics,
@@ -60,6 +61,7 @@ impl Consumer {
         // so the count of partitions and the generation they were assigned in belong together.
         Some(driver.read_view(|m| {
             let generation = &m.generation;
+            let latency = m.rebalances.latency.live(now);
             let rebalancing = m.rejoin_needed || m.state != MemberState::Stable;
             GroupMetrics {
                 group_id: driver.group_id.clone(),
@@ -82,6 +84,12 @@ impl Consumer {
                 }),
                 rejoin_reason: (rebalancing && !m.rejoin_reason.is_empty())
                     .then(|| m.rejoin_reason.clone()),
+                since_last_rebalance: m
+                    .rebalances
+                    .last_completed_at
+                    .map(|t| now.saturating_duration_since(t)),
+                rebalance_latency_avg: latency.avg().map(from_millis),
+                rebalance_latency_max: latency.max().map(from_millis),
                 since_last_poll,
                 max_poll_interval: config.max_poll_interval,
             }

@@ -275,6 +275,10 @@ pub(crate) struct RebalanceTally {
     pub completed: u64,
     /// Why the last completed one started, and how long it took.
     pub last: Option<(String, Duration)>,
+    /// When the last one completed (the Java consumer's `last-rebalance-seconds-ago`).
+    pub last_completed_at: Option<Instant>,
+    /// The completed ones' durations in milliseconds, windowed (`rebalance-latency-avg`/`-max`).
+    pub latency: crate::metrics::window::Windowed,
     started: Option<(Instant, String)>,
 }
 
@@ -288,8 +292,12 @@ impl RebalanceTally {
     /// A join's assignment is applied: the rebalance is complete.
     fn completed(&mut self, now: Instant) {
         self.completed += 1;
+        self.last_completed_at = Some(now);
         if let Some((at, reason)) = self.started.take() {
-            self.last = Some((reason, now.saturating_duration_since(at)));
+            let took = now.saturating_duration_since(at);
+            self.latency
+                .record(crate::metrics::window::millis(took), now);
+            self.last = Some((reason, took));
         }
     }
 }

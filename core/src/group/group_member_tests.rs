@@ -718,6 +718,13 @@ fn a_rebalance_counts_once_its_join_is_applied_with_its_reason_and_duration() {
         m.rebalances.last,
         Some(("asked by the test".to_string(), Duration::from_millis(40)))
     );
+    // The Java consumer's last-rebalance-seconds-ago and windowed rebalance-latency-avg/-max.
+    assert_eq!(m.rebalances.last_completed_at, Some(t5));
+    let latency = m.rebalances.latency.live(t5);
+    assert_eq!(
+        (latency.count, latency.avg(), latency.max()),
+        (2, Some(1_270.0), Some(2_500.0))
+    );
 }
 
 #[test]

@@ -173,6 +173,22 @@ impl Collector for Snapshot {
             "The longest OffsetCommit answer latency, over the last 30 to 60 s.",
             latency(&m.commit_latency, |l| l.max),
         )?;
+        family(
+            &mut e,
+            "records_lag_max",
+            "The largest lag of the partitions whose lag is known, now.",
+            m.records_lag_max()
+                .map(|v| once(&consumer, ConstGauge::new(v)))
+                .unwrap_or_default(),
+        )?;
+        family(
+            &mut e,
+            "records_lead_min",
+            "The smallest position minus log start offset of the partitions where both are known, now.",
+            m.records_lead_min()
+                .map(|v| once(&consumer, ConstGauge::new(v)))
+                .unwrap_or_default(),
+        )?;
         brokers(&mut e, m, &consumer)?;
 
         // The group member.
@@ -223,6 +239,24 @@ impl Collector for Snapshot {
                     once(&consumer, ConstGauge::new(r.duration.as_secs_f64())),
                 )?;
             }
+            family(
+                &mut e,
+                "group_last_rebalance_seconds_ago",
+                "Time since the member's last rebalance completed.",
+                known(seconds(g.since_last_rebalance)),
+            )?;
+            family(
+                &mut e,
+                "group_rebalance_latency_avg_seconds",
+                "The average duration of the rebalances completed in the last 30 to 60 s.",
+                known(seconds(g.rebalance_latency_avg)),
+            )?;
+            family(
+                &mut e,
+                "group_rebalance_latency_max_seconds",
+                "The longest duration of the rebalances completed in the last 30 to 60 s.",
+                known(seconds(g.rebalance_latency_max)),
+            )?;
             family(
                 &mut e,
                 "group_time_since_last_poll_seconds",

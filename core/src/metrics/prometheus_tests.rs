@@ -38,6 +38,9 @@ fn group() -> GroupMetrics {
         rejoin_reason: None,
         since_last_poll: Duration::from_millis(1_500),
         max_poll_interval: Duration::from_secs(300),
+        since_last_rebalance: None,
+        rebalance_latency_avg: None,
+        rebalance_latency_max: None,
     }
 }
 
@@ -113,6 +116,12 @@ lagless_consumer_assigned_partitions{client_id="billing-1",group_id="billing"} 2
 # HELP lagless_consumer_records_consumed_rate Records returned by polls per second, over the last 30 to 60 s.
 # TYPE lagless_consumer_records_consumed_rate gauge
 lagless_consumer_records_consumed_rate{client_id="billing-1",group_id="billing"} 0.0
+# HELP lagless_consumer_records_lag_max The largest lag of the partitions whose lag is known, now.
+# TYPE lagless_consumer_records_lag_max gauge
+lagless_consumer_records_lag_max{client_id="billing-1",group_id="billing"} 50
+# HELP lagless_consumer_records_lead_min The smallest position minus log start offset of the partitions where both are known, now.
+# TYPE lagless_consumer_records_lead_min gauge
+lagless_consumer_records_lead_min{client_id="billing-1",group_id="billing"} 40
 # HELP lagless_consumer_group_state Where the group member is in the join protocol: 1 for its state, 0 for the others.
 # TYPE lagless_consumer_group_state gauge
 lagless_consumer_group_state{client_id="billing-1",group_id="billing",state="unjoined"} 0
@@ -366,17 +375,36 @@ fn poll_latency_and_broker_families_carry_the_broker_labels_and_leave_unknowns_o
         ],
         ..snapshot()
     };
+    let m = ConsumerMetrics {
+        group: Some(GroupMetrics {
+            since_last_rebalance: Some(Duration::from_millis(12_500)),
+            rebalance_latency_avg: Some(Duration::from_millis(250)),
+            rebalance_latency_max: Some(Duration::from_millis(400)),
+            ..group()
+        }),
+        ..m
+    };
     let text = m.to_prometheus();
     let s = samples(&text);
-    let bootstrap = r#"client_id="billing-1",broker="127.0.0.1:9092""#;
-    let node = r#"client_id="billing-1",broker="127.0.0.1:9092",node_id="1""#;
+    let g = r#"client_id="billing-1",group_id="billing""#;
     for present in [
-        r#"lagless_consumer_last_poll_seconds_ago{client_id="billing-1"} 1.5"#.to_string(),
-        r#"lagless_consumer_time_between_poll_max_seconds{client_id="billing-1"} 0.9"#.into(),
-        r#"lagless_consumer_poll_idle_ratio_avg{client_id="billing-1"} 0.25"#.into(),
-        r#"lagless_consumer_records_consumed_rate{client_id="billing-1"} 4.5"#.into(),
-        r#"lagless_consumer_fetch_latency_avg_seconds{client_id="billing-1"} 0.25"#.into(),
-        r#"lagless_consumer_fetch_latency_max_seconds{client_id="billing-1"} 0.5"#.into(),
+        format!("lagless_consumer_group_last_rebalance_seconds_ago{{{g}}} 12.5"),
+        format!("lagless_consumer_group_rebalance_latency_avg_seconds{{{g}}} 0.25"),
+        format!("lagless_consumer_group_rebalance_latency_max_seconds{{{g}}} 0.4"),
+        format!("lagless_consumer_records_lag_max{{{g}}} 50"),
+        format!("lagless_consumer_records_lead_min{{{g}}} 40"),
+    ] {
+        assert!(s.contains(&present.as_str()), "{present}: {text}");
+    }
+    let bootstrap = r#"client_id="billing-1",group_id="billing",broker="127.0.0.1:9092""#;
+    let node = r#"client_id="billing-1",group_id="billing",broker="127.0.0.1:9092",node_id="1""#;
+    for present in [
+        r#"lagless_consumer_last_poll_seconds_ago{client_id="billing-1",group_id="billing"} 1.5"#.to_string(),
+        r#"lagless_consumer_time_between_poll_max_seconds{client_id="billing-1",group_id="billing"} 0.9"#.into(),
+        r#"lagless_consumer_poll_idle_ratio_avg{client_id="billing-1",group_id="billing"} 0.25"#.into(),
+        r#"lagless_consumer_records_consumed_rate{client_id="billing-1",group_id="billing"} 4.5"#.into(),
+        r#"lagless_consumer_fetch_latency_avg_seconds{client_id="billing-1",group_id="billing"} 0.25"#.into(),
+        r#"lagless_consumer_fetch_latency_max_seconds{client_id="billing-1",group_id="billing"} 0.5"#.into(),
         format!("lagless_consumer_broker_state{{{bootstrap},state=\"down\"}} 1"),
         format!("lagless_consumer_broker_state{{{bootstrap},state=\"up\"}} 0"),
         format!("lagless_consumer_broker_state{{{node},state=\"up\"}} 1"),
