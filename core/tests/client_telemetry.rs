@@ -5,6 +5,8 @@
 //! them. A client-metrics subscription (`metrics` = the consumer prefix, `interval.ms` = 1000)
 //! made with the admin client asks every client for its metrics. The test decodes the bytes
 //! with prost too, and checks both against the consumer's own `metrics()` snapshot.
+#[path = "support/java_client.rs"]
+mod java_client;
 #[path = "support/own_broker.rs"]
 mod own_broker;
 mod support;
@@ -15,6 +17,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use java_client::JavaClient;
 use lagless::admin::{AdminClient, AlterConfigOp, ConfigResource};
 use lagless::metrics::ConsumerMetrics;
 use lagless::telemetry::otlp::{self, any_value, Data};
@@ -479,4 +482,108 @@ fn enable_metrics_push_false_pushes_nothing() {
     assert!(heard >= 2, "the control consumer pushed {heard} times");
     assert_eq!(pushes(dir, &off_id).len(), 0);
     eprintln!("enable.metrics.push=false: 0 pushes; the consumer beside it: {heard}");
+}
+
+/// The Java consumer (tests/interop/java/InteropClient.java, kafka-clients of the broker's
+/// release) pushing to the same plugin: every name lagless pushes is one the Java client pushes
+/// too, of the same kind (gauge or sum) and with the same point attributes; and lagless' resource
+/// attribute keys are among the Java client's.
+#[test]
+#[ignore = "needs a Kafka broker: starts its own through tests/kafka_broker.py (-- --include-ignored)"]
+fn the_names_are_the_java_consumers() {
+    init_logs();
+    let (broker, dir) = broker();
+    let bs = &broker.bootstrap;
+    let topic = new_topic(bs, "telemetry-java", 2);
+    produce(bs, &topic, 2, 5);
+    let java_id = unique_name("telemetry-java");
+    let lagless_id = unique_name("telemetry-lagless");
+    let group = unique_name("telemetry-java-g");
+    let client_id = format!("client.id={java_id}");
+    let mut java = JavaClient::start(
+        "telemetry-java",
+        &[
+            "consume",
+            "--bootstrap",
+            bs,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--count",
+            "10",
+            "--config",
+            &client_id,
+        ],
+        &[],
+        Box::new(|_| {}),
+    );
+    let c = consumer(
+        bs,
+        &[
+            ("client.id", &lagless_id),
+            ("group.id", &unique_name("telemetry-java-l")),
+            ("auto.offset.reset", "earliest"),
+        ],
+    );
+    c.subscribe(&[topic.as_str()], None).unwrap();
+    poll_exactly(&c, 10, Duration::from_secs(20));
+    // Both pushed at least once with a group member's metrics.
+    let has_group = |p: &Push| p.points.contains_key(ASSIGNED);
+    wait_until("pushes of both clients", Duration::from_secs(20), || {
+        c.poll(Duration::from_millis(50)).unwrap();
+        pushes(dir, &java_id).iter().any(has_group)
+            && pushes(dir, &lagless_id).iter().any(has_group)
+    });
+    c.close(Some(Duration::from_secs(5))).unwrap();
+    java.stop(Duration::from_secs(5));
+    let shape = |pushes: Vec<Push>| {
+        let mut names: BTreeMap<String, (String, String, String)> = BTreeMap::new();
+        let mut resource = std::collections::BTreeSet::new();
+        for p in pushes {
+            resource.extend(p.resource.keys().cloned());
+            for (name, points) in p.points {
+                // Keys only, sorted: OTLP attributes are a set.
+                let mut attrs: Vec<&str> = points[0]
+                    .attrs
+                    .split(',')
+                    .filter_map(|kv| kv.split('=').next())
+                    .filter(|k| !k.is_empty())
+                    .collect();
+                attrs.sort();
+                names.insert(
+                    name,
+                    (
+                        points[0].kind.clone(),
+                        points[0].temporality.clone(),
+                        attrs.join(","),
+                    ),
+                );
+            }
+        }
+        (names, resource)
+    };
+    let (java_names, java_resource) = shape(pushes(dir, &java_id));
+    let (ours, our_resource) = shape(pushes(dir, &lagless_id));
+    assert_eq!(ours.len(), 6, "{ours:?}");
+    for (name, kind) in &ours {
+        assert_eq!(
+            java_names.get(name),
+            Some(kind),
+            "{name}: the Java consumer pushes {:?}",
+            java_names.get(name)
+        );
+    }
+    for key in &our_resource {
+        assert!(
+            java_resource.contains(key),
+            "{key} not in {java_resource:?}"
+        );
+    }
+    eprintln!(
+        "the Java consumer pushed {} names (resource {java_resource:?}); lagless {} of them \
+         (resource {our_resource:?})",
+        java_names.len(),
+        ours.len()
+    );
 }
