@@ -34,6 +34,7 @@ const INTERVAL: Duration = Duration::from_millis(1000);
 const RECORDS: &str = "org.apache.kafka.consumer.fetch.manager.records.consumed.total";
 const BYTES: &str = "org.apache.kafka.consumer.fetch.manager.bytes.consumed.total";
 const LAG: &str = "org.apache.kafka.consumer.fetch.manager.records.lag";
+const LEAD: &str = "org.apache.kafka.consumer.fetch.manager.records.lead";
 const ASSIGNED: &str = "org.apache.kafka.consumer.coordinator.assigned.partitions";
 const REBALANCES: &str = "org.apache.kafka.consumer.coordinator.rebalance.total";
 const LAST_POLL: &str = "org.apache.kafka.consumer.last.poll.seconds.ago";
@@ -167,7 +168,11 @@ impl Push {
     }
 
     fn lag(&self, partition: i32) -> Option<f64> {
-        let points = self.points.get(LAG)?;
+        self.per_partition(LAG, partition)
+    }
+
+    fn per_partition(&self, name: &str, partition: i32) -> Option<f64> {
+        let points = self.points.get(name)?;
         points
             .iter()
             .find(|p| {
@@ -362,7 +367,7 @@ fn pushed_metrics_are_the_consumers_own_snapshot() {
     assert!(!push.terminating);
     let g = snapshot.group.as_ref().expect("a group member");
     let names: Vec<&str> = push.points.keys().map(String::as_str).collect();
-    let mut expected = vec![RECORDS, BYTES, LAG, ASSIGNED, REBALANCES, LAST_POLL];
+    let mut expected = vec![RECORDS, BYTES, LAG, LEAD, ASSIGNED, REBALANCES, LAST_POLL];
     expected.sort();
     assert_eq!(names, expected);
     assert_eq!(
@@ -375,6 +380,16 @@ fn pushed_metrics_are_the_consumers_own_snapshot() {
     assert_eq!(counter(&seen, REBALANCES), g.rebalance_count as f64);
     for p in &snapshot.partitions {
         assert_eq!(push.lag(p.partition), p.lag.map(|l| l as f64), "{p:?}");
+        // The lead: the position less the log start offset, 10 records in.
+        assert_eq!(
+            push.per_partition(LEAD, p.partition),
+            Some((p.position.unwrap() - p.log_start_offset.unwrap()) as f64),
+            "{p:?}"
+        );
+        assert_eq!(
+            push.per_partition(LEAD, p.partition),
+            Some(PER_PARTITION as f64)
+        );
         let point = push.points[LAG]
             .iter()
             .find(|x| x.attrs == format!("topic={topic},partition={}", p.partition))
@@ -565,7 +580,7 @@ fn the_names_are_the_java_consumers() {
     };
     let (java_names, java_resource) = shape(pushes(dir, &java_id));
     let (ours, our_resource) = shape(pushes(dir, &lagless_id));
-    assert_eq!(ours.len(), 6, "{ours:?}");
+    assert_eq!(ours.len(), 7, "{ours:?}");
     for (name, kind) in &ours {
         assert_eq!(
             java_names.get(name),

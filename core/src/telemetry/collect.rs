@@ -10,6 +10,7 @@
 //! | `org.apache.kafka.consumer.fetch.manager.records.consumed.total` | sum | `records_consumed_total` |
 //! | `org.apache.kafka.consumer.fetch.manager.bytes.consumed.total` | sum | `bytes_consumed_total` |
 //! | `org.apache.kafka.consumer.fetch.manager.records.lag` (`topic`, `partition`) | gauge | `partitions[].lag` (known ones) |
+//! | `org.apache.kafka.consumer.fetch.manager.records.lead` (`topic`, `partition`) | gauge | `partitions[].position - log_start_offset` (both known) |
 //! | `org.apache.kafka.consumer.coordinator.assigned.partitions` | gauge | `group.assigned_partitions` |
 //! | `org.apache.kafka.consumer.coordinator.rebalance.total` | sum | `group.rebalance_count` |
 //! | `org.apache.kafka.consumer.last.poll.seconds.ago` | gauge | `group.since_last_poll` (whole seconds) |
@@ -38,6 +39,9 @@ pub const BYTES_CONSUMED_TOTAL: &str =
     "org.apache.kafka.consumer.fetch.manager.bytes.consumed.total";
 /// A partition's lag (Java's per-partition `records-lag`).
 pub const RECORDS_LAG: &str = "org.apache.kafka.consumer.fetch.manager.records.lag";
+/// A partition's lead: its position less its log start offset (Java's per-partition
+/// `records-lead`).
+pub const RECORDS_LEAD: &str = "org.apache.kafka.consumer.fetch.manager.records.lead";
 /// The partitions the group member owns (Java's `assigned-partitions`).
 pub const ASSIGNED_PARTITIONS: &str = "org.apache.kafka.consumer.coordinator.assigned.partitions";
 /// Rebalances the member completed (Java's `rebalance-total`).
@@ -74,17 +78,23 @@ pub fn points(m: &ConsumerMetrics) -> Vec<Point> {
         ),
         point(BYTES_CONSUMED_TOTAL, true, m.bytes_consumed_total as f64),
     ];
+    let per_partition = |name, p: &crate::metrics::PartitionMetrics, value: i64| Point {
+        name,
+        counter: false,
+        attributes: vec![
+            ("topic", p.topic.clone()),
+            ("partition", p.partition.to_string()),
+        ],
+        value: value as f64,
+    };
     for p in &m.partitions {
         if let Some(lag) = p.lag {
-            out.push(Point {
-                name: RECORDS_LAG,
-                counter: false,
-                attributes: vec![
-                    ("topic", p.topic.clone()),
-                    ("partition", p.partition.to_string()),
-                ],
-                value: lag as f64,
-            });
+            out.push(per_partition(RECORDS_LAG, p, lag));
+        }
+    }
+    for p in &m.partitions {
+        if let (Some(position), Some(start)) = (p.position, p.log_start_offset) {
+            out.push(per_partition(RECORDS_LEAD, p, position - start));
         }
     }
     if let Some(g) = &m.group {
@@ -323,13 +333,15 @@ mod tests {
                 (RECORDS_CONSUMED_TOTAL, true, 120.0),
                 (BYTES_CONSUMED_TOTAL, true, 4096.0),
                 (RECORDS_LAG, false, 5.0),
+                (RECORDS_LEAD, false, 10.0),
+                (RECORDS_LEAD, false, 10.0),
                 (ASSIGNED_PARTITIONS, false, 2.0),
                 (REBALANCE_TOTAL, true, 1.0),
                 (LAST_POLL_SECONDS_AGO, false, 2.0),
             ]
         );
         // Without a group: no coordinator metric and no time since the last poll.
-        assert_eq!(points(&snapshot(false)).len(), 3);
+        assert_eq!(points(&snapshot(false)).len(), 5);
         assert!(points(&snapshot(true))
             .iter()
             .all(|p| p.name.starts_with(PREFIX)));
@@ -387,6 +399,16 @@ mod tests {
                     ("partition".into(), "0".into())
                 ]
             )
+        );
+        // One metric of two points for the lead of each partition.
+        assert_eq!(metrics[3].name, RECORDS_LEAD);
+        assert_eq!(value(&metrics[3], 1).0, 10.0);
+        assert_eq!(
+            value(&metrics[3], 1).2,
+            vec![
+                ("topic".to_string(), "t".to_string()),
+                ("partition".to_string(), "1".to_string())
+            ]
         );
         // The payload decodes as it was built.
         let bytes = d1.encode_to_vec();
