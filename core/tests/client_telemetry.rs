@@ -11,7 +11,7 @@ mod java_client;
 mod own_broker;
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -552,28 +552,34 @@ fn the_names_are_the_java_consumers() {
     });
     c.close(Some(Duration::from_secs(5))).unwrap();
     java.stop(Duration::from_secs(5));
+    // Per name: its kind and temporality, and the attribute keys of each of its points (a
+    // name may have points with and without attributes, the Java client's per-topic totals
+    // beside its overall ones).
+    type Shape = BTreeMap<String, ((String, String), BTreeSet<String>)>;
     let shape = |pushes: Vec<Push>| {
-        let mut names: BTreeMap<String, (String, String, String)> = BTreeMap::new();
-        let mut resource = std::collections::BTreeSet::new();
+        let mut names: Shape = BTreeMap::new();
+        let mut resource = BTreeSet::new();
         for p in pushes {
             resource.extend(p.resource.keys().cloned());
             for (name, points) in p.points {
-                // Keys only, sorted: OTLP attributes are a set.
-                let mut attrs: Vec<&str> = points[0]
-                    .attrs
-                    .split(',')
-                    .filter_map(|kv| kv.split('=').next())
-                    .filter(|k| !k.is_empty())
-                    .collect();
-                attrs.sort();
-                names.insert(
-                    name,
-                    (
-                        points[0].kind.clone(),
-                        points[0].temporality.clone(),
-                        attrs.join(","),
-                    ),
-                );
+                for point in points {
+                    // Keys only, sorted: OTLP attributes are a set.
+                    let mut attrs: Vec<&str> = point
+                        .attrs
+                        .split(',')
+                        .filter_map(|kv| kv.split('=').next())
+                        .filter(|k| !k.is_empty())
+                        .collect();
+                    attrs.sort();
+                    let entry = names.entry(name.clone()).or_insert_with(|| {
+                        (
+                            (point.kind.clone(), point.temporality.clone()),
+                            BTreeSet::new(),
+                        )
+                    });
+                    assert_eq!(entry.0, (point.kind.clone(), point.temporality.clone()));
+                    entry.1.insert(attrs.join(","));
+                }
             }
         }
         (names, resource)
@@ -581,12 +587,16 @@ fn the_names_are_the_java_consumers() {
     let (java_names, java_resource) = shape(pushes(dir, &java_id));
     let (ours, our_resource) = shape(pushes(dir, &lagless_id));
     assert_eq!(ours.len(), 7, "{ours:?}");
-    for (name, kind) in &ours {
+    for (name, (kind, attrs)) in &ours {
+        let java = java_names.get(name);
         assert_eq!(
-            java_names.get(name),
+            java.map(|j| &j.0),
             Some(kind),
-            "{name}: the Java consumer pushes {:?}",
-            java_names.get(name)
+            "{name}: the Java consumer pushes {java:?}"
+        );
+        assert!(
+            attrs.is_subset(&java.unwrap().1),
+            "{name}: attributes {attrs:?}, the Java consumer's {java:?}"
         );
     }
     for key in &our_resource {
