@@ -32,7 +32,7 @@ from collections import defaultdict
 # Bottom-up. `lib` is the crate root's facade (its `pub use` lines re-export every layer).
 LAYERS = (
     "types error sync secret log metrics metrics_tests backoff engine buffers sasl security recovery config protocol "
-    "net cluster offsets admin producer fetch group consumer listener lib aio"
+    "net cluster telemetry offsets admin producer fetch group consumer listener lib aio"
 ).split()
 
 args = sys.argv[1:]

@@ -11,7 +11,7 @@ CLI::
     python3 tests/kafka_broker.py start [--nodes 1|3] [--port P] [--dir D] [--timeout S]
                                         [--security [--reauth-ms N]] [--proxied-listeners N]
                                         [--broker-property KEY=VALUE ...] [--feature NAME=LEVEL ...]
-                                        [--stop-with-pid PID]
+                                        [--classpath DIR_OR_JAR ...] [--stop-with-pid PID]
     python3 tests/kafka_broker.py stop [--dir D] [--keep-data]
     python3 tests/kafka_broker.py run [--nodes N] [--port P] [--dir D] [--security] -- CMD ARGS...
     python3 tests/kafka_broker.py create-topic NAME --partitions N [--replication-factor R] [--bootstrap B]
@@ -789,7 +789,8 @@ class KafkaCluster:
                  die_with_parent: bool = True, quiet: bool = False, jvm_opts: list[str] | None = None,
                  security: bool = False, reauth_ms: int | None = None,
                  racks: list[str] | None = None, proxied_listeners: int = 0,
-                 broker_properties: list[str] | None = None, features: list[str] | None = None):
+                 broker_properties: list[str] | None = None, features: list[str] | None = None,
+                 classpath: list[str] | None = None):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         if reauth_ms is not None and not security:
@@ -817,6 +818,14 @@ class KafkaCluster:
             key, eq, _ = prop.partition("=")
             if not eq or not key.strip():
                 raise ValueError(f"broker property {prop!r} is not KEY=VALUE")
+        # Directories or jars put on the brokers' classpath after Kafka's own jars: a test's
+        # plugin classes (a metrics reporter, an authorizer) that a broker property names.
+        self.classpath = [str(Path(c).resolve()) for c in classpath or []]
+        for entry in self.classpath:
+            if not Path(entry).exists():
+                raise ValueError(f"classpath entry {entry!r} does not exist")
+            if os.pathsep in entry:
+                raise ValueError(f"classpath entry {entry!r} contains {os.pathsep!r}")
         self.jvm_opts = list(jvm_opts or []) + os.environ.get("LAGLESS_KAFKA_JVM_OPTS", "").split()
         self._dir_arg = Path(dir) if dir else None
         self.dir: Path | None = None
@@ -1020,7 +1029,8 @@ class KafkaCluster:
             raise BrokerError(f"no cluster state in {d} ({STATE_FILE} missing)") from None
         c = cls(nodes=len(state["nodes"]), dir=d, die_with_parent=False, quiet=True,
                 security=state.get("security", False),
-                proxied_listeners=state.get("proxied_listeners", 0))
+                proxied_listeners=state.get("proxied_listeners", 0),
+                classpath=[c for c in state.get("classpath", []) if Path(c).exists()])
         c.dir, c._created_dir, c.cluster_id = d, state.get("created_dir", False), state["cluster_id"]
         c.watchdog_pid = state.get("watchdog_pid")
         for nj in state["nodes"]:
@@ -1134,7 +1144,8 @@ logger.clients.level = WARN
         cmd = [java, *BROKER_HEAP, *BROKER_JVM, *self.jvm_opts,
                f"-Dlog4j2.configurationFile={node.dir / 'log4j2.properties'}",
                f"-Dkafka.logs.dir={node.dir}",
-               "-cp", f"{self.lib or fetch_kafka(True)}/*", "kafka.Kafka", str(node.props)]
+               "-cp", os.pathsep.join([f"{self.lib or fetch_kafka(True)}/*", *self.classpath]),
+               "kafka.Kafka", str(node.props)]
         global _LIBC
         preexec = None
         if self.die_with_parent and sys.platform.startswith("linux"):
@@ -1209,6 +1220,7 @@ logger.clients.level = WARN
         state = {"version": self.version, "cluster_id": self.cluster_id, "bootstrap": self.bootstrap,
                  "dir": str(self.dir), "created_dir": self._created_dir, "security": self.security,
                  "proxied_listeners": self.proxied_listeners, "watchdog_pid": self.watchdog_pid,
+                 "classpath": self.classpath,
                  "nodes": [n.to_json() for n in self.nodes.values()]}
         tmp = self.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
@@ -1393,7 +1405,7 @@ def cmd_start(a) -> int:
                      security=a.security, reauth_ms=a.reauth_ms,
                      racks=a.racks.split(",") if a.racks else None,
                      proxied_listeners=a.proxied_listeners, broker_properties=a.broker_property,
-                     features=a.feature)
+                     features=a.feature, classpath=a.classpath)
     if a.stop_with_pid is not None and process_start_time(a.stop_with_pid) is None:
         raise BrokerError(f"--stop-with-pid {a.stop_with_pid}: no such process")
     c.start()
@@ -1450,7 +1462,7 @@ def cmd_run(a) -> int:
     c = KafkaCluster(nodes=a.nodes, port=a.port, dir=a.dir, timeout=a.timeout, security=a.security,
                      reauth_ms=a.reauth_ms, racks=a.racks.split(",") if a.racks else None,
                      proxied_listeners=a.proxied_listeners, broker_properties=a.broker_property,
-                     features=a.feature)
+                     features=a.feature, classpath=a.classpath)
 
     def on_signal(signum, _frame):
         raise _Terminated(signum)
@@ -1549,6 +1561,9 @@ def main(argv: list[str] | None = None) -> int:
                              "proxied.k=<advertised> and proxied.k.targets=<bound>")
         sp.add_argument("--broker-property", action="append", default=[], metavar="KEY=VALUE",
                         help="a line added to every node's server.properties (repeatable)")
+        sp.add_argument("--classpath", action="append", default=[], metavar="DIR_OR_JAR",
+                        help="a directory or jar put on every broker's classpath after Kafka's "
+                             "jars, for a plugin class a --broker-property names (repeatable)")
         sp.add_argument("--feature", action="append", default=[], metavar="NAME=LEVEL",
                         help="a cluster feature finalized at LEVEL when the storage is formatted, "
                              "e.g. transaction.version=1 (repeatable)")

@@ -29,6 +29,7 @@ use crate::group::group_protocol::GroupProtocol;
 use crate::metrics::window::PollTimes;
 use crate::offsets::{self, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::sync::Unpoisoned;
+use crate::telemetry::{self, Reporter};
 use crate::types::OffsetAndMetadata;
 use crate::types::TopicPartition;
 
@@ -141,8 +142,11 @@ pub struct Consumer {
     statistics: statistics::Statistics,
     /// The error callback for whole-cluster conditions.
     error_callback: error_callback::ErrorCallbackSlot,
-    /// When polls started and ended, and what they returned (the poll metrics).
-    pub(crate) poll_times: Mutex<PollTimes>,
+    /// When polls started and ended, and what they returned (the poll metrics); shared with
+    /// the client telemetry task's snapshots.
+    pub(crate) poll_times: Arc<Mutex<PollTimes>>,
+    /// KIP-714's client telemetry task (`enable.metrics.push`).
+    telemetry: Option<Reporter>,
 }
 
 /// One `poll()` (or async `recv_batch()`) being timed for the poll metrics: started when made,
@@ -193,12 +197,23 @@ impl Consumer {
         let cluster = Cluster::with_answers(config.common.clone(), buffers.answers.clone());
         let shared = Shared::new(cluster, config, buffers);
         let fetch_task = engine.handle().spawn(fetch::run(shared.clone()));
+        let group = Arc::new(Mutex::new(None));
+        let poll_times = Arc::new(Mutex::new(PollTimes::default()));
+        let telemetry = shared.config.enable_metrics_push.then(|| {
+            let (parts, group, polls) = (shared.clone(), group.clone(), poll_times.clone());
+            Reporter::spawn(
+                engine.handle(),
+                shared.cluster.clone(),
+                Arc::new(move || snapshot::snapshot(&parts, &group, &polls)),
+                shared.config.common.client_rack.clone(),
+            )
+        });
         let (commits_tx, commits_done) = mpsc::channel();
         Ok(Consumer {
             shared,
             engine: Some(engine),
             closed: AtomicBool::new(false),
-            group: Arc::new(Mutex::new(None)),
+            group,
             simple_committer: Mutex::new(None),
             commits_tx,
             commits_done: Mutex::new(commits_done),
@@ -208,7 +223,8 @@ impl Consumer {
             fetch_task: Mutex::new(Some(fetch_task)),
             statistics: statistics::Statistics::new(Instant::now()),
             error_callback: Default::default(),
-            poll_times: Mutex::new(PollTimes::default()),
+            poll_times,
+            telemetry,
         })
     }
 
@@ -739,18 +755,34 @@ impl Consumer {
         if self.closed.load(Ordering::Acquire) {
             return Ok(());
         }
+        // KIP-714: the terminating push takes its values before the group is left (as the Java
+        // client's close starts with it), waited for within the close's deadline.
+        let own_engine = self.engine.as_ref().filter(|e| !e.is_shared());
+        if let (Some(engine), Some(collected)) = (
+            own_engine,
+            self.telemetry.as_ref().and_then(Reporter::initiate_close),
+        ) {
+            let wait = telemetry::close_wait(deadline, self.shared.config.common.request_timeout);
+            let _ = engine.block_on(async move { tokio::time::timeout(wait, collected).await });
+        }
         let callback_error =
             self.leave_group_now("the consumer is being closed", deadline, callbacks);
         if callbacks {
             self.run_commit_callbacks();
         }
         self.mark_closed();
-        let own_engine = self.engine.as_ref().filter(|e| !e.is_shared());
         if let (Some(engine), Some(task)) = (own_engine, self.take_fetch_task()) {
             // Bounded by the task itself too: it waits fetch.max.wait.ms + 1 s at most for the
             // brokers to end its fetch sessions. The timer is made inside the engine's context
             // (an async block), as a tokio timer made outside a runtime panics.
             let wait = deadline.remaining();
+            let _ = engine.block_on(async move { tokio::time::timeout(wait, task).await });
+        }
+        if let (Some(engine), Some(task)) = (
+            own_engine,
+            self.telemetry.as_ref().and_then(Reporter::take_task),
+        ) {
+            let wait = telemetry::close_wait(deadline, self.shared.config.common.request_timeout);
             let _ = engine.block_on(async move { tokio::time::timeout(wait, task).await });
         }
         callback_error.map_or(Ok(()), Err)
@@ -768,6 +800,10 @@ impl Consumer {
         }
         if let Some(local) = self.group.lock().unpoisoned().as_ref() {
             local.driver.close();
+        }
+        if let Some(t) = &self.telemetry {
+            // The async front's close, and a drop: the last push goes on in the background.
+            t.initiate_close();
         }
         self.closed.store(true, Ordering::Release);
         self.shared.lock().close();

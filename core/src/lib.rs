@@ -51,6 +51,12 @@ pub(crate) mod security;
 // For lagless' own C and Python layers (the same lock rule everywhere); not part of the API.
 #[doc(hidden)]
 pub mod sync;
+// KIP-714 client telemetry: public only for the integration tests, which decode what a push
+// carried with its OTLP messages.
+#[cfg(feature = "unstable-fuzzing")]
+pub mod telemetry;
+#[cfg(not(feature = "unstable-fuzzing"))]
+pub(crate) mod telemetry;
 pub mod types;
 
 pub use config::Config;

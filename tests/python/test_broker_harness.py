@@ -85,6 +85,54 @@ def test_broker_properties_reach_every_node_and_bad_ones_are_refused(tmp_path):
     assert "max.incremental.fetch.session.cache.slots=8\n" in node.props.read_text()
 
 
+PROBE_REPORTER = """
+import java.nio.file.*;
+import java.util.*;
+import org.apache.kafka.common.metrics.*;
+public class ClasspathProbe implements MetricsReporter {
+    public void configure(Map<String, ?> configs) {
+        try {
+            Files.write(Paths.get(configs.get("classpath.probe.file").toString()), new byte[0]);
+        } catch (java.io.IOException e) {
+            throw new RuntimeException(e);
+        }
+    }
+    public void init(List<KafkaMetric> metrics) {}
+    public void metricChange(KafkaMetric metric) {}
+    public void metricRemoval(KafkaMetric metric) {}
+    public void close() {}
+}
+"""
+
+
+@pytest.mark.slow
+def test_classpath_entries_reach_the_broker_and_missing_ones_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        KafkaCluster(nodes=1, classpath=[str(tmp_path / "absent")])
+    src, classes = tmp_path / "src", tmp_path / "classes"
+    src.mkdir()
+    classes.mkdir()
+    (src / "ClasspathProbe.java").write_text(PROBE_REPORTER)
+    lib = kafka_broker.fetch_kafka(quiet=True)
+    subprocess.run(["javac", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes),
+                    str(src / "ClasspathProbe.java")], check=True, capture_output=True)
+    probe = tmp_path / "configured"
+    # Through the CLI, as the Rust tests start their brokers: the broker loads the reporter from
+    # the directory (it would not start without the class), and the state file keeps the entry.
+    out = cli("start", "--dir", str(tmp_path / "c"), "--classpath", str(classes),
+              "--broker-property", "metric.reporters=ClasspathProbe",
+              "--broker-property", f"classpath.probe.file={probe}")
+    try:
+        assert out.returncode == 0, out.stderr
+        assert probe.exists()
+        state = json.loads((tmp_path / "c" / "cluster.json").read_text())
+        assert state["classpath"] == [str(classes.resolve())]
+        assert KafkaCluster.from_state(tmp_path / "c").classpath == [str(classes.resolve())]
+    finally:
+        stopped = cli("stop", "--dir", str(tmp_path / "c"))
+    assert stopped.returncode == 0, stopped.stderr
+
+
 def test_taken_port_fails_fast():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

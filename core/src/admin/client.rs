@@ -371,7 +371,7 @@ impl AdminClient {
                 ]);
                 let resp = match r {
                     ConfigResource::Broker(id) => call_broker(&cluster, *id, &req, deadline).await,
-                    ConfigResource::Topic(_) => {
+                    ConfigResource::Topic(_) | ConfigResource::ClientMetrics(_) => {
                         call_any(&cluster, &req, deadline, "DescribeConfigs").await
                     }
                 };
@@ -435,7 +435,7 @@ impl AdminClient {
                 ]);
                 let resp = match r {
                     ConfigResource::Broker(id) => call_broker(&cluster, *id, &req, deadline).await,
-                    ConfigResource::Topic(_) => {
+                    ConfigResource::Topic(_) | ConfigResource::ClientMetrics(_) => {
                         call_any(&cluster, &req, deadline, "IncrementalAlterConfigs").await
                     }
                 };

@@ -164,6 +164,9 @@ pub enum ConfigResource {
     Topic(String),
     /// A broker's configs (by node id).
     Broker(i32),
+    /// A client-metrics subscription of KIP-714 (by name): `metrics` (name prefixes, `*` for
+    /// all), `interval.ms`, `match`.
+    ClientMetrics(String),
 }
 
 impl ConfigResource {
@@ -172,6 +175,7 @@ impl ConfigResource {
         match self {
             ConfigResource::Topic(_) => 2,
             ConfigResource::Broker(_) => 4,
+            ConfigResource::ClientMetrics(_) => 16,
         }
     }
 
@@ -180,6 +184,7 @@ impl ConfigResource {
         match self {
             ConfigResource::Topic(t) => t.clone(),
             ConfigResource::Broker(id) => id.to_string(),
+            ConfigResource::ClientMetrics(name) => name.clone(),
         }
     }
 }

@@ -509,6 +509,13 @@ pub(super) static KEYS: &[KeyInfo] = &[
         "Group membership protocol: classic (JoinGroup/SyncGroup, client-side assignors) or consumer (KIP-848: the coordinator assigns, rebalances are incremental per member, ConsumerGroupHeartbeat). With consumer, partition.assignment.strategy, session.timeout.ms and heartbeat.interval.ms are the broker's (group.consumer.*) and refused here, as the Java client refuses them.",
     ),
     key(
+        "enable.metrics.push",
+        Some("true"),
+        Common,
+        Bool,
+        "KIP-714: push the consumer's metrics to a broker whose client-metrics subscription asks for them (GetTelemetrySubscriptions, PushTelemetry); false sends no telemetry request. The producer pushes none yet.",
+    ),
+    key(
         "statistics.interval.ms",
         Some("0"),
         Consumer,

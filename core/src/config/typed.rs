@@ -109,6 +109,9 @@ pub struct ConsumerConfig {
     /// statistics callback ([`crate::Consumer::set_statistics_callback`]); zero (the default)
     /// for never.
     pub statistics_interval: Duration,
+    /// `enable.metrics.push`: push the consumer's metrics to a broker that asks for them
+    /// (KIP-714, the client telemetry task; default true).
+    pub enable_metrics_push: bool,
     /// `max.poll.records`: the most records one poll returns (default 500).
     pub max_poll_records: usize,
     /// `enable.auto.commit`: commit the positions of returned records in the background
@@ -288,6 +291,7 @@ impl ConsumerConfig {
             heartbeat_interval,
             max_poll_interval: c.ms("max.poll.interval.ms")?,
             statistics_interval: c.ms("statistics.interval.ms")?,
+            enable_metrics_push: c.bool("enable.metrics.push")?,
             max_poll_records: c.size("max.poll.records")?,
             enable_auto_commit,
             auto_commit_interval: c.ms("auto.commit.interval.ms")?,

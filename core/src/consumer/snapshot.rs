@@ -1,13 +1,15 @@
 //! [`Consumer::metrics`]: the snapshot read from the state the consumer already keeps, under the
 //! locks it already has (the fetch state's once, the group member's once), no counter of its
 //! own on the record path. The data types and the rendering are in [`crate::metrics`].
+use std::sync::Mutex;
 use std::time::Instant;
 
 use crate::config::{GroupProtocolKind, IsolationLevel};
-use crate::consumer::Consumer;
+use crate::consumer::{Consumer, GroupLocal};
+use crate::fetch::Shared;
 use crate::fetch::{PartitionState, Stream};
 use crate::group::member::MemberState;
-use crate::metrics::window::from_millis;
+use crate::metrics::window::{from_millis, PollTimes};
 use crate::metrics::{
     known, lag, ConsumerMetrics, Failing, GroupMetrics, LastRebalance, LatencyMetrics,
     PartitionMetrics, RecoveryMetrics,
@@ -20,81 +22,97 @@ impl Consumer {
     /// watermarks, lag and deliveries, the group member's state and rebalances, and the totals.
     /// Cheap: one look under the fetch lock and one at the group member's published view.
     pub fn metrics(&self) -> ConsumerMetrics {
-        let config = &self.shared.config;
-        let read_committed = config.isolation_level == IsolationLevel::ReadCommitted;
-        let now = Instant::now();
-        let group = self.group_metrics(now);
-        let st = self.shared.lock();
-        let (records, bytes) = st.delivered_total();
-        let partitions = st
-            .partitions()
-            .map(|(tp, p)| partition_metrics(tp, p, read_committed, now))
-            .collect();
-        let buffered_bytes = st.buffered_bytes() as u64;
-        drop(st);
-        let poll = self.poll_times.lock().unpoisoned().stats(now);
-        let brokers = self.shared.cluster.broker_metrics(now);
-        ConsumerMetrics {
-            client_id: config.common.client_id.clone(),
-            read_committed,
-            records_consumed_total: records,
-            bytes_consumed_total: bytes,
-            buffered_bytes,
-            fetch_buffer_held_bytes: self.shared.buffers.ledger.held() as u64,
-            fetch_buffer_max_bytes: config.fetch_buffer_max_bytes as u64,
-            group,
-            partitions,
-            poll,
-            fetch_latency: LatencyMetrics::of(&brokers.fetch_latency),
-            commit_latency: LatencyMetrics::of(&brokers.commit_latency),
-            brokers: brokers.brokers,
-        }
+        snapshot(&self.shared, &self.group, &self.poll_times)
     }
+}
 
-    fn group_metrics(&self, now: Instant) -> Option<GroupMetrics> {
-        let driver = self.group.lock().unpoisoned().as_ref()?.driver.clone();
-        let config = &self.shared.config;
-        let since_last_poll = driver
-            .last_poll()
-            .map_or_else(Default::default, |t| now.saturating_duration_since(t));
-        // Everything from one view, which the member's owner publishes whole after each change,
-        // so the count of partitions and the generation they were assigned in belong together.
-        Some(driver.read_view(|m| {
-            let generation = &m.generation;
-            let latency = m.rebalances.latency.live(now);
-            let rebalancing = m.rejoin_needed || m.state != MemberState::Stable;
-            GroupMetrics {
-                group_id: driver.group_id.clone(),
-                state: member_state_name(m.state),
-                generation_id: (generation.generation_id >= 0).then_some(generation.generation_id),
-                member_id: (!generation.member_id.is_empty()).then(|| generation.member_id.clone()),
-                group_instance_id: config.group_instance_id.clone(),
-                protocol: match config.group_protocol {
-                    GroupProtocolKind::Classic => "classic",
-                    GroupProtocolKind::Consumer => "consumer",
-                },
-                assignor: generation.protocol.clone(),
-                assigned_partitions: m.owned.len(),
-                rebalance_count: m.rebalances.completed,
-                last_rebalance: m.rebalances.last.as_ref().map(|(reason, duration)| {
-                    LastRebalance {
-                        reason: reason.clone(),
-                        duration: *duration,
-                    }
-                }),
-                rejoin_reason: (rebalancing && !m.rejoin_reason.is_empty())
-                    .then(|| m.rejoin_reason.clone()),
-                since_last_rebalance: m
-                    .rebalances
-                    .last_completed_at
-                    .map(|t| now.saturating_duration_since(t)),
-                rebalance_latency_avg: latency.avg().map(from_millis),
-                rebalance_latency_max: latency.max().map(from_millis),
-                since_last_poll,
-                max_poll_interval: config.max_poll_interval,
-            }
-        }))
+/// [`Consumer::metrics`] from the parts of the consumer it reads: also what the client telemetry
+/// task takes (it holds these parts, not the consumer).
+pub(crate) fn snapshot(
+    shared: &Shared,
+    group: &Mutex<Option<GroupLocal>>,
+    poll_times: &Mutex<PollTimes>,
+) -> ConsumerMetrics {
+    let config = &shared.config;
+    let read_committed = config.isolation_level == IsolationLevel::ReadCommitted;
+    let now = Instant::now();
+    let group = group_metrics(shared, group, now);
+    let st = shared.lock();
+    let (records, bytes) = st.delivered_total();
+    let partitions = st
+        .partitions()
+        .map(|(tp, p)| partition_metrics(tp, p, read_committed, now))
+        .collect();
+    let buffered_bytes = st.buffered_bytes() as u64;
+    drop(st);
+    let poll = poll_times.lock().unpoisoned().stats(now);
+    let brokers = shared.cluster.broker_metrics(now);
+    ConsumerMetrics {
+        client_id: config.common.client_id.clone(),
+        read_committed,
+        records_consumed_total: records,
+        bytes_consumed_total: bytes,
+        buffered_bytes,
+        fetch_buffer_held_bytes: shared.buffers.ledger.held() as u64,
+        fetch_buffer_max_bytes: config.fetch_buffer_max_bytes as u64,
+        group,
+        partitions,
+        poll,
+        fetch_latency: LatencyMetrics::of(&brokers.fetch_latency),
+        commit_latency: LatencyMetrics::of(&brokers.commit_latency),
+        brokers: brokers.brokers,
     }
+}
+
+fn group_metrics(
+    shared: &Shared,
+    group: &Mutex<Option<GroupLocal>>,
+    now: Instant,
+) -> Option<GroupMetrics> {
+    let driver = group.lock().unpoisoned().as_ref()?.driver.clone();
+    let config = &shared.config;
+    let since_last_poll = driver
+        .last_poll()
+        .map_or_else(Default::default, |t| now.saturating_duration_since(t));
+    // Everything from one view, which the member's owner publishes whole after each change,
+    // so the count of partitions and the generation they were assigned in belong together.
+    Some(driver.read_view(|m| {
+        let generation = &m.generation;
+        let latency = m.rebalances.latency.live(now);
+        let rebalancing = m.rejoin_needed || m.state != MemberState::Stable;
+        GroupMetrics {
+            group_id: driver.group_id.clone(),
+            state: member_state_name(m.state),
+            generation_id: (generation.generation_id >= 0).then_some(generation.generation_id),
+            member_id: (!generation.member_id.is_empty()).then(|| generation.member_id.clone()),
+            group_instance_id: config.group_instance_id.clone(),
+            protocol: match config.group_protocol {
+                GroupProtocolKind::Classic => "classic",
+                GroupProtocolKind::Consumer => "consumer",
+            },
+            assignor: generation.protocol.clone(),
+            assigned_partitions: m.owned.len(),
+            rebalance_count: m.rebalances.completed,
+            last_rebalance: m
+                .rebalances
+                .last
+                .as_ref()
+                .map(|(reason, duration)| LastRebalance {
+                    reason: reason.clone(),
+                    duration: *duration,
+                }),
+            rejoin_reason: (rebalancing && !m.rejoin_reason.is_empty())
+                .then(|| m.rejoin_reason.clone()),
+            since_last_rebalance: m
+                .rebalances
+                .last_completed_at
+                .map(|t| now.saturating_duration_since(t)),
+            rebalance_latency_avg: latency.avg().map(from_millis),
+            rebalance_latency_max: latency.max().map(from_millis),
+            since_last_poll,
+            max_poll_interval: config.max_poll_interval,
+        }
+    }))
 }
 
 #[cfg(feature = "unstable-fuzzing")]

@@ -48,6 +48,8 @@ apis! {
     OffsetDelete: OffsetDeleteRequest => OffsetDeleteResponse,
     IncrementalAlterConfigs: IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse,
     Fetch: FetchRequest => FetchResponse,
+    GetTelemetrySubscriptions: GetTelemetrySubscriptionsRequest => GetTelemetrySubscriptionsResponse,
+    PushTelemetry: PushTelemetryRequest => PushTelemetryResponse,
     FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse,
     Heartbeat: HeartbeatRequest => HeartbeatResponse,
     InitProducerId: InitProducerIdRequest => InitProducerIdResponse,
@@ -121,6 +123,9 @@ pub fn lagless_max_version(key: ApiKey) -> i16 {
         ApiKey::EndTxn => 5,
         // v3+ carries the member's generation and id (KIP-447).
         ApiKey::TxnOffsetCommit => 5,
+        // KIP-714 client telemetry (crate::telemetry).
+        ApiKey::GetTelemetrySubscriptions => 0,
+        ApiKey::PushTelemetry => 0,
         _ => -1,
     }
 }

@@ -40,13 +40,14 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
-    InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetFetchRequest, OffsetFetchResponse, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, ProducerId, RequestHeader, ResponseHeader, SyncGroupRequest,
-    SyncGroupResponse, TopicName,
+    FindCoordinatorRequest, FindCoordinatorResponse, GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse, HeartbeatRequest, HeartbeatResponse, InitProducerIdRequest,
+    InitProducerIdResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducerId, PushTelemetryRequest,
+    PushTelemetryResponse, RequestHeader, ResponseHeader, SyncGroupRequest, SyncGroupResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 use lagless::protocol::records::{BatchBuilder, Compression};
@@ -134,6 +135,35 @@ struct State {
     init_producer_id_error: AtomicI16,
     /// InitProducerId requests answered.
     init_producer_id_requests: AtomicUsize,
+    /// KIP-714: whether ApiVersions lists GetTelemetrySubscriptions and PushTelemetry.
+    telemetry: AtomicBool,
+    /// The error codes of the next PushTelemetry answers, in turn (then none).
+    push_errors: std::sync::Mutex<std::collections::VecDeque<i16>>,
+    /// Every telemetry request, in the order received.
+    telemetry_requests: std::sync::Mutex<Vec<TelemetryRequest>>,
+    /// The keys of requests the fake broker does not serve (the connection ends on each).
+    unserved: std::sync::Mutex<Vec<i16>>,
+}
+
+/// KIP-714: the client instance id the fake broker gives.
+pub const CLIENT_INSTANCE_ID: u128 = 0x714;
+/// KIP-714: the push interval the fake broker's subscriptions name.
+pub const PUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// A telemetry request the fake broker received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TelemetryRequest {
+    /// GetTelemetrySubscriptions with this client instance id.
+    Subscribe(uuid::Uuid),
+    /// PushTelemetry.
+    Push {
+        client_instance_id: uuid::Uuid,
+        subscription_id: i32,
+        terminating: bool,
+        /// The payload's bytes as sent (compression type 0 is asked for, none accepted).
+        compression_type: i8,
+        metrics: Vec<u8>,
+    },
 }
 
 impl State {
@@ -233,6 +263,10 @@ impl FakeBroker {
             metadata_requests: AtomicUsize::new(0),
             init_producer_id_error: AtomicI16::new(0),
             init_producer_id_requests: AtomicUsize::new(0),
+            telemetry: AtomicBool::new(false),
+            push_errors: std::sync::Mutex::new(Default::default()),
+            telemetry_requests: std::sync::Mutex::new(Vec::new()),
+            unserved: std::sync::Mutex::new(Vec::new()),
         });
         let st = state.clone();
         runtime.spawn(async move {
@@ -254,6 +288,28 @@ impl FakeBroker {
             state,
             runtime: Some(runtime),
         }
+    }
+
+    /// KIP-714: list the telemetry APIs and serve them: a subscription of the consumer's
+    /// metrics every [`PUSH_INTERVAL`], delta temporality, no compression; pushes answered with
+    /// `push_errors` in turn, then with no error.
+    pub fn serve_telemetry(&self, push_errors: &[i16]) {
+        self.state
+            .push_errors
+            .lock()
+            .unwrap()
+            .extend(push_errors.iter().copied());
+        self.state.telemetry.store(true, Ordering::Relaxed);
+    }
+
+    /// KIP-714: every telemetry request so far.
+    pub fn telemetry_requests(&self) -> Vec<TelemetryRequest> {
+        self.state.telemetry_requests.lock().unwrap().clone()
+    }
+
+    /// The API keys of requests the fake broker does not serve, as they came.
+    pub fn unserved(&self) -> Vec<i16> {
+        self.state.unserved.lock().unwrap().clone()
     }
 
     /// Sets the committed offset (and metadata) of partition `p`, as OffsetFetch answers it.
@@ -392,11 +448,21 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
         match api {
             ApiKey::ApiVersions => {
                 ApiVersionsRequest::decode(&mut buf, version)?;
-                let answer = api_versions(
+                let mut answer = api_versions(
                     st.fetch_max_version,
                     st.api_versions_max,
                     st.offset_for_leader_epoch.load(Ordering::Relaxed),
                 );
+                if st.telemetry.load(Ordering::Relaxed) {
+                    for key in [ApiKey::GetTelemetrySubscriptions, ApiKey::PushTelemetry] {
+                        answer.api_keys.push(
+                            ApiVersion::default()
+                                .with_api_key(key as i16)
+                                .with_min_version(0)
+                                .with_max_version(0),
+                        );
+                    }
+                }
                 match st.api_versions_max {
                     Some(max) if version > max => answer
                         .with_error_code(lagless::error::codes::UNSUPPORTED_VERSION)
@@ -459,7 +525,46 @@ async fn serve(mut sock: TcpStream, st: Arc<State>) -> anyhow::Result<()> {
                     .with_producer_epoch(epoch)
                     .encode(&mut body, version)?;
             }
-            other => anyhow::bail!("the fake broker does not serve {other:?}"),
+            ApiKey::GetTelemetrySubscriptions if st.telemetry.load(Ordering::Relaxed) => {
+                let req = GetTelemetrySubscriptionsRequest::decode(&mut buf, version)?;
+                let mut log = st.telemetry_requests.lock().unwrap();
+                log.push(TelemetryRequest::Subscribe(req.client_instance_id));
+                let subscriptions = log
+                    .iter()
+                    .filter(|r| matches!(r, TelemetryRequest::Subscribe(_)))
+                    .count();
+                GetTelemetrySubscriptionsResponse::default()
+                    .with_client_instance_id(uuid::Uuid::from_u128(CLIENT_INSTANCE_ID))
+                    .with_subscription_id(subscriptions as i32)
+                    .with_push_interval_ms(PUSH_INTERVAL.as_millis() as i32)
+                    .with_telemetry_max_bytes(1 << 20)
+                    .with_delta_temporality(true)
+                    .with_requested_metrics(vec![StrBytes::from_static_str(
+                        "org.apache.kafka.consumer.",
+                    )])
+                    .encode(&mut body, version)?;
+            }
+            ApiKey::PushTelemetry if st.telemetry.load(Ordering::Relaxed) => {
+                let req = PushTelemetryRequest::decode(&mut buf, version)?;
+                st.telemetry_requests
+                    .lock()
+                    .unwrap()
+                    .push(TelemetryRequest::Push {
+                        client_instance_id: req.client_instance_id,
+                        subscription_id: req.subscription_id,
+                        terminating: req.terminating,
+                        compression_type: req.compression_type,
+                        metrics: req.metrics.to_vec(),
+                    });
+                let code = st.push_errors.lock().unwrap().pop_front().unwrap_or(0);
+                PushTelemetryResponse::default()
+                    .with_error_code(code)
+                    .encode(&mut body, version)?;
+            }
+            other => {
+                st.unserved.lock().unwrap().push(other as i16);
+                anyhow::bail!("the fake broker does not serve {other:?}")
+            }
         }
         let mut out = BytesMut::new();
         out.put_i32(0);

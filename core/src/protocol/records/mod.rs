@@ -54,6 +54,12 @@ mod decode;
 mod encode;
 
 pub use compression::Compression;
+
+/// `input` compressed with `compression` as a record batch's records section is (KIP-714's
+/// PushTelemetry payloads are compressed the same way, the Java client's codecs and framing).
+pub(crate) fn compress_payload(compression: Compression, input: &[u8]) -> std::io::Result<Vec<u8>> {
+    compression::compress(compression, input)
+}
 use compression::*;
 #[cfg_attr(not(any(test, feature = "unstable-fuzzing")), allow(unused_imports))]
 pub use decode::decode_batches;
