@@ -109,15 +109,21 @@ impl Consumer {
             // Taken out so the callback runs with no lock held (it may set another callback).
             (st.callback.take(), st.version)
         };
+        let metrics = self.metrics();
+        // The interval runs from the call, not from the decision: taking the snapshot takes
+        // longer some times than others, and two calls must never come closer than the
+        // interval.
+        let called = Instant::now();
+        self.statistics.state.lock().unpoisoned().last = called;
         let result = match callback.as_mut() {
-            Some(cb) => cb(&self.metrics()),
+            Some(cb) => cb(&metrics),
             None => Ok(()),
         };
         let mut st = self.statistics.state.lock().unpoisoned();
         if st.version == version {
             st.callback = callback;
         }
-        let next = now.checked_add(interval);
+        let next = called.checked_add(interval);
         drop(st);
         result.map(|()| next)
     }
