@@ -73,6 +73,12 @@
 #define LAGLESS_RESOURCE_BROKER 4
 
 /**
+ * A config call about a client-metrics subscription of KIP-714 (Kafka's `ConfigResource.Type`
+ * CLIENT_METRICS), named by the subscription's name: `metrics`, `interval.ms`, `match`.
+ */
+#define LAGLESS_RESOURCE_CLIENT_METRICS 16
+
+/**
  * `lagless_alter_config_op`: set the key to the value.
  */
 #define LAGLESS_ALTER_CONFIG_SET 0
@@ -553,7 +559,8 @@ lagless_error *lagless_admin_delete_consumer_group_offsets(lagless_admin *admin,
 
 /**
  * The configs of the `name_count` resources named in `names`, all of `resource_type`
- * (`LAGLESS_RESOURCE_TOPIC` or `LAGLESS_RESOURCE_BROKER`) (DescribeConfigs). `*out_json`
+ * (`LAGLESS_RESOURCE_TOPIC`, `LAGLESS_RESOURCE_BROKER` or `LAGLESS_RESOURCE_CLIENT_METRICS`)
+ * (DescribeConfigs). `*out_json`
  * receives `[{"resource_type", "name", "error", "configs": [{"name", "value", "read_only",
  * "is_default", "is_sensitive"}]}]` (value null when sensitive); a resource with an error has
  * no `"configs"`.

@@ -113,6 +113,9 @@ pub const LAGLESS_OFFSET_SPEC_LATEST: i64 = -1;
 pub const LAGLESS_RESOURCE_TOPIC: i32 = 2;
 /// A config call about brokers (Kafka's `ConfigResource.Type` BROKER), named by node id ("1").
 pub const LAGLESS_RESOURCE_BROKER: i32 = 4;
+/// A config call about a client-metrics subscription of KIP-714 (Kafka's `ConfigResource.Type`
+/// CLIENT_METRICS), named by the subscription's name: `metrics`, `interval.ms`, `match`.
+pub const LAGLESS_RESOURCE_CLIENT_METRICS: i32 = 16;
 
 /// `lagless_alter_config_op`: set the key to the value.
 pub const LAGLESS_ALTER_CONFIG_SET: i32 = 0;
@@ -569,7 +572,8 @@ pub extern "C" fn lagless_admin_delete_consumer_group_offsets(
 }
 
 /// The configs of the `name_count` resources named in `names`, all of `resource_type`
-/// (`LAGLESS_RESOURCE_TOPIC` or `LAGLESS_RESOURCE_BROKER`) (DescribeConfigs). `*out_json`
+/// (`LAGLESS_RESOURCE_TOPIC`, `LAGLESS_RESOURCE_BROKER` or `LAGLESS_RESOURCE_CLIENT_METRICS`)
+/// (DescribeConfigs). `*out_json`
 /// receives `[{"resource_type", "name", "error", "configs": [{"name", "value", "read_only",
 /// "is_default", "is_sensitive"}]}]` (value null when sensitive); a resource with an error has
 /// no `"configs"`.
@@ -671,8 +675,10 @@ fn resource(resource_type: i32, name: &str) -> Result<ConfigResource, Error> {
         LAGLESS_RESOURCE_BROKER => name.parse().map(ConfigResource::Broker).map_err(|_| {
             Error::InvalidArgument(format!("a broker is named by its node id, got `{name}`"))
         }),
+        LAGLESS_RESOURCE_CLIENT_METRICS => Ok(ConfigResource::ClientMetrics(name.to_string())),
         other => Err(Error::InvalidArgument(format!(
-            "`resource_type` must be LAGLESS_RESOURCE_TOPIC or LAGLESS_RESOURCE_BROKER, got {other}"
+            "`resource_type` must be LAGLESS_RESOURCE_TOPIC, LAGLESS_RESOURCE_BROKER or \
+             LAGLESS_RESOURCE_CLIENT_METRICS, got {other}"
         ))),
     }
 }
@@ -685,6 +691,9 @@ fn resource_obj(res: &ConfigResource) -> Obj {
         ConfigResource::Broker(id) => Obj::new()
             .int("resource_type", LAGLESS_RESOURCE_BROKER.into())
             .str("name", &id.to_string()),
+        ConfigResource::ClientMetrics(name) => Obj::new()
+            .int("resource_type", LAGLESS_RESOURCE_CLIENT_METRICS.into())
+            .str("name", name),
     }
 }
 

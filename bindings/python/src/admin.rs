@@ -270,7 +270,8 @@ impl NewPartitions {
     }
 }
 
-/// What a config call is about: a topic (`"topic"`) or a broker (`"broker"`, named by its id).
+/// What a config call is about: a topic (`"topic"`), a broker (`"broker"`, named by its id) or a
+/// KIP-714 client-metrics subscription (`"client_metrics"`, named by its name).
 #[pyclass(module = "lagless._lagless", name = "ConfigResource", frozen)]
 pub struct ConfigResource {
     inner: CoreResource,
@@ -289,10 +290,16 @@ impl ConfigResource {
                     format!("a broker is named by its node id, got {name:?}"),
                 )
             })?),
+            "client_metrics" if !name.is_empty() => CoreResource::ClientMetrics(name.to_string()),
+            "client_metrics" => {
+                return Err(invalid(py, "the subscription name is empty".into()))
+            }
             other => {
                 return Err(invalid(
                     py,
-                    format!("restype must be \"topic\" or \"broker\", got {other:?}"),
+                    format!(
+                        "restype must be \"topic\", \"broker\" or \"client_metrics\", got {other:?}"
+                    ),
                 ))
             }
         };
@@ -305,13 +312,14 @@ impl ConfigResource {
         match self.inner {
             CoreResource::Topic(_) => "topic",
             CoreResource::Broker(_) => "broker",
+            CoreResource::ClientMetrics(_) => "client_metrics",
         }
     }
 
     #[getter]
     fn name(&self) -> String {
         match &self.inner {
-            CoreResource::Topic(t) => t.clone(),
+            CoreResource::Topic(t) | CoreResource::ClientMetrics(t) => t.clone(),
             CoreResource::Broker(id) => id.to_string(),
         }
     }

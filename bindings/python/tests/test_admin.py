@@ -250,3 +250,13 @@ def test_bad_arguments_raise_naming_what_is_wrong(admin, bootstrap):
         admin.delete_topics("just-one-topic")
     with pytest.raises(TypeError):
         admin.create_topics(lagless.NewTopic("t", 1, 1))  # type: ignore[arg-type]
+
+
+def test_a_client_metrics_subscription_is_a_config_resource():
+    r = lagless.ConfigResource("client_metrics", "all-consumers")
+    assert (r.restype, r.name) == ("client_metrics", "all-consumers")
+    assert r == lagless.ConfigResource("CLIENT_METRICS", "all-consumers")
+    with pytest.raises(lagless.InvalidArgumentError, match="subscription name is empty"):
+        lagless.ConfigResource("client_metrics", "")
+    with pytest.raises(lagless.InvalidArgumentError, match="client_metrics"):
+        lagless.ConfigResource("group", "g")

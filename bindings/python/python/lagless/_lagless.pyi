@@ -376,8 +376,10 @@ class NewPartitions:
 
 @final
 class ConfigResource:
-    """What a config call is about: ``ConfigResource("topic", name)`` or
-    ``ConfigResource("broker", "1")`` (a broker by its node id). Equal resources are equal keys."""
+    """What a config call is about: ``ConfigResource("topic", name)``,
+    ``ConfigResource("broker", "1")`` (a broker by its node id) or
+    ``ConfigResource("client_metrics", name)`` (a KIP-714 client-metrics subscription). Equal
+    resources are equal keys."""
     def __new__(cls, restype: str, name: str) -> "ConfigResource": ...
     @property
     def restype(self) -> str: ...
