@@ -291,9 +291,7 @@ impl ConfigResource {
                 )
             })?),
             "client_metrics" if !name.is_empty() => CoreResource::ClientMetrics(name.to_string()),
-            "client_metrics" => {
-                return Err(invalid(py, "the subscription name is empty".into()))
-            }
+            "client_metrics" => return Err(invalid(py, "the subscription name is empty".into())),
             other => {
                 return Err(invalid(
                     py,
