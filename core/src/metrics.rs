@@ -444,6 +444,7 @@ impl ConsumerMetrics {
     }
 }
 
+pub mod otel;
 pub mod prometheus;
 pub mod window;
 
