@@ -205,11 +205,17 @@ impl Consumer {
         let poll_times = Arc::new(Mutex::new(PollTimes::default()));
         let telemetry = shared.config.enable_metrics_push.then(|| {
             let (parts, group, polls) = (shared.clone(), group.clone(), poll_times.clone());
+            let rack = shared.config.common.client_rack.clone();
             Reporter::spawn(
                 engine.handle(),
                 shared.cluster.clone(),
-                Arc::new(move || snapshot::snapshot(&parts, &group, &polls)),
-                shared.config.common.client_rack.clone(),
+                Arc::new(move || {
+                    let m = snapshot::snapshot(&parts, &group, &polls);
+                    telemetry::Collected {
+                        points: telemetry::collect::points(&m),
+                        resource: telemetry::collect::resource(&m, rack.as_deref()),
+                    }
+                }),
             )
         });
         let (commits_tx, commits_done) = mpsc::channel();
