@@ -18,6 +18,41 @@ pub(crate) struct ErrorCallbackSlot {
     state: Mutex<(Option<ErrorCallback>, u64)>,
 }
 
+impl ErrorCallbackSlot {
+    pub(crate) fn set(&self, callback: Option<ErrorCallback>) {
+        let mut st = self.state.lock().unpoisoned();
+        st.0 = callback;
+        st.1 += 1;
+    }
+
+    /// Hands `raised` to the callback (drops it when there is none); stops at the first error
+    /// the callback returns, which is the result.
+    pub(crate) fn emit(&self, raised: Vec<Error>) -> Result<()> {
+        if raised.is_empty() {
+            return Ok(());
+        }
+        let (mut callback, version) = {
+            let mut st = self.state.lock().unpoisoned();
+            // Taken out so the callback runs with no lock held (it may set another callback).
+            (st.0.take(), st.1)
+        };
+        let mut result = Ok(());
+        if let Some(cb) = callback.as_mut() {
+            for e in &raised {
+                result = cb(e);
+                if result.is_err() {
+                    break;
+                }
+            }
+        }
+        let mut st = self.state.lock().unpoisoned();
+        if st.1 == version {
+            st.0 = callback;
+        }
+        result
+    }
+}
+
 impl Consumer {
     /// Sets (or with `None` removes) the error callback. It hears of conditions of the whole
     /// cluster, each once as it begins (as librdkafka's `error_cb`):
@@ -34,36 +69,12 @@ impl Consumer {
     /// condition. Conditions raised while no callback is set are logged only. The callback must
     /// not call this consumer's `poll()`.
     pub fn set_error_callback(&self, callback: Option<ErrorCallback>) {
-        let mut st = self.error_callback.state.lock().unpoisoned();
-        st.0 = callback;
-        st.1 += 1;
+        self.error_callback.set(callback);
     }
 
     /// Hands what the cluster raised since the last call to the error callback (drops it when
     /// there is none). Reads one atomic flag when nothing was raised.
     pub(crate) fn emit_raised(&self) -> Result<()> {
-        let raised = self.shared.cluster.take_raised();
-        if raised.is_empty() {
-            return Ok(());
-        }
-        let (mut callback, version) = {
-            let mut st = self.error_callback.state.lock().unpoisoned();
-            // Taken out so the callback runs with no lock held (it may set another callback).
-            (st.0.take(), st.1)
-        };
-        let mut result = Ok(());
-        if let Some(cb) = callback.as_mut() {
-            for e in &raised {
-                result = cb(e);
-                if result.is_err() {
-                    break;
-                }
-            }
-        }
-        let mut st = self.error_callback.state.lock().unpoisoned();
-        if st.1 == version {
-            st.0 = callback;
-        }
-        result
+        self.error_callback.emit(self.shared.cluster.take_raised())
     }
 }

@@ -46,21 +46,25 @@ pub fn statistics_due(now: Instant, last: Instant, interval: Duration) -> Statis
     }
 }
 
-/// The callback and when it last ran.
-pub(crate) struct Statistics {
-    state: Mutex<State>,
+/// The callback and when it last ran, for a snapshot of type `M` (the consumer's or the
+/// producer's).
+pub(crate) struct Statistics<M> {
+    state: Mutex<State<M>>,
 }
 
-struct State {
-    callback: Option<StatisticsCallback>,
+/// A statistics callback of a snapshot of type `M`.
+pub(crate) type Callback<M> = Box<dyn FnMut(&M) -> Result<()> + Send>;
+
+struct State<M> {
+    callback: Option<Callback<M>>,
     last: Instant,
     /// Bumped by every `set`, so an emission whose callback was replaced meanwhile does not put
     /// the old one back.
     version: u64,
 }
 
-impl Statistics {
-    pub(crate) fn new(start: Instant) -> Statistics {
+impl<M> Statistics<M> {
+    pub(crate) fn new(start: Instant) -> Statistics<M> {
         Statistics {
             state: Mutex::new(State {
                 callback: None,
@@ -69,34 +73,27 @@ impl Statistics {
             }),
         }
     }
-}
 
-impl Consumer {
-    /// Sets (or with `None` removes) the statistics callback: every `statistics.interval.ms`
-    /// (0, the default, is off and the callback is never called) a `poll()` hands it the
-    /// [`Consumer::metrics`] snapshot, on the polling thread and before it takes records; a
-    /// `poll()` waiting for records wakes for it, one that is not called meanwhile delays it
-    /// (a gap of several intervals gives one call, not one per interval). The first call comes
-    /// one interval after the consumer was created. `recovery_poll()` never calls it. The
-    /// callback must not call this consumer's `poll()`.
-    pub fn set_statistics_callback(&self, callback: Option<StatisticsCallback>) {
-        let mut st = self.statistics.state.lock().unpoisoned();
+    pub(crate) fn set(&self, callback: Option<Callback<M>>) {
+        let mut st = self.state.lock().unpoisoned();
         st.callback = callback;
         st.version += 1;
     }
 
-    /// Calls the statistics callback if an emission is due now; the instant the next one is due
-    /// (for a waiting `poll()` to wake at), `None` when there is none to wait for. With
-    /// `statistics.interval.ms=0` (the default) it takes no lock and reads no clock: `poll()`
-    /// calls it on every pass of its loop.
-    pub(crate) fn emit_statistics(&self) -> Result<Option<Instant>> {
-        let interval = self.shared.config.statistics_interval;
+    /// Calls the callback with `snapshot()` if an emission is due now; the instant the next one
+    /// is due (for a waiting call to wake at), `None` when there is none to wait for. With a
+    /// zero `interval` it takes no lock and reads no clock.
+    pub(crate) fn emit(
+        &self,
+        interval: Duration,
+        snapshot: impl FnOnce() -> M,
+    ) -> Result<Option<Instant>> {
         if interval.is_zero() {
             return Ok(None);
         }
         let now = Instant::now();
         let (mut callback, version) = {
-            let mut st = self.statistics.state.lock().unpoisoned();
+            let mut st = self.state.lock().unpoisoned();
             if st.callback.is_none() {
                 return Ok(None);
             }
@@ -109,23 +106,45 @@ impl Consumer {
             // Taken out so the callback runs with no lock held (it may set another callback).
             (st.callback.take(), st.version)
         };
-        let metrics = self.metrics();
+        let metrics = snapshot();
         // The interval runs from the call, not from the decision: taking the snapshot takes
         // longer some times than others, and two calls must never come closer than the
         // interval.
         let called = Instant::now();
-        self.statistics.state.lock().unpoisoned().last = called;
+        self.state.lock().unpoisoned().last = called;
         let result = match callback.as_mut() {
             Some(cb) => cb(&metrics),
             None => Ok(()),
         };
-        let mut st = self.statistics.state.lock().unpoisoned();
+        let mut st = self.state.lock().unpoisoned();
         if st.version == version {
             st.callback = callback;
         }
         let next = called.checked_add(interval);
         drop(st);
         result.map(|()| next)
+    }
+}
+
+impl Consumer {
+    /// Sets (or with `None` removes) the statistics callback: every `statistics.interval.ms`
+    /// (0, the default, is off and the callback is never called) a `poll()` hands it the
+    /// [`Consumer::metrics`] snapshot, on the polling thread and before it takes records; a
+    /// `poll()` waiting for records wakes for it, one that is not called meanwhile delays it
+    /// (a gap of several intervals gives one call, not one per interval). The first call comes
+    /// one interval after the consumer was created. `recovery_poll()` never calls it. The
+    /// callback must not call this consumer's `poll()`.
+    pub fn set_statistics_callback(&self, callback: Option<StatisticsCallback>) {
+        self.statistics.set(callback);
+    }
+
+    /// Calls the statistics callback if an emission is due now; the instant the next one is due
+    /// (for a waiting `poll()` to wake at), `None` when there is none to wait for. With
+    /// `statistics.interval.ms=0` (the default) it takes no lock and reads no clock: `poll()`
+    /// calls it on every pass of its loop.
+    pub(crate) fn emit_statistics(&self) -> Result<Option<Instant>> {
+        self.statistics
+            .emit(self.shared.config.statistics_interval, || self.metrics())
     }
 }
 

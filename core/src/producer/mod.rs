@@ -38,6 +38,7 @@ use crate::protocol::records::{
 use crate::sync::Unpoisoned;
 
 mod accumulator;
+mod callbacks;
 mod idempotence;
 mod partitioner;
 mod sender;
@@ -45,6 +46,7 @@ mod transaction;
 mod transactional;
 
 use accumulator::*;
+pub use callbacks::ProducerStatisticsCallback;
 use idempotence::*;
 use partitioner::*;
 pub use partitioner::{murmur2, partition_for_key};
@@ -219,6 +221,10 @@ pub struct Producer {
     shared: Arc<Shared>,
     handle: tokio::runtime::Handle,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    /// `statistics.interval.ms`'s callback and when it last ran.
+    statistics: crate::consumer::statistics::Statistics<crate::metrics::ProducerMetrics>,
+    /// The error callback: whole-cluster conditions.
+    error_callback: crate::consumer::error_callback::ErrorCallbackSlot,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -324,6 +330,8 @@ impl Producer {
             shared,
             handle,
             runtime: Mutex::new(runtime),
+            statistics: crate::consumer::statistics::Statistics::new(Instant::now()),
+            error_callback: Default::default(),
         })
     }
 
