@@ -731,7 +731,8 @@ unsafe extern "C" fn count_statistics(
         )
     };
     assert_eq!(text.len(), len);
-    assert!(text.starts_with(r#"{"assigned_partitions":0,"#), "{text}");
+    assert!(text.starts_with(r#"{"type":"consumer","client_id":"#), "{text}");
+    assert!(text.contains(r#","assigned_partitions":0,"#), "{text}");
     *n += 1;
 }
 
