@@ -593,9 +593,10 @@ impl AdminClient {
                 Ok(t) => {
                     let parts = PyDict::new(py);
                     for p in t.partitions {
+                        // No leader (-1 on the wire) is None: not known, never a sentinel.
                         let pm = m.getattr("PartitionMetadata")?.call1((
                             p.partition,
-                            p.leader,
+                            (p.leader >= 0).then_some(p.leader),
                             p.replicas,
                             p.isr,
                             py.None(),
@@ -613,7 +614,7 @@ impl AdminClient {
         }
         m.getattr("ClusterMetadata")?.call1((
             cluster.cluster_id,
-            cluster.controller_id,
+            (cluster.controller_id >= 0).then_some(cluster.controller_id),
             brokers,
             out,
         ))

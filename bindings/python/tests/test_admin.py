@@ -268,6 +268,7 @@ def test_list_topics_gives_cluster_metadata_with_each_partitions_leader_replicas
     md = admin.list_topics(request_timeout=10)
     assert isinstance(md, lagless.ClusterMetadata), md
     assert md.cluster_id and md.brokers, vars(md)
+    assert md.controller_id in md.brokers and md.orig_broker_id is None, vars(md)
     for broker_id, b in md.brokers.items():
         assert isinstance(b, lagless.BrokerMetadata) and b.id == broker_id and b.host and b.port > 0
     t = md.topics[topic]

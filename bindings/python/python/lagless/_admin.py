@@ -37,10 +37,10 @@ class BrokerMetadata:
 
 
 class PartitionMetadata:
-    """A partition: ``id``, ``leader`` (-1 while it has none), ``replicas`` and ``isrs`` (broker
-    ids), ``error`` (None)."""
+    """A partition: ``id``, ``leader`` (None while it has none; confluent-kafka says -1),
+    ``replicas`` and ``isrs`` (broker ids), ``error`` (None)."""
 
-    def __init__(self, id: int, leader: int, replicas: List[int], isrs: List[int],
+    def __init__(self, id: int, leader: Optional[int], replicas: List[int], isrs: List[int],
                  error: Optional[Exception] = None) -> None:
         self.id = id
         self.leader = leader
@@ -72,18 +72,19 @@ class TopicMetadata:
 
 
 class ClusterMetadata:
-    """The cluster: ``cluster_id``, ``controller_id`` (-1 when not known), ``brokers`` (broker id
-    to BrokerMetadata) and ``topics`` (name to TopicMetadata). ``orig_broker_id`` and
-    ``orig_broker_name`` are confluent-kafka's, which broker answered: -1 and None here (the
-    answers may come from several)."""
+    """The cluster: ``cluster_id``, ``controller_id`` (None when the broker does not say),
+    ``brokers`` (broker id to BrokerMetadata) and ``topics`` (name to TopicMetadata).
+    ``orig_broker_id`` and ``orig_broker_name`` are confluent-kafka's, which broker answered:
+    None here (the answers may come from several; confluent-kafka says -1 when it does not
+    know)."""
 
-    def __init__(self, cluster_id: Optional[str], controller_id: int,
+    def __init__(self, cluster_id: Optional[str], controller_id: Optional[int],
                  brokers: Dict[int, BrokerMetadata], topics: Dict[str, TopicMetadata]) -> None:
         self.cluster_id = cluster_id
         self.controller_id = controller_id
         self.brokers = brokers
         self.topics = topics
-        self.orig_broker_id = -1
+        self.orig_broker_id: Optional[int] = None
         self.orig_broker_name: Optional[str] = None
 
     def __repr__(self) -> str:
