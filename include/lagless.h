@@ -1105,7 +1105,10 @@ lagless_error *lagless_producer_send(lagless_producer *producer, const char *top
 /**
  * Runs the delivery callbacks of records whose outcome is known, on this thread, waiting up to
  * `timeout_ms` (0: do not wait; negative: wait indefinitely) for at least one. `*out_served`
- * (may be NULL) receives how many reports were served. Allowed after `lagless_producer_close`
+ * (may be NULL) receives how many reports were served. Before them, and while it waits, it
+ * runs the error callback (`lagless_producer_set_error_callback`) for each cluster condition
+ * raised and the statistics callback (`lagless_producer_set_statistics_callback`) when
+ * `statistics.interval.ms` has passed; `lagless_producer_flush` does too. Allowed after `lagless_producer_close`
  * (it then serves the reports of records that failed with `LAGLESS_ERR_CLOSED`).
  */
 lagless_error *lagless_producer_poll(lagless_producer *producer, int32_t timeout_ms, size_t *out_served);
@@ -1118,6 +1121,41 @@ lagless_error *lagless_producer_poll(lagless_producer *producer, int32_t timeout
  * after `lagless_producer_close`. Does not wait.
  */
 lagless_error *lagless_producer_metrics_json(lagless_producer *producer, char **out_json);
+
+/**
+ * The same snapshot in the Prometheus text exposition format 0.0.4 (`lagless_producer_*`
+ * metrics labelled `client_id`, and `transactional_id` on a transactional producer; README.md's
+ * "Metrics" section names each). A value not known yet has no sample. A new string the caller
+ * frees with `lagless_string_destroy`. `LAGLESS_ERR_CLOSED` after `lagless_producer_close`.
+ * Does not wait.
+ */
+lagless_error *lagless_producer_metrics_prometheus(lagless_producer *producer, char **out_text);
+
+/**
+ * Sets the producer's statistics callback (the consumer's type: `json` is the object
+ * `lagless_producer_metrics_json` returns, borrowed for the call): every
+ * `statistics.interval.ms` (0, the default, is never) `lagless_producer_poll` or `_flush` calls
+ * it on the thread that called them, as librdkafka's `rd_kafka_poll` serves a producer's
+ * `stats_cb`; a poll waiting for delivery reports wakes for it. The first call comes one
+ * interval after the producer was created; a producer not polled for several intervals gets
+ * one call when polled again. NULL `statistics_cb` removes it. `opaque` is passed untouched and
+ * must stay valid until the callback is replaced or the producer destroyed. The callback must
+ * not call `lagless_producer_poll`/`_flush` of the same producer nor destroy it, and must not
+ * unwind through lagless.
+ */
+lagless_error *lagless_producer_set_statistics_callback(lagless_producer *producer, lagless_statistics_cb statistics_cb, void *opaque);
+
+/**
+ * Sets the producer's error callback (the consumer's type), for conditions of the whole
+ * cluster that no single send fails with, each heard once as it begins: every known broker
+ * failed its last connection attempt (`LAGLESS_ERR_TRANSPORT`, "all brokers are down"), a
+ * broker refused the credentials (`LAGLESS_ERR_AUTHENTICATION`) or the TLS handshake failed
+ * (`LAGLESS_ERR_SSL`). The producer goes on retrying; each record still fails on its own in its
+ * delivery report. `lagless_producer_poll` and `_flush` call it on the thread that called them,
+ * a waiting poll within about 100 ms of the condition. Conditions raised while no callback is
+ * set are logged only. NULL `error_cb` removes it; `opaque` as for the statistics callback.
+ */
+lagless_error *lagless_producer_set_error_callback(lagless_producer *producer, lagless_error_cb error_cb, void *opaque);
 
 /**
  * Sends everything buffered and waits (up to `timeout_ms`; negative: `delivery.timeout.ms`)

@@ -140,7 +140,7 @@ pub struct Consumer {
     /// sessions on the brokers.
     fetch_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// `statistics.interval.ms`'s callback and when it last ran.
-    statistics: statistics::Statistics,
+    statistics: statistics::Statistics<crate::metrics::ConsumerMetrics>,
     /// The error callback for whole-cluster conditions.
     error_callback: error_callback::ErrorCallbackSlot,
     /// When polls started and ended, and what they returned (the poll metrics); shared with

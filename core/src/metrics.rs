@@ -444,6 +444,7 @@ impl ConsumerMetrics {
     }
 }
 
+pub(crate) mod callbacks;
 pub mod otel;
 pub mod prometheus;
 pub mod window;

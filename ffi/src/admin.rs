@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use lagless::admin::{AdminClient, AlterConfigOp, ConfigResource, GroupType, NewTopic, OffsetSpec};
 use lagless::{Config, Error, TopicPartition};
+use serde_json::{json, Map, Value};
 
 use crate::boundary::{c_str, c_strs, write_out};
 use crate::cast::{free_box, set_box, try_slice};
@@ -283,21 +284,18 @@ pub extern "C" fn lagless_admin_describe_cluster(
         let h = try_ref!(admin);
         try_out!(out_json);
         let c = h.inner.describe_cluster(h.timeout(timeout_ms))?;
-        let brokers = array(c.brokers.iter().map(|b| {
-            Obj::new()
-                .int("id", b.id.into())
-                .str("host", &b.host)
-                .int("port", b.port.into())
-                .opt_str("rack", b.rack.as_deref())
-                .end()
-        }));
+        let brokers: Vec<Value> = c
+            .brokers
+            .iter()
+            .map(|b| json!({"id": b.id, "host": b.host, "port": b.port, "rack": b.rack}))
+            .collect();
         give(
             out_json,
-            Obj::new()
-                .str("cluster_id", &c.cluster_id)
-                .int("controller_id", c.controller_id.into())
-                .raw("brokers", &brokers)
-                .end(),
+            json!({
+                "cluster_id": c.cluster_id,
+                "controller_id": c.controller_id,
+                "brokers": brokers,
+            }),
         );
         Ok(())
     }
@@ -316,7 +314,7 @@ pub extern "C" fn lagless_admin_list_topics(
         let h = try_ref!(admin);
         try_out!(out_json);
         let names = h.inner.list_topics(include_internal, h.timeout(timeout_ms))?;
-        give(out_json, array(names.iter().map(|n| quoted(n))));
+        give(out_json, json!(names));
         Ok(())
     }
 }
@@ -341,24 +339,27 @@ pub extern "C" fn lagless_admin_describe_topics(
         distinct(names.iter().copied(), "topic")?;
         let results = h.inner.describe_topics(&names, h.timeout(timeout_ms))?;
         give(out_json, array(results.iter().map(|(name, r)| {
-            let o = Obj::new().str("topic", name).error(r);
-            match r {
-                Err(_) => o.end(),
-                Ok(t) => o
-                    .str("topic_id", &t.topic_id)
-                    .bool("is_internal", t.is_internal)
-                    .raw("partitions", &array(t.partitions.iter().map(|p| {
-                        Obj::new()
-                            .int("partition", p.partition.into())
-                            .int("leader", p.leader.into())
-                            .int("leader_epoch", p.leader_epoch.into())
-                            .raw("replicas", &ints(&p.replicas))
-                            .raw("isr", &ints(&p.isr))
-                            .raw("offline_replicas", &ints(&p.offline_replicas))
-                            .end()
-                    })))
-                    .end(),
+            let mut o = outcome("topic", json!(name), r);
+            if let Ok(t) = r {
+                let partitions: Vec<Value> = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        json!({
+                            "partition": p.partition,
+                            "leader": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "replicas": p.replicas,
+                            "isr": p.isr,
+                            "offline_replicas": p.offline_replicas,
+                        })
+                    })
+                    .collect();
+                o.insert("topic_id".into(), json!(t.topic_id));
+                o.insert("is_internal".into(), json!(t.is_internal));
+                o.insert("partitions".into(), json!(partitions));
             }
+            o
         })));
         Ok(())
     }
@@ -398,11 +399,12 @@ pub extern "C" fn lagless_admin_list_offsets(
             tps.into_iter().map(|tp| (tp, spec)).collect();
         let results = h.inner.list_offsets(&wanted, h.timeout(timeout_ms))?;
         give(out_json, array(results.iter().map(|(tp, r)| {
-            let o = partition_obj(tp).error(r);
-            match r {
-                Err(_) => o.end(),
-                Ok(l) => o.int("offset", l.offset).int("timestamp", l.timestamp).end(),
+            let mut o = partition_obj(tp, r);
+            if let Ok(l) = r {
+                o.insert("offset".into(), json!(l.offset));
+                o.insert("timestamp".into(), json!(l.timestamp));
             }
+            o
         })));
         Ok(())
     }
@@ -421,19 +423,19 @@ pub extern "C" fn lagless_admin_list_consumer_groups(
         let h = try_ref!(admin);
         try_out!(out_json);
         let groups = h.inner.list_groups(h.timeout(timeout_ms))?;
-        give(out_json, array(
-            groups
-                .iter()
-                .filter(|g| g.protocol_type.is_empty() || g.protocol_type == "consumer")
-                .map(|g| {
-                    Obj::new()
-                        .str("group_id", &g.group_id)
-                        .str("protocol_type", &g.protocol_type)
-                        .str("state", &g.state)
-                        .str("group_type", &g.group_type)
-                        .end()
-                }),
-        ));
+        let groups: Vec<Value> = groups
+            .iter()
+            .filter(|g| g.protocol_type.is_empty() || g.protocol_type == "consumer")
+            .map(|g| {
+                json!({
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type,
+                    "state": g.state,
+                    "group_type": g.group_type,
+                })
+            })
+            .collect();
+        give(out_json, json!(groups));
         Ok(())
     }
 }
@@ -458,29 +460,36 @@ pub extern "C" fn lagless_admin_describe_consumer_groups(
         distinct(names.iter().copied(), "group")?;
         let results = h.inner.describe_groups(&names, h.timeout(timeout_ms))?;
         give(out_json, array(results.iter().map(|(group, r)| {
-            let o = Obj::new().str("group_id", group).error(r);
-            let Ok(g) = r else { return o.end() };
-            let members = array(g.members.iter().map(|m| {
-                Obj::new()
-                    .str("member_id", &m.member_id)
-                    .opt_str("group_instance_id", m.group_instance_id.as_deref())
-                    .str("client_id", &m.client_id)
-                    .str("host", &m.client_host)
-                    .raw(
-                        "assignment",
-                        &array(m.assignment.iter().map(|tp| partition_obj(tp).end())),
-                    )
-                    .end()
-            }));
-            o.str("group_type", match g.group_type {
+            let mut o = outcome("group_id", json!(group), r);
+            let Ok(g) = r else { return o };
+            let members: Vec<Value> = g
+                .members
+                .iter()
+                .map(|m| {
+                    let assignment: Vec<Value> = m
+                        .assignment
+                        .iter()
+                        .map(|tp| json!({"topic": tp.topic, "partition": tp.partition}))
+                        .collect();
+                    json!({
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "host": m.client_host,
+                        "assignment": assignment,
+                    })
+                })
+                .collect();
+            let group_type = match g.group_type {
                 GroupType::Classic => "classic",
                 GroupType::Consumer => "consumer",
-            })
-            .str("state", &g.state)
-            .str("protocol_type", &g.protocol_type)
-            .str("partition_assignor", &g.assignor)
-            .raw("members", &members)
-            .end()
+            };
+            o.insert("group_type".into(), json!(group_type));
+            o.insert("state".into(), json!(g.state));
+            o.insert("protocol_type".into(), json!(g.protocol_type));
+            o.insert("partition_assignor".into(), json!(g.assignor));
+            o.insert("members".into(), json!(members));
+            o
         })));
         Ok(())
     }
@@ -510,14 +519,15 @@ pub extern "C" fn lagless_admin_list_consumer_group_offsets(
             h.inner
                 .list_consumer_group_offsets(group, tps.as_deref(), h.timeout(timeout_ms))?;
         give(out_json, array(results.iter().map(|(tp, r)| {
-            let o = partition_obj(tp).error(r);
-            match r {
-                Err(_) => o.end(),
-                Ok(om) => o
-                    .int("offset", om.as_ref().map_or(-1, |om| om.offset))
-                    .str("metadata", om.as_ref().map_or("", |om| om.metadata.as_str()))
-                    .end(),
+            let mut o = partition_obj(tp, r);
+            if let Ok(om) = r {
+                o.insert("offset".into(), json!(om.as_ref().map_or(-1, |om| om.offset)));
+                o.insert(
+                    "metadata".into(),
+                    json!(om.as_ref().map_or("", |om| om.metadata.as_str())),
+                );
             }
+            o
         })));
         Ok(())
     }
@@ -597,18 +607,23 @@ pub extern "C" fn lagless_admin_describe_configs(
             .collect::<Result<Vec<_>, Error>>()?;
         let results = h.inner.describe_configs(&resources, h.timeout(timeout_ms))?;
         give(out_json, array(results.iter().map(|(res, r)| {
-            let o = resource_obj(res).error(r);
-            let Ok(entries) = r else { return o.end() };
-            o.raw("configs", &array(entries.iter().map(|e| {
-                Obj::new()
-                    .str("name", &e.name)
-                    .opt_str("value", e.value.as_deref())
-                    .bool("read_only", e.read_only)
-                    .bool("is_default", e.is_default)
-                    .bool("is_sensitive", e.is_sensitive)
-                    .end()
-            })))
-            .end()
+            let mut o = resource_obj(res, r);
+            if let Ok(entries) = r {
+                let configs: Vec<Value> = entries
+                    .iter()
+                    .map(|e| {
+                        json!({
+                            "name": e.name,
+                            "value": e.value,
+                            "read_only": e.read_only,
+                            "is_default": e.is_default,
+                            "is_sensitive": e.is_sensitive,
+                        })
+                    })
+                    .collect();
+                o.insert("configs".into(), json!(configs));
+            }
+            o
         })));
         Ok(())
     }
@@ -660,7 +675,7 @@ pub extern "C" fn lagless_admin_incremental_alter_configs(
             .incremental_alter_configs(&[(res, changes)], h.timeout(timeout_ms))?;
         give(
             out_json,
-            array(results.iter().map(|(res, r)| resource_obj(res).error(r).end())),
+            array(results.iter().map(|(res, r)| resource_obj(res, r))),
         );
         Ok(())
     }
@@ -683,18 +698,18 @@ fn resource(resource_type: i32, name: &str) -> Result<ConfigResource, Error> {
     }
 }
 
-fn resource_obj(res: &ConfigResource) -> Obj {
-    match res {
-        ConfigResource::Topic(t) => Obj::new()
-            .int("resource_type", LAGLESS_RESOURCE_TOPIC.into())
-            .str("name", t),
-        ConfigResource::Broker(id) => Obj::new()
-            .int("resource_type", LAGLESS_RESOURCE_BROKER.into())
-            .str("name", &id.to_string()),
-        ConfigResource::ClientMetrics(name) => Obj::new()
-            .int("resource_type", LAGLESS_RESOURCE_CLIENT_METRICS.into())
-            .str("name", name),
-    }
+/// `{"resource_type", "name", "error"}` of a resource's outcome `r`.
+fn resource_obj<T>(res: &ConfigResource, r: &Result<T, Error>) -> Map<String, Value> {
+    let (resource_type, name) = match res {
+        ConfigResource::Topic(t) => (LAGLESS_RESOURCE_TOPIC, t.clone()),
+        ConfigResource::Broker(id) => (LAGLESS_RESOURCE_BROKER, id.to_string()),
+        ConfigResource::ClientMetrics(n) => (LAGLESS_RESOURCE_CLIENT_METRICS, n.clone()),
+    };
+    let mut o = Map::new();
+    o.insert("resource_type".into(), json!(resource_type));
+    o.insert("name".into(), json!(name));
+    o.insert("error".into(), error_json(r));
+    o
 }
 
 fn group_id<'a>(p: *const c_char) -> Result<&'a str, Error> {
@@ -738,124 +753,53 @@ fn distinct<'a>(names: impl IntoIterator<Item = &'a str>, what: &str) -> Result<
 }
 
 /// Hands `json` to the caller (checked with `try_out!`).
-fn give(out: *mut *mut c_char, json: String) {
-    write_out(out, cstring_lossy(&json).into_raw());
+fn give(out: *mut *mut c_char, json: Value) {
+    write_out(out, cstring_lossy(&json.to_string()).into_raw());
 }
 
-fn named_outcomes(key: &str, results: lagless::admin::ItemResults<String>) -> String {
-    array(
-        results
-            .iter()
-            .map(|(n, r)| Obj::new().str(key, n).error(r).end()),
-    )
+/// The objects of `items` as one JSON array.
+fn array(items: impl IntoIterator<Item = Map<String, Value>>) -> Value {
+    Value::Array(items.into_iter().map(Value::Object).collect())
 }
 
-fn partition_outcomes(results: &lagless::admin::ItemResults<TopicPartition>) -> String {
-    array(
-        results
-            .iter()
-            .map(|(tp, r)| partition_obj(tp).error(r).end()),
-    )
+fn named_outcomes(key: &str, results: lagless::admin::ItemResults<String>) -> Value {
+    array(results.iter().map(|(n, r)| outcome(key, json!(n), r)))
 }
 
-fn partition_obj(tp: &TopicPartition) -> Obj {
-    Obj::new()
-        .str("topic", &tp.topic)
-        .int("partition", tp.partition.into())
+fn partition_outcomes(results: &lagless::admin::ItemResults<TopicPartition>) -> Value {
+    array(results.iter().map(|(tp, r)| partition_obj(tp, r)))
 }
 
-/// A JSON object written field by field, in the order the header documents.
-struct Obj(String);
-
-impl Obj {
-    fn new() -> Obj {
-        Obj(String::from("{"))
-    }
-
-    fn raw(mut self, key: &str, json: &str) -> Obj {
-        if self.0.len() > 1 {
-            self.0.push(',');
-        }
-        self.0.push_str(&quoted(key));
-        self.0.push(':');
-        self.0.push_str(json);
-        self
-    }
-
-    fn str(self, key: &str, value: &str) -> Obj {
-        self.raw(key, &quoted(value))
-    }
-
-    fn opt_str(self, key: &str, value: Option<&str>) -> Obj {
-        self.raw(key, &value.map_or_else(|| "null".to_string(), quoted))
-    }
-
-    fn int(self, key: &str, value: i64) -> Obj {
-        self.raw(key, &value.to_string())
-    }
-
-    fn bool(self, key: &str, value: bool) -> Obj {
-        self.raw(key, if value { "true" } else { "false" })
-    }
-
-    /// `"error"`: null, or the error's code, name, Kafka code (null when not from a broker) and
-    /// message.
-    fn error<T>(self, r: &Result<T, Error>) -> Obj {
-        let json = match r {
-            Ok(_) => "null".to_string(),
-            Err(e) => Obj::new()
-                .int("code", e.code().into())
-                .str("name", e.name())
-                .raw(
-                    "kafka_code",
-                    &e.kafka_code()
-                        .map_or_else(|| "null".to_string(), |c| c.to_string()),
-                )
-                .str("message", &e.to_string())
-                .end(),
-        };
-        self.raw("error", &json)
-    }
-
-    fn end(mut self) -> String {
-        self.0.push('}');
-        self.0
-    }
+/// `{"topic", "partition", "error"}` of a partition's outcome `r`.
+fn partition_obj<T>(tp: &TopicPartition, r: &Result<T, Error>) -> Map<String, Value> {
+    let mut o = Map::new();
+    o.insert("topic".into(), json!(tp.topic));
+    o.insert("partition".into(), json!(tp.partition));
+    o.insert("error".into(), error_json(r));
+    o
 }
 
-fn array(items: impl IntoIterator<Item = String>) -> String {
-    let mut s = String::from("[");
-    for (i, item) in items.into_iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(&item);
-    }
-    s.push(']');
-    s
+/// `{key: name, "error"}` of an item's outcome `r`; the caller adds the item's data after it
+/// (serde_json's `preserve_order` keeps the fields in the order inserted, the header's).
+fn outcome<T>(key: &str, name: Value, r: &Result<T, Error>) -> Map<String, Value> {
+    let mut o = Map::new();
+    o.insert(key.into(), name);
+    o.insert("error".into(), error_json(r));
+    o
 }
 
-fn ints(v: &[i32]) -> String {
-    array(v.iter().map(|i| i.to_string()))
-}
-
-/// `s` as a JSON string.
-fn quoted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
+/// `"error"`: null, or the error's code, name, Kafka code (null when not from a broker) and
+/// message.
+fn error_json<T>(r: &Result<T, Error>) -> Value {
+    match r {
+        Ok(_) => Value::Null,
+        Err(e) => json!({
+            "code": e.code(),
+            "name": e.name(),
+            "kafka_code": e.kafka_code(),
+            "message": e.to_string(),
+        }),
     }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -867,25 +811,31 @@ mod tests {
         let ok: Result<(), Error> = Ok(());
         let failed: Result<(), Error> = Err(Error::kafka(36, "creating topic `a`".to_string()));
         let items = array([
-            Obj::new().str("topic", "a\"b\\c\n\u{1}").error(&ok).end(),
-            Obj::new().str("topic", "a").error(&failed).end(),
-        ]);
-        let message = quoted(&failed.as_ref().unwrap_err().to_string());
+            outcome("topic", json!("a\"b\\c\n\u{1}"), &ok),
+            outcome("topic", json!("a"), &failed),
+        ])
+        .to_string();
+        let message = json!(failed.as_ref().unwrap_err().to_string());
         assert_eq!(
             items,
             format!(
                 r#"[{{"topic":"a\"b\\c\n\u0001","error":null}},{{"topic":"a","error":{{"code":3,"name":"TOPIC_ALREADY_EXISTS","kafka_code":36,"message":{message}}}}}]"#
             )
         );
-        assert_eq!(array(Vec::<String>::new()), "[]");
-        assert_eq!(ints(&[1, -1]), "[1,-1]");
+        assert_eq!(array(Vec::new()).to_string(), "[]");
+        // Fields in the order written, not sorted.
+        let tp = TopicPartition::new("t", 2);
+        let mut o = partition_obj(&tp, &ok);
+        o.insert("offset".into(), json!(-1));
+        o.insert("metadata".into(), json!(""));
         assert_eq!(
-            Obj::new()
-                .opt_str("rack", None)
-                .bool("b", true)
-                .int("n", -5)
-                .end(),
-            r#"{"rack":null,"b":true,"n":-5}"#
+            Value::Object(o).to_string(),
+            r#"{"topic":"t","partition":2,"error":null,"offset":-1,"metadata":""}"#
+        );
+        let o = resource_obj(&ConfigResource::Broker(1), &ok);
+        assert_eq!(
+            Value::Object(o).to_string(),
+            r#"{"resource_type":4,"name":"1","error":null}"#
         );
     }
 

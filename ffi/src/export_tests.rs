@@ -667,6 +667,52 @@ fn the_producer_metrics_json_is_the_callers_string() {
 }
 
 #[test]
+fn the_producer_prometheus_text_and_callbacks_check_their_arguments() {
+    let p = producer(&[(c"client.id", c"billing-out")]);
+    let mut text: *mut c_char = null_mut();
+    ok(lagless_producer_metrics_prometheus(p, &mut text));
+    // SAFETY: a string lagless returned, freed below.
+    let got = unsafe { CStr::from_ptr(text) }
+        .to_str()
+        .unwrap()
+        .to_string();
+    lagless_string_destroy(text);
+    assert!(
+        got.contains("\nlagless_producer_records_sent_total{client_id=\"billing-out\"} 0\n"),
+        "{got}"
+    );
+    text = null_mut();
+    for (r, names) in [
+        (
+            lagless_producer_metrics_prometheus(null_mut(), &mut text),
+            "producer",
+        ),
+        (
+            lagless_producer_metrics_prometheus(p, null_mut()),
+            "out_text",
+        ),
+        (
+            lagless_producer_set_statistics_callback(null_mut(), None, null_mut()),
+            "producer",
+        ),
+        (
+            lagless_producer_set_error_callback(null_mut(), None, null_mut()),
+            "producer",
+        ),
+    ] {
+        let (code, msg) = outcome(r);
+        assert_eq!(code, LAGLESS_ERR_INVALID_ARGUMENT, "{msg}");
+        assert!(msg.contains(names), "{msg}");
+    }
+    assert!(text.is_null(), "written only on success");
+    ok(lagless_producer_close(p, 0));
+    let (code, _) = outcome(lagless_producer_metrics_prometheus(p, &mut text));
+    assert_eq!(code, LAGLESS_ERR_CLOSED);
+    assert!(text.is_null(), "written only on success");
+    lagless_producer_destroy(p);
+}
+
+#[test]
 fn the_metrics_prometheus_text_is_the_callers_string_without_unknown_values() {
     let c = consumer(&[(c"client.id", c"app-1")]);
     let list = lagless_tplist_new();
@@ -731,7 +777,11 @@ unsafe extern "C" fn count_statistics(
         )
     };
     assert_eq!(text.len(), len);
-    assert!(text.starts_with(r#"{"assigned_partitions":0,"#), "{text}");
+    assert!(
+        text.starts_with(r#"{"type":"consumer","client_id":"#),
+        "{text}"
+    );
+    assert!(text.contains(r#","assigned_partitions":0,"#), "{text}");
     *n += 1;
 }
 

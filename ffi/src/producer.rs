@@ -76,24 +76,36 @@ impl CProducer {
         self.serve(Duration::ZERO);
     }
 
-    /// Runs queued delivery callbacks, waiting up to `timeout` for the first. Returns how many ran.
+    /// Runs the error and statistics callbacks that are due (C's own callbacks never fail);
+    /// when the next statistics call is due.
+    fn serve_callbacks(&self) -> Option<Instant> {
+        self.inner.serve_callbacks().unwrap_or(None)
+    }
+
+    /// Runs the error and statistics callbacks that are due, then queued delivery callbacks,
+    /// waiting up to `timeout` for the first (and waking meanwhile for a statistics call due,
+    /// and every 100 ms for a cluster condition raised). Returns how many delivery reports ran.
     fn serve(&self, timeout: Duration) -> usize {
-        let deadline = Instant::now() + timeout;
-        let batch: Vec<_> = {
+        let deadline = Instant::now().checked_add(timeout);
+        let batch: Vec<_> = loop {
+            let next_statistics = self.serve_callbacks();
             let mut q = self.reports.queue.lock().unpoisoned();
-            while q.is_empty() {
-                let now = Instant::now();
-                if now >= deadline {
-                    return 0;
-                }
-                q = self
-                    .reports
-                    .ready
-                    .wait_timeout(q, deadline - now)
-                    .unpoisoned()
-                    .0;
+            if !q.is_empty() {
+                break q.drain(..).collect();
             }
-            q.drain(..).collect()
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return 0;
+            }
+            let mut wake = now + CALLBACK_WAKE;
+            if let Some(d) = deadline {
+                wake = wake.min(d);
+            }
+            if let Some(at) = next_statistics {
+                wake = wake.min(at);
+            }
+            let wait = wake.saturating_duration_since(now);
+            drop(self.reports.ready.wait_timeout(q, wait).unpoisoned());
         };
         let n = batch.len();
         for (cb, opaque, res) in batch {
@@ -111,6 +123,10 @@ impl CProducer {
         n
     }
 }
+
+/// How often a waiting `lagless_producer_poll` or `_flush` looks for a cluster condition raised
+/// for the error callback, as the consumer's poll does.
+const CALLBACK_WAKE: Duration = Duration::from_millis(100);
 
 /// A producer from `config` (copied). A bad setting gives `LAGLESS_ERR_CONFIG` naming the key.
 /// On success `*out_producer` receives the new handle.
@@ -284,7 +300,10 @@ pub extern "C" fn lagless_producer_send(
 
 /// Runs the delivery callbacks of records whose outcome is known, on this thread, waiting up to
 /// `timeout_ms` (0: do not wait; negative: wait indefinitely) for at least one. `*out_served`
-/// (may be NULL) receives how many reports were served. Allowed after `lagless_producer_close`
+/// (may be NULL) receives how many reports were served. Before them, and while it waits, it
+/// runs the error callback (`lagless_producer_set_error_callback`) for each cluster condition
+/// raised and the statistics callback (`lagless_producer_set_statistics_callback`) when
+/// `statistics.interval.ms` has passed; `lagless_producer_flush` does too. Allowed after `lagless_producer_close`
 /// (it then serves the reports of records that failed with `LAGLESS_ERR_CLOSED`).
 #[no_mangle]
 pub extern "C" fn lagless_producer_poll(
@@ -324,6 +343,91 @@ pub extern "C" fn lagless_producer_metrics_json(
     }
 }
 
+/// The same snapshot in the Prometheus text exposition format 0.0.4 (`lagless_producer_*`
+/// metrics labelled `client_id`, and `transactional_id` on a transactional producer; README.md's
+/// "Metrics" section names each). A value not known yet has no sample. A new string the caller
+/// frees with `lagless_string_destroy`. `LAGLESS_ERR_CLOSED` after `lagless_producer_close`.
+/// Does not wait.
+#[no_mangle]
+pub extern "C" fn lagless_producer_metrics_prometheus(
+    producer: *mut lagless_producer,
+    out_text: *mut *mut c_char,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        try_out!(out_text);
+        let text = h.open()?.metrics().to_prometheus();
+        write_out(out_text, cstring_lossy(&text).into_raw());
+        Ok(())
+    }
+}
+
+/// Sets the producer's statistics callback (the consumer's type: `json` is the object
+/// `lagless_producer_metrics_json` returns, borrowed for the call): every
+/// `statistics.interval.ms` (0, the default, is never) `lagless_producer_poll` or `_flush` calls
+/// it on the thread that called them, as librdkafka's `rd_kafka_poll` serves a producer's
+/// `stats_cb`; a poll waiting for delivery reports wakes for it. The first call comes one
+/// interval after the producer was created; a producer not polled for several intervals gets
+/// one call when polled again. NULL `statistics_cb` removes it. `opaque` is passed untouched and
+/// must stay valid until the callback is replaced or the producer destroyed. The callback must
+/// not call `lagless_producer_poll`/`_flush` of the same producer nor destroy it, and must not
+/// unwind through lagless.
+#[no_mangle]
+pub extern "C" fn lagless_producer_set_statistics_callback(
+    producer: *mut lagless_producer,
+    statistics_cb: crate::statistics::lagless_statistics_cb,
+    opaque: *mut c_void,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        let p = h.open()?;
+        let opaque = Opaque(opaque);
+        p.set_statistics_callback(statistics_cb.map(|cb| {
+            Box::new(move |m: &lagless::metrics::ProducerMetrics| {
+                let json = cstring_lossy(&m.to_json_string());
+                let len = json.as_bytes().len();
+                // SAFETY: the caller's function with the caller's pointer; the string lives
+                // through the call, as the callback's contract says.
+                unsafe { cb(opaque.ptr(), json.as_ptr(), len) };
+                Ok(())
+            }) as lagless::producer::ProducerStatisticsCallback
+        }));
+        Ok(())
+    }
+}
+
+/// Sets the producer's error callback (the consumer's type), for conditions of the whole
+/// cluster that no single send fails with, each heard once as it begins: every known broker
+/// failed its last connection attempt (`LAGLESS_ERR_TRANSPORT`, "all brokers are down"), a
+/// broker refused the credentials (`LAGLESS_ERR_AUTHENTICATION`) or the TLS handshake failed
+/// (`LAGLESS_ERR_SSL`). The producer goes on retrying; each record still fails on its own in its
+/// delivery report. `lagless_producer_poll` and `_flush` call it on the thread that called them,
+/// a waiting poll within about 100 ms of the condition. Conditions raised while no callback is
+/// set are logged only. NULL `error_cb` removes it; `opaque` as for the statistics callback.
+#[no_mangle]
+pub extern "C" fn lagless_producer_set_error_callback(
+    producer: *mut lagless_producer,
+    error_cb: crate::error_callback::lagless_error_cb,
+    opaque: *mut c_void,
+) -> *mut lagless_error {
+    ffi_panic_boundary! { fallible:
+        let h = try_ref!(producer);
+        let p = h.open()?;
+        let opaque = Opaque(opaque);
+        p.set_error_callback(error_cb.map(|cb| {
+            Box::new(move |e: &lagless::Error| {
+                let error = crate::error::boxed(e);
+                // SAFETY: the caller's function with the caller's pointer; the error lives
+                // through the call, as the callback's contract says, and is freed after it.
+                unsafe { cb(opaque.ptr(), error) };
+                crate::error::lagless_error_destroy(error);
+                Ok(())
+            }) as lagless::ErrorCallback
+        }));
+        Ok(())
+    }
+}
+
 /// Sends everything buffered and waits (up to `timeout_ms`; negative: `delivery.timeout.ms`)
 /// until every record sent so far is acknowledged or failed, then runs the queued delivery
 /// callbacks on this thread.
@@ -337,7 +441,24 @@ pub extern "C" fn lagless_producer_flush(
         let p = h.open()?;
         let timeout = api_timeout(timeout_ms)
             .unwrap_or(h.delivery_timeout);
-        let r = p.flush(timeout);
+        let deadline = Instant::now().checked_add(timeout);
+        // In slices, serving the error and statistics callbacks between them, as
+        // librdkafka's flush serves its producer's callbacks.
+        let r = loop {
+            let next_statistics = h.serve_callbacks();
+            let now = Instant::now();
+            let mut until = now + CALLBACK_WAKE;
+            if let Some(d) = deadline {
+                until = until.min(d);
+            }
+            if let Some(at) = next_statistics {
+                until = until.min(at);
+            }
+            match p.flush(until.saturating_duration_since(now)) {
+                Err(Error::Timeout(_)) if deadline.is_none_or(|d| Instant::now() < d) => {}
+                r => break r,
+            }
+        };
         h.serve(Duration::ZERO);
         r
     }

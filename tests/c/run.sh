@@ -5,9 +5,9 @@
 #   check the exports, soname and ABI baseline; run produce / error-path / two-process group /
 #   recovery-stream / learner-assignment / learner hand-over (readiness reported later, prepare
 #   to leave) / batch hand-over / transaction / consumer metrics / statistics callback / admin
-#   client tests and the TLS/SASL round trips
+#   client tests, the producer's statistics and error callbacks and the TLS/SASL round trips
 #   (over the security listeners of `kafka_broker.py --security`) plainly, under
-#   AddressSanitizer and (produce, errors, lookups, batch) under valgrind; the two-process group
+#   AddressSanitizer and (produce, errors, lookups, batch, admin) under valgrind; the two-process group
 #   again under group.protocol=consumer (KIP-848);
 #   the C++ consumer; the example; the Python ctypes test.
 # Usage: python3 tests/kafka_broker.py run --security -- bash tests/c/run.sh
@@ -46,7 +46,7 @@ step "compile (C99 pedantic, C++11, example, static link)"
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 CFLAGS=(-std=c99 -Wall -Wextra -Werror -pedantic -g "-DEXPECTED_VERSION=\"$version\"")
 read -r -a PC <<<"$(pkg-config --cflags --libs lagless)"
-for t in test_produce test_errors group_member produce_n test_recovery test_recovery_thread test_learners test_handover test_lookups test_security test_batch test_transactions test_metrics test_statistics test_admin; do
+for t in test_produce test_errors group_member produce_n test_recovery test_recovery_thread test_learners test_handover test_lookups test_security test_batch test_transactions test_metrics test_statistics test_producer_callbacks test_admin; do
   cc "${CFLAGS[@]}" -o "$work/$t" "tests/c/$t.c" "${PC[@]}" -pthread
   cc "${CFLAGS[@]}" -fsanitize=address -fno-omit-frame-pointer -o "$work/asan-$t" "tests/c/$t.c" "${PC[@]}" -pthread
 done
@@ -142,6 +142,8 @@ step "consumer metrics"
 "$work/test_metrics" "lagless-c-metrics-$run_id" "lagless-c-metrics-g-$run_id"
 step "statistics callback"
 "$work/test_statistics" "lagless-c-statistics-$run_id"
+step "producer statistics and error callbacks"
+"$work/test_producer_callbacks" "lagless-c-pcallbacks-$run_id"
 step "admin client"
 "$work/test_admin" "lagless-c-admin-$run_id" "lagless-c-admin-g-$run_id"
 
@@ -172,6 +174,8 @@ step "AddressSanitizer: consumer metrics"
 "$work/asan-test_metrics" "lagless-c-metrics-asan-$run_id" "lagless-c-metrics-g-asan-$run_id"
 step "AddressSanitizer: statistics callback"
 "$work/asan-test_statistics" "lagless-c-statistics-asan-$run_id"
+step "AddressSanitizer: producer statistics and error callbacks"
+"$work/asan-test_producer_callbacks" "lagless-c-pcallbacks-asan-$run_id"
 step "AddressSanitizer: admin client"
 "$work/asan-test_admin" "lagless-c-admin-asan-$run_id" "lagless-c-admin-g-asan-$run_id"
 unset ASAN_OPTIONS
@@ -187,6 +191,8 @@ if [[ "${LAGLESS_C_SKIP_VALGRIND:-0}" != 1 ]]; then
   "${VG[@]}" "$work/test_lookups" "lagless-c-lookups-vg-$run_id" "lagless-c-lookups-g-vg-$run_id"
   step "valgrind: batch hand-over"
   "${VG[@]}" "$work/test_batch" "lagless-c-batch-vg-$run_id" "lagless-c-batch-g-vg-$run_id"
+  step "valgrind: admin client"
+  "${VG[@]}" "$work/test_admin" "lagless-c-admin-vg-$run_id" "lagless-c-admin-g-vg-$run_id"
   if [[ "${LAGLESS_VALGRIND_GROUP:-0}" == 1 ]]; then
     step "valgrind: two-process group"
     WAIT_S=300 group_test group_member valgrind "${VG[@]}"

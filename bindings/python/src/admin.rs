@@ -9,12 +9,14 @@
 //! the whole call (no broker reached in time, the coordinator unknown) raises. Arguments are
 //! checked before anything is sent: a bad one raises InvalidArgumentError naming it.
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use lagless::admin::{
     AlterConfigOp, ConfigResource as CoreResource, GroupType, NewTopic as CoreNewTopic,
     OffsetSpec as CoreSpec,
 };
+use lagless::sync::Unpoisoned;
 use lagless::{Error, OffsetAndMetadata, TopicPartition as CoreTp};
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::PyTypeError;
@@ -404,7 +406,9 @@ impl OffsetSpec {
 /// Kafka's admin operations. See `lagless/_lagless.pyi`.
 #[pyclass(module = "lagless._lagless", name = "AdminClient", frozen)]
 pub struct AdminClient {
-    inner: lagless::admin::AdminClient,
+    /// `None` once closed. A call holds its own reference while it runs, so `close()` from
+    /// another thread lets it finish.
+    inner: Mutex<Option<Arc<lagless::admin::AdminClient>>>,
     /// A call's timeout when none is given: `default.api.timeout.ms`.
     default_timeout: Duration,
 }
@@ -412,6 +416,15 @@ pub struct AdminClient {
 impl AdminClient {
     fn timeout(&self, request_timeout: Option<f64>) -> Duration {
         duration(request_timeout).unwrap_or(self.default_timeout)
+    }
+
+    /// The core client, or ClosedError after `close()`.
+    fn client(&self, py: Python<'_>) -> PyResult<Arc<lagless::admin::AdminClient>> {
+        self.inner
+            .lock()
+            .unpoisoned()
+            .clone()
+            .ok_or_else(|| to_py(py, &Error::Closed))
     }
 }
 
@@ -427,9 +440,27 @@ impl AdminClient {
             .map_or(Duration::from_secs(60), Duration::from_millis);
         let inner = py.detach(|| lagless::admin::AdminClient::new(&c)).py(py)?;
         Ok(AdminClient {
-            inner,
+            inner: Mutex::new(Some(Arc::new(inner))),
             default_timeout,
         })
+    }
+
+    /// Stops the client's connections and threads; every later call raises ClosedError.
+    /// Closing again does nothing. A call under way on another thread finishes first.
+    fn close(&self, py: Python<'_>) {
+        let client = self.inner.lock().unpoisoned().take();
+        // Dropping the core client waits for its runtime's threads: without the GIL.
+        py.detach(move || drop(client));
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) {
+        // Returns None: an exception raised in the `with` block propagates.
+        self.close(py);
     }
 
     #[pyo3(signature = (new_topics, request_timeout=None))]
@@ -445,8 +476,9 @@ impl AdminClient {
             .collect::<PyResult<Vec<_>>>()?;
         distinct(py, topics.iter().map(|t| t.name.as_str()), "topic")?;
         let timeout = self.timeout(request_timeout);
+        let client = self.client(py)?;
         let results = py
-            .detach(|| self.inner.create_topics(&topics, timeout))
+            .detach(|| client.create_topics(&topics, timeout))
             .py(py)?;
         named_outcomes(py, results)
     }
@@ -461,9 +493,8 @@ impl AdminClient {
         let topics = names(py, topics, "topic")?;
         let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
         let timeout = self.timeout(request_timeout);
-        let results = py
-            .detach(|| self.inner.delete_topics(&refs, timeout))
-            .py(py)?;
+        let client = self.client(py)?;
+        let results = py.detach(|| client.delete_topics(&refs, timeout)).py(py)?;
         named_outcomes(py, results)
     }
 
@@ -488,8 +519,9 @@ impl AdminClient {
         }
         let refs: Vec<(&str, i32)> = counts.iter().map(|(t, n)| (t.as_str(), *n)).collect();
         let timeout = self.timeout(request_timeout);
+        let client = self.client(py)?;
         let results = py
-            .detach(|| self.inner.create_partitions(&refs, timeout))
+            .detach(|| client.create_partitions(&refs, timeout))
             .py(py)?;
         named_outcomes(py, results)
     }
@@ -501,7 +533,8 @@ impl AdminClient {
         request_timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let timeout = self.timeout(request_timeout);
-        let c = py.detach(|| self.inner.describe_cluster(timeout)).py(py)?;
+        let client = self.client(py)?;
+        let c = py.detach(|| client.describe_cluster(timeout)).py(py)?;
         let d = PyDict::new(py);
         d.set_item("cluster_id", c.cluster_id)?;
         d.set_item("controller_id", c.controller_id)?;
@@ -518,16 +551,73 @@ impl AdminClient {
         Ok(d)
     }
 
+    /// confluent-kafka's `ClusterMetadata`: the brokers, and every topic (internal ones only
+    /// with `include_internal`) with its partitions' leader, replicas and ISR. Three requests
+    /// (DescribeCluster, then Metadata for the names, then for the topics) within
+    /// `request_timeout` in all.
     #[pyo3(signature = (include_internal=false, request_timeout=None))]
-    fn list_topics(
+    fn list_topics<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         include_internal: bool,
         request_timeout: Option<f64>,
-    ) -> PyResult<Vec<String>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let timeout = self.timeout(request_timeout);
-        py.detach(|| self.inner.list_topics(include_internal, timeout))
-            .py(py)
+        let client = self.client(py)?;
+        let deadline = Instant::now().checked_add(timeout);
+        let left = || deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
+        let (cluster, topics) = py
+            .detach(|| -> lagless::Result<_> {
+                let cluster = client.describe_cluster(left())?;
+                let names = client.list_topics(include_internal, left())?;
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                let topics = if refs.is_empty() {
+                    Vec::new()
+                } else {
+                    client.describe_topics(&refs, left())?
+                };
+                Ok((cluster, topics))
+            })
+            .py(py)?;
+        let m = py.import("lagless._admin")?;
+        let brokers = PyDict::new(py);
+        for b in cluster.brokers {
+            let bm = m
+                .getattr("BrokerMetadata")?
+                .call1((b.id, b.host, b.port, b.rack))?;
+            brokers.set_item(b.id, bm)?;
+        }
+        let out = PyDict::new(py);
+        for (name, r) in topics {
+            let (partitions, error) = match r {
+                Ok(t) => {
+                    let parts = PyDict::new(py);
+                    for p in t.partitions {
+                        // No leader (-1 on the wire) is None: not known, never a sentinel.
+                        let pm = m.getattr("PartitionMetadata")?.call1((
+                            p.partition,
+                            (p.leader >= 0).then_some(p.leader),
+                            p.replicas,
+                            p.isr,
+                            py.None(),
+                        ))?;
+                        parts.set_item(p.partition, pm)?;
+                    }
+                    (parts, py.None())
+                }
+                Err(e) => (PyDict::new(py), exception(py, &to_py(py, &e))),
+            };
+            let tm = m
+                .getattr("TopicMetadata")?
+                .call1((name.clone(), partitions, error))?;
+            out.set_item(name, tm)?;
+        }
+        m.getattr("ClusterMetadata")?.call1((
+            cluster.cluster_id,
+            (cluster.controller_id >= 0).then_some(cluster.controller_id),
+            brokers,
+            out,
+        ))
     }
 
     #[pyo3(signature = (topics, request_timeout=None))]
@@ -540,8 +630,9 @@ impl AdminClient {
         let topics = names(py, topics, "topic")?;
         let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
         let timeout = self.timeout(request_timeout);
+        let client = self.client(py)?;
         let results = py
-            .detach(|| self.inner.describe_topics(&refs, timeout))
+            .detach(|| client.describe_topics(&refs, timeout))
             .py(py)?;
         let out = PyDict::new(py);
         for (name, r) in results {
@@ -602,9 +693,8 @@ impl AdminClient {
             wanted.push((tp, spec.get().inner));
         }
         let timeout = self.timeout(request_timeout);
-        let results = py
-            .detach(|| self.inner.list_offsets(&wanted, timeout))
-            .py(py)?;
+        let client = self.client(py)?;
+        let results = py.detach(|| client.list_offsets(&wanted, timeout)).py(py)?;
         let out = PyDict::new(py);
         for (tp, r) in results {
             let v = item(py, r, |o| {
@@ -634,8 +724,9 @@ impl AdminClient {
             return Err(invalid(py, format!("{r:?} is given twice")));
         }
         let timeout = self.timeout(request_timeout);
+        let client = self.client(py)?;
         let results = py
-            .detach(|| self.inner.describe_configs(&resources, timeout))
+            .detach(|| client.describe_configs(&resources, timeout))
             .py(py)?;
         let out = PyDict::new(py);
         for (res, r) in results {
@@ -664,7 +755,7 @@ impl AdminClient {
         request_timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let shape = "`changes` must be a dict of ConfigResource to a dict of config key to str \
-                     (set) or None (back to the default)";
+                     (set), None (back to the default) or an (AlterConfigOpType, str) pair";
         let mapping = changes
             .cast::<PyMapping>()
             .map_err(|_| PyTypeError::new_err(format!("{shape}, got {}", type_name(changes))))?;
@@ -674,7 +765,7 @@ impl AdminClient {
             let res = k.cast::<ConfigResource>().map_err(|_| {
                 PyTypeError::new_err(format!("{shape}; a key is a {}", type_name(&k)))
             })?;
-            let ops: BTreeMap<String, Option<String>> = v.extract().map_err(|_| {
+            let ops: BTreeMap<String, Bound<'_, PyAny>> = v.extract().map_err(|_| {
                 PyTypeError::new_err(format!("{shape}; a value is a {}", type_name(&v)))
             })?;
             let res = res.get().inner.clone();
@@ -686,16 +777,14 @@ impl AdminClient {
             }
             let ops = ops
                 .into_iter()
-                .map(|(k, v)| match v {
-                    Some(v) => AlterConfigOp::Set(k, v),
-                    None => AlterConfigOp::Delete(k),
-                })
-                .collect();
+                .map(|(k, v)| alter_op(py, k, &v, shape))
+                .collect::<PyResult<Vec<_>>>()?;
             wanted.push((res, ops));
         }
         let timeout = self.timeout(request_timeout);
+        let client = self.client(py)?;
         let results = py
-            .detach(|| self.inner.incremental_alter_configs(&wanted, timeout))
+            .detach(|| client.incremental_alter_configs(&wanted, timeout))
             .py(py)?;
         let out = PyDict::new(py);
         for (res, r) in results {
@@ -712,7 +801,8 @@ impl AdminClient {
         request_timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let timeout = self.timeout(request_timeout);
-        let groups = py.detach(|| self.inner.list_groups(timeout)).py(py)?;
+        let client = self.client(py)?;
+        let groups = py.detach(|| client.list_groups(timeout)).py(py)?;
         let out = PyList::empty(py);
         // Consumer groups only, as Kafka's Admin lists them: groups of other kinds (Connect
         // workers) declare their own protocol type; an empty one holds committed offsets only.
@@ -740,8 +830,9 @@ impl AdminClient {
         let groups = names(py, group_ids, "group")?;
         let refs: Vec<&str> = groups.iter().map(String::as_str).collect();
         let timeout = self.timeout(request_timeout);
+        let client = self.client(py)?;
         let results = py
-            .detach(|| self.inner.describe_groups(&refs, timeout))
+            .detach(|| client.describe_groups(&refs, timeout))
             .py(py)?;
         let out = PyDict::new(py);
         for (group, r) in results {
@@ -794,11 +885,9 @@ impl AdminClient {
             })
             .transpose()?;
         let timeout = self.timeout(request_timeout);
+        let client = self.client(py)?;
         let results = py
-            .detach(|| {
-                self.inner
-                    .list_consumer_group_offsets(group_id, partitions.as_deref(), timeout)
-            })
+            .detach(|| client.list_consumer_group_offsets(group_id, partitions.as_deref(), timeout))
             .py(py)?;
         let out = PyDict::new(py);
         for (tp, r) in results {
@@ -842,11 +931,9 @@ impl AdminClient {
             })
             .collect::<PyResult<Vec<_>>>()?;
         let timeout = self.timeout(request_timeout);
+        let client = self.client(py)?;
         let results = py
-            .detach(|| {
-                self.inner
-                    .alter_consumer_group_offsets(group_id, &offsets, timeout)
-            })
+            .detach(|| client.alter_consumer_group_offsets(group_id, &offsets, timeout))
             .py(py)?;
         partition_outcomes(py, results)
     }
@@ -865,14 +952,57 @@ impl AdminClient {
             .map(|t| t.0)
             .collect();
         let timeout = self.timeout(request_timeout);
+        let client = self.client(py)?;
         let results = py
-            .detach(|| {
-                self.inner
-                    .delete_consumer_group_offsets(group_id, &partitions, timeout)
-            })
+            .detach(|| client.delete_consumer_group_offsets(group_id, &partitions, timeout))
             .py(py)?;
         partition_outcomes(py, results)
     }
+}
+
+/// One change of `incremental_alter_configs`: a str sets `key`, None deletes it (back to the
+/// default), an `(AlterConfigOpType, value)` pair does that operation (confluent-kafka's
+/// `AlterConfigOpType`: SET 0, DELETE 1, APPEND 2, SUBTRACT 3, Kafka's own codes; APPEND and
+/// SUBTRACT add or remove an item of a list-valued config).
+fn alter_op(
+    py: Python<'_>,
+    key: String,
+    v: &Bound<'_, PyAny>,
+    shape: &str,
+) -> PyResult<AlterConfigOp> {
+    if v.is_none() {
+        return Ok(AlterConfigOp::Delete(key));
+    }
+    if let Ok(value) = v.extract::<String>() {
+        return Ok(AlterConfigOp::Set(key, value));
+    }
+    let (op, value): (Bound<'_, PyAny>, Option<String>) = v.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{shape}; the value of `{key}` is a {}",
+            type_name(v)
+        ))
+    })?;
+    let code: i64 = op.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{shape}; the operation of `{key}` is a {}",
+            type_name(&op)
+        ))
+    })?;
+    let needs_value = |value: Option<String>, name: &str| {
+        value.ok_or_else(|| invalid(py, format!("{name} of `{key}` needs a value, got None")))
+    };
+    Ok(match code {
+        0 => AlterConfigOp::Set(key.clone(), needs_value(value, "SET")?),
+        1 => AlterConfigOp::Delete(key.clone()),
+        2 => AlterConfigOp::Append(key.clone(), needs_value(value, "APPEND")?),
+        3 => AlterConfigOp::Subtract(key.clone(), needs_value(value, "SUBTRACT")?),
+        other => {
+            return Err(invalid(
+                py,
+                format!("the operation of `{key}` must be an AlterConfigOpType, got {other}"),
+            ))
+        }
+    })
 }
 
 fn partitions_arg(

@@ -25,12 +25,12 @@ pub fn from_mapping(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Confi
     let (c, callbacks) = parse(py, config)?;
     if callbacks.stats_cb.is_some() {
         return Err(PyTypeError::new_err(format!(
-            "config `{STATS_CB}`: only a Consumer has statistics"
+            "config `{STATS_CB}`: only a Consumer or a Producer has statistics"
         )));
     }
     if callbacks.error_cb.is_some() {
         return Err(PyTypeError::new_err(format!(
-            "config `{ERROR_CB}`: only a Consumer has an error callback"
+            "config `{ERROR_CB}`: only a Consumer or a Producer has an error callback"
         )));
     }
     Ok(c)
@@ -51,7 +51,8 @@ pub struct ConsumerCallbacks {
     pub error_cb: Option<Py<PyAny>>,
 }
 
-/// A consumer's config: as [`from_mapping`], and its callables `stats_cb` and `error_cb`.
+/// A consumer's or a producer's config: as [`from_mapping`], and its callables `stats_cb` and
+/// `error_cb`.
 pub fn consumer_from_mapping(
     py: Python<'_>,
     config: &Bound<'_, PyAny>,

@@ -808,7 +808,7 @@ impl Consumer {
 /// inside the core's `poll`. What it raises is stashed and that poll fails with it, as
 /// confluent-kafka's `poll()` raises what its callbacks raised; no record is lost (the core
 /// calls its callbacks before taking records). `name` is the config key, for the message.
-fn call_python_callback<A>(
+pub(crate) fn call_python_callback<A>(
     slot: &Mutex<Option<Py<PyAny>>>,
     stash: &Stash,
     name: &str,

@@ -1,7 +1,8 @@
 //! `Producer`: the core producer behind a Python class.
 //!
 //! Delivery callbacks never run on the producer's I/O threads: the core's completion only
-//! queues the outcome, and `poll()` / `flush()` call the callbacks on the caller's thread.
+//! queues the outcome, and `poll()` / `flush()` call the callbacks on the caller's thread. The
+//! config's `stats_cb` and `error_cb` run there too, from the core's `serve_callbacks`.
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -12,10 +13,14 @@ use lagless::config::ProducerConfig;
 use lagless::sync::Unpoisoned;
 use lagless::{Error, Producer as CoreProducer, ProducerRecord, RecordMetadata};
 use pyo3::exceptions::PyTypeError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
+use pyo3::PyTraverseError;
 
+use crate::consumer::call_python_callback;
 use crate::errors::{exception, to_py, IntoPyResult};
+use crate::listener::Stash;
 use crate::transaction::{transaction_offsets, txn_timeout, ConsumerGroupMetadata};
 use crate::types::extract_tps;
 use crate::wait::{deadline, duration, next_slice, passed, SLICE};
@@ -33,6 +38,12 @@ pub struct Producer {
     notify_fd: Arc<AtomicI64>,
     /// The transactional calls' timeout when none is given, as in C.
     delivery_timeout: Duration,
+    /// `stats_cb` of the config, shared with the core's statistics callback.
+    stats_cb: Arc<Mutex<Option<Py<PyAny>>>>,
+    /// `error_cb` of the config, likewise.
+    error_cb: Arc<Mutex<Option<Py<PyAny>>>>,
+    /// What `stats_cb` or `error_cb` raised, for the `poll()` or `flush()` that ran it to raise.
+    stash: Stash,
 }
 
 /// Writes one byte to `fd` (non-blocking on the application's side; a full buffer means a
@@ -143,6 +154,17 @@ impl Producer {
         }
     }
 
+    /// Runs `error_cb` and `stats_cb` if due (the core decides); when the next `stats_cb` call
+    /// is due. What a callback raised is raised here.
+    fn serve_callbacks(&self, py: Python<'_>) -> PyResult<Option<Instant>> {
+        self.core().serve_callbacks().map_err(|e| {
+            match (&e, self.stash.lock().unpoisoned().take()) {
+                (Error::Callback(_), Some(raised)) => raised,
+                _ => to_py(py, &e),
+            }
+        })
+    }
+
     /// A commit's or abort's outcome, after the delivery callbacks of the transaction's records
     /// ran (they are due once it ended, as after `flush()`). The transaction's error is raised
     /// before a callback's: it says what the application must do next (abort, close).
@@ -157,15 +179,39 @@ impl Producer {
 impl Producer {
     #[new]
     fn py_new(py: Python<'_>, config: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let config = crate::config::from_mapping(py, config)?;
+        let (config, cbs) = crate::config::consumer_from_mapping(py, config)?;
         let typed = ProducerConfig::from_config(&config).py(py)?;
         let delivery_timeout = typed.delivery_timeout;
         let core = py.detach(|| CoreProducer::new(typed)).py(py)?;
+        let stash: Stash = Arc::new(Mutex::new(None));
+        let (with_stats, with_errors) = (cbs.stats_cb.is_some(), cbs.error_cb.is_some());
+        let stats_cb = Arc::new(Mutex::new(cbs.stats_cb));
+        let error_cb = Arc::new(Mutex::new(cbs.error_cb));
+        if with_stats {
+            let (slot, stash) = (stats_cb.clone(), stash.clone());
+            core.set_statistics_callback(Some(Box::new(
+                move |m: &lagless::metrics::ProducerMetrics| {
+                    let json = m.to_json_string();
+                    call_python_callback(&slot, &stash, "stats_cb", |_| (json,))
+                },
+            )));
+        }
+        if with_errors {
+            let (slot, stash) = (error_cb.clone(), stash.clone());
+            core.set_error_callback(Some(Box::new(move |e: &Error| {
+                call_python_callback(&slot, &stash, "error_cb", |py| {
+                    (exception(py, &to_py(py, e)),)
+                })
+            })));
+        }
         Ok(Producer {
             inner: Some(core),
             delivered: Arc::new(Mutex::new(Vec::new())),
             notify_fd: Arc::new(AtomicI64::new(-1)),
             delivery_timeout,
+            stats_cb,
+            error_cb,
+            stash,
         })
     }
 
@@ -246,11 +292,13 @@ impl Producer {
     }
 
     /// Runs the delivery callbacks that are due (waiting up to `timeout` seconds for one);
-    /// returns how many ran.
+    /// returns how many ran. Before them, and while it waits, `error_cb` and `stats_cb` of the
+    /// config when due.
     #[pyo3(signature = (timeout=0.0))]
     fn poll(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
         let deadline = deadline(timeout, Instant::now());
         loop {
+            self.serve_callbacks(py)?;
             let n = self.run_callbacks(py)?;
             if n > 0 || passed(deadline, Instant::now()) {
                 return Ok(n);
@@ -268,7 +316,12 @@ impl Producer {
         let deadline = deadline(timeout, Instant::now());
         let core = self.core();
         loop {
-            let slice = next_slice(deadline, Instant::now(), SLICE);
+            let next_statistics = self.serve_callbacks(py)?;
+            let now = Instant::now();
+            let mut slice = next_slice(deadline, now, SLICE);
+            if let Some(at) = next_statistics {
+                slice = slice.min(at.saturating_duration_since(now));
+            }
             let r = py.detach(|| core.flush(slice));
             self.run_callbacks(py)?;
             match r {
@@ -286,6 +339,13 @@ impl Producer {
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let json = self.core().metrics().to_json_string();
         py.import("json")?.call_method1("loads", (json,))
+    }
+
+    /// The same snapshot in the Prometheus text exposition format 0.0.4 (`lagless_producer_*`
+    /// metrics; README.md's "Metrics" names each). `lagless.prometheus` has a
+    /// `prometheus_client` collector built on it.
+    fn metrics_prometheus(&self) -> String {
+        self.core().metrics().to_prometheus()
     }
 
     /// Makes every delivery outcome queued while none was write a byte to `fd` (None: stop).
@@ -378,6 +438,26 @@ impl Producer {
     fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
         // None: an exception raised in the `with` block propagates.
         self.close(py, None)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // Never block in the collector: skipping one round of traversal is harmless.
+        if let Ok(cb) = self.stats_cb.try_lock() {
+            visit.call(&*cb)?;
+        }
+        if let Ok(cb) = self.error_cb.try_lock() {
+            visit.call(&*cb)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if let Ok(mut cb) = self.stats_cb.try_lock() {
+            *cb = None;
+        }
+        if let Ok(mut cb) = self.error_cb.try_lock() {
+            *cb = None;
+        }
     }
 }
 

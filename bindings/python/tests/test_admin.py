@@ -64,8 +64,8 @@ def test_created_topics_are_described_with_their_partitions_and_a_second_create_
     assert a in str(err)
     assert len(described(admin, b)["partitions"]) == 2
 
-    assert a in admin.list_topics(request_timeout=10)
-    assert "__consumer_offsets" not in admin.list_topics(request_timeout=10)
+    assert a in admin.list_topics(request_timeout=10).topics
+    assert "__consumer_offsets" not in admin.list_topics(request_timeout=10).topics
 
     missing = unique("py-admin-missing")
     answers = admin.describe_topics([a, missing], request_timeout=10)
@@ -193,7 +193,7 @@ def test_a_topics_configs_are_described_and_altered_key_by_key(admin, make_topic
 def test_deleted_topics_go_and_a_second_delete_fails_alone(admin, make_topic):
     gone, other = make_topic(1), make_topic(1)
     assert admin.delete_topics([gone], request_timeout=15) == {gone: None}
-    eventually(f"{gone} no longer listed", lambda: admin.list_topics(request_timeout=10), lambda ts: gone not in ts)
+    eventually(f"{gone} no longer listed", lambda: admin.list_topics(request_timeout=10).topics, lambda ts: gone not in ts)
     answers = admin.delete_topics([gone, other], request_timeout=15)
     assert answers[other] is None
     err = answers[gone]
@@ -260,3 +260,69 @@ def test_a_client_metrics_subscription_is_a_config_resource():
         lagless.ConfigResource("client_metrics", "")
     with pytest.raises(lagless.InvalidArgumentError, match="client_metrics"):
         lagless.ConfigResource("group", "g")
+
+
+def test_list_topics_gives_cluster_metadata_with_each_partitions_leader_replicas_and_isrs(admin, make_topic):
+    topic = make_topic(3)
+    described(admin, topic)  # every partition has its leader by now
+    md = admin.list_topics(request_timeout=10)
+    assert isinstance(md, lagless.ClusterMetadata), md
+    assert md.cluster_id and md.brokers, vars(md)
+    assert md.controller_id in md.brokers and md.orig_broker_id is None, vars(md)
+    for broker_id, b in md.brokers.items():
+        assert isinstance(b, lagless.BrokerMetadata) and b.id == broker_id and b.host and b.port > 0
+    t = md.topics[topic]
+    assert isinstance(t, lagless.TopicMetadata) and t.topic == topic and t.error is None
+    assert sorted(t.partitions) == [0, 1, 2]
+    for pid, p in t.partitions.items():
+        assert isinstance(p, lagless.PartitionMetadata) and p.id == pid and p.error is None
+        assert p.leader in md.brokers, (p.leader, md.brokers)
+        assert p.replicas == [p.leader] and p.isrs == [p.leader], vars(p)
+    assert "__consumer_offsets" not in md.topics
+
+
+def test_append_and_subtract_change_one_item_of_a_list_config(admin, make_topic):
+    topic = make_topic(1)
+    res = lagless.ConfigResource("topic", topic)
+    op = lagless.AlterConfigOpType
+    assert [op.SET, op.DELETE, op.APPEND, op.SUBTRACT] == [0, 1, 2, 3]  # Kafka's codes
+
+    def policy() -> str:
+        configs = admin.describe_configs([res], request_timeout=10)[res]
+        assert isinstance(configs, dict), configs
+        return configs["cleanup.policy"]["value"]
+
+    assert policy() == "delete"
+    answers = admin.incremental_alter_configs({res: {"cleanup.policy": (op.APPEND, "compact")}}, request_timeout=10)
+    assert answers == {res: None}
+    assert policy() == "delete,compact"
+    answers = admin.incremental_alter_configs({res: {"cleanup.policy": (op.SUBTRACT, "delete")}}, request_timeout=10)
+    assert answers == {res: None}
+    assert policy() == "compact"
+    # The pair forms of SET and DELETE are the str and None forms.
+    assert admin.incremental_alter_configs({res: {"cleanup.policy": (op.SET, "delete")}}, request_timeout=10) == {res: None}
+    assert policy() == "delete"
+    assert admin.incremental_alter_configs({res: {"retention.ms": (op.SET, "5000")}}, request_timeout=10) == {res: None}
+    assert admin.incremental_alter_configs({res: {"retention.ms": (op.DELETE, None)}}, request_timeout=10) == {res: None}
+    configs = admin.describe_configs([res], request_timeout=10)[res]
+    assert isinstance(configs, dict) and configs["retention.ms"]["is_default"] is True
+    with pytest.raises(lagless.InvalidArgumentError, match="APPEND of `cleanup.policy` needs a value"):
+        admin.incremental_alter_configs({res: {"cleanup.policy": (op.APPEND, None)}})
+    with pytest.raises(lagless.InvalidArgumentError, match="must be an AlterConfigOpType, got 7"):
+        admin.incremental_alter_configs({res: {"cleanup.policy": (7, "x")}})
+    with pytest.raises(TypeError, match="the value of `cleanup.policy`"):
+        admin.incremental_alter_configs({res: {"cleanup.policy": 5}})
+
+
+def test_a_closed_admin_client_raises_closed_and_the_with_block_closes_it(bootstrap):
+    with lagless.AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        assert admin.describe_cluster(request_timeout=10)["brokers"]
+    with pytest.raises(lagless.ClosedError):
+        admin.describe_cluster(request_timeout=10)
+    with pytest.raises(lagless.ClosedError):
+        admin.list_topics(request_timeout=10)
+    admin.close()  # again: nothing
+    other = lagless.AdminClient({"bootstrap.servers": bootstrap})
+    other.close()
+    with pytest.raises(lagless.ClosedError):
+        other.create_topics([lagless.NewTopic(unique("py-admin-closed"), 1, 1)])

@@ -57,11 +57,57 @@ def test_what_error_cb_raises_comes_out_of_poll(consumers):
         assert c.poll(0.1) is None
 
 
-def test_error_cb_must_be_callable_and_is_for_consumers_only():
+def test_error_cb_must_be_callable_and_is_for_consumers_and_producers_only():
     with pytest.raises(TypeError, match="error_cb.*callable"):
         lagless.Consumer(unreachable(error_cb="print"))
-    with pytest.raises(TypeError, match="error_cb.*only a Consumer"):
-        lagless.Producer({"bootstrap.servers": "127.0.0.1:1", "error_cb": print})
+    with pytest.raises(TypeError, match="error_cb.*callable"):
+        lagless.Producer(unreachable(error_cb="print"))
+    with pytest.raises(TypeError, match="error_cb.*only a Consumer or a Producer"):
+        lagless.AdminClient({"bootstrap.servers": "127.0.0.1:1", "error_cb": print})
+
+
+def test_producer_error_cb_hears_all_brokers_down_once_on_the_polling_thread():
+    heard: List[tuple] = []
+
+    def on_error(e: lagless.LaglessError) -> None:
+        heard.append((threading.get_ident(), e))
+
+    p = lagless.Producer(unreachable(error_cb=on_error, **{"default.api.timeout.ms": 1000}))
+    try:
+        # The producer connects when it has something to look up: the topic's partitions.
+        with pytest.raises(lagless.LaglessError):
+            p.partitions_for("t")
+        deadline = time.monotonic() + 10
+        while not heard and time.monotonic() < deadline:
+            assert p.poll(0.1) == 0
+        # The brokers stay down and are retried every 50-100 ms: still one report.
+        deadline = time.monotonic() + 1
+        while time.monotonic() < deadline:
+            p.poll(0.1)
+    finally:
+        p.close(timeout=1)
+    assert len(heard) == 1, heard
+    thread, e = heard[0]
+    assert thread == threading.get_ident()
+    assert isinstance(e, lagless.TransportError), repr(e)
+    assert "all brokers are down" in str(e) and "127.0.0.1:1" in str(e), str(e)
+
+
+def test_what_producer_error_cb_raises_comes_out_of_flush():
+    def on_error(e: lagless.LaglessError) -> None:
+        raise RuntimeError(f"giving up: {e}")
+
+    p = lagless.Producer(unreachable(error_cb=on_error, **{"default.api.timeout.ms": 1000}))
+    try:
+        with pytest.raises(lagless.LaglessError):
+            p.partitions_for("t")
+        with pytest.raises(RuntimeError, match="giving up: .*all brokers are down"):
+            p.flush(10)
+        # Raised once: the next calls go on.
+        p.flush(0.1)
+        assert p.poll(0.1) == 0
+    finally:
+        p.close(timeout=1)
 
 
 def test_librdkafka_beside_lagless_hears_the_same_condition():

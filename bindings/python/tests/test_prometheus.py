@@ -201,3 +201,59 @@ def test_without_prometheus_client_the_import_error_says_what_to_install():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert "pip install prometheus-client" in out.stdout, out.stdout
+
+
+def test_a_producer_renders_its_counts_and_the_collector_takes_it_beside_a_consumer(
+    bootstrap, make_topic, consumers
+):
+    """Producer.metrics_prometheus() read by the official parser carries the records the test
+    delivered; one ConsumerCollector holds a producer and a consumer, each with its families."""
+    topic = make_topic(1, prefix="py-prom-producer")
+    client_id = f"py-prom-p-{uuid.uuid4().hex[:8]}"
+    p = lagless.Producer({"bootstrap.servers": bootstrap, "client.id": client_id})
+    try:
+        delivered: List[int] = []
+        for i in range(12):
+            p.produce(topic, value=f"v{i}",
+                      on_delivery=lambda err, md: delivered.append(md[2]) if err is None else None)
+        p.flush(30)
+        assert sorted(delivered) == list(range(12))
+        text = p.metrics_prometheus()
+        families = list(text_string_to_metric_families(text))
+        assert families, text
+        got: Dict[str, Dict[Key, float]] = {}
+        for family in families:
+            assert family.name.startswith("lagless_producer_"), family.name
+            assert family.type in ("counter", "gauge"), (family.name, family.type)
+            assert family.documentation, family.name
+            assert family.samples, family.name
+            for s in family.samples:
+                key = tuple(f"{k}={v}" for k, v in sorted(s.labels.items()))
+                got.setdefault(s.name, {})[key] = s.value
+        me = labels(client_id=client_id)
+        m = p.metrics()
+        assert got["lagless_producer_records_sent_total"][me] == 12 == m["records_sent_total"]
+        assert got["lagless_producer_records_failed_total"][me] == 0
+        assert got["lagless_producer_records_outstanding"][me] == 0
+        assert got["lagless_producer_batches_sent_total"][me] == m["batches_sent_total"] >= 1
+        assert got["lagless_producer_buffer_memory_bytes"][me] == m["buffer_memory"]
+        # The broker that took the records: connected, with the requests it answered.
+        up = [k for k, v in got["lagless_producer_broker_state"].items() if "state=up" in k and v == 1]
+        assert up, got["lagless_producer_broker_state"]
+        assert got["lagless_producer_produce_latency_avg_seconds"][me] > 0
+
+        c = lagless.Consumer({"bootstrap.servers": bootstrap, "client.id": client_id + "-c"})
+        consumers.append(c)
+        registry = CollectorRegistry()
+        registry.register(ConsumerCollector(c, p))
+        assert registry.get_sample_value(
+            "lagless_producer_records_sent_total", {"client_id": client_id}
+        ) == 12
+        assert registry.get_sample_value(
+            "lagless_consumer_records_consumed_total", {"client_id": client_id + "-c"}
+        ) == 0
+        out = generate_latest(registry).decode()
+        names = {f.name for f in text_string_to_metric_families(out)}
+        assert "lagless_producer_records_sent" in names and "lagless_consumer_records_consumed" in names, names
+    finally:
+        p.close()

@@ -96,7 +96,62 @@ def test_an_exception_of_stats_cb_comes_out_of_poll_and_no_record_is_lost(bootst
 def test_stats_cb_must_be_callable_and_the_interval_sane(bootstrap):
     with pytest.raises(TypeError, match="stats_cb"):
         lagless.Consumer({"bootstrap.servers": bootstrap, "stats_cb": "not callable"})
-    with pytest.raises(TypeError, match="stats_cb"):
-        lagless.Producer({"bootstrap.servers": bootstrap, "stats_cb": print})
+    with pytest.raises(TypeError, match="stats_cb.*callable"):
+        lagless.Producer({"bootstrap.servers": bootstrap, "stats_cb": "not callable"})
+    with pytest.raises(TypeError, match="stats_cb.*only a Consumer or a Producer"):
+        lagless.AdminClient({"bootstrap.servers": bootstrap, "stats_cb": print})
+    with pytest.raises(lagless.ConfigError, match=r"statistics\.interval\.ms.*`5`"):
+        lagless.Producer({"bootstrap.servers": bootstrap, "statistics.interval.ms": 5})
     with pytest.raises(lagless.ConfigError, match=r"statistics\.interval\.ms.*`5`"):
         lagless.Consumer({"bootstrap.servers": bootstrap, "statistics.interval.ms": 5})
+
+
+def test_producer_stats_cb_gets_the_json_with_the_records_delivered(bootstrap, make_topic):
+    """The producer's stats_cb runs inside poll()/flush() on the calling thread, as
+    librdkafka's producer serves it from rd_kafka_poll; the JSON is Producer.metrics()'s."""
+    topic = make_topic(1, prefix="py-pstats")
+    calls: List[tuple] = []
+
+    def on_stats(json_str: str) -> None:
+        calls.append((threading.get_ident(), json.loads(json_str)))
+
+    delivered: List[int] = []
+    p = lagless.Producer(
+        {"bootstrap.servers": bootstrap, "client.id": "py-pstats", "statistics.interval.ms": 100,
+         "stats_cb": on_stats}
+    )
+    try:
+        for i in range(25):
+            p.produce(topic, value=f"v{i}",
+                      on_delivery=lambda err, md: delivered.append(1) if err is None else None)
+        p.flush(30)
+        assert len(delivered) == 25
+        before = len(calls)
+        deadline = time.monotonic() + 10
+        while len(calls) == before and time.monotonic() < deadline:
+            p.poll(0.05)
+    finally:
+        p.close()
+    assert len(calls) > before, "no statistics after the flush"
+    thread, last = calls[-1]
+    assert thread == threading.get_ident()
+    assert last["type"] == "producer" and last["client_id"] == "py-pstats", last
+    assert last["records_sent_total"] == 25, last
+    assert last["records_failed_total"] == 0, last
+    assert last["records_outstanding"] == 0, last
+
+
+def test_an_exception_of_the_producer_stats_cb_comes_out_of_poll(bootstrap):
+    def on_stats(json_str: str) -> None:
+        raise ValueError("producer stats_cb failure")
+
+    p = lagless.Producer(
+        {"bootstrap.servers": bootstrap, "statistics.interval.ms": 50, "stats_cb": on_stats}
+    )
+    try:
+        with pytest.raises(ValueError, match="producer stats_cb failure"):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                p.poll(0.05)
+    finally:
+        p.close()

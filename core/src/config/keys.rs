@@ -518,9 +518,9 @@ pub(super) static KEYS: &[KeyInfo] = &[
     key(
         "statistics.interval.ms",
         Some("0"),
-        Consumer,
+        Common,
         OffOrMs { min: 10, max: 86_400_000 },
-        "How often the statistics callback receives the metrics snapshot (JSON in C and Python), from poll() on the polling thread; 0 turns statistics off (librdkafka's statistics.interval.ms).",
+        "How often the statistics callback receives the metrics snapshot (JSON in C and Python), from the consumer's poll() on the polling thread, or the producer's poll() and flush() on the calling thread; 0 turns statistics off (librdkafka's statistics.interval.ms).",
     ),
     key(
         "group.remote.assignor",

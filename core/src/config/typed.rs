@@ -363,6 +363,10 @@ pub struct ProducerConfig {
     /// `transaction.timeout.ms`: how long the coordinator lets a transaction stay open before
     /// it aborts it (default 60 s, as in Java).
     pub transaction_timeout: Duration,
+    /// `statistics.interval.ms`: how often the producer's poll and flush (C, Python; a Rust
+    /// application's own loop through [`crate::Producer::serve_callbacks`]) hand the metrics
+    /// snapshot to the statistics callback; zero (the default) for never.
+    pub statistics_interval: Duration,
 }
 
 impl ProducerConfig {
@@ -427,6 +431,7 @@ impl ProducerConfig {
             enable_idempotence,
             transactional_id,
             transaction_timeout: c.ms("transaction.timeout.ms")?,
+            statistics_interval: c.ms("statistics.interval.ms")?,
         })
     }
 }

@@ -1,22 +1,11 @@
 //! The error callback (librdkafka's `error_cb`): conditions of the whole cluster that no single
 //! call fails with, handed to the application on the thread inside `poll()`. What is raised and
 //! when is decided in `cluster::health`; this file only hands it over.
-use std::sync::Mutex;
-
 use crate::consumer::Consumer;
-use crate::error::{Error, Result};
-use crate::sync::Unpoisoned;
-
-/// The error callback: given each whole-cluster condition as it begins, on the thread in
-/// `poll()`, before that call takes records. An error it returns comes out of that `poll()`.
-pub type ErrorCallback = Box<dyn FnMut(&Error) -> Result<()> + Send>;
-
-/// The callback, and a count that `set` bumps so that a callback replaced while it ran is not
-/// put back.
-#[derive(Default)]
-pub(crate) struct ErrorCallbackSlot {
-    state: Mutex<(Option<ErrorCallback>, u64)>,
-}
+use crate::error::Result;
+// The callback's holder serves the producer too: it lives below both.
+pub use crate::metrics::callbacks::ErrorCallback;
+pub(crate) use crate::metrics::callbacks::ErrorCallbackSlot;
 
 impl Consumer {
     /// Sets (or with `None` removes) the error callback. It hears of conditions of the whole
@@ -34,36 +23,12 @@ impl Consumer {
     /// condition. Conditions raised while no callback is set are logged only. The callback must
     /// not call this consumer's `poll()`.
     pub fn set_error_callback(&self, callback: Option<ErrorCallback>) {
-        let mut st = self.error_callback.state.lock().unpoisoned();
-        st.0 = callback;
-        st.1 += 1;
+        self.error_callback.set(callback);
     }
 
     /// Hands what the cluster raised since the last call to the error callback (drops it when
     /// there is none). Reads one atomic flag when nothing was raised.
     pub(crate) fn emit_raised(&self) -> Result<()> {
-        let raised = self.shared.cluster.take_raised();
-        if raised.is_empty() {
-            return Ok(());
-        }
-        let (mut callback, version) = {
-            let mut st = self.error_callback.state.lock().unpoisoned();
-            // Taken out so the callback runs with no lock held (it may set another callback).
-            (st.0.take(), st.1)
-        };
-        let mut result = Ok(());
-        if let Some(cb) = callback.as_mut() {
-            for e in &raised {
-                result = cb(e);
-                if result.is_err() {
-                    break;
-                }
-            }
-        }
-        let mut st = self.error_callback.state.lock().unpoisoned();
-        if st.1 == version {
-            st.0 = callback;
-        }
-        result
+        self.error_callback.emit(self.shared.cluster.take_raised())
     }
 }

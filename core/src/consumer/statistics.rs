@@ -2,74 +2,19 @@
 //! callback every interval, the way librdkafka's `stats_cb` gets its JSON. The callback runs on
 //! the thread inside `poll()` (never beside the application's own code), and a `poll()` waiting
 //! for records wakes for it. [`statistics_due`] decides when; this file only carries it out.
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::consumer::Consumer;
 use crate::error::Result;
 use crate::metrics::ConsumerMetrics;
-use crate::sync::Unpoisoned;
+// The decision and the callback's holder serve the producer too: they live below both.
+pub(crate) use crate::metrics::callbacks::Statistics;
+pub use crate::metrics::callbacks::{statistics_due, StatisticsDue};
 
 /// The statistics callback: given the snapshot every `statistics.interval.ms`, on the thread in
 /// `poll()`. An error it returns comes out of that `poll()` (no record is held back by it: the
 /// callback runs before the call takes records).
 pub type StatisticsCallback = Box<dyn FnMut(&ConsumerMetrics) -> Result<()> + Send>;
-
-/// Whether a statistics emission is due.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatisticsDue {
-    /// `statistics.interval.ms` is 0: never.
-    Off,
-    /// Now.
-    Now,
-    /// Not before this instant.
-    At(Instant),
-}
-
-/// Whether statistics are due at `now`, the last emission (or the consumer's start) having been
-/// at `last` and the interval being `interval` (zero: off). Emitting sets `last` to `now`, not to
-/// the due time: a poll gap of several intervals gives one emission, not a burst, and two
-/// emissions are never closer than the interval. A `now` before `last` (a clock that went back)
-/// waits one interval from `now` rather than up to the time the clock lost.
-pub fn statistics_due(now: Instant, last: Instant, interval: Duration) -> StatisticsDue {
-    if interval.is_zero() {
-        return StatisticsDue::Off;
-    }
-    if now < last {
-        return StatisticsDue::At(now + interval);
-    }
-    match last.checked_add(interval) {
-        Some(due) if now >= due => StatisticsDue::Now,
-        Some(due) => StatisticsDue::At(due),
-        // An interval past the clock's range never comes.
-        None => StatisticsDue::Off,
-    }
-}
-
-/// The callback and when it last ran.
-pub(crate) struct Statistics {
-    state: Mutex<State>,
-}
-
-struct State {
-    callback: Option<StatisticsCallback>,
-    last: Instant,
-    /// Bumped by every `set`, so an emission whose callback was replaced meanwhile does not put
-    /// the old one back.
-    version: u64,
-}
-
-impl Statistics {
-    pub(crate) fn new(start: Instant) -> Statistics {
-        Statistics {
-            state: Mutex::new(State {
-                callback: None,
-                last: start,
-                version: 0,
-            }),
-        }
-    }
-}
 
 impl Consumer {
     /// Sets (or with `None` removes) the statistics callback: every `statistics.interval.ms`
@@ -80,9 +25,7 @@ impl Consumer {
     /// one interval after the consumer was created. `recovery_poll()` never calls it. The
     /// callback must not call this consumer's `poll()`.
     pub fn set_statistics_callback(&self, callback: Option<StatisticsCallback>) {
-        let mut st = self.statistics.state.lock().unpoisoned();
-        st.callback = callback;
-        st.version += 1;
+        self.statistics.set(callback);
     }
 
     /// Calls the statistics callback if an emission is due now; the instant the next one is due
@@ -90,107 +33,8 @@ impl Consumer {
     /// `statistics.interval.ms=0` (the default) it takes no lock and reads no clock: `poll()`
     /// calls it on every pass of its loop.
     pub(crate) fn emit_statistics(&self) -> Result<Option<Instant>> {
-        let interval = self.shared.config.statistics_interval;
-        if interval.is_zero() {
-            return Ok(None);
-        }
-        let now = Instant::now();
-        let (mut callback, version) = {
-            let mut st = self.statistics.state.lock().unpoisoned();
-            if st.callback.is_none() {
-                return Ok(None);
-            }
-            match statistics_due(now, st.last, interval) {
-                StatisticsDue::Off => return Ok(None),
-                StatisticsDue::At(at) => return Ok(Some(at)),
-                StatisticsDue::Now => {}
-            }
-            st.last = now;
-            // Taken out so the callback runs with no lock held (it may set another callback).
-            (st.callback.take(), st.version)
-        };
-        let metrics = self.metrics();
-        // The interval runs from the call, not from the decision: taking the snapshot takes
-        // longer some times than others, and two calls must never come closer than the
-        // interval.
-        let called = Instant::now();
-        self.statistics.state.lock().unpoisoned().last = called;
-        let result = match callback.as_mut() {
-            Some(cb) => cb(&metrics),
-            None => Ok(()),
-        };
-        let mut st = self.statistics.state.lock().unpoisoned();
-        if st.version == version {
-            st.callback = callback;
-        }
-        let next = called.checked_add(interval);
-        drop(st);
-        result.map(|()| next)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_emission_is_due_once_an_interval_has_passed_and_never_sooner() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        let at = |n| StatisticsDue::At(t0 + ms(n));
-        // (now - t0, interval, expected); last = t0.
-        let table = [
-            (0, 0, StatisticsDue::Off),
-            (10_000, 0, StatisticsDue::Off),
-            (0, 200, at(200)),
-            (199, 200, at(200)),
-            (200, 200, StatisticsDue::Now),
-            (201, 200, StatisticsDue::Now),
-            // A poll gap of ten intervals: one emission due (the caller then sets last = now).
-            (2_000, 200, StatisticsDue::Now),
-        ];
-        for (now, interval, want) in table {
-            assert_eq!(
-                statistics_due(t0 + ms(now), t0, ms(interval)),
-                want,
-                "now = t0 + {now} ms, interval {interval} ms"
-            );
-        }
-    }
-
-    #[test]
-    fn a_long_gap_gives_one_emission_then_a_full_interval() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        let interval = ms(200);
-        // Polls every 50 ms, with a 1 s gap from 300 to 1300 ms.
-        let polls: Vec<u64> = (0..=6)
-            .map(|i| i * 50)
-            .chain((0..=8).map(|i| 1_300 + i * 50))
-            .collect();
-        let mut last = t0;
-        let mut emitted = Vec::new();
-        for p in polls {
-            let now = t0 + ms(p);
-            if statistics_due(now, last, interval) == StatisticsDue::Now {
-                last = now;
-                emitted.push(p);
-            }
-        }
-        // At 200, once after the gap (1300, not five times), and one interval after that.
-        assert_eq!(emitted, [200, 1_300, 1_500, 1_700]);
-    }
-
-    #[test]
-    fn a_clock_that_went_back_waits_one_interval_from_now() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        let last = t0 + ms(5_000);
-        assert_eq!(
-            statistics_due(t0, last, ms(200)),
-            StatisticsDue::At(t0 + ms(200))
-        );
-        assert_eq!(statistics_due(t0, last, ms(0)), StatisticsDue::Off);
+        self.statistics
+            .emit(self.shared.config.statistics_interval, || self.metrics())
     }
 }
 
@@ -198,6 +42,8 @@ mod tests {
 mod consumer_tests {
     use std::sync::{Arc, Mutex};
     use std::thread::ThreadId;
+
+    use std::time::Duration;
 
     use super::*;
     use crate::{Config, Error, ErrorKind};

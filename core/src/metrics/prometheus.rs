@@ -189,7 +189,7 @@ impl Collector for Snapshot {
                 .map(|v| once(&consumer, ConstGauge::new(v)))
                 .unwrap_or_default(),
         )?;
-        brokers(&mut e, m, &consumer)?;
+        brokers(&mut e, &m.brokers, &consumer)?;
 
         // The group member.
         if let Some(g) = &m.group {
@@ -359,7 +359,7 @@ impl Collector for Snapshot {
 }
 
 /// The brokers' families, labelled with the broker's address and, when known, its node id.
-fn brokers(e: &mut DescriptorEncoder, m: &ConsumerMetrics, consumer: &Labels) -> fmt::Result {
+fn brokers(e: &mut DescriptorEncoder, list: &[BrokerMetrics], consumer: &Labels) -> fmt::Result {
     let labels = |b: &BrokerMetrics| {
         let mut labels = consumer.clone();
         labels.push(("broker", b.address.clone()));
@@ -369,19 +369,16 @@ fn brokers(e: &mut DescriptorEncoder, m: &ConsumerMetrics, consumer: &Labels) ->
         labels
     };
     let each = |f: &dyn Fn(&BrokerMetrics) -> u64| -> Vec<(Labels, ConstCounter<u64>)> {
-        m.brokers
-            .iter()
+        list.iter()
             .map(|b| (labels(b), ConstCounter::new(f(b))))
             .collect()
     };
     let gauge = |f: &dyn Fn(&BrokerMetrics) -> Option<f64>| -> Vec<(Labels, ConstGauge<f64>)> {
-        m.brokers
-            .iter()
+        list.iter()
             .filter_map(|b| Some((labels(b), ConstGauge::new(f(b)?))))
             .collect()
     };
-    let states = m
-        .brokers
+    let states = list
         .iter()
         .flat_map(|b| {
             let mut states: Vec<&str> = BROKER_STATES.to_vec();
@@ -534,3 +531,6 @@ fn count(n: usize) -> u64 {
 #[cfg(test)]
 #[path = "prometheus_tests.rs"]
 mod tests;
+
+#[path = "prometheus_producer.rs"]
+mod producer;

@@ -39,6 +39,7 @@ use crate::sync::Unpoisoned;
 use crate::telemetry::{self, Reporter};
 
 mod accumulator;
+mod callbacks;
 mod idempotence;
 mod partitioner;
 mod sender;
@@ -46,6 +47,7 @@ mod transaction;
 mod transactional;
 
 use accumulator::*;
+pub use callbacks::ProducerStatisticsCallback;
 use idempotence::*;
 use partitioner::*;
 pub use partitioner::{murmur2, partition_for_key};
@@ -222,6 +224,10 @@ pub struct Producer {
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     /// KIP-714's client telemetry task (`enable.metrics.push`).
     telemetry: Option<Reporter>,
+    /// `statistics.interval.ms`'s callback and when it last ran.
+    statistics: crate::metrics::callbacks::Statistics<crate::metrics::ProducerMetrics>,
+    /// The error callback: whole-cluster conditions.
+    error_callback: crate::metrics::callbacks::ErrorCallbackSlot,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -342,6 +348,8 @@ impl Producer {
             handle,
             runtime: Mutex::new(runtime),
             telemetry,
+            statistics: crate::metrics::callbacks::Statistics::new(Instant::now()),
+            error_callback: Default::default(),
         })
     }
 

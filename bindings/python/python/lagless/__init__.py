@@ -17,6 +17,13 @@ from __future__ import annotations
 import atexit
 import logging
 
+from ._admin import (
+    AlterConfigOpType,
+    BrokerMetadata,
+    ClusterMetadata,
+    PartitionMetadata,
+    TopicMetadata,
+)
 from ._errors import *  # noqa: F403 (the exception classes, listed in __all__ below)
 from ._lagless import (
     OFFSET_BEGINNING,
@@ -47,6 +54,11 @@ __all__ = [
     "NewPartitions",
     "ConfigResource",
     "OffsetSpec",
+    "AlterConfigOpType",
+    "ClusterMetadata",
+    "BrokerMetadata",
+    "TopicMetadata",
+    "PartitionMetadata",
     "ConsumerGroupMetadata",
     "Message",
     "MessageBatch",

@@ -3,6 +3,7 @@
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union, final
 
+from ._admin import AlterConfigOpType, ClusterMetadata
 from ._errors import LaglessError
 from ._listener import RebalanceListener
 
@@ -43,14 +44,15 @@ _OAuthToken = Union[
 _OAuthCallback = Callable[[str], _OAuthToken]
 # What a config value may be; the config itself is typed Mapping[str, Any] so that a dict of
 # mixed values (a dict[str, object] to mypy) is accepted.
-# `stats_cb(json)`: the consumer's statistics (the `metrics()` snapshot as a JSON str) every
-# `statistics.interval.ms`, called from poll()/consume() on the polling thread; what it raises
-# comes out of that call (as in confluent-kafka).
+# `stats_cb(json)`: the consumer's or producer's statistics (the `metrics()` snapshot as a JSON
+# str) every `statistics.interval.ms`, called from the consumer's poll()/consume() on the polling
+# thread, or the producer's poll()/flush() on the calling thread; what it raises comes out of
+# that call (as in confluent-kafka).
 _StatsCallback = Callable[[str], Any]
 # `error_cb(error)`: conditions of the whole cluster (all brokers down, refused credentials or
 # certificate, a silent group coordinator) as the LaglessError subclass of their kind, each once
-# as it begins, called from poll()/consume() on the polling thread; what it raises comes out of
-# that call (as in confluent-kafka).
+# as it begins, called from the consumer's poll()/consume() or the producer's poll()/flush();
+# what it raises comes out of that call (as in confluent-kafka).
 _ErrorCallback = Callable[[LaglessError], Any]
 _ConfigValue = Union[str, int, float, bool, _OAuthCallback, _StatsCallback, _ErrorCallback]
 _Payload = Union[bytes, bytearray, str, None]
@@ -311,6 +313,10 @@ class Producer:
         their rates, what waits in ``buffer.memory``, the Produce latency and every broker's
         connections, as plain dicts and lists (README.md, "Metrics", names every field); None
         where a value is not known yet."""
+    def metrics_prometheus(self) -> str:
+        """The same snapshot in the Prometheus text exposition format 0.0.4:
+        ``lagless_producer_*`` metrics labelled with ``client_id`` (and ``transactional_id``);
+        ``lagless.prometheus.ConsumerCollector`` takes a producer too."""
     def _set_delivery_fd(self, fd: Optional[int]) -> None: ...
     def partitions_for(self, topic: str) -> List[int]: ...
     def init_transactions(self, timeout: Optional[float] = None) -> None:
@@ -425,9 +431,16 @@ class AdminClient:
     ) -> Dict[str, Optional[LaglessError]]: ...
     def describe_cluster(self, request_timeout: Optional[float] = None) -> Dict[str, Any]:
         """``{"cluster_id", "controller_id", "brokers": [{"id", "host", "port", "rack"}]}``."""
-    def list_topics(self, include_internal: bool = False, request_timeout: Optional[float] = None) -> List[str]:
-        """The names of the cluster's topics, sorted (unlike confluent-kafka's, not a metadata
-        object: ``describe_topics`` and ``describe_cluster`` tell the rest)."""
+    def list_topics(
+        self, include_internal: bool = False, request_timeout: Optional[float] = None
+    ) -> ClusterMetadata:
+        """confluent-kafka's ``ClusterMetadata``: ``brokers`` (id to BrokerMetadata) and
+        ``topics`` (name to TopicMetadata, each with ``partitions``: id to PartitionMetadata with
+        ``leader``, ``replicas`` and ``isrs``); internal topics only with ``include_internal``."""
+    def close(self) -> None:
+        """Stops the client; every later call raises ClosedError. Closing again does nothing."""
+    def __enter__(self) -> "AdminClient": ...
+    def __exit__(self, *args: object) -> None: ...
     def describe_topics(
         self, topics: Iterable[str], request_timeout: Optional[float] = None
     ) -> Dict[str, Union[Dict[str, Any], LaglessError]]:
@@ -446,11 +459,14 @@ class AdminClient:
         "is_sensitive"}`` (value None when sensitive)."""
     def incremental_alter_configs(
         self,
-        changes: Mapping[ConfigResource, Mapping[str, Optional[str]]],
+        changes: Mapping[
+            ConfigResource, Mapping[str, Union[str, None, Tuple[AlterConfigOpType, Optional[str]]]]
+        ],
         request_timeout: Optional[float] = None,
     ) -> Dict[ConfigResource, Optional[LaglessError]]:
-        """Sets each key given a str, returns each key given None to its default; keys not given
-        keep their values."""
+        """Sets each key given a str, returns each key given None to its default, and does the
+        operation of each ``(AlterConfigOpType, value)`` pair (APPEND and SUBTRACT add an item
+        to or remove it from a list-valued config); keys not given keep their values."""
     def list_consumer_groups(self, request_timeout: Optional[float] = None) -> List[Dict[str, str]]:
         """Every consumer group of the cluster, by id: ``{"group_id", "protocol_type", "state",
         "group_type"}``."""

@@ -1,4 +1,4 @@
-"""A ``prometheus_client`` collector of lagless consumers' metrics.
+"""A ``prometheus_client`` collector of lagless consumers' and producers' metrics.
 
 >>> from prometheus_client import REGISTRY, start_http_server
 >>> from lagless.prometheus import ConsumerCollector
@@ -10,6 +10,10 @@ Prometheus text the Rust core renders) and hands its metric families, as
 ``prometheus_client.parser`` reads them, to the registry: ``lagless_consumer_*`` metrics
 labelled with ``client_id``, ``group_id`` (group members) and, per partition, ``topic`` and
 ``partition`` (README.md, "Metrics", maps each to its field of ``Consumer.metrics()``).
+
+A producer goes in the same way, ``ConsumerCollector(consumer, producer)``
+(``Producer.metrics_prometheus()``: ``lagless_producer_*`` metrics labelled with ``client_id``
+and, for a transactional producer, ``transactional_id``).
 
 Several consumers go in one collector, ``ConsumerCollector(c1, c2)``, each with its own
 ``client.id``: their samples are merged into one family per metric. Two collectors of lagless
@@ -37,13 +41,13 @@ __all__ = ["ConsumerCollector"]
 
 
 class _Metered(Protocol):
-    """What the collector reads: ``lagless.Consumer`` is one."""
+    """What the collector reads: ``lagless.Consumer`` and ``lagless.Producer`` are."""
 
     def metrics_prometheus(self) -> str: ...
 
 
 class ConsumerCollector(Collector):
-    """Collects the metrics of one or more lagless consumers on each scrape."""
+    """Collects the metrics of one or more lagless consumers and producers on each scrape."""
 
     def __init__(self, consumer: _Metered, *more: _Metered) -> None:
         self._consumers = (consumer, *more)
