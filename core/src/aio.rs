@@ -418,7 +418,7 @@ impl Consumer {
         let c = self.engine();
         let mut timing = crate::consumer::PollTiming::start(&c.poll_times);
         let records = self.recv_records(max).await?;
-        timing.records = records.len();
+        timing.returns(&records);
         Ok(records)
     }
 

@@ -154,14 +154,25 @@ pub struct Consumer {
 /// caller giving up) ends it.
 pub(crate) struct PollTiming<'a> {
     times: &'a Mutex<PollTimes>,
-    /// Records the poll returns.
-    pub records: usize,
+    /// Records the poll returns, and their key + value bytes.
+    records: usize,
+    bytes: u64,
 }
 
 impl<'a> PollTiming<'a> {
     pub(crate) fn start(times: &'a Mutex<PollTimes>) -> PollTiming<'a> {
         times.lock().unpoisoned().started(Instant::now());
-        PollTiming { times, records: 0 }
+        PollTiming {
+            times,
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    /// The poll returns `records`.
+    pub(crate) fn returns(&mut self, records: &[ConsumerRecord]) {
+        self.records = records.len();
+        self.bytes = crate::fetch::record::key_value_bytes(records);
     }
 }
 
@@ -170,7 +181,7 @@ impl Drop for PollTiming<'_> {
         self.times
             .lock()
             .unpoisoned()
-            .ended(Instant::now(), self.records);
+            .ended(Instant::now(), self.records, self.bytes);
     }
 }
 
@@ -306,7 +317,7 @@ impl Consumer {
         self.check_open()?;
         let mut timing = PollTiming::start(&self.poll_times);
         let records = self.poll_records(timeout, max)?;
-        timing.records = records.len();
+        timing.returns(&records);
         Ok(records)
     }
 
@@ -434,6 +445,15 @@ impl Consumer {
                     if taken.refill {
                         self.shared.changed.notify_one();
                     }
+                    // In the consumed rates, once per batch; not in the poll's rhythm (the
+                    // time between polls, the idle ratio, the last poll), which is the
+                    // poll() thread's, and which this call, on a thread of its own, would blur.
+                    let bytes = crate::fetch::record::key_value_bytes(&taken.records);
+                    self.poll_times.lock().unpoisoned().consumed(
+                        Instant::now(),
+                        taken.records.len(),
+                        bytes,
+                    );
                     return Ok(taken.records);
                 }
             }

@@ -7,9 +7,12 @@
 //! A value not known yet is `None` (absent from the JSON as `null`), never a sentinel.
 //!
 //! [`prometheus`] renders the snapshot in the Prometheus text format.
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+
+use crate::types::TopicPartition;
 
 /// The consumer's snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +40,7 @@ pub struct ConsumerMetrics {
     pub partitions: Vec<PartitionMetrics>,
     /// `poll()`'s rhythm and the records it returned, over the last 30 to 60 s (the Java
     /// consumer's `time-between-poll-*`, `poll-idle-ratio-avg`, `last-poll-seconds-ago`,
-    /// `records-consumed-rate`).
+    /// `records-consumed-rate`, `bytes-consumed-rate`).
     pub poll: PollStats,
     /// Fetch answers' latency over the last 30 to 60 s, every broker's (the Java consumer's
     /// `fetch-latency-avg`/`-max`); `None` when no answer came in that time.
@@ -200,7 +203,7 @@ impl BrokerMetrics {
 }
 
 /// One assigned partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PartitionMetrics {
     /// The partition's topic.
     pub topic: String,
@@ -244,11 +247,16 @@ pub struct Failing {
 }
 
 /// A partition's recovery stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RecoveryMetrics {
     /// Offsets left in the backlog ranges (records, control batches and compacted-away offsets
     /// alike: an upper bound of the records left).
     pub backlog: i64,
+    /// Offsets of the backlog drained per second (records delivered, and offsets passed without
+    /// a record: control batches, compaction), over the last 30 to 60 s as
+    /// `records_consumed_rate`; 0 before any drained. `backlog / drain_rate` is how long the
+    /// rest takes at that pace.
+    pub drain_rate: f64,
     /// KIP-572: the recovery stream is failing (a task of its own).
     pub failing: Option<Failing>,
 }
@@ -292,6 +300,47 @@ pub struct GroupMetrics {
     pub since_last_poll: Duration,
     /// `max.poll.interval.ms`.
     pub max_poll_interval: Duration,
+    /// Learner assignments (`learner-sticky`): the partitions this member learns (warms up for
+    /// before the group moves them here), in topic and partition order; empty otherwise.
+    pub learning: Vec<LearnerPartition>,
+    /// Learned partitions a join then gave this member to own (promoted), since it was created.
+    /// A promoted partition leaves [`GroupMetrics::learning`] and counts in
+    /// [`GroupMetrics::assigned_partitions`].
+    pub learned_promoted: u64,
+}
+
+/// A partition the group member learns (learner assignments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnerPartition {
+    /// The partition's topic.
+    pub topic: String,
+    /// The partition's index.
+    pub partition: i32,
+    /// `warming`: its `on_partitions_learning` has not returned yet, failed and waits to be
+    /// called again, or (`learner.readiness=explicit`) `learner_ready()` has not named it yet;
+    /// `ready`: warmed up, waiting for the group to hand it over (the member's joins say so).
+    pub state: &'static str,
+}
+
+impl LearnerPartition {
+    /// The partitions of `learning`, each `ready` when in `ready`, else `warming`.
+    pub(crate) fn of(
+        learning: &BTreeSet<TopicPartition>,
+        ready: &BTreeSet<TopicPartition>,
+    ) -> Vec<LearnerPartition> {
+        learning
+            .iter()
+            .map(|tp| LearnerPartition {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                state: if ready.contains(tp) {
+                    "ready"
+                } else {
+                    "warming"
+                },
+            })
+            .collect()
+    }
 }
 
 /// The last rebalance a member completed.
@@ -348,6 +397,7 @@ impl PartitionMetrics {
             let (failing_ms, last_error) = failing_json(&r.failing);
             json!({
                 "backlog": r.backlog,
+                "drain_rate": r.drain_rate,
                 "failing_for_ms": failing_ms,
                 "last_error": last_error,
             })
@@ -391,6 +441,12 @@ impl GroupMetrics {
             "rebalance_latency_max_ms": self.rebalance_latency_max.map(ms_f),
             "last_poll_ms_ago": ms(self.since_last_poll),
             "max_poll_interval_ms": ms(self.max_poll_interval),
+            "learning": self
+                .learning
+                .iter()
+                .map(|l| json!({"topic": l.topic, "partition": l.partition, "state": l.state}))
+                .collect::<Vec<_>>(),
+            "learned_promoted": self.learned_promoted,
         })
     }
 }
@@ -417,6 +473,7 @@ impl ConsumerMetrics {
             "time_between_poll_max_ms": self.poll.time_between_poll_max.map(ms_f),
             "poll_idle_ratio_avg": self.poll.poll_idle_ratio_avg,
             "records_consumed_rate": self.poll.records_consumed_rate,
+            "bytes_consumed_rate": self.poll.bytes_consumed_rate,
             "fetch_latency": self.fetch_latency.as_ref().map(LatencyMetrics::to_json),
             "commit_latency": self.commit_latency.as_ref().map(LatencyMetrics::to_json),
             "brokers": self.brokers.iter().map(BrokerMetrics::to_json).collect::<Vec<_>>(),

@@ -41,6 +41,12 @@ fn group() -> GroupMetrics {
         since_last_rebalance: None,
         rebalance_latency_avg: None,
         rebalance_latency_max: None,
+        learning: vec![LearnerPartition {
+            topic: "orders".into(),
+            partition: 2,
+            state: "ready",
+        }],
+        learned_promoted: 1,
     }
 }
 
@@ -72,6 +78,7 @@ fn snapshot() -> ConsumerMetrics {
                 }),
                 recovery: Some(RecoveryMetrics {
                     backlog: 500,
+                    drain_rate: 12.5,
                     failing: Some(Failing {
                         since: Duration::from_millis(250),
                         last_error: None,
@@ -116,6 +123,9 @@ lagless_consumer_assigned_partitions{client_id="billing-1",group_id="billing"} 2
 # HELP lagless_consumer_records_consumed_rate Records returned by polls per second, over the last 30 to 60 s.
 # TYPE lagless_consumer_records_consumed_rate gauge
 lagless_consumer_records_consumed_rate{client_id="billing-1",group_id="billing"} 0.0
+# HELP lagless_consumer_bytes_consumed_rate Key and value bytes of the records returned by polls per second, over the last 30 to 60 s.
+# TYPE lagless_consumer_bytes_consumed_rate gauge
+lagless_consumer_bytes_consumed_rate{client_id="billing-1",group_id="billing"} 0.0
 # HELP lagless_consumer_records_lag_max The largest lag of the partitions whose lag is known, now.
 # TYPE lagless_consumer_records_lag_max gauge
 lagless_consumer_records_lag_max{client_id="billing-1",group_id="billing"} 50
@@ -143,6 +153,13 @@ lagless_consumer_group_last_rebalance_duration_seconds{client_id="billing-1",gro
 # HELP lagless_consumer_group_time_since_last_poll_seconds Time since max.poll.interval.ms's timer was last restarted (by poll, or by subscribe before the first).
 # TYPE lagless_consumer_group_time_since_last_poll_seconds gauge
 lagless_consumer_group_time_since_last_poll_seconds{client_id="billing-1",group_id="billing"} 1.5
+# HELP lagless_consumer_group_learning Partitions the member learns before the group moves them here (learner assignments): 1 for the partition's state (warming, ready), 0 for the other.
+# TYPE lagless_consumer_group_learning gauge
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="2",state="warming"} 0
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="2",state="ready"} 1
+# HELP lagless_consumer_group_learned_promoted_total Learned partitions a join then gave the member to own.
+# TYPE lagless_consumer_group_learned_promoted_total counter
+lagless_consumer_group_learned_promoted_total{client_id="billing-1",group_id="billing"} 1
 # HELP lagless_consumer_group_max_poll_interval_seconds max.poll.interval.ms, in seconds.
 # TYPE lagless_consumer_group_max_poll_interval_seconds gauge
 lagless_consumer_group_max_poll_interval_seconds{client_id="billing-1",group_id="billing"} 300.0
@@ -182,6 +199,9 @@ lagless_consumer_partition_failing_seconds{client_id="billing-1",group_id="billi
 # HELP lagless_consumer_partition_recovery_backlog Offsets left in the backlog of the partition's recovery stream (KIP-333), while one drains.
 # TYPE lagless_consumer_partition_recovery_backlog gauge
 lagless_consumer_partition_recovery_backlog{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 500
+# HELP lagless_consumer_partition_recovery_drain_rate Offsets of the recovery stream's backlog drained per second, over the last 30 to 60 s (KIP-333), while one drains.
+# TYPE lagless_consumer_partition_recovery_drain_rate gauge
+lagless_consumer_partition_recovery_drain_rate{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 12.5
 # HELP lagless_consumer_partition_recovery_failing_seconds Time since the partition's recovery stream last made progress, while its last attempt failed (KIP-572).
 # TYPE lagless_consumer_partition_recovery_failing_seconds gauge
 lagless_consumer_partition_recovery_failing_seconds{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 0.25
@@ -329,6 +349,7 @@ fn poll_latency_and_broker_families_carry_the_broker_labels_and_leave_unknowns_o
             time_between_poll_max: Some(Duration::from_millis(900)),
             poll_idle_ratio_avg: Some(0.25),
             records_consumed_rate: 4.5,
+            bytes_consumed_rate: 127.5,
         },
         fetch_latency: Some(LatencyMetrics {
             count: 2,
@@ -403,6 +424,7 @@ fn poll_latency_and_broker_families_carry_the_broker_labels_and_leave_unknowns_o
         r#"lagless_consumer_time_between_poll_max_seconds{client_id="billing-1",group_id="billing"} 0.9"#.into(),
         r#"lagless_consumer_poll_idle_ratio_avg{client_id="billing-1",group_id="billing"} 0.25"#.into(),
         r#"lagless_consumer_records_consumed_rate{client_id="billing-1",group_id="billing"} 4.5"#.into(),
+        r#"lagless_consumer_bytes_consumed_rate{client_id="billing-1",group_id="billing"} 127.5"#.into(),
         r#"lagless_consumer_fetch_latency_avg_seconds{client_id="billing-1",group_id="billing"} 0.25"#.into(),
         r#"lagless_consumer_fetch_latency_max_seconds{client_id="billing-1",group_id="billing"} 0.5"#.into(),
         format!("lagless_consumer_broker_state{{{bootstrap},state=\"down\"}} 1"),

@@ -15,6 +15,7 @@
 //! | `org.apache.kafka.consumer.coordinator.rebalance.total` | sum | `group.rebalance_count` |
 //! | `org.apache.kafka.consumer.last.poll.seconds.ago` | gauge | `group.since_last_poll` (whole seconds) |
 //! | `org.apache.kafka.consumer.fetch.manager.records.consumed.rate` | gauge | `poll.records_consumed_rate` |
+//! | `org.apache.kafka.consumer.fetch.manager.bytes.consumed.rate` | gauge | `poll.bytes_consumed_rate` |
 //! | `org.apache.kafka.consumer.fetch.manager.records.lag.max` | gauge | `records_lag_max()` |
 //! | `org.apache.kafka.consumer.fetch.manager.fetch.latency.avg`, `.max` | gauge | `fetch_latency` (ms) |
 //! | `org.apache.kafka.consumer.coordinator.commit.latency.avg`, `.max` | gauge | `commit_latency` (ms) |
@@ -61,6 +62,8 @@ pub const LAST_POLL_SECONDS_AGO: &str = "org.apache.kafka.consumer.last.poll.sec
 /// `poll.records_consumed_rate`.
 pub const RECORDS_CONSUMED_RATE: &str =
     "org.apache.kafka.consumer.fetch.manager.records.consumed.rate";
+/// `poll.bytes_consumed_rate` (Java's `bytes-consumed-rate`).
+pub const BYTES_CONSUMED_RATE: &str = "org.apache.kafka.consumer.fetch.manager.bytes.consumed.rate";
 /// `records_lag_max()`.
 pub const RECORDS_LAG_MAX: &str = "org.apache.kafka.consumer.fetch.manager.records.lag.max";
 /// `fetch_latency` (milliseconds, as Java's).
@@ -143,6 +146,7 @@ pub fn points(m: &ConsumerMetrics) -> Vec<Point> {
         }
     };
     known(RECORDS_CONSUMED_RATE, Some(m.poll.records_consumed_rate));
+    known(BYTES_CONSUMED_RATE, Some(m.poll.bytes_consumed_rate));
     known(RECORDS_LAG_MAX, m.records_lag_max().map(|v| v as f64));
     known(
         FETCH_LATENCY_AVG,
@@ -369,6 +373,8 @@ mod tests {
                 rebalance_latency_max: None,
                 since_last_poll: Duration::from_millis(2_700),
                 max_poll_interval: Duration::from_secs(300),
+                learning: vec![],
+                learned_promoted: 0,
             }),
             partitions: vec![partition("t", 0, Some(5)), partition("t", 1, None)],
             poll: crate::metrics::PollStats {
@@ -377,6 +383,7 @@ mod tests {
                 time_between_poll_max: Some(Duration::from_millis(1_250)),
                 poll_idle_ratio_avg: Some(0.5),
                 records_consumed_rate: 4.0,
+                bytes_consumed_rate: 160.0,
             },
             fetch_latency: Some(crate::metrics::LatencyMetrics {
                 count: 3,
@@ -429,6 +436,7 @@ mod tests {
                 (RECORDS_LEAD, false, 10.0),
                 (RECORDS_LEAD, false, 10.0),
                 (RECORDS_CONSUMED_RATE, false, 4.0),
+                (BYTES_CONSUMED_RATE, false, 160.0),
                 (RECORDS_LAG_MAX, false, 5.0),
                 (FETCH_LATENCY_AVG, false, 20.0),
                 (FETCH_LATENCY_MAX, false, 500.0),
@@ -443,7 +451,7 @@ mod tests {
             ]
         );
         // Without a group: no coordinator metric and no time since the last poll.
-        assert_eq!(points(&snapshot(false)).len(), 11);
+        assert_eq!(points(&snapshot(false)).len(), 12);
         assert!(points(&snapshot(true))
             .iter()
             .all(|p| p.name.starts_with(PREFIX)));
