@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::types::TopicPartition;
+use window::millis;
 
 /// The consumer's snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,10 +176,10 @@ impl LatencyMetrics {
     fn to_json(&self) -> Value {
         json!({
             "count": self.count,
-            "avg_ms": ms_f(self.avg),
-            "max_ms": ms_f(self.max),
-            "p50_ms": self.p50.map(ms_f),
-            "p99_ms": self.p99.map(ms_f),
+            "avg_ms": millis(self.avg),
+            "max_ms": millis(self.max),
+            "p50_ms": self.p50.map(millis),
+            "p99_ms": self.p99.map(millis),
         })
     }
 }
@@ -378,11 +379,6 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Milliseconds with their fraction (latencies under a millisecond are common on loopback).
-fn ms_f(d: Duration) -> f64 {
-    d.as_micros() as f64 / 1000.0
-}
-
 fn failing_json(f: &Option<Failing>) -> (Value, Value) {
     match f {
         Some(f) => (json!(ms(f.since)), json!(f.last_error)),
@@ -391,6 +387,12 @@ fn failing_json(f: &Option<Failing>) -> (Value, Value) {
 }
 
 impl PartitionMetrics {
+    /// The lead: the position minus the log start offset, how far the position is from falling
+    /// off the log's start (the Java consumer's `records-lead`); `None` while either is unknown.
+    pub fn lead(&self) -> Option<i64> {
+        Some(self.position? - self.log_start_offset?)
+    }
+
     fn to_json(&self) -> Value {
         let (failing_ms, last_error) = failing_json(&self.failing);
         let recovery = self.recovery.as_ref().map(|r| {
@@ -437,8 +439,8 @@ impl GroupMetrics {
             "rebalance_duration_ms": self.last_rebalance.as_ref().map(|r| ms(r.duration)),
             "rejoin_reason": self.rejoin_reason,
             "last_rebalance_seconds_ago": self.since_last_rebalance.map(|d| d.as_secs_f64()),
-            "rebalance_latency_avg_ms": self.rebalance_latency_avg.map(ms_f),
-            "rebalance_latency_max_ms": self.rebalance_latency_max.map(ms_f),
+            "rebalance_latency_avg_ms": self.rebalance_latency_avg.map(millis),
+            "rebalance_latency_max_ms": self.rebalance_latency_max.map(millis),
             "last_poll_ms_ago": ms(self.since_last_poll),
             "max_poll_interval_ms": ms(self.max_poll_interval),
             "learning": self
@@ -469,8 +471,8 @@ impl ConsumerMetrics {
             "group": self.group.as_ref().map(GroupMetrics::to_json),
             "partitions": self.partitions.iter().map(PartitionMetrics::to_json).collect::<Vec<_>>(),
             "last_poll_seconds_ago": self.poll.since_last_poll.map(|d| d.as_secs_f64()),
-            "time_between_poll_avg_ms": self.poll.time_between_poll_avg.map(ms_f),
-            "time_between_poll_max_ms": self.poll.time_between_poll_max.map(ms_f),
+            "time_between_poll_avg_ms": self.poll.time_between_poll_avg.map(millis),
+            "time_between_poll_max_ms": self.poll.time_between_poll_max.map(millis),
             "poll_idle_ratio_avg": self.poll.poll_idle_ratio_avg,
             "records_consumed_rate": self.poll.records_consumed_rate,
             "bytes_consumed_rate": self.poll.bytes_consumed_rate,
@@ -496,11 +498,13 @@ impl ConsumerMetrics {
     pub fn records_lead_min(&self) -> Option<i64> {
         self.partitions
             .iter()
-            .filter_map(|p| Some(p.position? - p.log_start_offset?))
+            .filter_map(PartitionMetrics::lead)
             .min()
     }
 }
 
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod prometheus;
 pub mod window;
 

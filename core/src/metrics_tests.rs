@@ -1,5 +1,4 @@
-use std::time::Duration;
-
+use super::fixtures::sample_metrics;
 use super::*;
 
 #[test]
@@ -43,155 +42,27 @@ fn learned_partitions_are_ready_once_warmed_up_and_warming_until_then() {
 }
 
 #[test]
+fn the_lead_runs_from_the_log_start_to_the_position_once_both_are_known() {
+    let p = |position, log_start_offset| PartitionMetrics {
+        position,
+        log_start_offset,
+        ..fixtures::partition(0)
+    };
+    assert_eq!(p(Some(40), Some(15)).lead(), Some(25));
+    assert_eq!(p(None, Some(15)).lead(), None);
+    assert_eq!(p(Some(40), None).lead(), None);
+}
+
+#[test]
 fn a_broker_offset_of_minus_one_is_unknown() {
     assert_eq!(known(-1), None);
     assert_eq!(known(0), Some(0));
     assert_eq!(known(42), Some(42));
 }
 
-fn partition(n: i32) -> PartitionMetrics {
-    PartitionMetrics {
-        topic: "orders".into(),
-        partition: n,
-        position: None,
-        committed_offset: None,
-        high_watermark: None,
-        last_stable_offset: None,
-        log_start_offset: None,
-        lag: None,
-        records_consumed: 0,
-        bytes_consumed: 0,
-        paused: false,
-        failing: None,
-        recovery: None,
-    }
-}
-
-fn snapshot() -> ConsumerMetrics {
-    ConsumerMetrics {
-        client_id: "billing-1".into(),
-        read_committed: true,
-        records_consumed_total: 12,
-        bytes_consumed_total: 340,
-        buffered_bytes: 1024,
-        fetch_buffer_held_bytes: 65_536,
-        fetch_buffer_max_bytes: 67_108_864,
-        group: Some(GroupMetrics {
-            group_id: "billing".into(),
-            state: "stable",
-            generation_id: Some(3),
-            member_id: Some("m-1".into()),
-            group_instance_id: None,
-            protocol: "classic",
-            assignor: Some("range".into()),
-            assigned_partitions: 2,
-            rebalance_count: 2,
-            last_rebalance: Some(LastRebalance {
-                reason: "the subscription changed".into(),
-                duration: Duration::from_millis(3_250),
-            }),
-            rejoin_reason: None,
-            since_last_rebalance: Some(Duration::from_millis(12_000)),
-            rebalance_latency_avg: Some(Duration::from_millis(3_250)),
-            rebalance_latency_max: Some(Duration::from_millis(3_250)),
-            since_last_poll: Duration::from_millis(1_500),
-            max_poll_interval: Duration::from_secs(300),
-            learning: vec![
-                LearnerPartition {
-                    topic: "orders".into(),
-                    partition: 2,
-                    state: "warming",
-                },
-                LearnerPartition {
-                    topic: "orders".into(),
-                    partition: 3,
-                    state: "ready",
-                },
-            ],
-            learned_promoted: 1,
-        }),
-        partitions: vec![
-            PartitionMetrics {
-                position: Some(40),
-                committed_offset: Some(30),
-                high_watermark: Some(100),
-                last_stable_offset: Some(90),
-                log_start_offset: Some(0),
-                lag: Some(50),
-                records_consumed: 12,
-                bytes_consumed: 340,
-                paused: true,
-                failing: Some(Failing {
-                    since: Duration::from_millis(2_000),
-                    last_error: Some("NOT_LEADER_OR_FOLLOWER".into()),
-                }),
-                recovery: Some(RecoveryMetrics {
-                    backlog: 500,
-                    drain_rate: 12.5,
-                    failing: None,
-                }),
-                ..partition(0)
-            },
-            partition(1),
-        ],
-        poll: PollStats {
-            since_last_poll: Some(Duration::from_millis(1_500)),
-            time_between_poll_avg: Some(Duration::from_millis(250)),
-            time_between_poll_max: Some(Duration::from_millis(900)),
-            poll_idle_ratio_avg: Some(0.25),
-            records_consumed_rate: 4.5,
-            bytes_consumed_rate: 127.5,
-        },
-        fetch_latency: Some(LatencyMetrics {
-            count: 8,
-            avg: Duration::from_micros(501_500),
-            max: Duration::from_millis(502),
-            p50: Some(Duration::from_millis(500)),
-            p99: Some(Duration::from_millis(502)),
-        }),
-        commit_latency: None,
-        brokers: vec![
-            BrokerMetrics {
-                node_id: None,
-                address: "127.0.0.1:9092".into(),
-                state: "down",
-                connections: 0,
-                connects_total: 1,
-                connect_failures_total: 0,
-                disconnects_total: 1,
-                requests_in_flight: 0,
-                requests_total: 1,
-                bytes_sent_total: 60,
-                bytes_received_total: 400,
-                request_latency: None,
-            },
-            BrokerMetrics {
-                node_id: Some(1),
-                address: "127.0.0.1:9092".into(),
-                state: "up",
-                connections: 2,
-                connects_total: 2,
-                connect_failures_total: 1,
-                disconnects_total: 0,
-                requests_in_flight: 1,
-                requests_total: 30,
-                bytes_sent_total: 3_000,
-                bytes_received_total: 90_000,
-                request_latency: Some(LatencyMetrics {
-                    count: 29,
-                    avg: Duration::from_micros(2_250),
-                    max: Duration::from_millis(502),
-                    p50: Some(Duration::from_micros(1_500)),
-                    p99: None,
-                }),
-            },
-        ],
-    }
-}
-
 #[test]
 fn the_json_names_each_value_and_leaves_what_is_unknown_null() {
-    let v: Value = serde_json::from_str(&snapshot().to_json_string()).unwrap();
+    let v: Value = serde_json::from_str(&sample_metrics().to_json_string()).unwrap();
     // In parts: one json! of it all passes the macro's recursion limit.
     let group = json!({
         "group_id": "billing",
@@ -209,7 +80,7 @@ fn the_json_names_each_value_and_leaves_what_is_unknown_null() {
         "last_rebalance_seconds_ago": 12.0,
         "rebalance_latency_avg_ms": 3250.0,
         "rebalance_latency_max_ms": 3250.0,
-        "last_poll_ms_ago": 1500,
+        "last_poll_ms_ago": 2500,
         "max_poll_interval_ms": 300000,
         "learning": [
             {"topic": "orders", "partition": 2, "state": "warming"},
@@ -226,7 +97,7 @@ fn the_json_names_each_value_and_leaves_what_is_unknown_null() {
             "records_consumed": 12, "bytes_consumed": 340,
             "paused": true,
             "failing_for_ms": 2000, "last_error": "NOT_LEADER_OR_FOLLOWER",
-            "recovery": {"backlog": 500, "drain_rate": 12.5, "failing_for_ms": null, "last_error": null},
+            "recovery": {"backlog": 500, "drain_rate": 12.5, "failing_for_ms": 250, "last_error": null},
         },
         {
             "topic": "orders", "partition": 1,
@@ -290,7 +161,7 @@ fn a_consumer_outside_a_group_renders_no_group() {
         poll: PollStats::default(),
         fetch_latency: None,
         brokers: vec![],
-        ..snapshot()
+        ..sample_metrics()
     };
     let v = m.to_json();
     // Nothing polled, nothing fetched: no value rather than a sentinel.

@@ -1,97 +1,16 @@
 use std::time::Duration;
 
+use crate::metrics::fixtures::{group, partition, sample_metrics};
 use crate::metrics::*;
 
-fn partition(n: i32) -> PartitionMetrics {
-    PartitionMetrics {
-        topic: "orders".into(),
-        partition: n,
-        position: None,
-        committed_offset: None,
-        high_watermark: None,
-        last_stable_offset: None,
-        log_start_offset: None,
-        lag: None,
-        records_consumed: 0,
-        bytes_consumed: 0,
-        paused: false,
-        failing: None,
-        recovery: None,
-    }
-}
-
-fn group() -> GroupMetrics {
-    GroupMetrics {
-        group_id: "billing".into(),
-        state: "stable",
-        generation_id: Some(3),
-        member_id: Some("m-1".into()),
-        group_instance_id: None,
-        protocol: "classic",
-        assignor: Some("range".into()),
-        assigned_partitions: 2,
-        rebalance_count: 2,
-        last_rebalance: Some(LastRebalance {
-            reason: "the subscription changed".into(),
-            duration: Duration::from_millis(3_250),
-        }),
-        rejoin_reason: None,
-        since_last_poll: Duration::from_millis(1_500),
-        max_poll_interval: Duration::from_secs(300),
-        since_last_rebalance: None,
-        rebalance_latency_avg: None,
-        rebalance_latency_max: None,
-        learning: vec![LearnerPartition {
-            topic: "orders".into(),
-            partition: 2,
-            state: "ready",
-        }],
-        learned_promoted: 1,
-    }
-}
-
-/// A group member with two partitions: one with every value known, one with none.
+/// [`sample_metrics`] without poll statistics, latencies or brokers (their families have a test
+/// of their own): the rest, whose text [`a_snapshot_renders_as_the_text_format`] has in full.
 fn snapshot() -> ConsumerMetrics {
     ConsumerMetrics {
-        client_id: "billing-1".into(),
-        read_committed: true,
-        records_consumed_total: 12,
-        bytes_consumed_total: 340,
-        buffered_bytes: 1024,
-        fetch_buffer_held_bytes: 65_536,
-        fetch_buffer_max_bytes: 67_108_864,
-        group: Some(group()),
-        partitions: vec![
-            PartitionMetrics {
-                position: Some(40),
-                committed_offset: Some(30),
-                high_watermark: Some(100),
-                last_stable_offset: Some(90),
-                log_start_offset: Some(0),
-                lag: Some(50),
-                records_consumed: 12,
-                bytes_consumed: 340,
-                paused: true,
-                failing: Some(Failing {
-                    since: Duration::from_millis(2_000),
-                    last_error: Some("NOT_LEADER_OR_FOLLOWER".into()),
-                }),
-                recovery: Some(RecoveryMetrics {
-                    backlog: 500,
-                    drain_rate: 12.5,
-                    failing: Some(Failing {
-                        since: Duration::from_millis(250),
-                        last_error: None,
-                    }),
-                }),
-                ..partition(0)
-            },
-            partition(1),
-        ],
         poll: PollStats::default(),
         fetch_latency: None,
-        commit_latency: None,
         brokers: vec![],
+        ..sample_metrics()
     }
 }
 
@@ -150,13 +69,24 @@ lagless_consumer_group_rebalances_total{client_id="billing-1",group_id="billing"
 # HELP lagless_consumer_group_last_rebalance_duration_seconds How long the last completed rebalance took, from the start of its join to its assignment applied.
 # TYPE lagless_consumer_group_last_rebalance_duration_seconds gauge
 lagless_consumer_group_last_rebalance_duration_seconds{client_id="billing-1",group_id="billing"} 3.25
+# HELP lagless_consumer_group_last_rebalance_seconds_ago Time since the member's last rebalance completed.
+# TYPE lagless_consumer_group_last_rebalance_seconds_ago gauge
+lagless_consumer_group_last_rebalance_seconds_ago{client_id="billing-1",group_id="billing"} 12.0
+# HELP lagless_consumer_group_rebalance_latency_avg_seconds The average duration of the rebalances completed in the last 30 to 60 s.
+# TYPE lagless_consumer_group_rebalance_latency_avg_seconds gauge
+lagless_consumer_group_rebalance_latency_avg_seconds{client_id="billing-1",group_id="billing"} 3.25
+# HELP lagless_consumer_group_rebalance_latency_max_seconds The longest duration of the rebalances completed in the last 30 to 60 s.
+# TYPE lagless_consumer_group_rebalance_latency_max_seconds gauge
+lagless_consumer_group_rebalance_latency_max_seconds{client_id="billing-1",group_id="billing"} 3.25
 # HELP lagless_consumer_group_time_since_last_poll_seconds Time since max.poll.interval.ms's timer was last restarted (by poll, or by subscribe before the first).
 # TYPE lagless_consumer_group_time_since_last_poll_seconds gauge
-lagless_consumer_group_time_since_last_poll_seconds{client_id="billing-1",group_id="billing"} 1.5
+lagless_consumer_group_time_since_last_poll_seconds{client_id="billing-1",group_id="billing"} 2.5
 # HELP lagless_consumer_group_learning Partitions the member learns before the group moves them here (learner assignments): 1 for the partition's state (warming, ready), 0 for the other.
 # TYPE lagless_consumer_group_learning gauge
-lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="2",state="warming"} 0
-lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="2",state="ready"} 1
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="2",state="warming"} 1
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="2",state="ready"} 0
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="3",state="warming"} 0
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="3",state="ready"} 1
 # HELP lagless_consumer_group_learned_promoted_total Learned partitions a join then gave the member to own.
 # TYPE lagless_consumer_group_learned_promoted_total counter
 lagless_consumer_group_learned_promoted_total{client_id="billing-1",group_id="billing"} 1

@@ -282,9 +282,11 @@ impl PollTimes {
     }
 }
 
-/// A duration in milliseconds, as the statistics record them.
+/// A duration in milliseconds with their fraction, as the statistics record them and the
+/// renderings write them (latencies under a millisecond are common on loopback): one division of
+/// the nanoseconds, so that 2.25 ms is 2.25, not 2.2499999999999996.
 pub fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    d.as_nanos() as f64 / 1_000_000.0
 }
 
 /// Milliseconds back to a duration (never negative).
@@ -298,6 +300,14 @@ mod tests {
 
     fn at(t0: Instant, ms: u64) -> Instant {
         t0 + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn milliseconds_keep_their_fraction_without_rounding_noise() {
+        assert_eq!(millis(Duration::from_micros(2_250)), 2.25);
+        assert_eq!(millis(Duration::from_micros(501_500)), 501.5);
+        assert_eq!(millis(Duration::from_nanos(1_500)), 0.0015);
+        assert_eq!(millis(Duration::from_secs(300)), 300_000.0);
     }
 
     #[test]
