@@ -616,6 +616,8 @@ impl PartitionState {
         }
         tracing::info!(topic = %self.topic, offset, ranges = ?kept, "recovery ranges end at the truncation");
         rc.ranges = kept;
+        // What the truncation took from the backlog was not drained: not in the drain rate.
+        rc.backlog_seen = rc.backlog();
         rc.rewind()
     }
 
