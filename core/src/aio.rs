@@ -45,6 +45,7 @@ use crate::consumer::{Callback, ConsumerRecord, Dispatch, GroupMetadata};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::fetch::{take_one_ready, take_ready, BufferLimits, Streams};
+use crate::metrics::otel::{ConsumedRun, Operation};
 use crate::offsets::{self, CommitResults};
 use crate::producer::{ProducerRecord, RecordMetadata};
 use crate::sync::Unpoisoned;
@@ -342,6 +343,16 @@ impl Consumer {
         self.engine().metrics()
     }
 
+    /// The OpenTelemetry meter provider of the consumer's instruments
+    /// ([`crate::Consumer::set_meter_provider`]).
+    #[cfg(feature = "opentelemetry")]
+    pub fn set_meter_provider(
+        &self,
+        provider: &dyn opentelemetry::metrics::MeterProvider,
+    ) -> Result<()> {
+        self.engine().set_meter_provider(provider)
+    }
+
     /// The statistics callback ([`crate::Consumer::set_statistics_callback`]): every
     /// `statistics.interval.ms` it gets the snapshot from inside `recv()` (and `recv_batch()`,
     /// the stream), on the application's task, before records are taken; a `recv()` waiting
@@ -417,7 +428,11 @@ impl Consumer {
         }
         let c = self.engine();
         let mut timing = crate::consumer::PollTiming::start(&c.poll_times);
-        let records = self.recv_records(max).await?;
+        let started = std::time::Instant::now();
+        c.instruments.poll_started(Operation::Poll, started);
+        let result = self.recv_records(max).await;
+        c.observe_poll(Operation::Poll, started, &result);
+        let records = result?;
         timing.returns(&records);
         Ok(records)
     }
@@ -493,6 +508,7 @@ impl Consumer {
             consumer: self,
             next: None,
             scratch: Vec::with_capacity(1),
+            consumed: ConsumedRun::new(),
         }
     }
 
@@ -715,6 +731,15 @@ pub struct RecordStream<'a> {
     /// The one-record buffer `recv_now` takes into, kept so that a busy stream allocates
     /// nothing per record; empty between calls.
     scratch: Vec<ConsumerRecord>,
+    /// The OpenTelemetry count of the records `recv_now` took (those of `recv()` count as
+    /// its polls do), measured per run of a partition.
+    consumed: ConsumedRun,
+}
+
+impl Drop for RecordStream<'_> {
+    fn drop(&mut self) {
+        self.consumed.flush(&self.consumer.engine().instruments);
+    }
 }
 
 impl futures_core::Stream for RecordStream<'_> {
@@ -724,11 +749,18 @@ impl futures_core::Stream for RecordStream<'_> {
         let consumer = self.consumer;
         if self.next.is_none() {
             if let Some(r) = consumer.recv_now(cx, &mut self.scratch) {
+                if let Ok(record) = &r {
+                    let instruments = &consumer.engine().instruments;
+                    self.consumed
+                        .push(instruments, &record.topic, record.partition);
+                }
                 return Poll::Ready(match r {
                     Err(Error::Closed) => None,
                     r => Some(r),
                 });
             }
+            // About to wait: what was counted is measured now, not at the next record.
+            self.consumed.flush(&consumer.engine().instruments);
         }
         let next = self.next.get_or_insert_with(|| Box::pin(consumer.recv()));
         match next.as_mut().poll(cx) {

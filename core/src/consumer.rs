@@ -26,6 +26,7 @@ use crate::group::classic::Classic;
 use crate::group::consumer_group::ConsumerGroup;
 use crate::group::coordinator::GroupDriver;
 use crate::group::group_protocol::GroupProtocol;
+use crate::metrics::otel::{ConsumerInstruments, Operation};
 use crate::metrics::window::PollTimes;
 use crate::offsets::{self, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use crate::sync::Unpoisoned;
@@ -147,6 +148,9 @@ pub struct Consumer {
     pub(crate) poll_times: Arc<Mutex<PollTimes>>,
     /// KIP-714's client telemetry task (`enable.metrics.push`).
     telemetry: Option<Reporter>,
+    /// The OpenTelemetry instruments (the `opentelemetry` feature; nothing without it), shared
+    /// with the group member's driver for the commits.
+    pub(crate) instruments: Arc<ConsumerInstruments>,
 }
 
 /// One `poll()` (or async `recv_batch()`) being timed for the poll metrics: started when made,
@@ -212,14 +216,21 @@ impl Consumer {
         let poll_times = Arc::new(Mutex::new(PollTimes::default()));
         let telemetry = shared.config.enable_metrics_push.then(|| {
             let (parts, group, polls) = (shared.clone(), group.clone(), poll_times.clone());
+            let rack = shared.config.common.client_rack.clone();
             Reporter::spawn(
                 engine.handle(),
                 shared.cluster.clone(),
-                Arc::new(move || snapshot::snapshot(&parts, &group, &polls)),
-                shared.config.common.client_rack.clone(),
+                Arc::new(move || {
+                    let m = snapshot::snapshot(&parts, &group, &polls);
+                    telemetry::Collected {
+                        points: telemetry::collect::points(&m),
+                        resource: telemetry::collect::resource(&m, rack.as_deref()),
+                    }
+                }),
             )
         });
         let (commits_tx, commits_done) = mpsc::channel();
+        let instruments = Arc::new(ConsumerInstruments::new(shared.config.group_id.as_deref()));
         Ok(Consumer {
             shared,
             engine: Some(engine),
@@ -236,6 +247,7 @@ impl Consumer {
             error_callback: Default::default(),
             poll_times,
             telemetry,
+            instruments,
         })
     }
 
@@ -316,9 +328,48 @@ impl Consumer {
     pub fn poll_at_most(&self, timeout: Duration, max: usize) -> Result<Vec<ConsumerRecord>> {
         self.check_open()?;
         let mut timing = PollTiming::start(&self.poll_times);
-        let records = self.poll_records(timeout, max)?;
+        let started = Instant::now();
+        self.instruments.poll_started(Operation::Poll, started);
+        let result = self.poll_records(timeout, max);
+        self.observe_poll(Operation::Poll, started, &result);
+        let records = result?;
         timing.returns(&records);
         Ok(records)
+    }
+
+    /// A poll of `op` that started at `started` returned `result`: for the OpenTelemetry
+    /// instruments.
+    pub(crate) fn observe_poll(
+        &self,
+        op: Operation,
+        started: Instant,
+        result: &Result<Vec<ConsumerRecord>>,
+    ) {
+        let now = Instant::now();
+        match result {
+            Ok(records) => self.instruments.poll_ended(
+                op,
+                started,
+                now,
+                records.iter().map(|r| (&r.topic, r.partition)),
+                None,
+            ),
+            Err(e) => self
+                .instruments
+                .poll_ended(op, started, now, std::iter::empty(), Some(e)),
+        }
+    }
+
+    /// The OpenTelemetry meter provider the consumer's instruments come from (the
+    /// `opentelemetry` feature; see [`crate::metrics::otel`]). Without this call they come from
+    /// the global provider at the first poll or commit; once made they stay, so a call after that
+    /// is refused with `IllegalState`.
+    #[cfg(feature = "opentelemetry")]
+    pub fn set_meter_provider(
+        &self,
+        provider: &dyn opentelemetry::metrics::MeterProvider,
+    ) -> Result<()> {
+        self.instruments.set_provider(provider)
     }
 
     fn poll_records(&self, timeout: Duration, max: usize) -> Result<Vec<ConsumerRecord>> {
@@ -411,6 +462,13 @@ impl Consumer {
         timeout: Duration,
         max: usize,
     ) -> Result<Vec<ConsumerRecord>> {
+        let started = Instant::now();
+        let result = self.recovery_records(timeout, max);
+        self.observe_poll(Operation::RecoveryPoll, started, &result);
+        result
+    }
+
+    fn recovery_records(&self, timeout: Duration, max: usize) -> Result<Vec<ConsumerRecord>> {
         self.check_open()?;
         if !self.shared.config.recovery_poll {
             return Err(Error::IllegalState(

@@ -505,6 +505,7 @@ impl ConsumerMetrics {
 
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod otel;
 pub mod prometheus;
 pub mod window;
 

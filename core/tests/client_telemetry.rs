@@ -2,7 +2,8 @@
 //! `ClientTelemetry` plugin (support/telemetry/ClientTelemetryRecorder.java, compiled here with
 //! `javac` against the broker's jars and put on its classpath), which writes each push it
 //! receives to a directory: the OTLP bytes, and what the broker's own OTLP classes decode of
-//! them. A client-metrics subscription (`metrics` = the consumer prefix, `interval.ms` = 1000)
+//! them. A client-metrics subscription (`metrics` = the consumer and producer prefixes,
+//! `interval.ms` = 1000)
 //! made with the admin client asks every client for its metrics. The test decodes the bytes
 //! with prost too, and checks both against the consumer's own `metrics()` snapshot.
 #[path = "support/java_client.rs"]
@@ -21,7 +22,7 @@ use java_client::JavaClient;
 use lagless::admin::{AdminClient, AlterConfigOp, ConfigResource};
 use lagless::metrics::ConsumerMetrics;
 use lagless::telemetry::otlp::{self, any_value, Data};
-use lagless::{Config, Consumer};
+use lagless::{Config, Consumer, ProducerRecord};
 use own_broker::OwnBroker;
 use prost::Message;
 use support::*;
@@ -33,8 +34,9 @@ const INTERVAL: Duration = Duration::from_millis(1000);
 
 /// The windowed statistics the consumer pushes while its window holds a value (the commit
 /// latency only after a commit): each is checked against the Java consumer's kind below.
-const WINDOWED: [&str; 12] = [
+const WINDOWED: [&str; 13] = [
     "org.apache.kafka.consumer.fetch.manager.records.consumed.rate",
+    "org.apache.kafka.consumer.fetch.manager.bytes.consumed.rate",
     "org.apache.kafka.consumer.fetch.manager.records.lag.max",
     "org.apache.kafka.consumer.fetch.manager.fetch.latency.avg",
     "org.apache.kafka.consumer.fetch.manager.fetch.latency.max",
@@ -57,6 +59,69 @@ const LAST_POLL: &str = "org.apache.kafka.consumer.last.poll.seconds.ago";
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Per name pushed: its kind and temporality, and the attribute keys of each of its points (a
+/// name may have points with and without attributes, the Java client's per-topic totals beside
+/// its overall ones).
+type Shape = BTreeMap<String, ((String, String), BTreeSet<String>)>;
+
+/// The names `pushes` carried, with their [`Shape`], and the resource attribute keys.
+fn shape(pushes: Vec<Push>) -> (Shape, BTreeSet<String>) {
+    let mut names: Shape = BTreeMap::new();
+    let mut resource = BTreeSet::new();
+    for p in pushes {
+        resource.extend(p.resource.keys().cloned());
+        for (name, points) in p.points {
+            for point in points {
+                // Keys only, sorted: OTLP attributes are a set.
+                let mut attrs: Vec<&str> = point
+                    .attrs
+                    .split(',')
+                    .filter_map(|kv| kv.split('=').next())
+                    .filter(|k| !k.is_empty())
+                    .collect();
+                attrs.sort();
+                let entry = names.entry(name.clone()).or_insert_with(|| {
+                    (
+                        (point.kind.clone(), point.temporality.clone()),
+                        BTreeSet::new(),
+                    )
+                });
+                assert_eq!(entry.0, (point.kind.clone(), point.temporality.clone()));
+                entry.1.insert(attrs.join(","));
+            }
+        }
+    }
+    (names, resource)
+}
+
+/// Every name of `ours` is one the Java client pushed too, with the same kind and temporality
+/// and attribute keys it used; the same for the resource attribute keys.
+fn assert_java_shaped(
+    ours: &(Shape, BTreeSet<String>),
+    java: &(Shape, BTreeSet<String>),
+    client: &str,
+) {
+    let ((ours, our_resource), (java_names, java_resource)) = (ours, java);
+    for (name, (kind, attrs)) in ours {
+        let java = java_names.get(name);
+        assert_eq!(
+            java.map(|j| &j.0),
+            Some(kind),
+            "{name}: the Java {client} pushes {java:?}"
+        );
+        assert!(
+            attrs.is_subset(&java.unwrap().1),
+            "{name}: attributes {attrs:?}, the Java {client}'s {java:?}"
+        );
+    }
+    for key in our_resource {
+        assert!(
+            java_resource.contains(key),
+            "{key} not in {java_resource:?}"
+        );
+    }
 }
 
 /// The broker with the plugin, one for the test binary (stopped by the harness's watchdog when
@@ -126,7 +191,10 @@ fn subscribe_all(bootstrap: &str) {
             &[(
                 resource.clone(),
                 vec![
-                    AlterConfigOp::Set("metrics".into(), "org.apache.kafka.consumer.".into()),
+                    AlterConfigOp::Set(
+                        "metrics".into(),
+                        "org.apache.kafka.consumer.,org.apache.kafka.producer.".into(),
+                    ),
                     AlterConfigOp::Set("interval.ms".into(), INTERVAL.as_millis().to_string()),
                 ],
             )],
@@ -391,7 +459,7 @@ fn pushed_metrics_are_the_consumers_own_snapshot() {
     for name in &names {
         assert!(expected.contains(name) || WINDOWED.contains(name), "{name}");
     }
-    for name in &WINDOWED[..4] {
+    for name in &WINDOWED[..5] {
         assert!(names.contains(name), "{name} not in {names:?}");
     }
     assert_eq!(
@@ -576,65 +644,107 @@ fn the_names_are_the_java_consumers() {
     });
     c.close(Some(Duration::from_secs(5))).unwrap();
     java.stop(Duration::from_secs(5));
-    // Per name: its kind and temporality, and the attribute keys of each of its points (a
-    // name may have points with and without attributes, the Java client's per-topic totals
-    // beside its overall ones).
-    type Shape = BTreeMap<String, ((String, String), BTreeSet<String>)>;
-    let shape = |pushes: Vec<Push>| {
-        let mut names: Shape = BTreeMap::new();
-        let mut resource = BTreeSet::new();
-        for p in pushes {
-            resource.extend(p.resource.keys().cloned());
-            for (name, points) in p.points {
-                for point in points {
-                    // Keys only, sorted: OTLP attributes are a set.
-                    let mut attrs: Vec<&str> = point
-                        .attrs
-                        .split(',')
-                        .filter_map(|kv| kv.split('=').next())
-                        .filter(|k| !k.is_empty())
-                        .collect();
-                    attrs.sort();
-                    let entry = names.entry(name.clone()).or_insert_with(|| {
-                        (
-                            (point.kind.clone(), point.temporality.clone()),
-                            BTreeSet::new(),
-                        )
-                    });
-                    assert_eq!(entry.0, (point.kind.clone(), point.temporality.clone()));
-                    entry.1.insert(attrs.join(","));
-                }
-            }
-        }
-        (names, resource)
-    };
-    let (java_names, java_resource) = shape(pushes(dir, &java_id));
-    let (ours, our_resource) = shape(pushes(dir, &lagless_id));
+    let java_shape = shape(pushes(dir, &java_id));
+    let our_shape = shape(pushes(dir, &lagless_id));
     // The 7 always there, and of the windowed ones at least the 7 any polling member has
     // (the rate, the largest lag, the fetch latencies, the poll statistics).
-    assert!(ours.len() >= 14, "{ours:?}");
-    for (name, (kind, attrs)) in &ours {
-        let java = java_names.get(name);
-        assert_eq!(
-            java.map(|j| &j.0),
-            Some(kind),
-            "{name}: the Java consumer pushes {java:?}"
-        );
-        assert!(
-            attrs.is_subset(&java.unwrap().1),
-            "{name}: attributes {attrs:?}, the Java consumer's {java:?}"
-        );
-    }
-    for key in &our_resource {
-        assert!(
-            java_resource.contains(key),
-            "{key} not in {java_resource:?}"
-        );
-    }
+    assert!(our_shape.0.len() >= 14, "{:?}", our_shape.0);
+    assert_java_shaped(&our_shape, &java_shape, "consumer");
+    let ((java_names, java_resource), (ours, our_resource)) = (java_shape, our_shape);
     eprintln!(
         "the Java consumer pushed {} names (resource {java_resource:?}); lagless {} of them \
          (resource {our_resource:?})",
         java_names.len(),
         ours.len()
+    );
+}
+
+const SENT: &str = "org.apache.kafka.producer.record.send.total";
+const BUFFER_TOTAL: &str = "org.apache.kafka.producer.buffer.total.bytes";
+
+#[test]
+#[ignore = "needs a Kafka broker: starts its own through tests/kafka_broker.py (-- --include-ignored)"]
+fn the_producer_pushes_its_snapshot_under_the_java_producers_names() {
+    init_logs();
+    let (broker, dir) = broker();
+    let bs = &broker.bootstrap;
+    let topic = new_topic(bs, "telemetry-producer", 2);
+    let java_id = unique_name("telemetry-java-p");
+    let lagless_id = unique_name("telemetry-lagless-p");
+    let client_id = format!("client.id={java_id}");
+    // The Java producer stays open 4 s after its records, so that it pushes while open.
+    let mut java = JavaClient::start(
+        "telemetry-java-producer",
+        &[
+            "produce",
+            "--bootstrap",
+            bs,
+            "--topic",
+            &topic,
+            "--count",
+            "20",
+            "--stay-ms",
+            "4000",
+            "--config",
+            &client_id,
+        ],
+        &[],
+        Box::new(|_| {}),
+    );
+    let p = producer(bs, &[("client.id", &lagless_id)]);
+    let deliveries: Vec<_> = (0..40)
+        .map(|i| {
+            p.send(ProducerRecord::new(&topic, format!("r{i}")).with_partition(i % 2))
+                .unwrap()
+        })
+        .collect();
+    p.flush(Duration::from_secs(30)).unwrap();
+    for d in deliveries {
+        d.wait().expect("delivered");
+    }
+    let m = p.metrics();
+    assert_eq!(m.records_sent_total, 40);
+    // The pushes (deltas by default) add up to the 40 records, as the snapshot says.
+    wait_until(
+        "pushes counting 40 records",
+        Duration::from_secs(20),
+        || counter(&pushes(dir, &lagless_id), SENT) == 40.0,
+    );
+    let open = pushes(dir, &lagless_id);
+    assert!(open.iter().all(|p| !p.terminating), "{open:?}");
+    let last = open.last().expect("a push");
+    assert_eq!(last.value(BUFFER_TOTAL), Some(m.buffer_memory as f64));
+    for push in &open {
+        check_against_prost(push);
+    }
+    // Closing sends the terminating push, with nothing more sent since.
+    p.close(Duration::from_secs(10)).unwrap();
+    let all = pushes(dir, &lagless_id);
+    let last = all.last().expect("a push");
+    assert!(
+        last.terminating,
+        "the last push is the terminating one: {last:?}"
+    );
+    assert_eq!(counter(&all, SENT), 40.0);
+
+    wait_until(
+        "the Java producer's pushes",
+        Duration::from_secs(30),
+        || {
+            pushes(dir, &java_id)
+                .iter()
+                .any(|p| p.points.contains_key(SENT))
+        },
+    );
+    java.stop(Duration::from_secs(10));
+    let java_shape = shape(pushes(dir, &java_id));
+    let our_shape = shape(all);
+    // 6 always (totals, rates, buffer) and the Produce latency's 2 after deliveries.
+    assert_eq!(our_shape.0.len(), 8, "{:?}", our_shape.0.keys());
+    assert_java_shaped(&our_shape, &java_shape, "producer");
+    eprintln!(
+        "the Java producer pushed {} names; lagless {} of them",
+        java_shape.0.len(),
+        our_shape.0.len()
     );
 }

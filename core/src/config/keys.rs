@@ -513,7 +513,7 @@ pub(super) static KEYS: &[KeyInfo] = &[
         Some("true"),
         Common,
         Bool,
-        "KIP-714: push the consumer's metrics to a broker whose client-metrics subscription asks for them (GetTelemetrySubscriptions, PushTelemetry); false sends no telemetry request. The producer pushes none yet.",
+        "KIP-714: push the client's metrics (a consumer's or a producer's) to a broker whose client-metrics subscription asks for them (GetTelemetrySubscriptions, PushTelemetry); false sends no telemetry request.",
     ),
     key(
         "statistics.interval.ms",

@@ -325,6 +325,9 @@ impl ConsumerConfig {
 pub struct ProducerConfig {
     /// The settings producers share with consumers.
     pub common: CommonConfig,
+    /// `enable.metrics.push`: push the producer's metrics to a broker that asks for them
+    /// (KIP-714, the client telemetry task; default true).
+    pub enable_metrics_push: bool,
     /// `acks`: the replicas that must have a record before it counts as sent: -1 for all (the
     /// default, `all`), 1 for the leader, 0 for none.
     pub acks: i16,
@@ -405,6 +408,7 @@ impl ProducerConfig {
         )?;
         Ok(ProducerConfig {
             common,
+            enable_metrics_push: c.bool("enable.metrics.push")?,
             acks,
             linger,
             batch_size: c.size("batch.size")?,

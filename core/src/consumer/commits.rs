@@ -54,8 +54,14 @@ impl Consumer {
             )?;
         super::driver_task::serve(self.runtime()?, Arc::downgrade(&d), owner);
         self.give_leader_epochs(&d);
+        self.give_instruments(&d);
         *s = Some(d.clone());
         Ok(d)
+    }
+
+    /// Gives `driver` the consumer's OpenTelemetry instruments, for its commits.
+    pub(super) fn give_instruments(&self, driver: &GroupDriver) {
+        let _ = driver.instruments.set(self.instruments.clone());
     }
 
     /// KIP-320: `driver`'s commits carry the leader epoch of each offset, from the fetch state.
@@ -403,10 +409,14 @@ impl GroupDriver {
             failed_partitions = tracing::field::Empty,
             error = tracing::field::Empty,
         );
+        let started = Instant::now();
         let result = self
             .commit_attempts(offsets, deadline, retries)
             .instrument(span.clone())
             .await;
+        if let Some(instruments) = self.instruments.get() {
+            instruments.commit_ended(started, Instant::now(), result.as_ref().err());
+        }
         match &result {
             Ok(results) => {
                 span.record(

@@ -128,6 +128,7 @@ impl Consumer {
                 self.idle_steps.membership_accesses.clone(),
             )?;
             self.give_leader_epochs(&driver);
+            self.give_instruments(&driver);
             driver_task::spawn(
                 self.runtime()?,
                 driver.clone(),

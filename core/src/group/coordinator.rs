@@ -30,6 +30,7 @@ use crate::group::member::{poll_timeout_consequence, Generation, Next, ProtocolA
 use crate::group::metadata_snapshot::MetadataSnapshot;
 use crate::group::rebalance::rebalance_protocol;
 use crate::group::step::{JoinInput, JoinOutcome};
+use crate::metrics::otel::ConsumerInstruments;
 use crate::net::Connection;
 use crate::offsets::{AsyncCommitDone, AsyncCommits};
 use crate::protocol::group::Member;
@@ -77,6 +78,9 @@ pub(crate) struct GroupDriver {
     /// KIP-320: the leader epoch each committed offset is sent with, from the consumer's fetch
     /// state; set once the consumer has the driver (unset: -1, no epoch).
     pub(crate) leader_epochs: std::sync::OnceLock<LeaderEpochs>,
+    /// The consumer's OpenTelemetry instruments, for the commits' durations; set once the
+    /// consumer has the driver (unset: nothing recorded).
+    pub(crate) instruments: std::sync::OnceLock<Arc<ConsumerInstruments>>,
 }
 
 // The leader epoch of `offset` of a partition, for a commit (-1: unknown).
@@ -256,6 +260,7 @@ impl GroupDriver {
             async_commits: Mutex::new(AsyncCommits::default()),
             async_idle: tokio::sync::Notify::new(),
             leader_epochs: std::sync::OnceLock::new(),
+            instruments: std::sync::OnceLock::new(),
         });
         let owned = Owned {
             member,

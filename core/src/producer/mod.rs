@@ -36,6 +36,7 @@ use crate::protocol::records::{
     set_producer_state, set_transactional_state, BatchBuilder, Compression,
 };
 use crate::sync::Unpoisoned;
+use crate::telemetry::{self, Reporter};
 
 mod accumulator;
 mod idempotence;
@@ -219,6 +220,8 @@ pub struct Producer {
     shared: Arc<Shared>,
     handle: tokio::runtime::Handle,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    /// KIP-714's client telemetry task (`enable.metrics.push`).
+    telemetry: Option<Reporter>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -320,10 +323,25 @@ impl Producer {
             txn,
         });
         handle.spawn(sender_loop(shared.clone()));
+        let telemetry = shared.config.enable_metrics_push.then(|| {
+            let of = shared.clone();
+            Reporter::spawn(
+                &handle,
+                shared.cluster.clone(),
+                Arc::new(move || {
+                    let m = snapshot(&of);
+                    telemetry::Collected {
+                        points: telemetry::producer::points(&m),
+                        resource: telemetry::producer::resource(&m),
+                    }
+                }),
+            )
+        });
         Ok(Producer {
             shared,
             handle,
             runtime: Mutex::new(runtime),
+            telemetry,
         })
     }
 
@@ -355,30 +373,7 @@ impl Producer {
     /// rates, what waits in `buffer.memory`, the Produce latency and every broker's connections.
     /// Cheap: one look under the lock each batch's completion takes anyway.
     pub fn metrics(&self) -> crate::metrics::ProducerMetrics {
-        let now = std::time::Instant::now();
-        let shared = &self.shared;
-        let s = lock(&shared.counters.state);
-        let d = &s.delivered;
-        let (sent, failed, batches) = (d.records_sent, d.records_failed, d.batches_sent);
-        let (send_rate, error_rate) = (d.sent.rate(now), d.failed.rate(now));
-        let (outstanding, bytes) = (s.outstanding, s.bytes);
-        drop(s);
-        let brokers = shared.cluster.broker_metrics(now);
-        crate::metrics::ProducerMetrics {
-            client_id: shared.config.common.client_id.clone(),
-            transactional_id: shared.config.transactional_id.clone(),
-            records_sent_total: sent,
-            records_failed_total: failed,
-            batches_sent_total: batches,
-            batch_retries_total: shared.counters.batch_retries.load(Ordering::Relaxed),
-            record_send_rate: send_rate,
-            record_error_rate: error_rate,
-            records_outstanding: outstanding,
-            buffered_bytes: bytes as u64,
-            buffer_memory: shared.config.buffer_memory as u64,
-            produce_latency: crate::metrics::LatencyMetrics::of(&brokers.produce_latency),
-            brokers: brokers.brokers,
-        }
+        snapshot(&self.shared)
     }
 
     fn enqueue(&self, record: ProducerRecord, completion: Completion) -> Result<()> {
@@ -567,11 +562,16 @@ impl Producer {
     /// The async front's close: as [`Producer::close`], awaiting the flush.
     #[cfg_attr(not(feature = "aio"), allow(dead_code))] // used by the async front (`aio`)
     pub(crate) async fn close_async(&self, timeout: Duration) -> Result<()> {
+        let deadline = Deadline::after(timeout);
         let r = if self.shared.closed.load(Ordering::Acquire) {
             Ok(())
         } else {
             self.flush_async(timeout).await
         };
+        if let Some(task) = self.end_telemetry() {
+            let wait = telemetry::close_wait(deadline, self.shared.config.common.request_timeout);
+            let _ = tokio::time::timeout(wait, task).await;
+        }
         self.stop();
         r
     }
@@ -579,13 +579,35 @@ impl Producer {
     /// Flushes (up to `timeout`), then stops the producer. Records still unacknowledged fail
     /// with [`Error::Closed`]; later calls to `send` fail with it too.
     pub fn close(&self, timeout: Duration) -> Result<()> {
+        let deadline = Deadline::after(timeout);
         let r = if self.shared.closed.load(Ordering::Acquire) {
             Ok(())
         } else {
             self.flush(timeout)
         };
+        // KIP-714: the terminating push, with the final values (every delivery counted), waited
+        // for within the close's deadline on the producer's own runtime (called from async code,
+        // the runtime stops under it: use the async front's close there).
+        if let Some(task) = self.end_telemetry() {
+            let owned = lock(&self.runtime).is_some();
+            if owned && tokio::runtime::Handle::try_current().is_err() {
+                let wait =
+                    telemetry::close_wait(deadline, self.shared.config.common.request_timeout);
+                let _ = self
+                    .handle
+                    .block_on(async move { tokio::time::timeout(wait, task).await });
+            }
+        }
         self.stop();
         r
+    }
+
+    /// Tells the telemetry task the producer closes (it sends its terminating push, when a
+    /// subscription asks for metrics, and ends) and returns the task, the first time.
+    fn end_telemetry(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let reporter = self.telemetry.as_ref()?;
+        reporter.initiate_close();
+        reporter.take_task()
     }
 
     fn stop(&self) {
@@ -663,6 +685,33 @@ impl Drop for Producer {
             }
         }
         self.stop();
+    }
+}
+
+/// The producer's metrics snapshot ([`Producer::metrics`], the telemetry task's pushes).
+fn snapshot(shared: &Shared) -> crate::metrics::ProducerMetrics {
+    let now = std::time::Instant::now();
+    let s = lock(&shared.counters.state);
+    let d = &s.delivered;
+    let (sent, failed, batches) = (d.records_sent, d.records_failed, d.batches_sent);
+    let (send_rate, error_rate) = (d.sent.rate(now), d.failed.rate(now));
+    let (outstanding, bytes) = (s.outstanding, s.bytes);
+    drop(s);
+    let brokers = shared.cluster.broker_metrics(now);
+    crate::metrics::ProducerMetrics {
+        client_id: shared.config.common.client_id.clone(),
+        transactional_id: shared.config.transactional_id.clone(),
+        records_sent_total: sent,
+        records_failed_total: failed,
+        batches_sent_total: batches,
+        batch_retries_total: shared.counters.batch_retries.load(Ordering::Relaxed),
+        record_send_rate: send_rate,
+        record_error_rate: error_rate,
+        records_outstanding: outstanding,
+        buffered_bytes: bytes as u64,
+        buffer_memory: shared.config.buffer_memory as u64,
+        produce_latency: crate::metrics::LatencyMetrics::of(&brokers.produce_latency),
+        brokers: brokers.brokers,
     }
 }
 

@@ -1,5 +1,6 @@
-//! KIP-714 client telemetry: the consumer pushes its metrics to a broker that asks for them, as
-//! the Java client, librdkafka (2.5+) and franz-go do. On by default; `enable.metrics.push=false`
+//! KIP-714 client telemetry: a consumer or producer pushes its metrics to a broker that asks for
+//! them, as the Java client, librdkafka (2.5+) and franz-go do ([`collect`] names a consumer's,
+//! [`producer`] a producer's). On by default; `enable.metrics.push=false`
 //! turns it off (no task, no request).
 //!
 //! One small task per consumer, on the consumer's runtime, talks to one broker (an open
@@ -19,6 +20,7 @@
 //! again after the cluster's backoff (`retry.backoff.ms` doubling to `retry.backoff.max.ms`).
 pub mod collect;
 pub mod otlp;
+pub mod producer;
 pub mod state;
 
 use std::sync::{Arc, Mutex};
@@ -32,7 +34,6 @@ use tokio::task::JoinHandle;
 use crate::backoff::{Deadline, Retry};
 use crate::cluster::Cluster;
 use crate::error::{codes, Error, Result};
-use crate::metrics::ConsumerMetrics;
 use crate::net::Connection;
 use crate::protocol::msg::{GetTelemetrySubscriptionsRequest, PushTelemetryRequest};
 use crate::protocol::records::compress_payload;
@@ -40,8 +41,15 @@ use crate::sync::Unpoisoned;
 use collect::Ledger;
 use state::{compression_id, Next, SubscriptionAnswer, Telemetry};
 
-/// Takes the consumer's metrics snapshot.
-pub(crate) type Snapshot = Arc<dyn Fn() -> ConsumerMetrics + Send + Sync>;
+/// What one push carries of a client: its points and its resource attributes.
+pub(crate) struct Collected {
+    pub points: Vec<collect::Point>,
+    pub resource: Vec<(&'static str, String)>,
+}
+
+/// Takes the client's metrics snapshot as a push carries it ([`collect`] for a consumer,
+/// [`producer`] for a producer).
+pub(crate) type Snapshot = Arc<dyn Fn() -> Collected + Send + Sync>;
 
 /// The running task, as the consumer holds it.
 pub(crate) struct Reporter {
@@ -57,11 +65,10 @@ impl Reporter {
         runtime: &tokio::runtime::Handle,
         cluster: Arc<Cluster>,
         snapshot: Snapshot,
-        client_rack: Option<String>,
     ) -> Reporter {
         let (close, close_rx) = watch::channel(false);
         let (collected_tx, collected_rx) = oneshot::channel();
-        let task = runtime.spawn(run(cluster, snapshot, client_rack, close_rx, collected_tx));
+        let task = runtime.spawn(run(cluster, snapshot, close_rx, collected_tx));
         Reporter {
             close,
             collected: Mutex::new(Some(collected_rx)),
@@ -144,8 +151,7 @@ async fn push(cluster: &Cluster, req: PushTelemetryRequest) -> std::result::Resu
 /// The PushTelemetry request of the metrics `snapshot` gives now, as the subscription asks.
 fn push_request(
     t: &Telemetry,
-    m: &ConsumerMetrics,
-    client_rack: Option<&str>,
+    m: Collected,
     terminating: bool,
     ledger: &mut Ledger,
 ) -> Result<PushTelemetryRequest> {
@@ -153,8 +159,8 @@ fn push_request(
         .subscription()
         .ok_or_else(|| Error::IllegalState("a push without a subscription".into()))?;
     let data = collect::encode(
-        collect::points(m),
-        &collect::resource(m, client_rack),
+        m.points,
+        &m.resource,
         &s.selector,
         s.delta_temporality,
         unix_nanos(),
@@ -197,7 +203,6 @@ fn closed(close: &watch::Receiver<bool>) -> bool {
 async fn run(
     cluster: Arc<Cluster>,
     snapshot: Snapshot,
-    client_rack: Option<String>,
     mut close: watch::Receiver<bool>,
     collected: oneshot::Sender<()>,
 ) {
@@ -214,7 +219,7 @@ async fn run(
         match t.next() {
             Next::Stop { reason } => {
                 if let Some(reason) = reason {
-                    tracing::info!("client telemetry: no more pushes from this consumer: {reason}");
+                    tracing::info!("client telemetry: no more pushes from this client: {reason}");
                 }
                 break;
             }
@@ -257,7 +262,7 @@ async fn run(
                     continue;
                 }
                 let m = snapshot();
-                let req = push_request(&t, &m, client_rack.as_deref(), terminating, &mut ledger);
+                let req = push_request(&t, m, terminating, &mut ledger);
                 if terminating {
                     // The last values are taken: the close may go on (leave the group).
                     if let Some(c) = collected.take() {

@@ -7,7 +7,7 @@
 //   java -cp 'OUT:LIB/*' InteropClient produce --bootstrap B --topic T --count N
 //        [--keyed] [--key-prefix P] [--binary] [--compression C] [--acks A] [--quiet]
 //        [--transaction-size S [--abort-every K] [--transactional-id ID] [--hold-open H]]
-//        [--partitions P]
+//        [--partitions P] [--stay-ms M]
 //   java -cp 'OUT:LIB/*' InteropClient consume --bootstrap B (--topic T | --regex R) [--group G]
 //        [--assign-all] [--count N] [--timeout-ms MS] [--strategy range|cooperative-sticky|CLASS|LIST]
 //        [--session-timeout-ms X] [--max-poll-interval-ms Y] [--commit [--commit-idle-ms MS]]
@@ -30,7 +30,8 @@
 // records: one more transaction of H records ("open":true on their lines) is left open, its
 // records flushed, and {"event":"holding"} printed; on SIGTERM it is aborted, {"event":"aborted"}
 // printed and the process exits (a reader meanwhile sees the last stable offset stop at the
-// transaction's first records).
+// transaction's first records). --stay-ms M keeps the producer open M ms after the N records
+// (its background work, the client telemetry pushes among it, goes on).
 //
 // consume: as lagless_tool consume (see core/examples/lagless_tool.rs): with --group it subscribes
 // and its ConsumerRebalanceListener prints {"event":"assigned"|"revoked"|"lost","partitions":[...],
@@ -462,6 +463,9 @@ public final class InteropClient {
             while (!pending.isEmpty()) {
                 settle(pending.removeFirst(), perPartition, quiet);
             }
+            // --stay-ms M: the producer stays open M ms more (its background work, the client
+            // telemetry pushes among it, goes on).
+            Thread.sleep(Long.parseLong(a.getOrDefault("--stay-ms", "0")));
             if (holdOpen > 0) {
                 holdOpen(producer, topic, count, holdOpen, partitions, keyed ? prefix : null);
             }
