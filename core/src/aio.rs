@@ -433,7 +433,7 @@ impl Consumer {
         let result = self.recv_records(max).await;
         c.observe_poll(Operation::Poll, started, &result);
         let records = result?;
-        timing.records = records.len();
+        timing.returns(&records);
         Ok(records)
     }
 

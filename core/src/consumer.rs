@@ -158,14 +158,25 @@ pub struct Consumer {
 /// caller giving up) ends it.
 pub(crate) struct PollTiming<'a> {
     times: &'a Mutex<PollTimes>,
-    /// Records the poll returns.
-    pub records: usize,
+    /// Records the poll returns, and their key + value bytes.
+    records: usize,
+    bytes: u64,
 }
 
 impl<'a> PollTiming<'a> {
     pub(crate) fn start(times: &'a Mutex<PollTimes>) -> PollTiming<'a> {
         times.lock().unpoisoned().started(Instant::now());
-        PollTiming { times, records: 0 }
+        PollTiming {
+            times,
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    /// The poll returns `records`.
+    pub(crate) fn returns(&mut self, records: &[ConsumerRecord]) {
+        self.records = records.len();
+        self.bytes = crate::fetch::record::key_value_bytes(records);
     }
 }
 
@@ -174,7 +185,7 @@ impl Drop for PollTiming<'_> {
         self.times
             .lock()
             .unpoisoned()
-            .ended(Instant::now(), self.records);
+            .ended(Instant::now(), self.records, self.bytes);
     }
 }
 
@@ -322,7 +333,7 @@ impl Consumer {
         let result = self.poll_records(timeout, max);
         self.observe_poll(Operation::Poll, started, &result);
         let records = result?;
-        timing.records = records.len();
+        timing.returns(&records);
         Ok(records)
     }
 
@@ -492,6 +503,15 @@ impl Consumer {
                     if taken.refill {
                         self.shared.changed.notify_one();
                     }
+                    // In the consumed rates, once per batch; not in the poll's rhythm (the
+                    // time between polls, the idle ratio, the last poll), which is the
+                    // poll() thread's, and which this call, on a thread of its own, would blur.
+                    let bytes = crate::fetch::record::key_value_bytes(&taken.records);
+                    self.poll_times.lock().unpoisoned().consumed(
+                        Instant::now(),
+                        taken.records.len(),
+                        bytes,
+                    );
                     return Ok(taken.records);
                 }
             }

@@ -7,9 +7,13 @@
 //! A value not known yet is `None` (absent from the JSON as `null`), never a sentinel.
 //!
 //! [`prometheus`] renders the snapshot in the Prometheus text format.
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+
+use crate::types::TopicPartition;
+use window::millis;
 
 /// The consumer's snapshot.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +41,7 @@ pub struct ConsumerMetrics {
     pub partitions: Vec<PartitionMetrics>,
     /// `poll()`'s rhythm and the records it returned, over the last 30 to 60 s (the Java
     /// consumer's `time-between-poll-*`, `poll-idle-ratio-avg`, `last-poll-seconds-ago`,
-    /// `records-consumed-rate`).
+    /// `records-consumed-rate`, `bytes-consumed-rate`).
     pub poll: PollStats,
     /// Fetch answers' latency over the last 30 to 60 s, every broker's (the Java consumer's
     /// `fetch-latency-avg`/`-max`); `None` when no answer came in that time.
@@ -172,10 +176,10 @@ impl LatencyMetrics {
     fn to_json(&self) -> Value {
         json!({
             "count": self.count,
-            "avg_ms": ms_f(self.avg),
-            "max_ms": ms_f(self.max),
-            "p50_ms": self.p50.map(ms_f),
-            "p99_ms": self.p99.map(ms_f),
+            "avg_ms": millis(self.avg),
+            "max_ms": millis(self.max),
+            "p50_ms": self.p50.map(millis),
+            "p99_ms": self.p99.map(millis),
         })
     }
 }
@@ -200,7 +204,7 @@ impl BrokerMetrics {
 }
 
 /// One assigned partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PartitionMetrics {
     /// The partition's topic.
     pub topic: String,
@@ -244,11 +248,16 @@ pub struct Failing {
 }
 
 /// A partition's recovery stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RecoveryMetrics {
     /// Offsets left in the backlog ranges (records, control batches and compacted-away offsets
     /// alike: an upper bound of the records left).
     pub backlog: i64,
+    /// Offsets of the backlog drained per second (records delivered, and offsets passed without
+    /// a record: control batches, compaction), over the last 30 to 60 s as
+    /// `records_consumed_rate`; 0 before any drained. `backlog / drain_rate` is how long the
+    /// rest takes at that pace.
+    pub drain_rate: f64,
     /// KIP-572: the recovery stream is failing (a task of its own).
     pub failing: Option<Failing>,
 }
@@ -292,6 +301,47 @@ pub struct GroupMetrics {
     pub since_last_poll: Duration,
     /// `max.poll.interval.ms`.
     pub max_poll_interval: Duration,
+    /// Learner assignments (`learner-sticky`): the partitions this member learns (warms up for
+    /// before the group moves them here), in topic and partition order; empty otherwise.
+    pub learning: Vec<LearnerPartition>,
+    /// Learned partitions a join then gave this member to own (promoted), since it was created.
+    /// A promoted partition leaves [`GroupMetrics::learning`] and counts in
+    /// [`GroupMetrics::assigned_partitions`].
+    pub learned_promoted: u64,
+}
+
+/// A partition the group member learns (learner assignments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnerPartition {
+    /// The partition's topic.
+    pub topic: String,
+    /// The partition's index.
+    pub partition: i32,
+    /// `warming`: its `on_partitions_learning` has not returned yet, failed and waits to be
+    /// called again, or (`learner.readiness=explicit`) `learner_ready()` has not named it yet;
+    /// `ready`: warmed up, waiting for the group to hand it over (the member's joins say so).
+    pub state: &'static str,
+}
+
+impl LearnerPartition {
+    /// The partitions of `learning`, each `ready` when in `ready`, else `warming`.
+    pub(crate) fn of(
+        learning: &BTreeSet<TopicPartition>,
+        ready: &BTreeSet<TopicPartition>,
+    ) -> Vec<LearnerPartition> {
+        learning
+            .iter()
+            .map(|tp| LearnerPartition {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                state: if ready.contains(tp) {
+                    "ready"
+                } else {
+                    "warming"
+                },
+            })
+            .collect()
+    }
 }
 
 /// The last rebalance a member completed.
@@ -329,11 +379,6 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Milliseconds with their fraction (latencies under a millisecond are common on loopback).
-fn ms_f(d: Duration) -> f64 {
-    d.as_micros() as f64 / 1000.0
-}
-
 fn failing_json(f: &Option<Failing>) -> (Value, Value) {
     match f {
         Some(f) => (json!(ms(f.since)), json!(f.last_error)),
@@ -342,12 +387,19 @@ fn failing_json(f: &Option<Failing>) -> (Value, Value) {
 }
 
 impl PartitionMetrics {
+    /// The lead: the position minus the log start offset, how far the position is from falling
+    /// off the log's start (the Java consumer's `records-lead`); `None` while either is unknown.
+    pub fn lead(&self) -> Option<i64> {
+        Some(self.position? - self.log_start_offset?)
+    }
+
     fn to_json(&self) -> Value {
         let (failing_ms, last_error) = failing_json(&self.failing);
         let recovery = self.recovery.as_ref().map(|r| {
             let (failing_ms, last_error) = failing_json(&r.failing);
             json!({
                 "backlog": r.backlog,
+                "drain_rate": r.drain_rate,
                 "failing_for_ms": failing_ms,
                 "last_error": last_error,
             })
@@ -387,10 +439,16 @@ impl GroupMetrics {
             "rebalance_duration_ms": self.last_rebalance.as_ref().map(|r| ms(r.duration)),
             "rejoin_reason": self.rejoin_reason,
             "last_rebalance_seconds_ago": self.since_last_rebalance.map(|d| d.as_secs_f64()),
-            "rebalance_latency_avg_ms": self.rebalance_latency_avg.map(ms_f),
-            "rebalance_latency_max_ms": self.rebalance_latency_max.map(ms_f),
+            "rebalance_latency_avg_ms": self.rebalance_latency_avg.map(millis),
+            "rebalance_latency_max_ms": self.rebalance_latency_max.map(millis),
             "last_poll_ms_ago": ms(self.since_last_poll),
             "max_poll_interval_ms": ms(self.max_poll_interval),
+            "learning": self
+                .learning
+                .iter()
+                .map(|l| json!({"topic": l.topic, "partition": l.partition, "state": l.state}))
+                .collect::<Vec<_>>(),
+            "learned_promoted": self.learned_promoted,
         })
     }
 }
@@ -413,10 +471,11 @@ impl ConsumerMetrics {
             "group": self.group.as_ref().map(GroupMetrics::to_json),
             "partitions": self.partitions.iter().map(PartitionMetrics::to_json).collect::<Vec<_>>(),
             "last_poll_seconds_ago": self.poll.since_last_poll.map(|d| d.as_secs_f64()),
-            "time_between_poll_avg_ms": self.poll.time_between_poll_avg.map(ms_f),
-            "time_between_poll_max_ms": self.poll.time_between_poll_max.map(ms_f),
+            "time_between_poll_avg_ms": self.poll.time_between_poll_avg.map(millis),
+            "time_between_poll_max_ms": self.poll.time_between_poll_max.map(millis),
             "poll_idle_ratio_avg": self.poll.poll_idle_ratio_avg,
             "records_consumed_rate": self.poll.records_consumed_rate,
+            "bytes_consumed_rate": self.poll.bytes_consumed_rate,
             "fetch_latency": self.fetch_latency.as_ref().map(LatencyMetrics::to_json),
             "commit_latency": self.commit_latency.as_ref().map(LatencyMetrics::to_json),
             "brokers": self.brokers.iter().map(BrokerMetrics::to_json).collect::<Vec<_>>(),
@@ -439,12 +498,14 @@ impl ConsumerMetrics {
     pub fn records_lead_min(&self) -> Option<i64> {
         self.partitions
             .iter()
-            .filter_map(|p| Some(p.position? - p.log_start_offset?))
+            .filter_map(PartitionMetrics::lead)
             .min()
     }
 }
 
 pub(crate) mod callbacks;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod otel;
 pub mod prometheus;
 pub mod window;

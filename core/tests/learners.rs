@@ -823,13 +823,36 @@ fn readiness_reported_later_from_another_thread_moves_the_partitions_then() {
         std::thread::spawn(move || {
             // Only the first warm-up: the test ends once c owns what it learned.
             let tps = warm_ups.recv().unwrap();
+            // The metrics name what c learns, warming until learner_ready() says otherwise.
+            let learning = |c: &Consumer| -> Vec<(i32, &'static str)> {
+                let g = c.metrics().group.expect("a group member");
+                g.learning.iter().map(|l| (l.partition, l.state)).collect()
+            };
+            let each = |state| -> Vec<(i32, &'static str)> {
+                tps.iter().map(|tp| (tp.partition, state)).collect()
+            };
+            assert_eq!(learning(&c), each("warming"));
             std::thread::sleep(WARM_UP);
             log.lock()
                 .unwrap()
                 .push(Event::LearningDone("c", Instant::now()));
-            c.learner_ready(&tps).unwrap()
+            let taken = c.learner_ready(&tps).unwrap();
+            // The member hears of it without the call waiting: warming, then ready (until a
+            // rebalance moves them here, which takes a join and an assignment).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let now = learning(&c);
+                if now == each("ready") {
+                    break;
+                }
+                assert_eq!(now, each("warming"));
+                assert!(Instant::now() < deadline, "never ready: {now:?}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            taken
         })
     };
+    let c_metrics = c.clone();
     let tc = run_member(c, "c", &log, &stop);
     wait_for_owners(&log, "c getting a partition", |o| {
         o.get("c").is_some_and(|s| !s.is_empty())
@@ -838,6 +861,16 @@ fn readiness_reported_later_from_another_thread_moves_the_partitions_then() {
     wait_until("c delivering records", Duration::from_secs(30), || {
         delivered_any(&log, "c")
     });
+    // What c learned it owns now: promoted, and learned no more.
+    wait_until(
+        "c's learned partitions promoted",
+        Duration::from_secs(10),
+        || {
+            let g = c_metrics.metrics().group.expect("a group member");
+            g.learned_promoted == 2 && g.learning.is_empty()
+        },
+    );
+    drop(c_metrics);
     let rounds = stop_once_every_record_is_read(producing, &log, &stop, [ta, tc]);
 
     let events = log.lock().unwrap().clone();

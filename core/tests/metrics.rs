@@ -590,6 +590,106 @@ fn the_statistics_callback_counts_every_record_handed_out_before_it_on_the_polli
     }
 }
 
+/// KIP-333 with `parallel.rebalance.recovery.poll`: the records `recovery_poll()` returns count
+/// in the consumed totals and rates (here `poll()` returns none), and the partition's recovery
+/// stream shows its backlog shrinking by what was delivered, and its drain rate.
+#[test]
+#[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
+fn recovery_poll_records_count_as_consumed_and_the_backlog_drain_rate_shows() {
+    init_logs();
+    const BACKLOG: usize = 500;
+    let bs = bootstrap();
+    let topic = new_topic(&bs, "metrics-recovery", 1);
+    let group = unique_name("metrics-recovery-g");
+    let tp = TopicPartition::new(&topic, 0);
+    produce(&bs, &topic, 1, 10);
+    // The previous owner committed 10 and is gone; the log then grows by the backlog.
+    {
+        let c = group_member(&bs, &group, &[("enable.auto.commit", "false")]);
+        c.subscribe(&[&topic], None).unwrap();
+        let _ = wait_assigned(&c, Duration::from_secs(60));
+        c.commit_sync(Some(&[(tp.clone(), at(10))]), None).unwrap();
+        c.close(None).unwrap();
+    }
+    produce(&bs, &topic, 1, BACKLOG);
+    let started = Instant::now();
+    let c = group_member(
+        &bs,
+        &group,
+        &[
+            ("enable.auto.commit", "false"),
+            ("enable.parallel.rebalance", "true"),
+            ("parallel.rebalance.min.lag", "10"),
+            ("parallel.rebalance.recovery.poll", "true"),
+            ("max.poll.records", "50"),
+        ],
+    );
+    c.subscribe(&[&topic], None).unwrap();
+    assert!(wait_assigned(&c, Duration::from_secs(60)).is_empty());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let recovery = loop {
+        if let Some(r) = partition(&c.metrics(), &tp).recovery.clone() {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no recovery stream");
+        assert!(c.poll(Duration::from_millis(50)).unwrap().is_empty());
+    };
+    assert_eq!(recovery.backlog, BACKLOG as i64, "{recovery:?}");
+    assert_eq!(recovery.drain_rate, 0.0, "nothing drained yet");
+
+    let mut got = 0;
+    let mut checked_mid_drain = false;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got < BACKLOG {
+        assert!(Instant::now() < deadline, "recovered {got} of {BACKLOG}");
+        assert!(
+            c.poll(Duration::ZERO).unwrap().is_empty(),
+            "no fresh record"
+        );
+        let batch = c.recovery_poll(Duration::from_millis(200)).unwrap();
+        got += batch.len();
+        if !batch.is_empty() && got < BACKLOG && !checked_mid_drain {
+            checked_mid_drain = true;
+            let m = c.metrics();
+            let elapsed = started.elapsed().as_secs_f64();
+            let r = partition(&m, &tp).recovery.clone().expect("still draining");
+            // No control batch, nothing compacted: the backlog went down by what was delivered.
+            assert_eq!(r.backlog, (BACKLOG - got) as i64, "{r:?}");
+            let n = got as f64;
+            assert!(
+                r.drain_rate <= n / 30.0 && r.drain_rate >= n / (30.0 + elapsed),
+                "{} for {n} in {elapsed} s",
+                r.drain_rate
+            );
+            assert_eq!(
+                m.to_json()["partitions"][0]["recovery"]["drain_rate"],
+                r.drain_rate
+            );
+        }
+    }
+    assert!(checked_mid_drain, "the backlog came in one batch");
+    let m = c.metrics();
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(got, BACKLOG);
+    assert_eq!(m.records_consumed_total, BACKLOG as u64);
+    let bytes: u64 = (0..BACKLOG).map(|i| format!("v0-{i}").len() as u64).sum();
+    assert_eq!(m.bytes_consumed_total, bytes);
+    // poll() returned nothing: the rates are recovery_poll()'s.
+    let n = BACKLOG as f64;
+    let rate = m.poll.records_consumed_rate;
+    assert!(
+        rate <= n / 30.0 && rate >= n / (30.0 + elapsed),
+        "{rate} for {n} in {elapsed} s"
+    );
+    let b = bytes as f64;
+    let bytes_rate = m.poll.bytes_consumed_rate;
+    assert!(
+        bytes_rate <= b / 30.0 && bytes_rate >= b / (30.0 + elapsed),
+        "{bytes_rate} for {b} in {elapsed} s"
+    );
+    c.close(None).unwrap();
+}
+
 /// A free port on loopback for the test's proxy.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -694,10 +794,27 @@ fn brokers_poll_rhythm_and_latencies_are_counted_and_a_cut_connection_shows() {
         rate <= n / 30.0 && rate >= n / (30.0 + elapsed),
         "{rate} for {n} in {elapsed} s"
     );
+    // The bytes likewise: no keys, values `v{partition}-{i}` as produced, all of them consumed.
+    let produced: u64 = (0..2)
+        .flat_map(|p| (0..PER_PARTITION).map(move |i| format!("v{p}-{i}").len() as u64))
+        .sum();
+    assert_eq!(m.bytes_consumed_total, produced);
+    let bytes_rate = m.poll.bytes_consumed_rate;
+    let b = produced as f64;
+    assert!(
+        bytes_rate <= b / 30.0 && bytes_rate >= b / (30.0 + elapsed),
+        "{bytes_rate} for {b} bytes in {elapsed} s"
+    );
+    // Recorded with the records, poll by poll: the same windows, so the same bytes per record.
+    assert!(
+        (bytes_rate / rate - b / n).abs() < 1e-9,
+        "{bytes_rate} / {rate} against {b} / {n}"
+    );
     // The JSON has the same.
     let v = m.to_json();
     assert_eq!(v["brokers"][1]["node_id"], node_id);
     assert_eq!(v["commit_latency"]["count"], 2);
+    assert_eq!(v["bytes_consumed_rate"], bytes_rate);
 
     // Cut the bootstrap connection: its broker entry goes down with one disconnect, the
     // broker's own connections stay up and the consumer goes on.

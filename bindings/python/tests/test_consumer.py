@@ -571,6 +571,11 @@ def test_metrics_are_plain_dicts_counting_what_was_consumed_and_committed(bootst
     assert m["group"] is None and m["assigned_partitions"] == 2
     assert m["records_consumed_total"] == 17
     assert m["bytes_consumed_total"] == sum(len(x.key or b"") + len(x.value or b"") for x in msgs)
+    # Windowed as the Java client's rates (over at least one whole 30 s window), recorded poll by
+    # poll with the records: the same bytes per record as the totals.
+    assert 0 < m["bytes_consumed_rate"] <= m["bytes_consumed_total"] / 30.0
+    per_record = m["bytes_consumed_rate"] / m["records_consumed_rate"]
+    assert abs(per_record - m["bytes_consumed_total"] / 17) < 1e-9
     parts = {p["partition"]: p for p in m["partitions"]}
     assert parts[0]["committed_offset"] == 7 and parts[1]["committed_offset"] is None
     for p, n in ((0, 12), (1, 5)):

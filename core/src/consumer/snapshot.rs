@@ -12,7 +12,7 @@ use crate::group::member::MemberState;
 use crate::metrics::window::{from_millis, PollTimes};
 use crate::metrics::{
     known, lag, ConsumerMetrics, Failing, GroupMetrics, LastRebalance, LatencyMetrics,
-    PartitionMetrics, RecoveryMetrics,
+    LearnerPartition, PartitionMetrics, RecoveryMetrics,
 };
 use crate::sync::Unpoisoned;
 use crate::types::TopicPartition;
@@ -111,6 +111,8 @@ fn group_metrics(
             rebalance_latency_max: latency.max().map(from_millis),
             since_last_poll,
             max_poll_interval: config.max_poll_interval,
+            learning: LearnerPartition::of(&m.learning, &m.ready),
+            learned_promoted: m.rebalances.learned_owned,
         }
     }))
 }
@@ -171,7 +173,8 @@ fn partition_metrics(
         paused: p.paused,
         failing: failing(&p.main, now),
         recovery: p.recovery.as_ref().map(|r| RecoveryMetrics {
-            backlog: r.ranges.iter().map(|r| (r.end - r.next).max(0)).sum(),
+            backlog: r.backlog(),
+            drain_rate: r.drain_rate(now),
             failing: failing(&r.stream, now),
         }),
     }

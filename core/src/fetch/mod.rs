@@ -40,7 +40,7 @@ mod budget;
 mod deliver;
 mod lookup;
 mod plan;
-mod record;
+pub(crate) mod record;
 mod session;
 mod state;
 mod task;

@@ -28,3 +28,14 @@ pub struct ConsumerRecord {
     /// Whether the record came from a recovery stream (`enable.parallel.rebalance`).
     pub from_recovery: bool,
 }
+
+/// Key + value bytes of `records`: what the consumed-bytes metrics count (the Java consumer's
+/// `bytes-consumed-*` count fetched bytes instead). Once per batch, after the fetch lock.
+pub(crate) fn key_value_bytes(records: &[ConsumerRecord]) -> u64 {
+    records
+        .iter()
+        .map(|r| {
+            (r.key.as_ref().map_or(0, |k| k.len()) + r.value.as_ref().map_or(0, |v| v.len())) as u64
+        })
+        .sum()
+}

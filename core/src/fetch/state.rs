@@ -11,6 +11,7 @@ use bytes::Bytes;
 use crate::backoff::{Backoff, Retry};
 use crate::buffers::Held;
 use crate::cluster::Lane;
+use crate::metrics::window::Windowed;
 use crate::protocol::records::{Record, RecordSpans};
 use crate::recovery::{self, RecoveryRange, RecoveryState, UnprocessedRecovery};
 use crate::types::OffsetAndMetadata;
@@ -312,6 +313,11 @@ pub(crate) fn task_stuck(
         .is_some_and(|due| now >= due)
 }
 
+/// Offsets left in `ranges`.
+fn backlog_of(ranges: &[RecoveryRange]) -> i64 {
+    ranges.iter().map(|r| (r.end - r.next).max(0)).sum()
+}
+
 /// KIP-333: a partition's backlog ranges and the stream that drains them, first range first.
 ///
 /// `ranges` move as records are *delivered* (they are what gets committed); the stream's
@@ -325,6 +331,10 @@ pub(crate) struct Recovery {
     /// The end of the range the stream fetches from now: records at or above it belong to a
     /// later range or to the main stream and are dropped from a recovery fetch.
     pub fetch_end: i64,
+    /// Offsets of the backlog drained (delivered or passed), windowed: the drain rate.
+    drained: Windowed,
+    /// The backlog when [`Recovery::note_drained`] last looked.
+    backlog_seen: i64,
 }
 
 impl Recovery {
@@ -336,11 +346,37 @@ impl Recovery {
         let mut stream = Stream::new(backoff);
         stream.fetch_offset = Some(next);
         stream.fetch_epoch = epoch;
+        let backlog = backlog_of(&state.ranges);
         Some(Recovery {
             ranges: state.ranges,
             stream,
             fetch_end: end,
+            drained: Windowed::default(),
+            backlog_seen: backlog,
         })
+    }
+
+    /// Offsets left in the backlog ranges (records, control batches and compacted-away offsets
+    /// alike: an upper bound of the records left).
+    pub fn backlog(&self) -> i64 {
+        backlog_of(&self.ranges)
+    }
+
+    /// Records what the backlog shrank by since the last look, at `now`: once per batch taken
+    /// (and per settle), never per record. A backlog that grew is taken as it is.
+    pub(super) fn note_drained(&mut self, now: impl FnOnce() -> Instant) {
+        let backlog = self.backlog();
+        if backlog < self.backlog_seen {
+            self.drained
+                .record((self.backlog_seen - backlog) as f64, now());
+        }
+        self.backlog_seen = backlog;
+    }
+
+    /// Offsets of the backlog drained per second, over the last 30 to 60 s (the Java client's
+    /// `Rate`, as `records-consumed-rate`): 0 before anything drained.
+    pub fn drain_rate(&self, now: Instant) -> f64 {
+        self.drained.rate(now)
     }
 
     /// The stream fetched everything below `next` in its current range, the last batch of leader
@@ -580,6 +616,8 @@ impl PartitionState {
         }
         tracing::info!(topic = %self.topic, offset, ranges = ?kept, "recovery ranges end at the truncation");
         rc.ranges = kept;
+        // What the truncation took from the backlog was not drained: not in the drain rate.
+        rc.backlog_seen = rc.backlog();
         rc.rewind()
     }
 
@@ -678,6 +716,7 @@ impl PartitionState {
         }
         if let Some(rc) = self.recovery.as_mut() {
             rc.settle();
+            rc.note_drained(Instant::now);
             if rc.done() {
                 tracing::info!(topic = %self.topic, "recovery stream finished its backlog");
                 self.recovery = None;
@@ -835,6 +874,52 @@ pub(crate) fn record_size(r: &RecordSpans) -> usize {
 mod tests {
     use super::*;
     use crate::protocol::records::Span;
+
+    #[test]
+    fn the_drain_rate_counts_backlog_offsets_delivered_or_passed_per_batch() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let state = RecoveryState {
+            main_next: 1_000,
+            ranges: vec![
+                RecoveryRange {
+                    start: 0,
+                    end: 100,
+                    next: 0,
+                },
+                RecoveryRange {
+                    start: 200,
+                    end: 300,
+                    next: 250,
+                },
+            ],
+        };
+        let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+        let mut r = Recovery::start(state, backoff, -1).unwrap();
+        assert_eq!(r.backlog(), 150);
+        r.note_drained(|| at(0));
+        assert_eq!(r.drain_rate(at(0)), 0.0, "nothing drained yet");
+        // A batch of 10 records delivered (offsets 0 to 9), then 30 offsets passed (compacted).
+        for offset in 0..10 {
+            recovery::range_delivered(&mut r.ranges, offset);
+        }
+        r.note_drained(|| at(1_000));
+        recovery::ranges_skipped_to(&mut r.ranges, 40);
+        r.note_drained(|| at(2_000));
+        assert_eq!(r.backlog(), 110);
+        // 40 offsets over the 1 s since the first sample started and one whole window (30 s).
+        assert_eq!(r.drain_rate(at(2_000)), 40.0 / 31.0);
+        // No change: nothing recorded (no time asked for either).
+        r.note_drained(|| unreachable!("nothing drained"));
+        // The first range finished: 60 more, in the second sample.
+        recovery::ranges_skipped_to(&mut r.ranges, 100);
+        r.note_drained(|| at(31_000));
+        assert_eq!(r.backlog(), 50);
+        assert_eq!(r.drain_rate(at(31_000)), 100.0 / 30.0);
+        // Two windows after the first sample started it is gone: 60 over the 30 s since the
+        // second started.
+        assert_eq!(r.drain_rate(at(61_000)), 60.0 / 30.0);
+    }
 
     const TASK: Duration = Duration::from_secs(5);
 

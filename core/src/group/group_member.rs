@@ -279,6 +279,8 @@ pub(crate) struct RebalanceTally {
     pub last_completed_at: Option<Instant>,
     /// The completed ones' durations in milliseconds, windowed (`rebalance-latency-avg`/`-max`).
     pub latency: crate::metrics::window::Windowed,
+    /// Learner assignments: partitions this member learned that a join then gave it to own.
+    pub learned_owned: u64,
     started: Option<(Instant, String)>,
 }
 
@@ -455,6 +457,12 @@ impl GroupMember {
                 added,
                 assigned_from,
             } => {
+                // The learning of the join before is still the member's here: the join's own
+                // comes after its assignment (`LearningAssigned`).
+                self.rebalances.learned_owned += added
+                    .iter()
+                    .filter(|tp| self.learning.contains(*tp))
+                    .count() as u64;
                 self.owned.extend(added.iter().cloned());
                 self.assignment_basis =
                     AssignmentBasis::after_join(assigned_from, self.subscribed.clone(), now);

@@ -544,6 +544,8 @@ fn learned_partitions_warm_up_then_the_member_rejoins_ready_to_own_them() {
         panic!("expected a rejoin")
     };
     assert_eq!(input.ready, tps(&[("a", 1), ("a", 2)]));
+    assert_eq!((m.view().learning.len(), m.view().ready.len()), (2, 2));
+    assert_eq!(m.rebalances.learned_owned, 0);
     // A partition the member learns no more is not ready any more either.
     joined(&mut m, 2);
     m.handle(Event::LearningAssigned(tps(&[("a", 2)])), now);
@@ -553,6 +555,17 @@ fn learned_partitions_warm_up_then_the_member_rejoins_ready_to_own_them() {
         panic!("expected a join")
     };
     assert_eq!(input.ready, tps(&[("a", 2)]));
+    // The join gives it a learned partition (a 2) and one it did not learn (a 3): one promoted.
+    m.handle(
+        Event::Assigned {
+            added: &tps(&[("a", 2), ("a", 3)]),
+            assigned_from: None,
+        },
+        now,
+    );
+    m.handle(Event::LearningAssigned(BTreeSet::new()), now);
+    assert_eq!(m.rebalances.learned_owned, 1);
+    assert!(m.view().learning.is_empty());
 }
 
 #[test]

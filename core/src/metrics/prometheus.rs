@@ -44,6 +44,10 @@ const MEMBER_STATES: [&str; 4] = [
     "stable",
 ];
 
+/// The states of a partition the member learns ([`super::LearnerPartition::state`]), each a
+/// sample of `lagless_consumer_group_learning`.
+const LEARNER_STATES: [&str; 2] = ["warming", "ready"];
+
 /// A sample's labels, in the order they are written.
 type Labels = Vec<(&'static str, String)>;
 
@@ -144,6 +148,12 @@ impl Collector for Snapshot {
             "records_consumed_rate",
             "Records returned by polls per second, over the last 30 to 60 s.",
             once(&consumer, ConstGauge::new(m.poll.records_consumed_rate)),
+        )?;
+        family(
+            &mut e,
+            "bytes_consumed_rate",
+            "Key and value bytes of the records returned by polls per second, over the last 30 to 60 s.",
+            once(&consumer, ConstGauge::new(m.poll.bytes_consumed_rate)),
         )?;
         let latency = |l: &Option<LatencyMetrics>,
                        f: fn(&LatencyMetrics) -> std::time::Duration| {
@@ -263,6 +273,32 @@ impl Collector for Snapshot {
                 "Time since max.poll.interval.ms's timer was last restarted (by poll, or by subscribe before the first).",
                 once(&consumer, ConstGauge::new(g.since_last_poll.as_secs_f64())),
             )?;
+            let consumer_labels = &consumer;
+            let learning = g
+                .learning
+                .iter()
+                .flat_map(|l| {
+                    LEARNER_STATES.iter().map(move |s| {
+                        let mut labels = consumer_labels.clone();
+                        labels.push(("topic", l.topic.clone()));
+                        labels.push(("partition", l.partition.to_string()));
+                        labels.push(("state", s.to_string()));
+                        (labels, ConstGauge::new(i64::from(*s == l.state)))
+                    })
+                })
+                .collect();
+            family(
+                &mut e,
+                "group_learning",
+                "Partitions the member learns before the group moves them here (learner assignments): 1 for the partition's state (warming, ready), 0 for the other.",
+                learning,
+            )?;
+            family(
+                &mut e,
+                "group_learned_promoted",
+                "Learned partitions a join then gave the member to own.",
+                once(&consumer, ConstCounter::new(g.learned_promoted)),
+            )?;
             family(
                 &mut e,
                 "group_max_poll_interval_seconds",
@@ -346,6 +382,14 @@ impl Collector for Snapshot {
             "partition_recovery_backlog",
             "Offsets left in the backlog of the partition's recovery stream (KIP-333), while one drains.",
             partitions(&|p| p.recovery.as_ref().map(|r| ConstGauge::new(r.backlog))),
+        )?;
+        family(
+            &mut e,
+            "partition_recovery_drain_rate",
+            "Offsets of the recovery stream's backlog drained per second, over the last 30 to 60 s (KIP-333), while one drains.",
+            per_partition(m, &consumer, |p| {
+                p.recovery.as_ref().map(|r| ConstGauge::new(r.drain_rate))
+            }),
         )?;
         family(
             &mut e,

@@ -1,90 +1,16 @@
 use std::time::Duration;
 
+use crate::metrics::fixtures::{group, partition, sample_metrics};
 use crate::metrics::*;
 
-fn partition(n: i32) -> PartitionMetrics {
-    PartitionMetrics {
-        topic: "orders".into(),
-        partition: n,
-        position: None,
-        committed_offset: None,
-        high_watermark: None,
-        last_stable_offset: None,
-        log_start_offset: None,
-        lag: None,
-        records_consumed: 0,
-        bytes_consumed: 0,
-        paused: false,
-        failing: None,
-        recovery: None,
-    }
-}
-
-fn group() -> GroupMetrics {
-    GroupMetrics {
-        group_id: "billing".into(),
-        state: "stable",
-        generation_id: Some(3),
-        member_id: Some("m-1".into()),
-        group_instance_id: None,
-        protocol: "classic",
-        assignor: Some("range".into()),
-        assigned_partitions: 2,
-        rebalance_count: 2,
-        last_rebalance: Some(LastRebalance {
-            reason: "the subscription changed".into(),
-            duration: Duration::from_millis(3_250),
-        }),
-        rejoin_reason: None,
-        since_last_poll: Duration::from_millis(1_500),
-        max_poll_interval: Duration::from_secs(300),
-        since_last_rebalance: None,
-        rebalance_latency_avg: None,
-        rebalance_latency_max: None,
-    }
-}
-
-/// A group member with two partitions: one with every value known, one with none.
+/// [`sample_metrics`] without poll statistics, latencies or brokers (their families have a test
+/// of their own): the rest, whose text [`a_snapshot_renders_as_the_text_format`] has in full.
 fn snapshot() -> ConsumerMetrics {
     ConsumerMetrics {
-        client_id: "billing-1".into(),
-        read_committed: true,
-        records_consumed_total: 12,
-        bytes_consumed_total: 340,
-        buffered_bytes: 1024,
-        fetch_buffer_held_bytes: 65_536,
-        fetch_buffer_max_bytes: 67_108_864,
-        group: Some(group()),
-        partitions: vec![
-            PartitionMetrics {
-                position: Some(40),
-                committed_offset: Some(30),
-                high_watermark: Some(100),
-                last_stable_offset: Some(90),
-                log_start_offset: Some(0),
-                lag: Some(50),
-                records_consumed: 12,
-                bytes_consumed: 340,
-                paused: true,
-                failing: Some(Failing {
-                    since: Duration::from_millis(2_000),
-                    last_error: Some("NOT_LEADER_OR_FOLLOWER".into()),
-                }),
-                recovery: Some(RecoveryMetrics {
-                    backlog: 500,
-                    failing: Some(Failing {
-                        since: Duration::from_millis(250),
-                        last_error: None,
-                    }),
-                }),
-                ..partition(0)
-            },
-            partition(1),
-        ],
         poll: PollStats::default(),
         fetch_latency: None,
-        commit_latency: None,
         brokers: vec![],
+        ..sample_metrics()
     }
 }
 
@@ -116,6 +42,9 @@ lagless_consumer_assigned_partitions{client_id="billing-1",group_id="billing"} 2
 # HELP lagless_consumer_records_consumed_rate Records returned by polls per second, over the last 30 to 60 s.
 # TYPE lagless_consumer_records_consumed_rate gauge
 lagless_consumer_records_consumed_rate{client_id="billing-1",group_id="billing"} 0.0
+# HELP lagless_consumer_bytes_consumed_rate Key and value bytes of the records returned by polls per second, over the last 30 to 60 s.
+# TYPE lagless_consumer_bytes_consumed_rate gauge
+lagless_consumer_bytes_consumed_rate{client_id="billing-1",group_id="billing"} 0.0
 # HELP lagless_consumer_records_lag_max The largest lag of the partitions whose lag is known, now.
 # TYPE lagless_consumer_records_lag_max gauge
 lagless_consumer_records_lag_max{client_id="billing-1",group_id="billing"} 50
@@ -140,9 +69,27 @@ lagless_consumer_group_rebalances_total{client_id="billing-1",group_id="billing"
 # HELP lagless_consumer_group_last_rebalance_duration_seconds How long the last completed rebalance took, from the start of its join to its assignment applied.
 # TYPE lagless_consumer_group_last_rebalance_duration_seconds gauge
 lagless_consumer_group_last_rebalance_duration_seconds{client_id="billing-1",group_id="billing"} 3.25
+# HELP lagless_consumer_group_last_rebalance_seconds_ago Time since the member's last rebalance completed.
+# TYPE lagless_consumer_group_last_rebalance_seconds_ago gauge
+lagless_consumer_group_last_rebalance_seconds_ago{client_id="billing-1",group_id="billing"} 12.0
+# HELP lagless_consumer_group_rebalance_latency_avg_seconds The average duration of the rebalances completed in the last 30 to 60 s.
+# TYPE lagless_consumer_group_rebalance_latency_avg_seconds gauge
+lagless_consumer_group_rebalance_latency_avg_seconds{client_id="billing-1",group_id="billing"} 3.25
+# HELP lagless_consumer_group_rebalance_latency_max_seconds The longest duration of the rebalances completed in the last 30 to 60 s.
+# TYPE lagless_consumer_group_rebalance_latency_max_seconds gauge
+lagless_consumer_group_rebalance_latency_max_seconds{client_id="billing-1",group_id="billing"} 3.25
 # HELP lagless_consumer_group_time_since_last_poll_seconds Time since max.poll.interval.ms's timer was last restarted (by poll, or by subscribe before the first).
 # TYPE lagless_consumer_group_time_since_last_poll_seconds gauge
-lagless_consumer_group_time_since_last_poll_seconds{client_id="billing-1",group_id="billing"} 1.5
+lagless_consumer_group_time_since_last_poll_seconds{client_id="billing-1",group_id="billing"} 2.5
+# HELP lagless_consumer_group_learning Partitions the member learns before the group moves them here (learner assignments): 1 for the partition's state (warming, ready), 0 for the other.
+# TYPE lagless_consumer_group_learning gauge
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="2",state="warming"} 1
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="2",state="ready"} 0
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="3",state="warming"} 0
+lagless_consumer_group_learning{client_id="billing-1",group_id="billing",topic="orders",partition="3",state="ready"} 1
+# HELP lagless_consumer_group_learned_promoted_total Learned partitions a join then gave the member to own.
+# TYPE lagless_consumer_group_learned_promoted_total counter
+lagless_consumer_group_learned_promoted_total{client_id="billing-1",group_id="billing"} 1
 # HELP lagless_consumer_group_max_poll_interval_seconds max.poll.interval.ms, in seconds.
 # TYPE lagless_consumer_group_max_poll_interval_seconds gauge
 lagless_consumer_group_max_poll_interval_seconds{client_id="billing-1",group_id="billing"} 300.0
@@ -182,6 +129,9 @@ lagless_consumer_partition_failing_seconds{client_id="billing-1",group_id="billi
 # HELP lagless_consumer_partition_recovery_backlog Offsets left in the backlog of the partition's recovery stream (KIP-333), while one drains.
 # TYPE lagless_consumer_partition_recovery_backlog gauge
 lagless_consumer_partition_recovery_backlog{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 500
+# HELP lagless_consumer_partition_recovery_drain_rate Offsets of the recovery stream's backlog drained per second, over the last 30 to 60 s (KIP-333), while one drains.
+# TYPE lagless_consumer_partition_recovery_drain_rate gauge
+lagless_consumer_partition_recovery_drain_rate{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 12.5
 # HELP lagless_consumer_partition_recovery_failing_seconds Time since the partition's recovery stream last made progress, while its last attempt failed (KIP-572).
 # TYPE lagless_consumer_partition_recovery_failing_seconds gauge
 lagless_consumer_partition_recovery_failing_seconds{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 0.25
@@ -329,6 +279,7 @@ fn poll_latency_and_broker_families_carry_the_broker_labels_and_leave_unknowns_o
             time_between_poll_max: Some(Duration::from_millis(900)),
             poll_idle_ratio_avg: Some(0.25),
             records_consumed_rate: 4.5,
+            bytes_consumed_rate: 127.5,
         },
         fetch_latency: Some(LatencyMetrics {
             count: 2,
@@ -403,6 +354,7 @@ fn poll_latency_and_broker_families_carry_the_broker_labels_and_leave_unknowns_o
         r#"lagless_consumer_time_between_poll_max_seconds{client_id="billing-1",group_id="billing"} 0.9"#.into(),
         r#"lagless_consumer_poll_idle_ratio_avg{client_id="billing-1",group_id="billing"} 0.25"#.into(),
         r#"lagless_consumer_records_consumed_rate{client_id="billing-1",group_id="billing"} 4.5"#.into(),
+        r#"lagless_consumer_bytes_consumed_rate{client_id="billing-1",group_id="billing"} 127.5"#.into(),
         r#"lagless_consumer_fetch_latency_avg_seconds{client_id="billing-1",group_id="billing"} 0.25"#.into(),
         r#"lagless_consumer_fetch_latency_max_seconds{client_id="billing-1",group_id="billing"} 0.5"#.into(),
         format!("lagless_consumer_broker_state{{{bootstrap},state=\"down\"}} 1"),

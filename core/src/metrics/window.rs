@@ -204,7 +204,8 @@ impl Windowed {
 /// The Java consumer's poll statistics (its `KafkaConsumerMetrics`): the time between the starts
 /// of successive polls (`time-between-poll-avg`/`-max`), the share of that time the application
 /// spent waiting inside poll (`poll-idle-ratio-avg`), and when the last poll started
-/// (`last-poll-seconds-ago`).
+/// (`last-poll-seconds-ago`); and its fetch manager's rates of the records and bytes handed out
+/// (`records-consumed-rate`, `bytes-consumed-rate`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PollTimes {
     last_start: Option<Instant>,
@@ -213,6 +214,7 @@ pub struct PollTimes {
     between: Windowed,
     idle_ratio: Windowed,
     records: Windowed,
+    bytes: Windowed,
 }
 
 /// [`PollTimes`] read at one moment.
@@ -226,8 +228,10 @@ pub struct PollStats {
     pub time_between_poll_max: Option<Duration>,
     /// The average of each poll's time inside poll over that time plus the time before it.
     pub poll_idle_ratio_avg: Option<f64>,
-    /// Records returned by polls per second (`records-consumed-rate`).
+    /// Records returned by polls (and `recovery_poll()`) per second (`records-consumed-rate`).
     pub records_consumed_rate: f64,
+    /// Key + value bytes of those records per second (`bytes-consumed-rate`).
+    pub bytes_consumed_rate: f64,
 }
 
 impl PollTimes {
@@ -240,19 +244,27 @@ impl PollTimes {
         self.last_start = Some(now);
     }
 
-    /// The poll started last ends at `now`, returning `records` records.
-    pub fn ended(&mut self, now: Instant, records: usize) {
+    /// The poll started last ends at `now`, returning `records` records of `bytes` key + value
+    /// bytes.
+    pub fn ended(&mut self, now: Instant, records: usize, bytes: u64) {
         let Some(start) = self.last_start else {
             return;
         };
+        self.consumed(now, records, bytes);
         let inside = millis(now.saturating_duration_since(start));
         let outside = millis(self.since_previous);
         // The Java client's ratio: poll time over poll time plus the time since the poll before.
         let whole = inside + outside;
         let ratio = if whole > 0.0 { inside / whole } else { 0.0 };
         self.idle_ratio.record(ratio, now);
+    }
+
+    /// `records` records of `bytes` key + value bytes were handed out at `now`: by a poll, or by
+    /// a call that is not one for the poll's rhythm (`recovery_poll()`, on a thread of its own).
+    pub fn consumed(&mut self, now: Instant, records: usize, bytes: u64) {
         if records > 0 {
             self.records.record(records as f64, now);
+            self.bytes.record(bytes as f64, now);
         }
     }
 
@@ -265,13 +277,16 @@ impl PollTimes {
             time_between_poll_max: between.max().map(from_millis),
             poll_idle_ratio_avg: self.idle_ratio.live(now).avg(),
             records_consumed_rate: self.records.rate(now),
+            bytes_consumed_rate: self.bytes.rate(now),
         }
     }
 }
 
-/// A duration in milliseconds, as the statistics record them.
+/// A duration in milliseconds with their fraction, as the statistics record them and the
+/// renderings write them (latencies under a millisecond are common on loopback): one division of
+/// the nanoseconds, so that 2.25 ms is 2.25, not 2.2499999999999996.
 pub fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    d.as_nanos() as f64 / 1_000_000.0
 }
 
 /// Milliseconds back to a duration (never negative).
@@ -285,6 +300,14 @@ mod tests {
 
     fn at(t0: Instant, ms: u64) -> Instant {
         t0 + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn milliseconds_keep_their_fraction_without_rounding_noise() {
+        assert_eq!(millis(Duration::from_micros(2_250)), 2.25);
+        assert_eq!(millis(Duration::from_micros(501_500)), 501.5);
+        assert_eq!(millis(Duration::from_nanos(1_500)), 0.0015);
+        assert_eq!(millis(Duration::from_secs(300)), 300_000.0);
     }
 
     #[test]
@@ -389,9 +412,9 @@ mod tests {
         // Poll 1: 0-100 ms, 10 records; poll 2 starts at 400 ms (400 after 1 started), ends at
         // 500 ms with nothing.
         p.started(t0);
-        p.ended(at(t0, 100), 10);
+        p.ended(at(t0, 100), 10, 1_000);
         p.started(at(t0, 400));
-        p.ended(at(t0, 500), 0);
+        p.ended(at(t0, 500), 0, 0);
         let s = p.stats(at(t0, 1_000));
         assert_eq!(s.since_last_poll, Some(Duration::from_millis(600)));
         // Between: 0 (the first has none before it) and 400.
@@ -401,17 +424,39 @@ mod tests {
         assert_eq!(s.poll_idle_ratio_avg, Some(0.6));
         // 10 records, recorded as poll 1 ended, over the 0.9 s since + a whole window.
         assert_eq!(s.records_consumed_rate, 10.0 / 30.9);
+        // Their 1000 bytes likewise.
+        assert_eq!(s.bytes_consumed_rate, 1_000.0 / 30.9);
+    }
+
+    #[test]
+    fn records_handed_out_outside_a_poll_count_in_the_rates_not_in_the_rhythm() {
+        let t0 = Instant::now();
+        let mut p = PollTimes::default();
+        p.started(t0);
+        p.ended(at(t0, 100), 4, 400);
+        // recovery_poll() on another thread: 6 records of 600 bytes, no poll started or ended.
+        p.consumed(at(t0, 200), 6, 600);
+        let s = p.stats(at(t0, 1_000));
+        assert_eq!(s.records_consumed_rate, 10.0 / 30.9);
+        assert_eq!(s.bytes_consumed_rate, 1_000.0 / 30.9);
+        assert_eq!(s.since_last_poll, Some(Duration::from_millis(1_000)));
+        assert_eq!(s.time_between_poll_max, Some(Duration::ZERO));
+        assert_eq!(s.poll_idle_ratio_avg, Some(1.0));
     }
 
     #[test]
     fn an_end_without_a_start_records_nothing() {
         let t0 = Instant::now();
         let mut p = PollTimes::default();
-        p.ended(t0, 5);
+        p.ended(t0, 5, 50);
         let s = p.stats(t0);
         assert_eq!(
-            (s.poll_idle_ratio_avg, s.records_consumed_rate),
-            (None, 0.0)
+            (
+                s.poll_idle_ratio_avg,
+                s.records_consumed_rate,
+                s.bytes_consumed_rate
+            ),
+            (None, 0.0, 0.0)
         );
     }
 }

@@ -10,11 +10,12 @@
 //! | `org.apache.kafka.consumer.fetch.manager.records.consumed.total` | sum | `records_consumed_total` |
 //! | `org.apache.kafka.consumer.fetch.manager.bytes.consumed.total` | sum | `bytes_consumed_total` |
 //! | `org.apache.kafka.consumer.fetch.manager.records.lag` (`topic`, `partition`) | gauge | `partitions[].lag` (known ones) |
-//! | `org.apache.kafka.consumer.fetch.manager.records.lead` (`topic`, `partition`) | gauge | `partitions[].position - log_start_offset` (both known) |
+//! | `org.apache.kafka.consumer.fetch.manager.records.lead` (`topic`, `partition`) | gauge | `partitions[].lead()` (known ones) |
 //! | `org.apache.kafka.consumer.coordinator.assigned.partitions` | gauge | `group.assigned_partitions` |
 //! | `org.apache.kafka.consumer.coordinator.rebalance.total` | sum | `group.rebalance_count` |
-//! | `org.apache.kafka.consumer.last.poll.seconds.ago` | gauge | `group.since_last_poll` (whole seconds) |
+//! | `org.apache.kafka.consumer.last.poll.seconds.ago` | gauge | `poll.since_last_poll` (whole seconds; once polled) |
 //! | `org.apache.kafka.consumer.fetch.manager.records.consumed.rate` | gauge | `poll.records_consumed_rate` |
+//! | `org.apache.kafka.consumer.fetch.manager.bytes.consumed.rate` | gauge | `poll.bytes_consumed_rate` |
 //! | `org.apache.kafka.consumer.fetch.manager.records.lag.max` | gauge | `records_lag_max()` |
 //! | `org.apache.kafka.consumer.fetch.manager.fetch.latency.avg`, `.max` | gauge | `fetch_latency` (ms) |
 //! | `org.apache.kafka.consumer.coordinator.commit.latency.avg`, `.max` | gauge | `commit_latency` (ms) |
@@ -56,11 +57,14 @@ pub const RECORDS_LEAD: &str = "org.apache.kafka.consumer.fetch.manager.records.
 pub const ASSIGNED_PARTITIONS: &str = "org.apache.kafka.consumer.coordinator.assigned.partitions";
 /// Rebalances the member completed (Java's `rebalance-total`).
 pub const REBALANCE_TOTAL: &str = "org.apache.kafka.consumer.coordinator.rebalance.total";
-/// Whole seconds since the last poll (Java's `last-poll-seconds-ago`).
+/// Whole seconds since the last poll started (Java's `last-poll-seconds-ago`, the consumer's:
+/// not `group.since_last_poll`, the KIP-62 timer, which `subscribe()` restarts too).
 pub const LAST_POLL_SECONDS_AGO: &str = "org.apache.kafka.consumer.last.poll.seconds.ago";
 /// `poll.records_consumed_rate`.
 pub const RECORDS_CONSUMED_RATE: &str =
     "org.apache.kafka.consumer.fetch.manager.records.consumed.rate";
+/// `poll.bytes_consumed_rate` (Java's `bytes-consumed-rate`).
+pub const BYTES_CONSUMED_RATE: &str = "org.apache.kafka.consumer.fetch.manager.bytes.consumed.rate";
 /// `records_lag_max()`.
 pub const RECORDS_LAG_MAX: &str = "org.apache.kafka.consumer.fetch.manager.records.lag.max";
 /// `fetch_latency` (milliseconds, as Java's).
@@ -131,18 +135,19 @@ pub fn points(m: &ConsumerMetrics) -> Vec<Point> {
         }
     }
     for p in &m.partitions {
-        if let (Some(position), Some(start)) = (p.position, p.log_start_offset) {
-            out.push(per_partition(RECORDS_LEAD, p, position - start));
+        if let Some(lead) = p.lead() {
+            out.push(per_partition(RECORDS_LEAD, p, lead));
         }
     }
     // The windowed statistics, each only while the window holds a value (Java sends NaN).
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let ms = crate::metrics::window::millis;
     let mut known = |name, value: Option<f64>| {
         if let Some(v) = value {
             out.push(point(name, false, v));
         }
     };
     known(RECORDS_CONSUMED_RATE, Some(m.poll.records_consumed_rate));
+    known(BYTES_CONSUMED_RATE, Some(m.poll.bytes_consumed_rate));
     known(RECORDS_LAG_MAX, m.records_lag_max().map(|v| v as f64));
     known(
         FETCH_LATENCY_AVG,
@@ -155,6 +160,10 @@ pub fn points(m: &ConsumerMetrics) -> Vec<Point> {
     known(POLL_IDLE_RATIO_AVG, m.poll.poll_idle_ratio_avg);
     known(TIME_BETWEEN_POLL_AVG, m.poll.time_between_poll_avg.map(ms));
     known(TIME_BETWEEN_POLL_MAX, m.poll.time_between_poll_max.map(ms));
+    known(
+        LAST_POLL_SECONDS_AGO,
+        m.poll.since_last_poll.map(|d| d.as_secs() as f64),
+    );
     if let Some(g) = &m.group {
         known(
             COMMIT_LATENCY_AVG,
@@ -178,11 +187,6 @@ pub fn points(m: &ConsumerMetrics) -> Vec<Point> {
             g.assigned_partitions as f64,
         ));
         out.push(point(REBALANCE_TOTAL, true, g.rebalance_count as f64));
-        out.push(point(
-            LAST_POLL_SECONDS_AGO,
-            false,
-            g.since_last_poll.as_secs() as f64,
-        ));
     }
     out
 }
@@ -318,76 +322,19 @@ pub fn encode(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use prost::Message;
 
     use super::*;
-    use crate::metrics::{GroupMetrics, PartitionMetrics};
+    use crate::metrics::fixtures::{partition, sample_metrics};
+    use crate::metrics::PartitionMetrics;
 
-    fn partition(topic: &str, partition: i32, lag: Option<i64>) -> PartitionMetrics {
-        PartitionMetrics {
-            topic: topic.into(),
-            partition,
-            position: Some(10),
-            committed_offset: None,
-            high_watermark: lag.map(|l| l + 10),
-            last_stable_offset: None,
-            log_start_offset: Some(0),
-            lag,
-            records_consumed: 3,
-            bytes_consumed: 30,
-            paused: false,
-            failing: None,
-            recovery: None,
-        }
-    }
-
+    /// The metrics' shared sample, with or without its group.
     fn snapshot(group: bool) -> ConsumerMetrics {
-        ConsumerMetrics {
-            client_id: "c1".into(),
-            read_committed: false,
-            records_consumed_total: 120,
-            bytes_consumed_total: 4096,
-            buffered_bytes: 0,
-            fetch_buffer_held_bytes: 0,
-            fetch_buffer_max_bytes: 1,
-            group: group.then(|| GroupMetrics {
-                group_id: "g1".into(),
-                state: "stable",
-                generation_id: Some(3),
-                member_id: Some("m-1".into()),
-                group_instance_id: None,
-                protocol: "classic",
-                assignor: Some("range".into()),
-                assigned_partitions: 2,
-                rebalance_count: 1,
-                last_rebalance: None,
-                rejoin_reason: None,
-                since_last_rebalance: Some(Duration::from_millis(9_500)),
-                rebalance_latency_avg: Some(Duration::from_millis(300)),
-                rebalance_latency_max: None,
-                since_last_poll: Duration::from_millis(2_700),
-                max_poll_interval: Duration::from_secs(300),
-            }),
-            partitions: vec![partition("t", 0, Some(5)), partition("t", 1, None)],
-            poll: crate::metrics::PollStats {
-                since_last_poll: Some(Duration::from_millis(2_700)),
-                time_between_poll_avg: None,
-                time_between_poll_max: Some(Duration::from_millis(1_250)),
-                poll_idle_ratio_avg: Some(0.5),
-                records_consumed_rate: 4.0,
-            },
-            fetch_latency: Some(crate::metrics::LatencyMetrics {
-                count: 3,
-                avg: Duration::from_millis(20),
-                max: Duration::from_millis(500),
-                p50: None,
-                p99: None,
-            }),
-            commit_latency: None,
-            brokers: vec![],
+        let mut m = sample_metrics();
+        if !group {
+            m.group = None;
         }
+        m
     }
 
     fn value(m: &Metric, i: usize) -> (f64, u64, Vec<(String, String)>) {
@@ -423,27 +370,41 @@ mod tests {
         assert_eq!(
             names,
             vec![
-                (RECORDS_CONSUMED_TOTAL, true, 120.0),
-                (BYTES_CONSUMED_TOTAL, true, 4096.0),
-                (RECORDS_LAG, false, 5.0),
-                (RECORDS_LEAD, false, 10.0),
-                (RECORDS_LEAD, false, 10.0),
-                (RECORDS_CONSUMED_RATE, false, 4.0),
-                (RECORDS_LAG_MAX, false, 5.0),
-                (FETCH_LATENCY_AVG, false, 20.0),
-                (FETCH_LATENCY_MAX, false, 500.0),
-                (POLL_IDLE_RATIO_AVG, false, 0.5),
-                (TIME_BETWEEN_POLL_MAX, false, 1250.0),
-                // No commit latency and no rebalance-latency-max known: not sent.
-                (REBALANCE_LATENCY_AVG, false, 300.0),
-                (LAST_REBALANCE_SECONDS_AGO, false, 9.0),
+                (RECORDS_CONSUMED_TOTAL, true, 12.0),
+                (BYTES_CONSUMED_TOTAL, true, 340.0),
+                // Partition 1 knows neither its lag nor its lead: no point.
+                (RECORDS_LAG, false, 50.0),
+                (RECORDS_LEAD, false, 40.0),
+                (RECORDS_CONSUMED_RATE, false, 4.5),
+                (BYTES_CONSUMED_RATE, false, 127.5),
+                (RECORDS_LAG_MAX, false, 50.0),
+                (FETCH_LATENCY_AVG, false, 501.5),
+                (FETCH_LATENCY_MAX, false, 502.0),
+                (POLL_IDLE_RATIO_AVG, false, 0.25),
+                (TIME_BETWEEN_POLL_AVG, false, 250.0),
+                (TIME_BETWEEN_POLL_MAX, false, 900.0),
+                // The consumer's last poll (1.5 s ago), as Java's; not the group's KIP-62 timer
+                // (2.5 s).
+                (LAST_POLL_SECONDS_AGO, false, 1.0),
+                // No commit latency known: not sent.
+                (REBALANCE_LATENCY_AVG, false, 3250.0),
+                (REBALANCE_LATENCY_MAX, false, 3250.0),
+                (LAST_REBALANCE_SECONDS_AGO, false, 12.0),
                 (ASSIGNED_PARTITIONS, false, 2.0),
-                (REBALANCE_TOTAL, true, 1.0),
-                (LAST_POLL_SECONDS_AGO, false, 2.0),
+                (REBALANCE_TOTAL, true, 2.0),
             ]
         );
-        // Without a group: no coordinator metric and no time since the last poll.
-        assert_eq!(points(&snapshot(false)).len(), 11);
+        // Without a group: no coordinator metric; the last poll still.
+        assert_eq!(points(&snapshot(false)).len(), 13);
+        assert!(points(&snapshot(false))
+            .iter()
+            .any(|p| p.name == LAST_POLL_SECONDS_AGO));
+        // Never polled: no time since the last poll.
+        let mut unpolled = snapshot(true);
+        unpolled.poll.since_last_poll = None;
+        assert!(!points(&unpolled)
+            .iter()
+            .any(|p| p.name == LAST_POLL_SECONDS_AGO));
         assert!(points(&snapshot(true))
             .iter()
             .all(|p| p.name.starts_with(PREFIX)));
@@ -454,7 +415,7 @@ mod tests {
         assert_eq!(
             resource(&snapshot(true), Some("r1")),
             vec![
-                ("group_id", "g1".to_string()),
+                ("group_id", "billing".to_string()),
                 ("client_rack", "r1".to_string()),
                 ("group_member_id", "m-1".to_string()),
             ]
@@ -465,7 +426,13 @@ mod tests {
     #[test]
     fn cumulative_sums_keep_their_start_and_gauges_have_none() {
         let mut ledger = Ledger::default();
-        let m = snapshot(true);
+        let mut m = snapshot(true);
+        // Partition 1 with a lead too: two points of one metric.
+        m.partitions[1] = PartitionMetrics {
+            position: Some(7),
+            log_start_offset: Some(2),
+            ..partition(1)
+        };
         let sel = Selector::All;
         let d1 = encode(
             points(&m),
@@ -477,11 +444,11 @@ mod tests {
         )
         .unwrap();
         let mut m2 = m.clone();
-        m2.records_consumed_total = 150;
+        m2.records_consumed_total = 42;
         let d2 = encode(points(&m2), &[], &sel, false, 2_000, &mut ledger).unwrap();
         let metrics = &d2.resource_metrics[0].scope_metrics[0].metrics;
         assert_eq!(metrics[0].name, RECORDS_CONSUMED_TOTAL);
-        assert_eq!(value(&metrics[0], 0), (150.0, 1_000, vec![]));
+        assert_eq!(value(&metrics[0], 0), (42.0, 1_000, vec![]));
         let Some(Data::Sum(s)) = &metrics[0].data else {
             panic!()
         };
@@ -494,21 +461,22 @@ mod tests {
         assert_eq!(
             value(&metrics[2], 0),
             (
-                5.0,
+                50.0,
                 0,
                 vec![
-                    ("topic".into(), "t".into()),
+                    ("topic".into(), "orders".into()),
                     ("partition".into(), "0".into())
                 ]
             )
         );
         // One metric of two points for the lead of each partition.
         assert_eq!(metrics[3].name, RECORDS_LEAD);
-        assert_eq!(value(&metrics[3], 1).0, 10.0);
+        assert_eq!(value(&metrics[3], 0).0, 40.0);
+        assert_eq!(value(&metrics[3], 1).0, 5.0);
         assert_eq!(
             value(&metrics[3], 1).2,
             vec![
-                ("topic".to_string(), "t".to_string()),
+                ("topic".to_string(), "orders".to_string()),
                 ("partition".to_string(), "1".to_string())
             ]
         );
@@ -516,7 +484,7 @@ mod tests {
         let bytes = d1.encode_to_vec();
         assert_eq!(MetricsData::decode(bytes.as_slice()).unwrap(), d1);
         let attrs = &d1.resource_metrics[0].resource.as_ref().unwrap().attributes;
-        assert_eq!(attrs[0], KeyValue::string("group_id", "g1"));
+        assert_eq!(attrs[0], KeyValue::string("group_id", "billing"));
     }
 
     #[test]
@@ -527,9 +495,9 @@ mod tests {
         let d1 = encode(points(&m), &[], &sel, true, 1_000, &mut ledger).unwrap();
         let metrics = &d1.resource_metrics[0].scope_metrics[0].metrics;
         assert_eq!(metrics.len(), 1);
-        assert_eq!(value(&metrics[0], 0), (120.0, 1_000, vec![]));
+        assert_eq!(value(&metrics[0], 0), (12.0, 1_000, vec![]));
         let mut m2 = m.clone();
-        m2.records_consumed_total = 150;
+        m2.records_consumed_total = 42;
         let d2 = encode(points(&m2), &[], &sel, true, 2_000, &mut ledger).unwrap();
         let metrics = &d2.resource_metrics[0].scope_metrics[0].metrics;
         assert_eq!(value(&metrics[0], 0), (30.0, 1_000, vec![]));
@@ -543,7 +511,7 @@ mod tests {
         // Back to cumulative: the ledger starts over.
         let d3 = encode(points(&m2), &[], &sel, false, 3_000, &mut ledger).unwrap();
         let metrics = &d3.resource_metrics[0].scope_metrics[0].metrics;
-        assert_eq!(value(&metrics[0], 0), (150.0, 3_000, vec![]));
+        assert_eq!(value(&metrics[0], 0), (42.0, 3_000, vec![]));
     }
 
     #[test]
