@@ -509,6 +509,7 @@ impl Consumer {
             next: None,
             scratch: Vec::with_capacity(1),
             consumed: ConsumedRun::new(),
+            taken: (0, 0),
         }
     }
 
@@ -734,11 +735,34 @@ pub struct RecordStream<'a> {
     /// The OpenTelemetry count of the records `recv_now` took (those of `recv()` count as
     /// its polls do), measured per run of a partition.
     consumed: ConsumedRun,
+    /// Records (and their key + value bytes) `recv_now` took and the consumed rates have not
+    /// counted yet: they are counted in runs (see `count_taken`), not with a lock per record.
+    taken: (usize, u64),
 }
+
+impl RecordStream<'_> {
+    /// The records taken one at a time count toward `records-consumed-rate` and
+    /// `bytes-consumed-rate` in runs: when the stream is about to wait, every
+    /// [`TAKEN_RUN`] records, and when it is dropped.
+    fn count_taken(&mut self) {
+        let (records, bytes) = std::mem::take(&mut self.taken);
+        if records > 0 {
+            let c = self.consumer.engine();
+            c.poll_times
+                .lock()
+                .unpoisoned()
+                .consumed(Instant::now(), records, bytes);
+        }
+        self.consumed.flush(&self.consumer.engine().instruments);
+    }
+}
+
+/// The most records a stream takes before they count toward the consumed rates.
+const TAKEN_RUN: usize = 1024;
 
 impl Drop for RecordStream<'_> {
     fn drop(&mut self) {
-        self.consumed.flush(&self.consumer.engine().instruments);
+        self.count_taken();
     }
 }
 
@@ -753,14 +777,20 @@ impl futures_core::Stream for RecordStream<'_> {
                     let instruments = &consumer.engine().instruments;
                     self.consumed
                         .push(instruments, &record.topic, record.partition);
+                    self.taken.0 += 1;
+                    self.taken.1 +=
+                        crate::fetch::record::key_value_bytes(std::slice::from_ref(record));
+                    if self.taken.0 >= TAKEN_RUN {
+                        self.count_taken();
+                    }
                 }
                 return Poll::Ready(match r {
                     Err(Error::Closed) => None,
                     r => Some(r),
                 });
             }
-            // About to wait: what was counted is measured now, not at the next record.
-            self.consumed.flush(&consumer.engine().instruments);
+            // About to wait: what was taken counts now, not at the next record.
+            self.count_taken();
         }
         let next = self.next.get_or_insert_with(|| Box::pin(consumer.recv()));
         match next.as_mut().poll(cx) {

@@ -224,7 +224,7 @@ fn polls_commits_and_records_are_measured_by_the_semantic_conventions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a Kafka broker: run by tests/run, or by hand with LAGLESS_BOOTSTRAP set and -- --include-ignored"]
-async fn the_async_streams_records_are_counted_too() {
+async fn the_async_streams_records_are_counted_too_and_in_the_consumed_rates() {
     init_logs();
     let bs = bootstrap();
     let topic = new_topic(&bs, "otel-aio", 2);
@@ -243,7 +243,7 @@ async fn the_async_streams_records_are_counted_too() {
     let c = aio::Consumer::from_config(&config).expect("async consumer");
     c.set_meter_provider(&provider).unwrap();
     c.subscribe(&[topic.as_str()], None).unwrap();
-    let mut got = 0;
+    let (mut got, mut bytes) = (0, 0usize);
     {
         let mut stream = c.stream();
         while got < 2 * PER_PARTITION {
@@ -253,8 +253,9 @@ async fn the_async_streams_records_are_counted_too() {
                 .await
                 .expect("a record within 60 s")
                 .expect("the stream goes on");
-            r.expect("a record");
+            let r = r.expect("a record");
             got += 1;
+            bytes += r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len());
         }
         // The stream dropped here measures the run it counted last.
     }
@@ -266,5 +267,22 @@ async fn the_async_streams_records_are_counted_too() {
         "{consumed:?}"
     );
     assert_eq!(consumed.len(), 2, "one series per partition: {consumed:?}");
+    // The stream's records count toward the consumed rates too, those taken one at a time
+    // included: within the first 30 s window the rate is the count over 30 s plus the time since
+    // the first record (Java's Rate), so 20 records read within seconds give 20/30 per second
+    // at most and well over half of that.
+    let poll = c.metrics().poll;
+    let per_window = poll.records_consumed_rate * 30.0;
+    assert!(
+        per_window > 15.0 && per_window <= 20.0 + 1e-9,
+        "records-consumed-rate {} x 30 s = {per_window}, for 20 records",
+        poll.records_consumed_rate
+    );
+    let bytes_per_record = poll.bytes_consumed_rate / poll.records_consumed_rate;
+    assert!(
+        (bytes_per_record - bytes as f64 / 20.0).abs() < 1e-9,
+        "bytes-consumed-rate / records-consumed-rate = {bytes_per_record}, the records' {}",
+        bytes as f64 / 20.0
+    );
     c.close().await.unwrap();
 }

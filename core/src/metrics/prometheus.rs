@@ -55,15 +55,21 @@ impl ConsumerMetrics {
     /// The snapshot in the Prometheus text exposition format 0.0.4 (see
     /// [`crate::metrics::prometheus`]; README.md's "Metrics" section names each metric).
     pub fn to_prometheus(&self) -> String {
-        let mut registry = Registry::with_prefix(PREFIX);
-        registry.register_collector(Box::new(Snapshot(self.clone())));
-        let mut text = String::new();
-        // Writing to a String does not fail, and no value here is one the encoder refuses
-        // (those are usize and isize beyond i64: the snapshot's are converted before).
-        prometheus_text::encode(&mut text, &registry)
-            .expect("the Prometheus text of a snapshot is always written");
-        text
+        render(PREFIX, Box::new(Snapshot(self.clone())))
     }
+}
+
+/// The text of `collector`'s samples, every name under `prefix`: a consumer's or a producer's
+/// snapshot.
+pub(crate) fn render(prefix: &str, collector: Box<dyn Collector>) -> String {
+    let mut registry = Registry::with_prefix(prefix);
+    registry.register_collector(collector);
+    let mut text = String::new();
+    // Writing to a String does not fail, and no value here is one the encoder refuses (those
+    // are usize and isize beyond i64: the snapshots' are converted before).
+    prometheus_text::encode(&mut text, &registry)
+        .expect("the Prometheus text of a snapshot is always written");
+    text
 }
 
 /// The collector: one snapshot, written as it is on each encoding.

@@ -6,10 +6,9 @@
 use std::fmt;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{prometheus_text, DescriptorEncoder};
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::registry::Registry;
 
 use super::{brokers, family, once, Labels};
 use crate::metrics::{LatencyMetrics, ProducerMetrics};
@@ -21,13 +20,7 @@ impl ProducerMetrics {
     /// The snapshot in the Prometheus text exposition format 0.0.4 (serve it with
     /// [`super::CONTENT_TYPE`]; README.md's "Metrics" section names each metric).
     pub fn to_prometheus(&self) -> String {
-        let mut registry = Registry::with_prefix(PREFIX);
-        registry.register_collector(Box::new(Snapshot(self.clone())));
-        let mut text = String::new();
-        // Writing to a String does not fail, and every value is a u64 or an f64.
-        prometheus_text::encode(&mut text, &registry)
-            .expect("the Prometheus text of a snapshot is always written");
-        text
+        super::render(PREFIX, Box::new(Snapshot(self.clone())))
     }
 }
 
