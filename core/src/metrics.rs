@@ -230,6 +230,9 @@ pub struct PartitionMetrics {
     pub bytes_consumed: u64,
     /// Paused by `pause()`.
     pub paused: bool,
+    /// Fetches (and position lookups) of the partition that failed since it was assigned, the
+    /// recovery stream's included: every failed attempt, an error answer or a lost request.
+    pub fetch_errors: u64,
     /// KIP-572: the main stream's last attempt failed and nothing moved it on since; how long
     /// since its last progress, and the last error.
     pub failing: Option<Failing>,
@@ -291,6 +294,10 @@ pub struct GroupMetrics {
     pub rejoin_reason: Option<String>,
     /// Since the last completed rebalance (`None` before the first).
     pub since_last_rebalance: Option<Duration>,
+    /// Since the group coordinator last answered a heartbeat, whatever the answer (`None`
+    /// before the first answer): a member whose coordinator went quiet shows it growing
+    /// towards `session.timeout.ms`.
+    pub since_last_heartbeat_answer: Option<Duration>,
     /// The completed rebalances' average and longest duration over the last 30 to 60 s (`None`
     /// when none completed in that time).
     pub rebalance_latency_avg: Option<Duration>,
@@ -416,6 +423,7 @@ impl PartitionMetrics {
             "records_consumed": self.records_consumed,
             "bytes_consumed": self.bytes_consumed,
             "paused": self.paused,
+            "fetch_errors": self.fetch_errors,
             "failing_for_ms": failing_ms,
             "last_error": last_error,
             "recovery": recovery,
@@ -439,6 +447,7 @@ impl GroupMetrics {
             "rebalance_duration_ms": self.last_rebalance.as_ref().map(|r| ms(r.duration)),
             "rejoin_reason": self.rejoin_reason,
             "last_rebalance_seconds_ago": self.since_last_rebalance.map(|d| d.as_secs_f64()),
+            "last_heartbeat_answer_seconds_ago": self.since_last_heartbeat_answer.map(|d| d.as_secs_f64()),
             "rebalance_latency_avg_ms": self.rebalance_latency_avg.map(millis),
             "rebalance_latency_max_ms": self.rebalance_latency_max.map(millis),
             "last_poll_ms_ago": ms(self.since_last_poll),

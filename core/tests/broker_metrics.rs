@@ -1,6 +1,8 @@
 //! The per-broker metrics (`brokers[]` of the consumer's snapshot) in the states a real broker
 //! does not show on cue: a connection whose setup never ends (`connecting`), a request the broker
-//! never answers (`requests_in_flight`), answers that come a known time late (`rtt`). Against a
+//! never answers (`requests_in_flight`), answers that come a known time late (`rtt`); and a
+//! partition whose fetches fail (`fetch_errors`), a coordinator that stops answering heartbeats
+//! (`last_heartbeat_answer_seconds_ago`). Against a
 //! silent listener, the fake broker (support/fake_broker.rs) and the test proxy in front of it;
 //! no real broker needed.
 #[path = "support/fake_broker.rs"]
@@ -190,5 +192,112 @@ fn answers_a_known_time_late_show_in_the_round_trip_time() {
             .is_some_and(|r| r.count >= 1),
         "{direct:?}"
     );
+    c.close(Some(Duration::from_secs(2))).unwrap();
+}
+
+#[test]
+fn a_partition_whose_fetches_fail_counts_them_and_its_neighbour_none() {
+    const UNKNOWN_SERVER_ERROR: i16 = -1;
+    let broker = FakeBroker::start(
+        TOPIC,
+        vec![
+            Behavior::Records {
+                total: 10,
+                per_sec: 0,
+            },
+            Behavior::FetchError(UNKNOWN_SERVER_ERROR),
+        ],
+    );
+    let c = consumer(
+        &broker.addr,
+        &[
+            ("fetch.max.wait.ms", "50"),
+            ("retry.backoff.ms", "20"),
+            ("retry.backoff.max.ms", "100"),
+        ],
+    );
+    c.assign(&[TopicPartition::new(TOPIC, 0), TopicPartition::new(TOPIC, 1)])
+        .unwrap();
+    let partition = |c: &Consumer, n: i32| {
+        c.metrics()
+            .partitions
+            .into_iter()
+            .find(|p| p.partition == n)
+            .expect("an assigned partition")
+    };
+    let mut read = 0;
+    wait_until(
+        "10 records of partition 0 and 3 failed fetches of partition 1",
+        Duration::from_secs(20),
+        || {
+            // Partition 1's failures come out of poll() too (KIP-572); the records go on.
+            if let Ok(records) = c.poll(Duration::from_millis(50)) {
+                read += records.len();
+            }
+            read == 10 && partition(&c, 1).fetch_errors >= 3
+        },
+    );
+    let (p0, p1) = (partition(&c, 0), partition(&c, 1));
+    assert_eq!(p0.fetch_errors, 0, "{p0:?}");
+    assert!(p0.failing.is_none(), "{p0:?}");
+    let failing = p1.failing.expect("partition 1 is failing");
+    assert!(
+        failing
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("UNKNOWN_SERVER_ERROR")),
+        "{failing:?}"
+    );
+    c.close(Some(Duration::from_secs(2))).unwrap();
+}
+
+#[test]
+fn the_time_since_a_heartbeat_answer_grows_while_the_coordinator_is_silent() {
+    let broker = FakeBroker::start(
+        TOPIC,
+        vec![Behavior::Records {
+            total: 5,
+            per_sec: 0,
+        }],
+    );
+    let c = consumer(
+        &broker.addr,
+        &[
+            ("group.id", "broker-metrics"),
+            ("fetch.max.wait.ms", "50"),
+            ("heartbeat.interval.ms", "100"),
+            ("session.timeout.ms", "6000"),
+        ],
+    );
+    let since = |c: &Consumer| {
+        c.metrics()
+            .group
+            .expect("a group member")
+            .since_last_heartbeat_answer
+    };
+    c.subscribe(&[TOPIC], None).unwrap();
+    wait_until(
+        "a joined member heartbeating",
+        Duration::from_secs(30),
+        || {
+            c.poll(Duration::from_millis(50)).unwrap();
+            c.assignment().len() == 1 && broker.heartbeats() >= 2
+        },
+    );
+    // Answered every 100 ms.
+    wait_until(
+        "a heartbeat answered within 500 ms",
+        Duration::from_secs(10),
+        || {
+            c.poll(Duration::from_millis(50)).unwrap();
+            since(&c).is_some_and(|d| d < Duration::from_millis(500))
+        },
+    );
+    // The coordinator stops answering: the time grows past ten heartbeat intervals.
+    broker.stall(ApiKey::Heartbeat);
+    wait_until("no answer for 1.5 s", Duration::from_secs(5), || {
+        c.poll(Duration::from_millis(50)).unwrap();
+        since(&c).is_some_and(|d| d >= Duration::from_millis(1_500))
+    });
     c.close(Some(Duration::from_secs(2))).unwrap();
 }

@@ -74,6 +74,9 @@ fn group_metrics(
     let since_last_poll = driver
         .last_poll()
         .map_or_else(Default::default, |t| now.saturating_duration_since(t));
+    let since_last_heartbeat_answer = driver
+        .last_heartbeat_answer()
+        .map(|t| now.saturating_duration_since(t));
     // Everything from one view, which the member's owner publishes whole after each change,
     // so the count of partitions and the generation they were assigned in belong together.
     Some(driver.read_view(|m| {
@@ -107,6 +110,7 @@ fn group_metrics(
                 .rebalances
                 .last_completed_at
                 .map(|t| now.saturating_duration_since(t)),
+            since_last_heartbeat_answer,
             rebalance_latency_avg: latency.avg().map(from_millis),
             rebalance_latency_max: latency.max().map(from_millis),
             since_last_poll,
@@ -171,6 +175,7 @@ fn partition_metrics(
         records_consumed: p.records_delivered,
         bytes_consumed: p.bytes_delivered,
         paused: p.paused,
+        fetch_errors: p.main.errors + p.recovery.as_ref().map_or(0, |r| r.stream.errors),
         failing: failing(&p.main, now),
         recovery: p.recovery.as_ref().map(|r| RecoveryMetrics {
             backlog: r.backlog(),

@@ -151,6 +151,9 @@ pub(crate) struct Stream {
     /// The last attempt failed and no answer has moved the stream on since.
     pub failing: bool,
     pub last_error: Option<String>,
+    /// Attempts that failed since the stream was made (the partition assigned): a count that
+    /// only grows, beside the KIP-572 state above that progress clears.
+    pub errors: u64,
     pub stuck_reported_at: Option<Instant>,
     /// The last turn of the fetch task found the stream idle and left it so (it sent nothing
     /// for it): the idle time lasts until the change that wakes the task for its next turn (a
@@ -180,6 +183,7 @@ impl Stream {
             last_progress: Instant::now(),
             failing: false,
             last_error: None,
+            errors: 0,
             stuck_reported_at: None,
             was_idle: false,
             oversized: false,
@@ -196,6 +200,7 @@ impl Stream {
         let now = Instant::now();
         self.failing = true;
         self.last_error = Some(why);
+        self.errors += 1;
         if backoff_wait {
             self.next_attempt = now + self.retry.failed();
         }

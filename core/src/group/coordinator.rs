@@ -56,6 +56,9 @@ pub(crate) struct GroupDriver {
     coordinator: tokio::sync::watch::Receiver<Option<Coordinator>>,
     /// The last `poll()` (max.poll.interval.ms), written by the application's thread.
     last_poll: SharedInstant,
+    /// When the coordinator last answered a heartbeat (any answer, an error included), for the
+    /// metrics; none before the first.
+    last_heartbeat_answer: SharedInstant,
     pub assignors: Vec<Box<dyn Assignor>>,
     /// The protocol that carries the membership to the coordinator (`group.protocol`).
     group_protocol: Arc<dyn GroupProtocol>,
@@ -250,6 +253,7 @@ impl GroupDriver {
             config,
             coordinator: coordinator_view,
             last_poll: SharedInstant::new(created, Some(created)),
+            last_heartbeat_answer: SharedInstant::new(created, None),
             assignors,
             group_protocol,
             closed: AtomicBool::new(false),
@@ -305,6 +309,11 @@ impl GroupDriver {
 
     /// When `max.poll.interval.ms`'s timer was last restarted (the last `poll()`, or the
     /// member's creation by `subscribe()`).
+    /// When the coordinator last answered a heartbeat (`None` before the first answer).
+    pub(crate) fn last_heartbeat_answer(&self) -> Option<Instant> {
+        self.last_heartbeat_answer.get()
+    }
+
     pub(crate) fn last_poll(&self) -> Option<Instant> {
         self.last_poll.get()
     }
@@ -532,6 +541,7 @@ impl GroupDriver {
                 .await;
             let outcome = match answer {
                 Ok(code) => {
+                    self.last_heartbeat_answer.set(Some(Instant::now()));
                     let protocol = self.group_protocol.clone();
                     let sent = generation.clone();
                     let next = self

@@ -19,6 +19,7 @@ pub(crate) fn partition(n: i32) -> PartitionMetrics {
         records_consumed: 0,
         bytes_consumed: 0,
         paused: false,
+        fetch_errors: 0,
         failing: None,
         recovery: None,
     }
@@ -42,6 +43,7 @@ pub(crate) fn group() -> GroupMetrics {
         }),
         rejoin_reason: None,
         since_last_rebalance: Some(Duration::from_millis(12_000)),
+        since_last_heartbeat_answer: Some(Duration::from_millis(1_500)),
         rebalance_latency_avg: Some(Duration::from_millis(3_250)),
         rebalance_latency_max: Some(Duration::from_millis(3_250)),
         since_last_poll: Duration::from_millis(2_500),
@@ -86,6 +88,7 @@ pub(crate) fn sample_metrics() -> ConsumerMetrics {
                 records_consumed: 12,
                 bytes_consumed: 340,
                 paused: true,
+                fetch_errors: 4,
                 failing: Some(Failing {
                     since: Duration::from_millis(2_000),
                     last_error: Some("NOT_LEADER_OR_FOLLOWER".into()),

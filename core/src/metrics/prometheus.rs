@@ -263,6 +263,12 @@ impl Collector for Snapshot {
             )?;
             family(
                 &mut e,
+                "group_last_heartbeat_answer_seconds_ago",
+                "Time since the group coordinator last answered a heartbeat.",
+                known(seconds(g.since_last_heartbeat_answer)),
+            )?;
+            family(
+                &mut e,
                 "group_rebalance_latency_avg_seconds",
                 "The average duration of the rebalances completed in the last 30 to 60 s.",
                 known(seconds(g.rebalance_latency_avg)),
@@ -370,6 +376,12 @@ impl Collector for Snapshot {
             "partition_bytes_consumed",
             "Key and value bytes of the records handed to the application from the partition since it was assigned.",
             per_partition(m, &consumer, |p| Some(ConstCounter::new(p.bytes_consumed))),
+        )?;
+        family(
+            &mut e,
+            "partition_fetch_errors",
+            "Fetches and position lookups of the partition that failed since it was assigned.",
+            per_partition(m, &consumer, |p| Some(ConstCounter::new(p.fetch_errors))),
         )?;
         family(
             &mut e,

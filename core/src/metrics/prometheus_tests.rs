@@ -72,6 +72,9 @@ lagless_consumer_group_last_rebalance_duration_seconds{client_id="billing-1",gro
 # HELP lagless_consumer_group_last_rebalance_seconds_ago Time since the member's last rebalance completed.
 # TYPE lagless_consumer_group_last_rebalance_seconds_ago gauge
 lagless_consumer_group_last_rebalance_seconds_ago{client_id="billing-1",group_id="billing"} 12.0
+# HELP lagless_consumer_group_last_heartbeat_answer_seconds_ago Time since the group coordinator last answered a heartbeat.
+# TYPE lagless_consumer_group_last_heartbeat_answer_seconds_ago gauge
+lagless_consumer_group_last_heartbeat_answer_seconds_ago{client_id="billing-1",group_id="billing"} 1.5
 # HELP lagless_consumer_group_rebalance_latency_avg_seconds The average duration of the rebalances completed in the last 30 to 60 s.
 # TYPE lagless_consumer_group_rebalance_latency_avg_seconds gauge
 lagless_consumer_group_rebalance_latency_avg_seconds{client_id="billing-1",group_id="billing"} 3.25
@@ -119,6 +122,10 @@ lagless_consumer_partition_records_consumed_total{client_id="billing-1",group_id
 # TYPE lagless_consumer_partition_bytes_consumed_total counter
 lagless_consumer_partition_bytes_consumed_total{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 340
 lagless_consumer_partition_bytes_consumed_total{client_id="billing-1",group_id="billing",topic="orders",partition="1"} 0
+# HELP lagless_consumer_partition_fetch_errors_total Fetches and position lookups of the partition that failed since it was assigned.
+# TYPE lagless_consumer_partition_fetch_errors_total counter
+lagless_consumer_partition_fetch_errors_total{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 4
+lagless_consumer_partition_fetch_errors_total{client_id="billing-1",group_id="billing",topic="orders",partition="1"} 0
 # HELP lagless_consumer_partition_paused 1 while the partition is paused by pause().
 # TYPE lagless_consumer_partition_paused gauge
 lagless_consumer_partition_paused{client_id="billing-1",group_id="billing",topic="orders",partition="0"} 1
@@ -329,6 +336,7 @@ fn poll_latency_and_broker_families_carry_the_broker_labels_and_leave_unknowns_o
     let m = ConsumerMetrics {
         group: Some(GroupMetrics {
             since_last_rebalance: Some(Duration::from_millis(12_500)),
+            since_last_heartbeat_answer: None,
             rebalance_latency_avg: Some(Duration::from_millis(250)),
             rebalance_latency_max: Some(Duration::from_millis(400)),
             ..group()
