@@ -295,42 +295,8 @@ fn poll_latency_and_broker_families_carry_the_broker_labels_and_leave_unknowns_o
             p50: None,
             p99: None,
         }),
-        brokers: vec![
-            BrokerMetrics {
-                node_id: None,
-                address: "127.0.0.1:9092".into(),
-                state: "down",
-                connections: 0,
-                connects_total: 1,
-                connect_failures_total: 0,
-                disconnects_total: 1,
-                requests_in_flight: 0,
-                requests_total: 1,
-                bytes_sent_total: 60,
-                bytes_received_total: 400,
-                request_latency: None,
-            },
-            BrokerMetrics {
-                node_id: Some(1),
-                address: "127.0.0.1:9092".into(),
-                state: "up",
-                connections: 2,
-                connects_total: 2,
-                connect_failures_total: 1,
-                disconnects_total: 0,
-                requests_in_flight: 1,
-                requests_total: 30,
-                bytes_sent_total: 3_000,
-                bytes_received_total: 90_000,
-                request_latency: Some(LatencyMetrics {
-                    count: 29,
-                    avg: Duration::from_micros(2_250),
-                    max: Duration::from_millis(502),
-                    p50: Some(Duration::from_micros(1_500)),
-                    p99: None,
-                }),
-            },
-        ],
+        // The fixture's bootstrap entry (down) and broker 1 (up).
+        brokers: sample_metrics().brokers,
         ..snapshot()
     };
     let m = ConsumerMetrics {

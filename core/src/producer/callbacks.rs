@@ -3,7 +3,7 @@
 //! them, [`Producer::serve_callbacks`], which the C producer's `lagless_producer_poll`/`_flush`
 //! and the Python producer's `poll()`/`flush()` call, on the calling thread, as librdkafka's
 //! `rd_kafka_poll` serves its producer's. When and what is decided as for the consumer
-//! (`consumer::statistics`, `cluster::health`); this file only wires them to the producer.
+//! (`metrics::callbacks`, `cluster::health`); this file only wires them to the producer.
 use std::time::Instant;
 
 use super::Producer;
