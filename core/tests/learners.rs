@@ -831,7 +831,19 @@ fn readiness_reported_later_from_another_thread_moves_the_partitions_then() {
             let each = |state| -> Vec<(i32, &'static str)> {
                 tps.iter().map(|tp| (tp.partition, state)).collect()
             };
-            assert_eq!(learning(&c), each("warming"));
+            // The member's view publishes what it learns once the learning step is done, a
+            // moment after the callback handed the partitions over: wait for it (nothing else
+            // may show meanwhile: ready comes only after learner_ready() below).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let now = learning(&c);
+                if now == each("warming") {
+                    break;
+                }
+                assert!(now.is_empty(), "learning {now:?} before the warm-up ended");
+                assert!(Instant::now() < deadline, "never warming: {now:?}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
             std::thread::sleep(WARM_UP);
             log.lock()
                 .unwrap()
